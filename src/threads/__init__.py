@@ -1,0 +1,1 @@
+"""threads: AI-agent runs that survive crashes."""

@@ -1,0 +1,191 @@
+"""RFC 8785 (JCS) canonical JSON: the only spelling a log line may have.
+
+``canonical(value)`` writes the one byte form of a JSON value: object keys in UTF-16 code unit
+order, no whitespace, ECMAScript number formatting, minimal lowercase ``\\u`` escapes, raw UTF-8
+for everything else. ``parse_strict`` reads a line the way admission needs it: strict UTF-8, no
+duplicate keys, no NaN/Infinity, nesting at most 64, integers inside the safe range.
+Invariant: for every value v that ``parse_strict`` accepts, ``parse_strict(canonical(v)) == v``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from threads.errors import LogError
+
+JsonValue = Any  # None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]
+
+MAX_DEPTH = 64
+MAX_LINE_BYTES = 1024 * 1024
+MAX_SAFE_INT = 2**53 - 1
+
+_ESCAPES = {
+    '"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+}
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    ch = match.group(0)
+    return _ESCAPES.get(ch) or f"\\u{ord(ch):04x}"
+
+
+def _string(s: str) -> str:
+    return '"' + _NEEDS_ESCAPE.sub(_escape_char, s) + '"'
+
+
+def _number(n: float) -> str:
+    """ECMAScript Number::toString for a finite double (RFC 8785 section 3.2.2.3)."""
+    if not math.isfinite(n):
+        raise ValueError("NaN and Infinity have no JSON form")
+    if n == 0:
+        return "0"
+    sign = "-" if n < 0 else ""
+    digits, exponent = _shortest_digits(abs(n))
+    k = len(digits)
+    point = exponent + k  # position of the decimal point relative to the digit string
+    if k <= point <= 21:
+        return sign + digits + "0" * (point - k)
+    if 0 < point <= 21:
+        return sign + digits[:point] + "." + digits[point:]
+    if -6 < point <= 0:
+        return sign + "0." + "0" * (-point) + digits
+    e = point - 1
+    mantissa = digits[0] + ("." + digits[1:] if k > 1 else "")
+    return sign + mantissa + "e" + ("+" if e >= 0 else "-") + str(abs(e))
+
+
+def _shortest_digits(x: float) -> tuple[str, int]:
+    """The shortest round-trip decimal digits of x and their exponent: x = digits * 10**exponent."""
+    mantissa, _, exp = repr(x).partition("e")
+    whole, _, frac = mantissa.partition(".")
+    digits = (whole + frac).lstrip("0")
+    exponent = (int(exp) if exp else 0) - len(frac)
+    stripped = digits.rstrip("0")
+    exponent += len(digits) - len(stripped)
+    return stripped, exponent
+
+
+def _write(value: JsonValue, out: list[str]) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, str):
+        out.append(_string(value))
+    elif isinstance(value, int):
+        out.append(str(value))
+    elif isinstance(value, float):
+        out.append(_number(value))
+    elif isinstance(value, dict):
+        out.append("{")
+        first = True
+        for key in sorted(value, key=_utf16_key):
+            if not isinstance(key, str):
+                raise TypeError(f"object keys must be strings, not {type(key).__name__}")
+            if not first:
+                out.append(",")
+            first = False
+            out.append(_string(key))
+            out.append(":")
+            _write(value[key], out)
+        out.append("}")
+    elif isinstance(value, list | tuple):
+        out.append("[")
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+            _write(item, out)
+        out.append("]")
+    else:
+        raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
+def _utf16_key(key: str) -> bytes:
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def canonical(value: JsonValue) -> bytes:
+    """The RFC 8785 bytes of ``value`` (UTF-8, no trailing newline)."""
+    out: list[str] = []
+    _write(value, out)
+    return "".join(out).encode("utf-8")
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _no_duplicates(pairs: list[tuple[str, JsonValue]]) -> dict[str, JsonValue]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise ValueError("duplicate object key")
+    return obj
+
+
+_STRING_LITERAL = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def _nesting_depth(raw: bytes) -> int:
+    depth = deepest = 0
+    for match in _BRACKET.finditer(_STRING_LITERAL.sub(b"", raw)):
+        if match.group(0) in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def _check_ints(value: JsonValue) -> None:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_SAFE_INT:
+            raise ValueError(f"integer {v} is outside the safe range ±(2^53-1)")
+
+
+def parse_strict(raw: bytes, *, seq: int | None = None) -> JsonValue:
+    """Parse one line under the admission rules; any violation is ``invalid_line`` at ``seq``."""
+    if len(raw) > MAX_LINE_BYTES:
+        raise LogError("invalid_line", f"line is {len(raw)} bytes; the limit is 1 MiB", seq=seq)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LogError("invalid_line", f"line is not valid UTF-8 ({exc.reason})", seq=seq) from None
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _nesting_depth(raw) > MAX_DEPTH:
+        raise LogError("invalid_line", f"nesting is deeper than {MAX_DEPTH} levels", seq=seq)
+    try:
+        value = json.loads(
+            text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant
+        )
+        _check_ints(value)
+    except (ValueError, RecursionError) as exc:
+        raise LogError("invalid_line", f"line is not strict JSON: {exc}", seq=seq) from None
+    return value
+
+
+def admit_canonical(raw: bytes, *, seq: int | None = None) -> JsonValue:
+    """Parse ``raw`` strictly and require it to be byte-identical to its canonical form."""
+    value = parse_strict(raw, seq=seq)
+    try:
+        again = canonical(value)
+    except (ValueError, UnicodeEncodeError) as exc:
+        raise LogError("invalid_line", f"line has no canonical form: {exc}", seq=seq) from None
+    if again != raw:
+        raise LogError(
+            "invalid_line",
+            "line is not in canonical (RFC 8785) form; it was rewritten after it was written",
+            seq=seq,
+        )
+    return value

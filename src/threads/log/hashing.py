@@ -1,0 +1,17 @@
+"""SHA-256 as the format uses it: lowercase hex over exact stored bytes (chain, head, artifacts)
+or over canonical JSON of a value (config_hash, args_hash, tools_hash)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from threads.log.canonical import JsonValue, canonical
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def value_hash(value: JsonValue) -> str:
+    """Hash of a value's canonical bytes (``args_hash`` of a tool input, ``config_hash``, ...)."""
+    return hashlib.sha256(canonical(value)).hexdigest()

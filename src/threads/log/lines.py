@@ -1,0 +1,143 @@
+"""The three kinds of log line as values: ``Header`` (a branch's first line), ``Event`` (the
+envelope plus its ``data``) and ``Head`` (the checkpoint closing an export).
+
+Each value keeps the exact bytes it was read from or written as (``line``) and their hash, so
+nothing is ever re-serialized once stored. ``encode_event`` is the only way events are written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from threads.log.canonical import JsonValue, canonical
+from threads.log.hashing import sha256_hex
+
+FORMAT_LOG = "threads.log"
+FORMAT_HEAD = "threads.head"
+FORMAT_VERSION = 1
+WRITER_IMPL = "threads-py"
+WRITER_VERSION = "0.1.0"
+
+# Known types that a reader without them may skip; every other known type is critical.
+NON_CRITICAL_TYPES: frozenset[str] = frozenset({"log_repaired", "park_escalated", "schedule_skipped"})
+
+Actor = dict[str, Any]
+Data = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    thread_id: str
+    branch_id: str
+    created_at: int
+    writer_impl: str
+    writer_version: str
+    line: bytes = field(repr=False)
+    hash: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    seq: int
+    event_id: str
+    thread_id: str
+    branch_id: str
+    epoch: int
+    type: str
+    type_version: int
+    time: int
+    actor: Actor
+    prev_hash: str
+    critical: bool
+    data: Data
+    line: bytes = field(repr=False)
+    hash: str = field(repr=False)
+
+    @property
+    def actor_kind(self) -> str:
+        return str(self.actor["kind"])
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    branch_id: str
+    seq: int
+    hash: str
+
+    def line(self) -> bytes:
+        return canonical(
+            {
+                "branch_id": self.branch_id,
+                "format": FORMAT_HEAD,
+                "format_version": FORMAT_VERSION,
+                "hash": self.hash,
+                "seq": self.seq,
+            }
+        )
+
+
+def make_header(thread_id: str, branch_id: str, created_at: int) -> Header:
+    line = canonical(
+        {
+            "branch_id": branch_id,
+            "created_at": created_at,
+            "format": FORMAT_LOG,
+            "format_version": FORMAT_VERSION,
+            "thread_id": thread_id,
+            "writer": {"impl": WRITER_IMPL, "version": WRITER_VERSION},
+        }
+    )
+    return Header(thread_id, branch_id, created_at, WRITER_IMPL, WRITER_VERSION, line, sha256_hex(line))
+
+
+def header_from_value(value: dict[str, Any], line: bytes) -> Header:
+    writer = value["writer"]
+    return Header(
+        value["thread_id"], value["branch_id"], value["created_at"], writer["impl"],
+        writer["version"], line, sha256_hex(line),
+    )
+
+
+def event_from_value(value: dict[str, Any], line: bytes) -> Event:
+    return Event(
+        value["seq"], value["event_id"], value["thread_id"], value["branch_id"], value["epoch"],
+        value["type"], value["type_version"], value["time"], value["actor"], value["prev_hash"],
+        value["critical"], value["data"], line, sha256_hex(line),
+    )
+
+
+def encode_event(
+    *,
+    seq: int,
+    event_id: str,
+    thread_id: str,
+    branch_id: str,
+    epoch: int,
+    type: str,  # noqa: A002 - the wire field is called type
+    time: int,
+    actor: Actor,
+    prev_hash: str,
+    data: Data,
+) -> Event:
+    """Write one event line in canonical form; ``critical`` is pinned by the type."""
+    critical = type not in NON_CRITICAL_TYPES
+    value: dict[str, JsonValue] = {
+        "actor": actor,
+        "branch_id": branch_id,
+        "critical": critical,
+        "data": data,
+        "epoch": epoch,
+        "event_id": event_id,
+        "prev_hash": prev_hash,
+        "seq": seq,
+        "thread_id": thread_id,
+        "time": time,
+        "type": type,
+        "type_version": 1,
+    }
+    line = canonical(value)
+    return Event(
+        seq, event_id, thread_id, branch_id, epoch, type, 1, time, actor, prev_hash, critical,
+        data, line, sha256_hex(line),
+    )

@@ -1,0 +1,183 @@
+"""The ``Model`` protocol: what the run loop asks of any model (scripted, OpenAI, Anthropic, ...).
+
+A model receives a ``ModelRequest`` (the neutral Render v1 content the loop has already made
+durable as a ``model_request`` artifact) and streams ``TextDelta`` items followed by exactly one
+``ModelOutput``. Deltas are shown live and never recorded; the output becomes ``model_response``.
+A model that fails raises ``ModelCallError`` saying whether the request may have reached the
+provider (``provider_outcome``), so the loop can record the attempt honestly. Every network call
+an adapter makes goes through the ``Fence`` it is handed (see ``threads.models.fence``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from threads.models.fence import Fence
+
+StopReason = Literal[
+    "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn",
+    "context_window_exceeded", "other",
+]
+ProviderOutcome = Literal["not_sent", "unknown", "failed"]
+AbandonReason = Literal[
+    "crash", "timeout", "provider_error", "stream_broken", "cancelled", "steered",
+    "rate_limited", "overloaded", "server_error", "prompt_too_long", "guardrail",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """Nano-currency units per token (USD 3 per million tokens = 3000)."""
+
+    input: int
+    output: int
+    cache_read: int | None = None
+    cache_write: int | None = None
+    currency: str = "USD"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts as the provider reported them; ``None`` means not reported (unknown, never
+    zero)."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+    def to_wire(self) -> dict[str, int | None]:
+        out: dict[str, int | None] = {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+        }
+        for name in ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One attempt, exactly as recorded. ``messages`` are Render v1 transcript lines:
+    ``{"role": "user", "content": [{"type": "text", "text": ...}]}``,
+    ``{"role": "assistant", "content": [{"type": "text", ...} | {"type": "tool_use", "call_id",
+    "name", "input"}]}``, ``{"role": "tool", "call_id", "is_error", "content": [{"type": "text",
+    "text"}]}``. ``request_key`` = ``<branch_id>:<model_request event_id>`` identifies the attempt
+    to the provider where it can take a client id (used by ``lookup``)."""
+
+    request_key: str
+    system: str
+    messages: list[dict[str, Any]]
+    tools: list[ToolDefinition]
+    params: dict[str, Any]
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOutput:
+    """The complete response. ``content`` holds wire OutputParts: ``{"type": "text", "text"}``
+    and ``{"type": "tool_use", "call_id", "name", "input"}``."""
+
+    content: list[dict[str, Any]]
+    stop_reason: StopReason
+    usage: Usage
+    provider_request_id: str | None = None
+
+
+class ModelCallError(Exception):
+    """A model call that did not produce a ``ModelOutput``.
+
+    ``provider_outcome``: ``not_sent`` (provably never left: refused by the fence, connection
+    refused), ``unknown`` (it may have been processed: timeout, reset or 5xx after sending,
+    stream cut), ``failed`` (the provider answered with a definite refusal).
+    ``retryable`` with ``retry_after_ms`` asks the loop to schedule a retry (429/overloaded).
+    ``code`` is set for terminal failures: ``context_exhausted``, ``model_unavailable``,
+    ``stale_epoch`` (the fence refused), or ``model_error`` (malformed response)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: AbandonReason,
+        provider_outcome: ProviderOutcome,
+        retryable: bool = False,
+        retry_after_ms: int | None = None,
+        http_status: int | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason: AbandonReason = reason
+        self.provider_outcome: ProviderOutcome = provider_outcome
+        self.retryable = retryable
+        self.retry_after_ms = retry_after_ms
+        self.http_status = http_status
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class LookupResult:
+    """What a provider says about an interrupted attempt: ``found`` with the output, or
+    ``not_found``; ``final`` says whether a not_found proves the request never ran."""
+
+    status: Literal["found", "not_found", "unknown"]
+    final: bool = False
+    output: ModelOutput | None = None
+    provider_request_id: str | None = None
+
+
+@runtime_checkable
+class Model(Protocol):
+    provider: str
+    name: str
+    context_window: int
+    max_output_tokens: int
+    price: Price | None
+
+    def adapter_ref(self) -> dict[str, Any]:
+        """``{"name", "version", "settings"}`` as pinned in thread_started (no secrets)."""
+        ...
+
+    def params(self) -> dict[str, Any]:
+        """Model params pinned in thread_started and rendered in every request."""
+        ...
+
+    def stream(self, request: ModelRequest, fence: Fence) -> AsyncIterator[TextDelta | ModelOutput]:
+        """Yield text deltas live, then exactly one ``ModelOutput``; raise ``ModelCallError``."""
+        ...
+
+
+@runtime_checkable
+class SupportsLookup(Protocol):
+    async def lookup(self, request: ModelRequest, fence: Fence) -> LookupResult:
+        """Did the attempt identified by ``request.request_key`` reach the provider?"""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """What the loop pins about a model (for config hashing and budgets)."""
+
+    provider: str
+    name: str
+    context_window: int
+    max_output_tokens: int
+    price: Price | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
