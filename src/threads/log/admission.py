@@ -1,0 +1,88 @@
+"""Line admission: the checks one log line must pass on its own, before any cross-line check.
+
+Order (spec §1): strict parse (UTF-8, depth, size, duplicate keys, safe ints) and canonical
+byte equality, then format admission for lines carrying ``format`` (Header / Head), then the
+schema (with the critical rule for unknown events). Invariant: ``admit_line`` either returns
+a typed value built from exactly ``raw`` or raises a ``LogError`` naming the seq the problem
+belongs to (0 for a header, the head's own seq for a head, else the line's position).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from threads.errors import LogError
+from threads.log.canonical import admit_canonical
+from threads.log.lines import (
+    FORMAT_HEAD,
+    FORMAT_LOG,
+    FORMAT_VERSION,
+    Event,
+    Head,
+    Header,
+    event_from_value,
+    header_from_value,
+)
+from threads.log.schema import validate_event, validate_head, validate_header
+
+Line = Header | Event | Head
+
+
+def admit_line(raw: bytes, *, position_seq: int) -> Line:
+    """Admit one line (without its ``\\n``). ``position_seq`` is the seq the line would have if
+    it were the next event: the seq reported when the line cannot be read at all."""
+    value = admit_canonical(raw, seq=position_seq)
+    if not isinstance(value, dict):
+        message = f"a line must be a JSON object, not {_json_kind(value)}"
+        raise LogError("invalid_line", message, seq=position_seq)
+    if "format" in value:
+        return _admit_formatted(value, raw, position_seq)
+    validate_event(value, seq=position_seq)
+    return event_from_value(value, raw)
+
+
+def _admit_formatted(value: dict[str, Any], raw: bytes, position_seq: int) -> Header | Head:
+    fmt = value["format"]
+    if fmt == FORMAT_LOG:
+        _admit_version(value, "header", seq=0)
+        validate_header(value, seq=0)
+        return header_from_value(value, raw)
+    if fmt == FORMAT_HEAD:
+        seq = value.get("seq")
+        head_seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else position_seq
+        _admit_version(value, "head", seq=head_seq)
+        validate_head(value, seq=head_seq)
+        return Head(value["branch_id"], value["seq"], value["hash"])
+    shown = repr(fmt) if isinstance(fmt, str) else _json_kind(fmt)
+    # Position rule: at the start of an export the position is the header slot, seq 0.
+    raise LogError(
+        "invalid_line",
+        f"unknown line format {shown}; expected {FORMAT_LOG!r} or {FORMAT_HEAD!r}",
+        seq=position_seq,
+    )
+
+
+def _admit_version(value: dict[str, Any], what: str, *, seq: int) -> None:
+    """A newer integer version means a newer writer (unsupported_format); anything else that is
+    not a positive integer is a broken line (invalid_line)."""
+    version = value.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version <= 0:
+        raise LogError(
+            "invalid_line", f"{what} format_version must be a positive integer, got {version!r}",
+            seq=seq,
+        )
+    if version > FORMAT_VERSION:
+        raise LogError(
+            "unsupported_format",
+            f"{what} format_version {version} is newer than this reader ({FORMAT_VERSION}); "
+            "open it with a newer threads",
+            seq=seq,
+        )
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    if value is None:
+        return "null"
+    return kinds.get(type(value), "a number")
+
