@@ -29,7 +29,7 @@ _MAP = frozenset({"$defs", "definitions", "dependentSchemas", "patternProperties
 
 
 def strip_descriptions(schema: Any) -> Any:
-    """``schema`` without its ``description`` annotations; non-schema values are kept as they are."""
+    """``schema`` without its ``description`` annotations; non-schema values are kept as is."""
     if not isinstance(schema, dict):
         return schema  # a boolean schema
     out: dict[str, Any] = {}
