@@ -1,0 +1,49 @@
+"""Per-kind conformance totals, printed at the end of the session:
+``conformance <kind>: N passed, N failed, N skipped``, plus which passes compared a partial
+expectation (no expected file, or an expected.json older than the fields we now compute)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+_TEST = "test_conformance.py::test_case["
+_results: dict[str, Counter[str]] = {}
+_partial: dict[str, list[str]] = {}
+
+
+def _case_id(nodeid: str) -> str | None:
+    if _TEST not in nodeid:
+        return None
+    return nodeid.split(_TEST, 1)[1].rstrip("]")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    case_id = _case_id(report.nodeid)
+    if case_id is None:
+        return
+    kind = case_id.split("/", 1)[0]
+    counts = _results.setdefault(kind, Counter())
+    if report.skipped:
+        counts["skipped"] += 1
+    elif report.failed:
+        counts["failed"] += 1
+    elif report.when == "call":
+        counts["passed"] += 1
+        for key, why in report.user_properties:
+            if key == "partial":
+                _partial.setdefault(str(why), []).append(case_id)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for kind, counts in sorted(_results.items()):
+        terminalreporter.write_line(
+            f"conformance {kind}: {counts['passed']} passed, {counts['failed']} failed, "
+            f"{counts['skipped']} skipped"
+        )
+    for why, case_ids in sorted(_partial.items()):
+        terminalreporter.write_line(
+            f"conformance partial comparison, {why}: {len(case_ids)} passed case(s): "
+            + ", ".join(case_ids)
+        )
