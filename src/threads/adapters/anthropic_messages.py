@@ -1,0 +1,171 @@
+"""The Anthropic Messages dialect: Render v1 → ``messages`` with ``tool_use`` / ``tool_result``
+blocks; ``message_*`` / ``content_block_*`` events → output.
+
+Invariants: consecutive Render v1 lines that map to the same wire role are merged into one
+message (Anthropic wants all results of parallel tool calls in the next user message); a stream
+is complete only once ``message_stop`` arrived; block kinds Render v1 cannot carry (thinking,
+server tools) are left out of the output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from threads.adapters.errors import MalformedResponseError
+from threads.adapters.wire import ToolCallAssembler, maybe, need, no_usage, sub
+from threads.models.protocol import ModelOutput, ModelRequest, StopReason, Usage
+
+_STOP: dict[str, StopReason] = {
+    "end_turn": "end_turn", "tool_use": "tool_use", "max_tokens": "max_tokens",
+    "stop_sequence": "stop_sequence", "refusal": "refusal", "pause_turn": "pause_turn",
+    "model_context_window_exceeded": "context_window_exceeded",
+}
+
+
+class MessagesDialect:
+    reserved_params = frozenset({"model", "messages", "system", "tools", "stream"})
+
+    def __init__(self, model: str, max_output_tokens: int) -> None:
+        self._model = model
+        self._max_output_tokens = max_output_tokens
+
+    def render(self, request: ModelRequest, *, streaming: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self._model,
+            "max_tokens": self._max_output_tokens,
+            "messages": _messages(request.messages),
+            "stream": streaming,
+        }
+        if request.system:
+            body["system"] = request.system
+        if request.tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                for t in request.tools
+            ]
+        body.update(request.params)
+        return body
+
+    async def send(self, client: Any, body: dict[str, Any]) -> Any:
+        named = ("model", "max_tokens", "messages", "stream")
+        rest = {k: v for k, v in body.items() if k not in named}
+        return await client.messages.create(**{k: body[k] for k in named}, extra_body=rest)
+
+    def reader(self) -> MessagesStreamReader:
+        return MessagesStreamReader()
+
+    def read_complete(self, response: dict[str, Any]) -> ModelOutput:
+        content: list[dict[str, Any]] = []
+        for block in need(response, "content", list):
+            if block.get("type") == "text":
+                content.append({"type": "text", "text": need(block, "text", str)})
+            elif block.get("type") == "tool_use":
+                content.append({"type": "tool_use", "call_id": need(block, "id", str),
+                                "name": need(block, "name", str),
+                                "input": need(block, "input", dict)})
+        return ModelOutput(
+            content=content,
+            stop_reason=_STOP.get(str(response.get("stop_reason")), "other"),
+            usage=_usage(sub(response, "usage")),
+            provider_request_id=need(response, "id", str),
+        )
+
+
+class MessagesStreamReader:
+    def __init__(self) -> None:
+        self._texts: dict[int, list[str]] = {}
+        self._calls = ToolCallAssembler()
+        self._usage: dict[str, Any] = {}
+        self._id: str | None = None
+        self._stop: StopReason = "other"
+        self._stopped = False
+
+    def feed(self, event: dict[str, Any]) -> str | None:
+        kind = event.get("type")
+        if kind == "message_start":
+            message = need(event, "message", dict)
+            self._id = need(message, "id", str)
+            self._usage.update(sub(message, "usage") or {})
+        elif kind == "content_block_start":
+            index, block = need(event, "index", int), need(event, "content_block", dict)
+            if block.get("type") == "text":
+                self._texts[index] = [str(block.get("text") or "")]
+            elif block.get("type") == "tool_use":
+                self._calls.start(index, need(block, "id", str), need(block, "name", str))
+        elif kind == "content_block_delta":
+            return self._delta(need(event, "index", int), need(event, "delta", dict))
+        elif kind == "message_delta":
+            delta = need(event, "delta", dict)
+            self._stop = _STOP.get(str(delta.get("stop_reason")), "other")
+            # message_delta usage is cumulative; it may restate input counts, never erase them
+            self._usage.update({k: v for k, v in (sub(event, "usage") or {}).items()
+                                if v is not None})
+        elif kind == "message_stop":
+            self._stopped = True
+        return None
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> str | None:
+        if delta.get("type") == "text_delta" and index in self._texts:
+            text = need(delta, "text", str)
+            self._texts[index].append(text)
+            return text
+        if delta.get("type") == "input_json_delta":
+            self._calls.add(index, need(delta, "partial_json", str))
+        return None
+
+    def finish(self) -> ModelOutput:
+        if not self._stopped:
+            raise MalformedResponseError("the stream ended before message_stop")
+        blocks: dict[int, dict[str, Any]] = {
+            index: {"type": "text", "text": "".join(parts)}
+            for index, parts in self._texts.items()
+        }
+        blocks.update(self._calls.parts())
+        return ModelOutput(
+            content=[blocks[i] for i in sorted(blocks)],
+            stop_reason=self._stop,
+            usage=_usage(self._usage) if self._usage else no_usage(),
+            provider_request_id=self._id,
+        )
+
+
+def _messages(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    wire: list[dict[str, Any]] = []
+    for line in lines:
+        role = "assistant" if line["role"] == "assistant" else "user"
+        blocks = _blocks(line)
+        if wire and wire[-1]["role"] == role:
+            wire[-1]["content"].extend(blocks)
+        else:
+            wire.append({"role": role, "content": blocks})
+    return wire
+
+
+def _blocks(line: dict[str, Any]) -> list[dict[str, Any]]:
+    if line["role"] == "tool":
+        return [{
+            "type": "tool_result", "tool_use_id": line["call_id"],
+            "content": [{"type": "text", "text": p["text"]} for p in line["content"]
+                        if p.get("type") == "text" and p["text"]],
+            "is_error": bool(line.get("is_error", False)),
+        }]
+    blocks: list[dict[str, Any]] = []
+    for part in line["content"]:
+        if part.get("type") == "text" and part["text"]:  # the API rejects empty text blocks
+            blocks.append({"type": "text", "text": part["text"]})
+        elif part.get("type") == "tool_use":
+            blocks.append({"type": "tool_use", "id": part["call_id"], "name": part["name"],
+                           "input": part["input"]})
+    return blocks
+
+
+def _usage(usage: Mapping[str, Any] | None) -> Usage:
+    if usage is None:
+        return no_usage()
+    return Usage(
+        input_tokens=maybe(usage, "input_tokens"),
+        output_tokens=maybe(usage, "output_tokens"),
+        cache_read_tokens=maybe(usage, "cache_read_input_tokens"),
+        cache_write_tokens=maybe(usage, "cache_creation_input_tokens"),
+    )

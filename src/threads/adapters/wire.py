@@ -1,0 +1,98 @@
+"""Reading provider replies: typed field access and tool-call assembly shared by all adapters.
+
+Invariant: a reply that lacks a required field or carries tool arguments that are not a JSON
+object raises ``MalformedResponseError``; nothing is guessed or half-returned.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from threads.adapters.errors import MalformedResponseError
+from threads.models.protocol import Usage
+
+T = TypeVar("T")
+
+
+def need(mapping: Mapping[str, Any], key: str, kind: type[T]) -> T:
+    """``mapping[key]``, which must be a ``kind``."""
+    value = mapping.get(key)
+    if not isinstance(value, kind):
+        raise MalformedResponseError(f"expected {key!r} to be {kind.__name__}, got {value!r:.80}")
+    return value
+
+
+def maybe(mapping: Mapping[str, Any] | None, key: str) -> int | None:
+    """An optional token count: absent or null stays ``None`` (unknown), never 0."""
+    if mapping is None:
+        return None
+    value = mapping.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise MalformedResponseError(f"expected {key!r} to be an integer, got {value!r:.80}")
+    return value
+
+
+def sub(mapping: Mapping[str, Any] | None, key: str) -> Mapping[str, Any] | None:
+    """An optional nested object."""
+    if mapping is None:
+        return None
+    value = mapping.get(key)
+    return value if isinstance(value, Mapping) else None
+
+
+def tool_use(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """A wire ``tool_use`` part from a call whose arguments arrived as JSON text."""
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise MalformedResponseError(f"tool call {name!r} has arguments that are not JSON") from exc
+    if not isinstance(parsed, dict):
+        raise MalformedResponseError(f"tool call {name!r} has arguments that are not an object")
+    return {"type": "tool_use", "call_id": call_id, "name": name, "input": parsed}
+
+
+def no_usage() -> Usage:
+    return Usage(input_tokens=None, output_tokens=None)
+
+
+@dataclass(slots=True)
+class PendingCall:
+    call_id: str
+    name: str
+    fragments: list[str] = field(default_factory=list)
+
+
+class ToolCallAssembler:
+    """Collects streamed tool calls by their stream position (output/content/choice index), so
+    interleaved argument fragments of parallel calls land on the right call."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, PendingCall] = {}
+
+    def start(self, index: int, call_id: str, name: str) -> None:
+        self._calls[index] = PendingCall(call_id, name)
+
+    def add(self, index: int, fragment: str) -> None:
+        call = self._calls.get(index)
+        if call is None:
+            raise MalformedResponseError(f"argument fragment for unknown tool call #{index}")
+        call.fragments.append(fragment)
+
+    def has(self, index: int) -> bool:
+        return index in self._calls
+
+    def parts(self) -> dict[int, dict[str, Any]]:
+        return {
+            index: tool_use(call.call_id, call.name, "".join(call.fragments))
+            for index, call in self._calls.items()
+        }
+
+
+def text_of(content: list[dict[str, Any]]) -> str:
+    """The text parts of a Render v1 message, joined (tool_use parts are rendered separately)."""
+    return "".join(part["text"] for part in content if part.get("type") == "text")
