@@ -76,7 +76,7 @@ class ChatDialect:
                                     need(function, "arguments", str)))
         return ModelOutput(
             content=content,
-            stop_reason=_stop_reason(choice),
+            stop_reason=_with_calls(_stop_reason(choice), content),
             usage=_usage(sub(response, "usage")),
             provider_request_id=need(response, "id", str),
         )
@@ -122,7 +122,8 @@ class ChatStreamReader:
             content.append({"type": "text", "text": text})
         calls = self._calls.parts()
         content += [calls[i] for i in sorted(calls)]
-        return ModelOutput(content=content, stop_reason=self._finish, usage=self._usage,
+        return ModelOutput(content=content, stop_reason=_with_calls(self._finish, content),
+                           usage=self._usage,
                            provider_request_id=self._id)
 
 
@@ -152,6 +153,13 @@ def _first_choice(response: dict[str, Any]) -> dict[str, Any]:
 
 def _stop_reason(choice: Mapping[str, Any]) -> StopReason:
     return _FINISH.get(str(choice.get("finish_reason")), "other")
+
+
+def _with_calls(stop: StopReason, content: list[dict[str, Any]]) -> StopReason:
+    """Some compatible servers finish tool calls with ``stop``; the calls still await results."""
+    if stop == "end_turn" and any(part["type"] == "tool_use" for part in content):
+        return "tool_use"
+    return stop
 
 
 def _usage(usage: Mapping[str, Any] | None) -> Usage:

@@ -71,17 +71,24 @@ class FakeProvider:
         item = self._queue.popleft()
         if isinstance(item, ScriptedStall):
             return StallReply()
-        if isinstance(item, ScriptedError):
-            return json_reply(item.status, self.error_body(item), item.headers)
         streaming = bool(request.json().get("stream"))
+        if isinstance(item, ScriptedError):
+            if not (item.in_stream and streaming):
+                return json_reply(item.status, self.error_body(item), item.headers)
+            error = SseEvent(data=json.dumps(self.error_body(item)), event="error")
+            return SseReply(events=[self._first_event(request), error])
         if isinstance(item, ScriptedMalformed):
             if not streaming:
                 return BodyReply(status=200, body=item.data.encode())
-            first = self.stream_events(request, ScriptedTurn())[0]
+            first = self._first_event(request)
             return SseReply(events=[first, SseEvent(data=item.data, event=first.event)])
         if not streaming:
             return json_reply(200, self.complete_body(request, item))
         return SseReply(events=self.stream_events(request, item), cut_after=item.cut_after_events)
+
+    def _first_event(self, request: RecordedRequest) -> SseEvent:
+        """The opening event of a stream (e.g. ``message_start``), before a scripted failure."""
+        return self.stream_events(request, ScriptedTurn())[0]
 
     def error_body(self, error: ScriptedError) -> Any:
         raise NotImplementedError

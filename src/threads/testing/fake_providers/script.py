@@ -58,13 +58,15 @@ class ScriptedTurn:
 @dataclass(frozen=True, slots=True)
 class ScriptedError:
     """An HTTP error with the provider's error body. ``code`` is OpenAI's ``error.code``;
-    ``error_type`` overrides the error type the fake derives from the status."""
+    ``error_type`` overrides the error type the fake derives from the status. ``in_stream``
+    sends it to a streaming request as an ``error`` SSE event inside a 200 reply instead."""
 
     status: int
     message: str
     code: str | None = None
     error_type: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    in_stream: bool = False
 
 
 @dataclass(frozen=True, slots=True)
