@@ -1,0 +1,122 @@
+"""Property tests of canonical lines: every canonical spelling round-trips through admission,
+and every other spelling of the same value is refused."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from threads.errors import LogError
+from threads.log.canonical import MAX_SAFE_INT, admit_canonical, canonical
+
+# Lone surrogates have no UTF-8 form, so no line can hold one.
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+# An integral float at or above 2**53 is written as a long digit string, which the reader
+# takes as an unsafe integer; the writer never needs one (framework ints are ints).
+FLOATS = st.floats(allow_nan=False, allow_infinity=False).filter(
+    lambda f: not (f.is_integer() and abs(f) > MAX_SAFE_INT)
+)
+SCALARS = st.none() | st.booleans() | st.integers(-MAX_SAFE_INT, MAX_SAFE_INT) | FLOATS | TEXT
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
+    max_leaves=20,
+)
+OBJECTS = st.dictionaries(TEXT, VALUES, min_size=1, max_size=5)
+
+
+def refused(raw: bytes) -> bool:
+    try:
+        admit_canonical(raw)
+    except LogError as err:
+        return err.code == "invalid_line"
+    return False
+
+
+@given(VALUES)
+def test_canonical_round_trips(value: Any) -> None:
+    assert admit_canonical(canonical(value)) == value
+
+
+@given(VALUES)
+def test_canonical_is_stable(value: Any) -> None:
+    once = canonical(value)
+    assert canonical(admit_canonical(once)) == once
+
+
+@given(OBJECTS)
+def test_surrounding_whitespace_is_refused(value: dict[str, Any]) -> None:
+    line = canonical(value)
+    for spelled in (b" " + line, line + b" ", line + b"\n", b"\t" + line):
+        assert refused(spelled)
+
+
+@given(OBJECTS)
+def test_python_spellings_differ_only_when_refused(value: dict[str, Any]) -> None:
+    """Pretty-printed, ASCII-escaped and unsorted spellings are refused unless they happen to
+    be byte-identical to the canonical line."""
+    line = canonical(value)
+    for spelled in (
+        json.dumps(value, indent=1).encode(),
+        json.dumps(value, ensure_ascii=True).encode(),
+        json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode(),
+        json.dumps(dict(reversed(value.items())), separators=(",", ":")).encode(),
+    ):
+        assert spelled == line or refused(spelled)
+
+
+@given(st.dictionaries(TEXT, SCALARS, min_size=2, max_size=5))
+def test_key_order_other_than_utf16_is_refused(value: dict[str, Any]) -> None:
+    line = canonical(value)
+    items = sorted(value.items(), key=lambda kv: kv[0].encode("utf-16-be"), reverse=True)
+    reordered = b"{" + b",".join(
+        canonical(k) + b":" + canonical(v) for k, v in items
+    ) + b"}"
+    assert reordered != line
+    assert refused(reordered)
+
+
+@given(st.integers(-MAX_SAFE_INT, MAX_SAFE_INT))
+def test_integer_respellings_are_refused(n: int) -> None:
+    for spelled in (f"{n}.0", f"{n}e0", f"{float(n):e}", f"{n}E0"):
+        assert refused(b'{"n":' + spelled.encode() + b"}")
+
+
+@given(TEXT.filter(lambda s: any(c.isascii() and c.isalnum() for c in s)))
+def test_escaped_plain_characters_are_refused(text: str) -> None:
+    index = next(i for i, c in enumerate(text) if c.isascii() and c.isalnum())
+    escaped = canonical(text[:index])[:-1] + f"\\u{ord(text[index]):04x}".encode()
+    raw = b'{"s":' + escaped + canonical(text[index + 1 :])[1:] + b"}"
+    assert admit_canonical(b'{"s":' + canonical(text) + b"}") == {"s": text}
+    assert refused(raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a":1.0}', b'{"a":1e3}', b'{"a":1E3}', b'{"a":10e2}', b'{"a":-0}', b'{"a":-0.0}',
+        b'{"a":0.10}', b'{"a":1.5e0}', b'{"a":"\\u0041"}', b'{"a":"\\u001F"}', b'{"a":"\\/"}',
+        b'{"a":"\\u00e9"}', b'{"a":"\\uD83D\\uDE00"}', b'{"a":"\\u000a"}', b'{"a":"\\u0009"}',
+        b'{"a":true }', b'{ "a":true}', b'{"a" :true}', b'{"b":1,"a":1}',
+        b'{"\xc3\xa9":1,"z":1}', b'{"a":[1 ,2]}', b'{"a":1e21}', b'{"a":0.0000001}',
+    ],
+)
+def test_known_non_canonical_spellings_are_refused(raw: bytes) -> None:
+    assert refused(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        (b'{"a":1e+21}', {"a": 1e21}), (b'{"a":1e-7}', {"a": 1e-7}),
+        (b'{"a":0.000001}', {"a": 1e-6}), (b'{"a":"\\u001f"}', {"a": "\x1f"}),
+        (b'{"a":"\\n"}', {"a": "\n"}), (b'{"a":"\xc3\xa9"}', {"a": "\u00e9"}),
+        (b'{"a":0.1}', {"a": 0.1}), (b'{"z":1,"\xc3\xa9":1}', {"z": 1, "\u00e9": 1}),
+    ],
+)
+def test_canonical_spellings_are_admitted(raw: bytes, value: dict[str, Any]) -> None:
+    assert admit_canonical(raw) == value
