@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from runner import Case, CaseSkipped, cases_dir, discover, run_case
 
@@ -17,7 +19,7 @@ CASES = discover(CASES_DIR)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.case_id for c in CASES])
-def test_case(case: Case, record_property: pytest.RecordProperty) -> None:
+def test_case(case: Case, record_property: Callable[[str, object], None]) -> None:
     try:
         expected = run_case(case)
     except CaseSkipped as skipped:

@@ -14,7 +14,7 @@ from threads.errors import LogError
 from threads.log.canonical import MAX_SAFE_INT, admit_canonical, canonical
 
 # Lone surrogates have no UTF-8 form, so no line can hold one.
-TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 # An integral float at or above 2**53 is written as a long digit string, which the reader
 # takes as an unsafe integer; the writer never needs one (framework ints are ints).
 FLOATS = st.floats(allow_nan=False, allow_infinity=False).filter(

@@ -102,19 +102,23 @@ def _validators_for(value: dict[str, Any]) -> Iterator[Any]:
             yield schema._event_validator(value["type"])
 
 
+WRONG_VALUES: tuple[Any, ...] = (None, "x", -1, 1.5, [], {}, True)
+WRONG_DATA: tuple[Any, ...] = (None, "", 0, [], {"x": 1})
+
+
 def _mutations(value: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """Each field of the line and of its data dropped, retyped or joined by a stranger."""
     yield with_(value, unexpected=1)
     for key in value:
         yield {k: v for k, v in value.items() if k != key}
-        for wrong in (None, "x", -1, 1.5, [], {}, True):
+        for wrong in WRONG_VALUES:
             yield with_(value, **{key: wrong})
     data = value.get("data")
     if isinstance(data, dict):
         yield with_(value, data={**data, "unexpected": 1})
         for key in data:
             yield with_(value, data={k: v for k, v in data.items() if k != key})
-            for wrong in (None, "", 0, [], {"x": 1}):
+            for wrong in WRONG_DATA:
                 yield with_(value, data={**data, key: wrong})
 
 
