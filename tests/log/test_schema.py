@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,8 @@ from threads.errors import LogError
 from threads.log import schema
 from threads.log.schema import known_types, validate_event, validate_head, validate_header
 
-CASES = Path(__file__).resolve().parents[2].parent / "shared" / "conformance" / "cases"
+REPO = Path(__file__).resolve().parents[2]
+CASES = REPO.parent / "shared" / "conformance" / "cases"
 VENDORED = Path(schema.__file__).with_name("events.v1.schema.json")
 
 EVENT: dict[str, Any] = {
@@ -86,6 +89,12 @@ def test_vendored_schema_keeps_property_named_description() -> None:
     tool_spec = vendored["$defs"]["ToolSpec"]
     assert "description" in tool_spec["properties"]
     assert "description" not in vendored["$defs"]["Envelope"]
+
+
+@pytest.mark.skipif(not CASES.is_dir(), reason="the shared conformance schema is not present")
+def test_vendored_schema_is_current() -> None:
+    check = [sys.executable, str(REPO / "tools" / "sync_schema.py"), "--check"]
+    assert subprocess.run(check, check=False).returncode == 0
 
 
 # --- the fast path agrees with jsonschema ------------------------------------------------------
