@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -90,10 +90,18 @@ async def collect(
 async def failure(model: SdkModel, request: ModelRequest | None = None,
                   fence: Fence | None = None) -> ModelCallError:
     """Run one call that must fail without yielding any output; return its error."""
+    items: list[TextDelta | ModelOutput] = []
     with pytest.raises(ModelCallError) as caught:
-        async for item in model.stream(request or simple_request(), fence or OpenFence()):
-            assert not isinstance(item, ModelOutput), "a broken call yielded an output"
+        await _drain(model.stream(request or simple_request(), fence or OpenFence()), items)
+    assert not any(isinstance(item, ModelOutput) for item in items), "a broken call yielded"
     return caught.value
+
+
+async def _drain(
+    stream: AsyncIterator[TextDelta | ModelOutput], into: list[TextDelta | ModelOutput]
+) -> None:
+    async for item in stream:
+        into.append(item)  # noqa: PERF401  (keep what came before the error)
 
 
 def closed_port() -> int:

@@ -7,7 +7,7 @@ raises, so a test can never reach a real provider even if an adapter ignored its
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -19,7 +19,7 @@ _LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 
 
 @pytest.fixture(autouse=True)
-def block_real_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def block_real_network(monkeypatch: pytest.MonkeyPatch) -> None:
     real_connect = socket.socket.connect
     real_getaddrinfo = socket.getaddrinfo
 
@@ -35,7 +35,6 @@ def block_real_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(socket.socket, "connect", guarded_connect)
     monkeypatch.setattr(socket, "getaddrinfo", guarded_getaddrinfo)
-    yield
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ def build_anthropic_model(
     chosen = check_model_settings(
         model, context_window, max_output_tokens, params, dialect.reserved_params
     )
+    endpoint = endpoint_host(base_url, DEFAULT_HOST)
     key = api_key or os.environ.get("ANTHROPIC_API_KEY")
     if not key:
         raise ConfigError(
@@ -51,6 +52,5 @@ def build_anthropic_model(
         provider="anthropic", name=model, context_window=context_window,
         max_output_tokens=max_output_tokens, price=price, params=chosen, dialect=dialect,
         client=client, slot=slot, api_key=key, streaming=streaming,
-        settings={"api": "messages", "endpoint": endpoint_host(base_url, DEFAULT_HOST),
-                  "streaming": streaming},
+        settings={"api": "messages", "endpoint": endpoint, "streaming": streaming},
     )

@@ -47,6 +47,7 @@ def build_openai_model(
     chosen = check_model_settings(
         model, context_window, max_output_tokens, params, dialect.reserved_params
     )
+    endpoint = endpoint_host(base_url, DEFAULT_HOST)
     key = api_key or os.environ.get("OPENAI_API_KEY")
     if not key:
         raise ConfigError(
@@ -64,6 +65,5 @@ def build_openai_model(
         provider=provider, name=model, context_window=context_window,
         max_output_tokens=max_output_tokens, price=price, params=chosen, dialect=dialect,
         client=client, slot=slot, api_key=key, streaming=streaming,
-        settings={"api": api, "endpoint": endpoint_host(base_url, DEFAULT_HOST),
-                  "streaming": streaming},
+        settings={"api": api, "endpoint": endpoint, "streaming": streaming},
     )
