@@ -1,1 +1,86 @@
-"""threads: AI-agent runs that survive crashes."""
+"""threads: AI-agent runs that survive crashes.
+
+Every step a run takes is written to the thread's append-only, hash-chained log before the next
+one starts; running the same thread again continues it; and a side effect that may already have
+happened is never silently repeated: threads proves what happened, or parks and asks a person.
+"""
+
+from threads.clock import Clock, FakeClock, SystemClock
+from threads.errors import ConfigError, LogError, StoreError, ThreadsError
+from threads.errors import NotFound as NotFoundError
+from threads.log.lines import Event
+from threads.models.protocol import Model, ModelCallError, ModelOutput, Price, TextDelta, Usage
+from threads.run.agent import Agent, agent
+from threads.run.budget import Budget
+from threads.run.permissions import Permissions
+from threads.run.principal import LOCAL_OPERATOR, Principal
+from threads.run.results import (
+    BudgetExhausted,
+    Cancelled,
+    Completed,
+    Failed,
+    Parked,
+    Pending,
+    RunResult,
+)
+from threads.run.thread import ControlError, PendingApproval, Thread, open_thread
+from threads.store.protocol import Store
+from threads.store.sqlite import sqlite
+from threads.tools.tool import (
+    EffectUnknown,
+    Found,
+    LookupUnknown,
+    NotFound,
+    Reconcile,
+    RunContext,
+    Tool,
+    tool,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LOCAL_OPERATOR",
+    "Agent",
+    "Budget",
+    "BudgetExhausted",
+    "Cancelled",
+    "Clock",
+    "Completed",
+    "ConfigError",
+    "ControlError",
+    "EffectUnknown",
+    "Event",
+    "Failed",
+    "FakeClock",
+    "Found",
+    "LogError",
+    "LookupUnknown",
+    "Model",
+    "ModelCallError",
+    "ModelOutput",
+    "NotFound",
+    "NotFoundError",
+    "Parked",
+    "Pending",
+    "PendingApproval",
+    "Permissions",
+    "Price",
+    "Principal",
+    "Reconcile",
+    "RunContext",
+    "RunResult",
+    "Store",
+    "StoreError",
+    "SystemClock",
+    "TextDelta",
+    "Thread",
+    "ThreadsError",
+    "Tool",
+    "Usage",
+    "__version__",
+    "agent",
+    "open_thread",
+    "sqlite",
+    "tool",
+]

@@ -143,16 +143,12 @@ def _nesting_depth(raw: bytes) -> int:
     return deepest
 
 
-def _check_ints(value: JsonValue) -> None:
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_SAFE_INT:
-            raise ValueError(f"integer {v} is outside the safe range ±(2^53-1)")
+def _parse_int(literal: str) -> int | float:
+    """Integers beyond ±(2^53-1) are doubles on the wire (as every JSON reader in JavaScript
+    sees them): read them as floats, so canonical(value) reproduces the literal only when the
+    double is exact; anything else fails the byte-equality check."""
+    value = int(literal)
+    return value if abs(value) <= MAX_SAFE_INT else float(literal)
 
 
 def parse_strict(raw: bytes, *, seq: int | None = None) -> JsonValue:
@@ -167,9 +163,9 @@ def parse_strict(raw: bytes, *, seq: int | None = None) -> JsonValue:
         raise LogError("invalid_line", f"nesting is deeper than {MAX_DEPTH} levels", seq=seq)
     try:
         value = json.loads(
-            text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant
+            text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant,
+            parse_int=_parse_int,
         )
-        _check_ints(value)
     except (ValueError, RecursionError) as exc:
         raise LogError("invalid_line", f"line is not strict JSON: {exc}", seq=seq) from None
     return value

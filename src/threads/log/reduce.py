@@ -1,0 +1,592 @@
+"""Reduce: fold a branch's resolved chain into the state everything else reads.
+
+``Fold`` consumes headers and events in chain order, enforcing the semantic rules of the format
+as it goes (a rule broken raises ``LogError`` at that event's seq), and keeps the working state the
+run loop and recovery decide from: the open turn and model request, every call with its tool spec
+as of call time, decision, approval and effect history, parks, cancel barrier, budget and usage.
+``state()`` projects the normative ``ReducedState`` the conformance cases compare.
+Invariant: the fold is a pure function of the lines it was given; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from threads.errors import LogError
+from threads.log.hashing import value_hash
+from threads.log.ids import effect_key
+from threads.log.lines import Event, Header
+
+@dataclass(slots=True)
+class Approval:
+    challenge_id: str
+    args_hash: str
+    expires_at: int
+    state: str = "open"  # open | granted | denied
+    decided_by: dict[str, Any] | None = None
+    reason: str | None = None
+    used: bool = False
+
+
+@dataclass(slots=True)
+class Call:
+    """One tool call and everything recorded about it since ``tool_call``."""
+
+    call_id: str
+    name: str
+    input: dict[str, Any]
+    request_event_id: str
+    branch_id: str
+    seq: int
+    spec: dict[str, Any] | None  # ToolSpec of that name in the tool set at call time
+    removed: bool = False  # a later tools_changed dropped this tool
+    decision: str | None = None  # allow | deny | ask
+    decision_source: str | None = None
+    approval: Approval | None = None
+    effect: str | None = None  # begun | committed | unknown | resolved
+    attempt: int = 0
+    first_begin_time: int | None = None
+    unknown_reason: str | None = None
+    resolution: str | None = None  # last effect_resolved outcome
+    result_ref: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    parked: bool = False
+
+    @property
+    def effect_key(self) -> str:
+        return effect_key(self.branch_id, self.call_id)
+
+    @property
+    def effect_class(self) -> str:
+        if self.spec is None:
+            return "unguarded"
+        return str(self.spec.get("effect_class", "unguarded"))
+
+    @property
+    def args_hash(self) -> str:
+        return value_hash(self.input)
+
+
+@dataclass(slots=True)
+class ModelAttempt:
+    event: Event
+    attempt: int
+    outcome: str | None = None  # response | not_sent | failed | unknown (None while open)
+    retry_not_before: int | None = None
+
+
+@dataclass(slots=True)
+class Turn:
+    input_event: Event
+    budget: dict[str, Any] | None
+    sent: bool = False  # a model_request follows the last user_input/steer
+    budget_exceeded: bool = False
+    cancel_event: Event | None = None
+    model_requests: int = 0
+
+
+@dataclass
+class Fold:
+    """Incremental reducer; ``now_ms`` only decides which snapshots are still fork points."""
+
+    now_ms: int | None = None
+    header_: Header | None = None
+    root_header: Header | None = None
+    thread_started: dict[str, Any] | None = None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    last_seq: int = 0
+    last_hash: str = ""
+    epoch: int = 0
+    inspection_only: bool = False
+    thread_cancelled: bool = False
+    turn: Turn | None = None
+    turns_completed: int = 0
+    calls: dict[str, Call] = field(default_factory=dict)
+    call_order: list[str] = field(default_factory=list)
+    effect_order: list[str] = field(default_factory=list)
+    attempts: dict[str, ModelAttempt] = field(default_factory=dict)
+    open_attempt: ModelAttempt | None = None
+    last_attempt: ModelAttempt | None = None
+    parks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    approvals: dict[str, Call] = field(default_factory=dict)
+    snapshots: list[tuple[int, str, int | None]] = field(default_factory=list)
+    transcript: list[tuple[str, str]] = field(default_factory=list)
+    responses: list[dict[str, Any]] = field(default_factory=list)
+    model_requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    unknown_responses: int = 0
+    events: list[Event] = field(default_factory=list)
+
+    # ---- feeding -------------------------------------------------------------------------
+
+    def header(self, header: Header) -> None:
+        if self.root_header is None:
+            self.root_header = header
+        self.header_ = header
+        self.last_hash = header.hash
+
+    def apply(self, event: Event) -> None:
+        handler = _HANDLERS.get(event.type)
+        if handler is not None:
+            handler(self, event)
+        self.events.append(event)
+        self.last_seq = event.seq
+        self.last_hash = event.hash
+        self.epoch = event.epoch
+
+    # ---- queries the loop uses -----------------------------------------------------------
+
+    def pending_calls(self) -> list[Call]:
+        return [self.calls[c] for c in self.call_order if self.calls[c].result is None]
+
+    def tool_spec(self, name: str) -> dict[str, Any] | None:
+        for spec in self.tools:
+            if spec["name"] == name:
+                return spec
+        return None
+
+    @property
+    def status(self) -> str:
+        if self.inspection_only:
+            return "inspection_only"
+        if self.thread_cancelled:
+            return "cancelled"
+        if self.parks:
+            return "parked"
+        if self.turn is not None:
+            return "in_turn"
+        return "idle"
+
+    def state(self) -> dict[str, Any]:
+        """The normative ReducedState as plain JSON values."""
+        header = self.header_
+        if header is None:
+            raise LogError("invalid_transition", "no header was read", seq=0)
+        return {
+            "thread_id": header.thread_id,
+            "branch_id": header.branch_id,
+            "head": {"seq": self.last_seq, "hash": self.last_hash},
+            "epoch": self.epoch,
+            "status": self.status,
+            "turns_completed": self.turns_completed,
+            "pending_calls": [c.call_id for c in self.pending_calls()],
+            "effects": [
+                {"effect_key": call.effect_key, "call_id": call.call_id, "status": call.effect}
+                for call in (self.calls[c] for c in self.effect_order)
+            ],
+            "parked": [dict(address) for address in self.parks.values()],
+            "fork_points": [
+                {"seq": seq, "snapshot_event_id": event_id}
+                for seq, event_id, expires_at in self.snapshots
+                if expires_at is None or self.now_ms is None or expires_at > self.now_ms
+            ],
+            "usage": {
+                "input_tokens": self.input_tokens,
+                "output_tokens": self.output_tokens,
+                "unknown_responses": self.unknown_responses,
+            },
+            "transcript": [{"role": role, "event_id": eid} for role, eid in self.transcript],
+        }
+
+    def projections(self) -> dict[str, Any]:
+        return {"cost": self.cost()}
+
+    def model_price(self) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
+        """(currency, price, model entry) of the thread's pinned model from its policy."""
+        started = self.thread_started or {}
+        policy = started.get("policy") or {}
+        model = started.get("model") or {}
+        for entry in policy.get("models", []):
+            if entry.get("name") == model.get("name") and entry.get("provider") == model.get(
+                "provider"
+            ):
+                return policy.get("currency", "USD"), entry.get("price"), entry
+        return policy.get("currency", "USD"), None, None
+
+    def cost(self) -> dict[str, Any]:
+        """Spend read back from the log: known nanos, and an upper bound that counts every
+        unreported or in-doubt attempt at the model's declared bound."""
+        currency, price, entry = self.model_price()
+        known = 0
+        upper = 0
+        complete = True
+        bounded = True
+        for response in self.responses:
+            usage = response["usage"]
+            amount = _priced(usage, price)
+            if amount is None:
+                complete = False
+                bound = _attempt_bound(price, entry)
+                if bound is None:
+                    bounded = False
+                else:
+                    upper += bound
+            else:
+                known += amount
+                upper += amount
+        for attempt in self.attempts.values():
+            if attempt.outcome in (None, "unknown"):  # in flight or in doubt: may be billed
+                complete = False
+                bound = _attempt_bound(price, entry)
+                if bound is None:
+                    bounded = False
+                else:
+                    upper += bound
+        return {
+            "currency": currency,
+            "known_nanos": known,
+            "upper_bound_nanos": upper,
+            "complete": complete,
+            "bounded": bounded,
+        }
+
+    # ---- rules ---------------------------------------------------------------------------
+
+    def _call(self, event: Event) -> Call:
+        call_id = event.data["call_id"]
+        call = self.calls.get(call_id)
+        if call is None:
+            raise LogError(
+                "invalid_transition",
+                f"{event.type} names call {call_id!r}, which has no tool_call on this branch",
+                seq=event.seq,
+            )
+        return call
+
+
+def _priced(usage: dict[str, Any], price: dict[str, Any] | None) -> int | None:
+    inp, out = usage.get("input_tokens"), usage.get("output_tokens")
+    if inp is None or out is None:
+        return None
+    if price is None:
+        return 0
+    total = inp * price["input"] + out * price["output"]
+    for tokens_key, price_key in (("cache_read_tokens", "cache_read"), ("cache_write_tokens", "cache_write")):
+        tokens = usage.get(tokens_key)
+        if tokens and price.get(price_key) is not None:
+            total += tokens * price[price_key]
+    return int(total)
+
+
+def _attempt_bound(price: dict[str, Any] | None, entry: dict[str, Any] | None) -> int | None:
+    """Worst-case cost of one attempt: a full context window in, the output cap out."""
+    if price is None:
+        return 0
+    if entry is None or entry.get("input_billing_bound") != "context_window":
+        return None
+    return int(entry["context_window"] * price["input"] + entry["max_output_tokens"] * price["output"])
+
+
+def _fail(event: Event, message: str, code: str = "invalid_transition") -> LogError:
+    return LogError(code, message, seq=event.seq)
+
+
+def _on_thread_started(fold: Fold, event: Event) -> None:
+    if fold.thread_started is not None:
+        raise _fail(event, "thread_started may appear only once on a chain")
+    fold.thread_started = event.data
+    fold.tools = list(event.data.get("tools", []))
+
+
+def _on_tools_changed(fold: Fold, event: Event) -> None:
+    fold.tools = list(event.data["tools"])
+    names = {spec["name"] for spec in fold.tools}
+    for call in fold.calls.values():
+        if call.result is None and call.name not in names:
+            call.removed = True
+
+
+def _on_user_input(fold: Fold, event: Event) -> None:
+    if fold.turn is not None:
+        raise _fail(event, "user_input while a turn is open; input inside a turn must be a steer")
+    fold.turn = Turn(input_event=event, budget=event.data.get("budget"))
+    fold.transcript.append(("user", event.event_id))
+
+
+def _on_steer(fold: Fold, event: Event) -> None:
+    if fold.turn is None:
+        raise _fail(event, "steer outside an open turn")
+    fold.turn.sent = False
+    fold.transcript.append(("user", event.event_id))
+
+
+def _on_injected(fold: Fold, event: Event) -> None:
+    fold.transcript.append(("context", event.event_id))
+
+
+def _on_compacted(fold: Fold, event: Event) -> None:
+    fold.transcript.append(("summary", event.event_id))
+
+
+def _on_model_request(fold: Fold, event: Event) -> None:
+    turn = fold.turn
+    if turn is None:
+        raise _fail(event, "model_request outside a turn")
+    if turn.budget_exceeded:
+        raise _fail(event, "model_request after budget_exceeded in the same run")
+    if fold.open_attempt is not None:
+        raise _fail(event, "model_request while another request is still open")
+    attempt = ModelAttempt(event=event, attempt=event.data["attempt"])
+    fold.attempts[event.event_id] = attempt
+    fold.open_attempt = attempt
+    fold.last_attempt = attempt
+    fold.model_requests += 1
+    turn.model_requests += 1
+    turn.sent = True
+
+
+def _close_attempt(fold: Fold, event: Event, outcome: str) -> ModelAttempt:
+    attempt = fold.attempts.get(event.data["request_event_id"])
+    if attempt is None or attempt.outcome is not None:
+        raise _fail(event, f"{event.type} names no open model_request")
+    attempt.outcome = outcome
+    if fold.open_attempt is attempt:
+        fold.open_attempt = None
+    return attempt
+
+
+def _on_model_response(fold: Fold, event: Event) -> None:
+    _close_attempt(fold, event, "response")
+    usage = event.data["usage"]
+    fold.responses.append(event.data)
+    inp, out = usage.get("input_tokens"), usage.get("output_tokens")
+    if inp is None or out is None:
+        fold.unknown_responses += 1
+    if inp is not None:
+        fold.input_tokens += inp
+    if out is not None:
+        fold.output_tokens += out
+    fold.transcript.append(("assistant", event.event_id))
+
+
+def _on_model_attempt_abandoned(fold: Fold, event: Event) -> None:
+    _close_attempt(fold, event, event.data["provider_outcome"])
+
+
+def _on_retry_scheduled(fold: Fold, event: Event) -> None:
+    attempt = fold.attempts.get(event.data["request_event_id"])
+    if attempt is None:
+        raise _fail(event, "retry_scheduled names no model_request")
+    attempt.retry_not_before = event.data["not_before"]
+
+
+def _on_tool_call(fold: Fold, event: Event) -> None:
+    data = event.data
+    call_id = data["call_id"]
+    if call_id in fold.calls:
+        raise _fail(event, f"call_id {call_id!r} is already used on this chain")
+    if fold.turn is None:
+        raise _fail(event, "tool_call outside a turn")
+    call = Call(
+        call_id=call_id,
+        name=data["name"],
+        input=data["input"],
+        request_event_id=data["request_event_id"],
+        branch_id=event.branch_id,
+        seq=event.seq,
+        spec=fold.tool_spec(data["name"]),
+    )
+    fold.calls[call_id] = call
+    fold.call_order.append(call_id)
+
+
+def _on_permission_decision(fold: Fold, event: Event) -> None:
+    call = fold._call(event)
+    call.decision = event.data["decision"]
+    call.decision_source = event.data["source"]
+
+
+def _on_approval_requested(fold: Fold, event: Event) -> None:
+    call = fold._call(event)
+    data = event.data
+    if call.decision != "ask":
+        raise _fail(event, "approval_requested for a call whose decision is not ask")
+    if data["args_hash"] != call.args_hash:
+        raise _fail(event, "approval_requested args_hash does not match the call", "approval_mismatch")
+    call.approval = Approval(data["challenge_id"], data["args_hash"], data["expires_at"])
+    fold.approvals[data["challenge_id"]] = call
+
+
+def _on_approval_decided(fold: Fold, event: Event) -> None:
+    data = event.data
+    call = fold.approvals.get(data["challenge_id"])
+    if call is None or call.approval is None or call.call_id != data["call_id"]:
+        raise _fail(event, f"{event.type} names no open approval challenge")
+    approval = call.approval
+    if approval.state != "open":
+        raise _fail(event, "approval was already decided", "approval_duplicate")
+    if data["args_hash"] != approval.args_hash:
+        raise _fail(event, "approval binds to other arguments than the call", "approval_mismatch")
+    approval.state = "granted" if event.type == "approval_granted" else "denied"
+    approval.decided_by = event.actor.get("principal")
+    approval.reason = data.get("reason")
+
+
+def _on_effect_begin(fold: Fold, event: Event) -> None:
+    call = fold._call(event)
+    authorized = call.decision == "allow" or (
+        call.approval is not None and call.approval.state == "granted"
+    )
+    if not authorized:
+        raise _fail(event, "effect_begin for a call that was not allowed or approved")
+    turn = fold.turn
+    if turn is not None and turn.cancel_event is not None and call.effect is None:
+        raise _fail(event, "effect_begin after the cancel barrier")
+    if call.result is not None:
+        raise _fail(event, "effect_begin for a call that already has its result")
+    if call.effect is not None and call.resolution not in ("safe_to_retry", "not_sent", "assume_not_done"):
+        raise _fail(event, "effect_begin again without a resolution that allows another dispatch")
+    if event.data["attempt"] != call.attempt + 1:
+        raise _fail(event, f"effect_begin attempt must be {call.attempt + 1}")
+    if call.approval is not None:
+        call.approval.used = True
+    call.attempt = event.data["attempt"]
+    if call.first_begin_time is None:
+        call.first_begin_time = event.time
+    if call.effect is None:
+        fold.effect_order.append(call.call_id)
+    call.effect = "begun"
+    call.resolution = None
+
+
+def _on_effect_commit(fold: Fold, event: Event) -> None:
+    call = fold._call(event)
+    if call.effect not in ("begun", "unknown"):
+        raise _fail(event, "effect_commit without an open effect_begin")
+    call.effect = "committed"
+    call.result_ref = event.data["result_ref"]
+
+
+def _on_effect_unknown(fold: Fold, event: Event) -> None:
+    call = fold._call(event)
+    if call.effect != "begun":
+        raise _fail(event, "effect_unknown for an effect that is not begun")
+    call.effect = "unknown"
+    call.unknown_reason = event.data["reason"]
+
+
+def _on_effect_resolved(fold: Fold, event: Event) -> None:
+    call = fold._call(event)
+    if call.effect not in ("begun", "unknown"):
+        raise _fail(event, "effect_resolved for an effect that is not in doubt")
+    call.effect = "resolved"
+    call.resolution = event.data["outcome"]
+    if event.data.get("result_ref") is not None:
+        call.result_ref = event.data["result_ref"]
+
+
+def _on_tool_result(fold: Fold, event: Event) -> None:
+    call = fold._call(event)
+    if call.result is not None:
+        raise _fail(event, f"call {call.call_id!r} already has a result")
+    call.result = event.data
+    call.parked = False
+    fold.transcript.append(("tool", event.event_id))
+
+
+def _on_snapshot(fold: Fold, event: Event) -> None:
+    quiescent = fold.open_attempt is None and not fold.pending_calls()
+    if quiescent:
+        fold.snapshots.append((event.seq, event.event_id, event.data["expires_at"]))
+
+
+def _on_fork(fold: Fold, event: Event) -> None:
+    if event.data["reason"] == "repair":
+        fold.inspection_only = True
+
+
+def _park_key(address: dict[str, Any]) -> tuple[str, str]:
+    return (address["kind"], address["id"])
+
+
+def _on_parked(fold: Fold, event: Event) -> None:
+    address = event.data["address"]
+    fold.parks[_park_key(address)] = address
+    if address["kind"] == "effect":
+        for call in fold.calls.values():
+            if call.effect_key == address["id"]:
+                call.parked = True
+
+
+def _on_resumed(fold: Fold, event: Event) -> None:
+    address = event.data["address"]
+    fold.parks.pop(_park_key(address), None)
+    if address["kind"] == "effect":
+        for call in fold.calls.values():
+            if call.effect_key == address["id"]:
+                call.parked = False
+
+
+def _on_cancel_requested(fold: Fold, event: Event) -> None:
+    if fold.turn is not None:
+        fold.turn.cancel_event = event
+
+
+def _on_cancelled(fold: Fold, event: Event) -> None:
+    for call in fold.calls.values():
+        if call.effect in ("begun", "unknown"):
+            raise _fail(event, "cancelled while an effect is begun or unknown; it must park instead")
+    turn = fold.turn
+    scope = None
+    if turn is not None and turn.cancel_event is not None:
+        scope = turn.cancel_event.data["scope"]
+    if scope in ("thread", "tree"):
+        fold.thread_cancelled = True
+
+
+def _on_turn_completed(fold: Fold, event: Event) -> None:
+    if fold.turn is None:
+        raise _fail(event, "turn_completed without an open turn")
+    if fold.open_attempt is not None:
+        raise _fail(event, "turn_completed while a model_request is open")
+    fold.turn = None
+    fold.turns_completed += 1
+
+
+def _on_budget_exceeded(fold: Fold, event: Event) -> None:
+    if fold.turn is not None:
+        fold.turn.budget_exceeded = True
+
+
+_HANDLERS = {
+    "thread_started": _on_thread_started,
+    "tools_changed": _on_tools_changed,
+    "user_input": _on_user_input,
+    "steer": _on_steer,
+    "injected": _on_injected,
+    "compacted": _on_compacted,
+    "model_request": _on_model_request,
+    "model_response": _on_model_response,
+    "model_response_recovered": _on_model_response,
+    "model_attempt_abandoned": _on_model_attempt_abandoned,
+    "retry_scheduled": _on_retry_scheduled,
+    "tool_call": _on_tool_call,
+    "permission_decision": _on_permission_decision,
+    "approval_requested": _on_approval_requested,
+    "approval_granted": _on_approval_decided,
+    "approval_denied": _on_approval_decided,
+    "effect_begin": _on_effect_begin,
+    "effect_commit": _on_effect_commit,
+    "effect_unknown": _on_effect_unknown,
+    "effect_resolved": _on_effect_resolved,
+    "tool_result": _on_tool_result,
+    "snapshot": _on_snapshot,
+    "fork": _on_fork,
+    "parked": _on_parked,
+    "resumed": _on_resumed,
+    "cancel_requested": _on_cancel_requested,
+    "cancelled": _on_cancelled,
+    "turn_completed": _on_turn_completed,
+    "budget_exceeded": _on_budget_exceeded,
+}
+
+
+def reduce(header: Header, events: list[Event], *, now_ms: int | None = None) -> Fold:
+    """Fold one root branch's events (use ``Fold`` directly for multi-segment chains)."""
+    fold = Fold(now_ms=now_ms)
+    fold.header(header)
+    for event in events:
+        fold.apply(event)
+    return fold

@@ -1,0 +1,92 @@
+"""Render v1: the neutral, hashable form of a model request (LOG-FORMAT §6).
+
+Line 1 is the declared prefix (adapter, model, params, system, tools); then one line per
+transcript message. Every line is canonical JSON ending in ``\\n``. The bytes are what a
+``model_request`` stores as its artifact, so a request can be replayed and compared exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from threads.log.canonical import canonical
+from threads.log.hashing import sha256_hex
+from threads.log.lines import Event
+
+MEDIA_TYPE = "application/x-ndjson"
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    data: bytes
+    prefix_bytes: int
+    prefix_sha256: str
+    prefix: dict[str, Any]
+    messages: list[dict[str, Any]]
+
+    def request_ref(self) -> dict[str, Any]:
+        return {"bytes": len(self.data), "media_type": MEDIA_TYPE, "sha256": sha256_hex(self.data)}
+
+    def declared_prefix(self) -> dict[str, Any]:
+        return {"bytes": self.prefix_bytes, "sha256": self.prefix_sha256}
+
+
+def declared_prefix(started: Mapping[str, Any], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "adapter": started["adapter"],
+        "model": started["model"],
+        "params": started["model_params"],
+        "system": started["instructions"],
+        "tools": [
+            {"description": t["description"], "input_schema": t["input_schema"], "name": t["name"]}
+            for t in tools
+        ],
+    }
+
+
+def tool_text(data: Mapping[str, Any], resolved: Mapping[str, str]) -> str:
+    """The full text a tool result shows the model: its content, else its artifact, else the
+    preview."""
+    content = data.get("content")
+    if content:
+        return "".join(part.get("text", "") for part in content)
+    ref = data.get("ref")
+    if ref is not None and ref["sha256"] in resolved:
+        return resolved[ref["sha256"]]
+    return str(data["preview"])
+
+
+def transcript_messages(events: list[Event], resolved: Mapping[str, str]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for event in events:
+        data = event.data
+        if event.type in ("user_input", "steer"):
+            content = data.get("content") or [{"type": "text", "text": data.get("text", "")}]
+            messages.append({"role": "user", "content": content})
+        elif event.type in ("model_response", "model_response_recovered"):
+            messages.append({"role": "assistant", "content": data["content"]})
+        elif event.type == "tool_result":
+            messages.append(
+                {
+                    "role": "tool",
+                    "call_id": data["call_id"],
+                    "is_error": data["is_error"],
+                    "content": [{"type": "text", "text": tool_text(data, resolved)}],
+                }
+            )
+    return messages
+
+
+def render(
+    started: Mapping[str, Any],
+    tools: list[dict[str, Any]],
+    events: list[Event],
+    resolved: Mapping[str, str] | None = None,
+) -> Rendered:
+    prefix = declared_prefix(started, tools)
+    first = canonical(prefix) + b"\n"
+    messages = transcript_messages(events, resolved or {})
+    data = first + b"".join(canonical(m) + b"\n" for m in messages)
+    return Rendered(data, len(first), sha256_hex(first), prefix, messages)

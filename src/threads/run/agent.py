@@ -1,0 +1,219 @@
+"""``agent(...)``: a pure description of an agent (name, model, instructions, tools, policy).
+
+An ``Agent`` holds no state; ``run``/``run_sync``/``stream`` hand it to the runner with a store.
+Its pinned config (``config()``) is what ``thread_started`` records and what a later run of the
+same thread must match: a config change starts a new thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from threads.errors import ConfigError
+from threads.log.hashing import value_hash
+from threads.models.protocol import Model
+from threads.run.budget import Budget
+from threads.run.permissions import Permissions
+from threads.run.principal import Principal
+from threads.tools.tool import Tool
+
+if TYPE_CHECKING:
+    from threads.run.results import RunResult
+    from threads.run.streaming import RunStream
+    from threads.store.protocol import Store
+
+AGENT_NAME_MAX = 128
+PINNED_KEYS = ("adapter", "instructions", "model", "model_params", "tools")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Agent:
+    name: str
+    model: Model
+    instructions: str
+    tools: tuple[Tool, ...]
+    budget: Budget | None
+    permissions: Permissions
+    approvers: tuple[Principal, ...] | None
+    sandbox: Any
+    memory: Any
+
+    def tool_named(self, name: str) -> Tool | None:
+        for t in self.tools:
+            if t.name == name:
+                return t
+        return None
+
+    def config(self) -> dict[str, Any]:
+        """thread_started's data (without config_hash): what this agent pins a thread to."""
+        data: dict[str, Any] = {
+            "adapter": self.model.adapter_ref(),
+            "agent_name": self.name,
+            "instructions": self.instructions,
+            "model": {"name": self.model.name, "provider": self.model.provider},
+            "model_params": self.model.params(),
+            "tools": [t.spec() for t in self.tools],
+        }
+        policy = self.policy()
+        if policy:
+            data["policy"] = policy
+        data["config_hash"] = config_hash(data)
+        return data
+
+    def policy(self) -> dict[str, Any]:
+        policy: dict[str, Any] = {}
+        model = self.model
+        entry: dict[str, Any] = {
+            "context_window": model.context_window,
+            "input_billing_bound": "context_window",
+            "max_output_tokens": model.max_output_tokens,
+            "name": model.name,
+            "provider": model.provider,
+        }
+        if model.price is not None:
+            price = {"input": model.price.input, "output": model.price.output}
+            if model.price.cache_read is not None:
+                price["cache_read"] = model.price.cache_read
+            if model.price.cache_write is not None:
+                price["cache_write"] = model.price.cache_write
+            entry["price"] = price
+            policy["currency"] = model.price.currency
+        policy["models"] = [entry]
+        if self.budget is not None:
+            policy["budget"] = self.budget.to_wire()
+        policy["permissions"] = self.permissions.to_wire()
+        return policy
+
+    async def run(
+        self,
+        input: str | None,  # noqa: A002 - the public parameter is called input
+        *,
+        thread: str | None = None,
+        store: Store | None = None,
+        deps: Any = None,
+        budget: Budget | None = None,
+        principal: Principal | None = None,
+    ) -> RunResult:
+        """Run one turn on a new thread, or continue ``thread`` (recovery runs first). With
+        ``input=None`` an existing thread is only settled and continued, no new turn is opened."""
+        from threads.run.runner import start_run
+
+        return await start_run(
+            self, input, thread_id=thread, store=store, deps=deps, budget=budget,
+            principal=principal,
+        )
+
+    def run_sync(
+        self,
+        input: str | None,  # noqa: A002
+        *,
+        thread: str | None = None,
+        store: Store | None = None,
+        deps: Any = None,
+        budget: Budget | None = None,
+        principal: Principal | None = None,
+    ) -> RunResult:
+        """Blocking ``run``. Ctrl-C cancels the run durably (``cancel_requested`` is recorded)."""
+        from threads.run.runner import run_blocking
+
+        return run_blocking(
+            self, input, thread_id=thread, store=store, deps=deps, budget=budget,
+            principal=principal,
+        )
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        input: str | None,  # noqa: A002
+        *,
+        thread: str | None = None,
+        store: Store | None = None,
+        deps: Any = None,
+        budget: Budget | None = None,
+        principal: Principal | None = None,
+    ) -> AsyncIterator[RunStream]:
+        """Live items while the run works: committed ``Event``s and ``TextDelta``s (deltas are
+        shown, never recorded). ``await s.result`` gives the outcome."""
+        from threads.run.runner import start_run
+        from threads.run.streaming import RunStream
+
+        stream = RunStream()
+        task = asyncio.create_task(
+            start_run(
+                self, input, thread_id=thread, store=store, deps=deps, budget=budget,
+                principal=principal, sink=stream,
+            )
+        )
+        stream.attach(task)
+        try:
+            yield stream
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
+def config_hash(data: dict[str, Any]) -> str:
+    return value_hash({k: v for k, v in data.items() if k != "config_hash"})
+
+
+def pinned_view(started: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a thread's config that must not change between runs."""
+    return {k: started.get(k) for k in PINNED_KEYS}
+
+
+def agent(
+    *,
+    name: str,
+    model: Model,
+    instructions: str = "",
+    tools: Sequence[Tool] = (),
+    budget: Budget | None = None,
+    permissions: Permissions | None = None,
+    approvers: Sequence[Principal] | None = None,
+    sandbox: Any = None,
+    memory: Any = None,
+) -> Agent:
+    """Describe an agent. Everything is checked here: a ``ConfigError`` now, never mid-run."""
+    if not isinstance(name, str) or not name or len(name) > AGENT_NAME_MAX:
+        raise ConfigError("invalid_config", "agent name must be a non-empty string")
+    if not isinstance(model, Model):
+        raise ConfigError(
+            "invalid_config",
+            "model must implement threads.models.Model (e.g. threads.openai.openai(...) or"
+            " threads.testing.scripted_model(...))",
+        )
+    seen: set[str] = set()
+    for t in tools:
+        if not isinstance(t, Tool):
+            raise ConfigError("invalid_config", "tools must be made with threads.tool(...)")
+        if t.name in seen:
+            raise ConfigError("duplicate_name", f"two tools are named {t.name!r}")
+        seen.add(t.name)
+    if memory is not None:
+        check = getattr(memory, "check_fenceable", None)
+        if check is None:
+            raise ConfigError(
+                "transport_fence_unsupported",
+                "this memory adapter does not declare that its traffic passes the transport"
+                " fence, so threads refuses it",
+            )
+        check()
+    if budget is not None:
+        budget.check_enforceable(model)
+    return Agent(
+        name=name,
+        model=model,
+        instructions=instructions,
+        tools=tuple(tools),
+        budget=budget,
+        permissions=permissions or Permissions(),
+        approvers=tuple(approvers) if approvers is not None else None,
+        sandbox=sandbox,
+        memory=memory,
+    )

@@ -1,0 +1,57 @@
+"""``Budget``: limits on what a thread (agent level) or a run (run level) may spend.
+
+Limits are checked before each model request against a worst-case reservation (the model's
+declared max output, a full context window in, at its price), so a request that could cross a
+limit is never sent. Spend is read back from the log; unreported usage counts at its bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Protocol
+
+from threads.errors import ConfigError
+
+LIMITS = (
+    "max_model_requests", "max_turns", "max_input_tokens", "max_output_tokens",
+    "max_cost_nanos", "max_wall_ms",
+)
+
+
+class _Priced(Protocol):
+    @property
+    def price(self) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    max_model_requests: int | None = None
+    max_turns: int | None = None
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    max_cost_nanos: int | None = None
+    max_wall_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        values = [getattr(self, f.name) for f in fields(self)]
+        if all(v is None for v in values):
+            raise ConfigError("invalid_config", "a Budget needs at least one limit")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ConfigError("invalid_config", f"Budget.{f.name} must be a positive integer")
+
+    def to_wire(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name)}
+
+    @classmethod
+    def from_wire(cls, value: dict[str, Any]) -> Budget:
+        return cls(**{k: v for k, v in value.items() if k in LIMITS})
+
+    def check_enforceable(self, model: _Priced) -> None:
+        if self.max_cost_nanos is not None and model.price is None:
+            raise ConfigError(
+                "budget_unenforceable",
+                "max_cost_nanos needs a model with a declared price (nano-units per token);"
+                " give the model price=Price(input=..., output=...) or drop the cost limit",
+            )

@@ -1,0 +1,131 @@
+"""``Permissions``: allow / ask / deny rules per tool, with an optional glob on one argument,
+under a mode. Deny wins over ask over allow; a run-level ceiling can only narrow the policy.
+
+A rule is ``"tool"``, ``"prefix*"`` or ``"tool(arg:glob)"`` (e.g. ``"send_email(to:*@example.com)"``).
+Every decision is recorded as ``permission_decision`` with its source and the rule that made it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from threads.errors import ConfigError
+
+Mode = Literal["default", "accept_edits", "plan", "dont_ask", "bypass"]
+MODES = ("default", "accept_edits", "plan", "dont_ask", "bypass")
+RULE = re.compile(r"^(?P<tool>[a-z][a-z0-9_]{0,127}\*?)(\((?P<arg>[A-Za-z0-9_]+):(?P<glob>.+)\))?$")
+RANK = {"allow": 0, "ask": 1, "deny": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    decision: Literal["allow", "ask", "deny"]
+    source: str  # policy | default | mode
+    rule_id: str | None = None
+    mode: str | None = None
+    reason: str | None = None
+
+    def to_wire(self, call_id: str) -> dict[str, Any]:
+        data: dict[str, Any] = {"call_id": call_id, "decision": self.decision, "source": self.source}
+        if self.rule_id is not None:
+            data["rule_id"] = self.rule_id
+        if self.mode is not None:
+            data["mode"] = self.mode
+        if self.reason is not None:
+            data["reason"] = self.reason
+        return data
+
+
+def _check_rule(rule: str) -> None:
+    if not isinstance(rule, str) or not RULE.match(rule):
+        raise ConfigError(
+            "permission_rule_invalid",
+            f"permission rule {rule!r} must look like 'tool', 'prefix*' or 'tool(arg:glob)'",
+        )
+
+
+def rule_matches(rule: str, tool_name: str, args: dict[str, Any]) -> bool:
+    match = RULE.match(rule)
+    if match is None:
+        return False
+    pattern = match.group("tool")
+    if pattern.endswith("*"):
+        if not tool_name.startswith(pattern[:-1]):
+            return False
+    elif pattern != tool_name:
+        return False
+    arg = match.group("arg")
+    if arg is None:
+        return True
+    value = args.get(arg)
+    return isinstance(value, str) and fnmatch.fnmatchcase(value, match.group("glob"))
+
+
+@dataclass(frozen=True, slots=True)
+class Permissions:
+    mode: Mode = "default"
+    allow: tuple[str, ...] = ()
+    ask: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    allow_bypass: bool = False
+    ceiling: Permissions | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError("invalid_config", f"permission mode must be one of {', '.join(MODES)}")
+        if self.mode == "bypass" and not self.allow_bypass:
+            raise ConfigError(
+                "invalid_config",
+                "mode='bypass' skips every ask; opt in explicitly with allow_bypass=True",
+            )
+        for rule in (*self.allow, *self.ask, *self.deny):
+            _check_rule(rule)
+        object.__setattr__(self, "allow", tuple(self.allow))
+        object.__setattr__(self, "ask", tuple(self.ask))
+        object.__setattr__(self, "deny", tuple(self.deny))
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "allow": list(self.allow),
+            "allow_bypass": self.allow_bypass,
+            "ask": list(self.ask),
+            "deny": list(self.deny),
+            "mode": self.mode,
+            "plan_exit_mode": "default",
+            "protected_paths": [],
+        }
+
+    def narrowed(self, ceiling: Permissions | None) -> Permissions:
+        """This policy under a run-level ceiling: each call is decided under both and the
+        stricter decision wins."""
+        if ceiling is None:
+            return self
+        return Permissions(
+            self.mode, self.allow, self.ask, self.deny, self.allow_bypass, ceiling=ceiling
+        )
+
+    def decide(self, tool_name: str, args: dict[str, Any], effect_class: str) -> Decision:
+        own = self._decide_own(tool_name, args, effect_class)
+        if self.ceiling is None:
+            return own
+        other = self.ceiling.decide(tool_name, args, effect_class)
+        return other if RANK[other.decision] > RANK[own.decision] else own
+
+    def _decide_own(self, tool_name: str, args: dict[str, Any], effect_class: str) -> Decision:
+        for kind in ("deny", "ask", "allow"):
+            for rule in getattr(self, kind):
+                if rule_matches(rule, tool_name, args):
+                    return self._under_mode(Decision(kind, "policy", rule, None))  # type: ignore[arg-type]
+        if self.mode == "plan" and effect_class != "read_only":
+            return Decision("deny", "mode", None, "plan", "plan mode runs read-only tools only")
+        return self._under_mode(Decision("allow", "default"))
+
+    def _under_mode(self, decision: Decision) -> Decision:
+        if decision.decision == "ask" and self.mode == "dont_ask":
+            return Decision("deny", "mode", decision.rule_id, "dont_ask", "dont_ask mode never asks")
+        if decision.decision == "ask" and self.mode == "bypass":
+            return Decision("allow", "mode", decision.rule_id, "bypass")
+        return decision

@@ -1,0 +1,189 @@
+"""Starting a run: open or create the thread, take its lease, load and check the log, then hand
+over to the turn loop. Whatever happens, the lease is released when the run ends.
+
+Refusals happen here, before anything is appended: ``branch_busy`` (another process holds the
+thread), ``writer_mismatch`` (the other implementation writes this branch), ``branch_not_runnable``
+(inspection-only repair fork), ``log_corrupt``, and a config change (``ConfigError``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from typing import TYPE_CHECKING, Any
+
+from threads.errors import ConfigError, NotFound, StoreError, ThreadsError
+from threads.log.ids import uuid7
+from threads.log.lines import WRITER_IMPL, make_header
+from threads.log.reduce import Fold
+from threads.run.agent import Agent, pinned_view
+from threads.run.budget import Budget
+from threads.run.loop import RunLoop
+from threads.run.principal import LOCAL_OPERATOR, Principal
+from threads.run.results import ErrorInfo, Failed, RunResult
+from threads.run.thread import Thread
+from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter
+from threads.store.protocol import Chain, Store
+
+if TYPE_CHECKING:
+    from threads.run.streaming import RunStream
+
+
+def default_store() -> Store:
+    from threads.store.sqlite import sqlite
+
+    return sqlite(".threads")
+
+
+def load_fold(chain: Chain, now_ms: int) -> Fold:
+    fold = Fold(now_ms=now_ms)
+    for segment in chain.segments:
+        fold.header(segment.header)
+        for event in segment.events:
+            fold.apply(event)
+    return fold
+
+
+async def start_run(
+    agent: Agent,
+    input: str | None,  # noqa: A002
+    *,
+    thread_id: str | None,
+    store: Store | None,
+    deps: Any,
+    budget: Budget | None,
+    principal: Principal | None,
+    sink: RunStream | None = None,
+    holder_id: str | None = None,
+    ttl_ms: int = DEFAULT_LEASE_TTL_MS,
+) -> RunResult:
+    store = store if store is not None else default_store()
+    principal = principal or LOCAL_OPERATOR
+    if budget is not None:
+        budget.check_enforceable(agent.model)
+    now = store.clock.now_ms()
+    new = thread_id is None
+    if thread_id is None:
+        if input is None:
+            raise ConfigError("invalid_config", "a new thread needs an input")
+        thread_id = uuid7(now)
+        header = make_header(thread_id, uuid7(now), now)
+        await store.create_branch(header, tenant_id=principal.tenant)
+        branch_id = header.branch_id
+    else:
+        branch = await store.root_branch(thread_id)
+        if branch.tenant_id != principal.tenant:
+            raise NotFound(f"no thread {thread_id} for tenant {principal.tenant}")
+        branch_id = branch.branch_id
+    handle = Thread(store, thread_id, principal=principal)
+    try:
+        lease = await store.acquire_lease(branch_id, holder_id or uuid7(now), ttl_ms)
+    except StoreError as exc:
+        return Failed(handle, ErrorInfo(exc.code, exc.message))
+    writer: BranchWriter | None = None
+    try:
+        try:
+            chain = await store.read_chain(branch_id)
+            fold = load_fold(chain, store.clock.now_ms())
+        except ThreadsError as exc:
+            return Failed(handle, ErrorInfo(exc.code, exc.message))
+        refusal = _refusal(chain, fold)
+        if refusal is not None:
+            return Failed(handle, refusal)
+        if not new:
+            _check_pinned(agent, fold)
+        writer = BranchWriter(
+            store, lease, fold, ttl_ms=ttl_ms, on_event=sink.event if sink else None
+        )
+        writer.start_renewal()
+        if new:
+            await writer.append([("thread_started", agent.config(), {"kind": "host"})])
+        loop = RunLoop(
+            agent, writer, handle, deps=deps, principal=principal, run_budget=budget,
+            sink=sink, dropped_ref=chain.branch.dropped_ref,
+        )
+        return await loop.drive(input, recovering=not new)
+    finally:
+        if writer is not None:
+            await writer.close()
+        else:
+            with contextlib.suppress(StoreError):
+                await store.release_lease(lease)
+
+
+def _refusal(chain: Chain, fold: Fold) -> ErrorInfo | None:
+    own = chain.segments[-1].header
+    if own.writer_impl != WRITER_IMPL or not own.writer_version.startswith("0."):
+        return ErrorInfo(
+            "writer_mismatch",
+            f"this branch is written by {own.writer_impl} {own.writer_version}; threads-py can"
+            " read, export and fork it, but not append to it",
+        )
+    if fold.inspection_only or chain.branch.state != "ready":
+        return ErrorInfo(
+            "branch_not_runnable",
+            "this branch is inspection-only (a repair fork, or not ready); fork it at an"
+            " eligible snapshot to continue work",
+        )
+    return None
+
+
+def _check_pinned(agent: Agent, fold: Fold) -> None:
+    started = fold.thread_started
+    if started is None:
+        return
+    if pinned_view(started) != pinned_view(agent.config()):
+        changed = [
+            key for key, value in pinned_view(started).items()
+            if value != pinned_view(agent.config())[key]
+        ]
+        raise ConfigError(
+            "invalid_config",
+            f"a config change starts a new thread (changed: {', '.join(changed)}); run this"
+            " agent without thread= to start one, or run the thread with its original agent",
+        )
+
+
+def run_blocking(
+    agent: Agent,
+    input: str | None,  # noqa: A002
+    *,
+    thread_id: str | None,
+    store: Store | None,
+    deps: Any,
+    budget: Budget | None,
+    principal: Principal | None,
+) -> RunResult:
+    """``run_sync``: Ctrl-C records ``cancel_requested`` and lets the run end ``Cancelled``."""
+
+    async def main() -> RunResult:
+        task = asyncio.create_task(
+            start_run(
+                agent, input, thread_id=thread_id, store=store, deps=deps, budget=budget,
+                principal=principal,
+            )
+        )
+        loop = asyncio.get_running_loop()
+        interrupted = asyncio.Event()
+
+        def on_sigint() -> None:
+            interrupted.set()
+
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, on_sigint)
+        try:
+            waiter = asyncio.create_task(interrupted.wait())
+            done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if task in done:
+                waiter.cancel()
+                return task.result()
+            from threads.run.cancel import request_cancel_from_inside
+
+            await request_cancel_from_inside(task)
+            return await task
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGINT)
+
+    return asyncio.run(main())

@@ -1,0 +1,231 @@
+"""The thread handle: inspect and control a thread from any process, with only the store and
+its id (no agent needed).
+
+Reads (``timeline``, ``state``, ``usage``, ``cost``, ``pending_approvals``) reduce the log.
+Controls (``approve``, ``deny``, ``resolve_parked``, ``cancel``) append one event with the
+principal as actor, under the lease for that one append. Authority: the approvers given to
+``open_thread``, else the principal who started the thread; another tenant is never allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from threads.errors import NotFound, ThreadsError
+from threads.log.lines import Event
+from threads.log.reduce import Fold
+from threads.run.principal import Principal
+from threads.store.protocol import BranchInfo, Store
+
+
+class ControlError(ThreadsError):
+    """A control action was refused (``not_parked``, ``forbidden``, ``approval_mismatch``,
+    ``approval_expired``, ``approval_duplicate``, ``branch_busy``, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    challenge_id: str
+    call_id: str
+    tool: str
+    input: dict[str, Any]
+    args_hash: str
+    expires_at: int
+
+
+class Thread:
+    def __init__(
+        self,
+        store: Store,
+        thread_id: str,
+        *,
+        principal: Principal | None = None,
+        approvers: Sequence[Principal] | None = None,
+    ) -> None:
+        self.store = store
+        self.id = thread_id
+        self.principal = principal
+        self.approvers = tuple(approvers) if approvers is not None else None
+
+    def __repr__(self) -> str:
+        return f"Thread({self.id!r})"
+
+    async def _branch(self) -> BranchInfo:
+        branch = await self.store.root_branch(self.id)
+        if self.principal is not None and branch.tenant_id != self.principal.tenant:
+            raise NotFound(f"no thread {self.id} for tenant {self.principal.tenant}")
+        return branch
+
+    async def fold(self) -> Fold:
+        from threads.run.runner import load_fold
+
+        branch = await self._branch()
+        return load_fold(await self.store.read_chain(branch.branch_id), self.store.clock.now_ms())
+
+    async def timeline(self) -> list[Event]:
+        return list((await self.fold()).events)
+
+    async def state(self) -> dict[str, Any]:
+        return (await self.fold()).state()
+
+    async def branches(self) -> list[BranchInfo]:
+        await self._branch()
+        return await self.store.list_branches(self.id)
+
+    async def usage(self) -> dict[str, Any]:
+        fold = await self.fold()
+        return {
+            **fold.state()["usage"],
+            "model_requests": fold.model_requests,
+            "turns_completed": fold.turns_completed,
+        }
+
+    async def cost(self) -> dict[str, Any]:
+        return (await self.fold()).cost()
+
+    async def export(self) -> bytes:
+        from threads.store.transfer import export_branch
+
+        return await export_branch(self.store, (await self._branch()).branch_id)
+
+    async def pending_approvals(self) -> list[PendingApproval]:
+        fold = await self.fold()
+        out = []
+        for challenge_id, call in fold.approvals.items():
+            approval = call.approval
+            if approval is not None and approval.state == "open" and call.result is None:
+                out.append(
+                    PendingApproval(
+                        challenge_id, call.call_id, call.name, call.input, approval.args_hash,
+                        approval.expires_at,
+                    )
+                )
+        return out
+
+    # ---- controls -----------------------------------------------------------------------
+
+    def _authorize(self, fold: Fold, principal: Principal, branch: BranchInfo) -> None:
+        if principal.tenant != branch.tenant_id:
+            raise ControlError("forbidden", "a principal of another tenant can't act on this thread")
+        if self.approvers is not None:
+            allowed = principal in self.approvers
+        else:
+            root = next((e for e in fold.events if e.type == "user_input"), None)
+            starter = root.actor.get("principal") if root is not None else None
+            allowed = starter is None or Principal.from_wire(starter) == principal
+        if not allowed:
+            raise ControlError(
+                "forbidden",
+                f"{principal.subject} may not decide for this thread: only its approvers (or the"
+                " principal who started it) may",
+            )
+
+    async def resolve_parked(
+        self,
+        effect_key: str,
+        decision: Literal["assume_done", "assume_not_done"],
+        principal: Principal,
+    ) -> None:
+        """Settle a parked effect: ``assume_done`` (it happened: continue without sending it) or
+        ``assume_not_done`` (it did not: the next run re-sends it with the same key, and the log
+        records that a person accepted the risk of a duplicate). Run the thread again after."""
+        if decision not in ("assume_done", "assume_not_done"):
+            raise ControlError("invalid_argument", "decision is 'assume_done' or 'assume_not_done'")
+        from threads.run.control import control_writer
+
+        branch = await self._branch()
+        async with control_writer(self.store, branch.branch_id) as writer:
+            fold = writer.fold
+            self._authorize(fold, principal, branch)
+            address = fold.parks.get(("effect", effect_key))
+            call = next((c for c in fold.calls.values() if c.effect_key == effect_key), None)
+            if address is None or call is None:
+                raise ControlError("not_parked", f"no effect {effect_key} is parked on this thread")
+            actor = {"kind": "approver", "principal": principal.to_wire()}
+            park_event = next(
+                e for e in reversed(fold.events)
+                if e.type == "parked" and e.data["address"] == address
+            )
+            await writer.append(
+                [
+                    ("effect_resolved", {"by": "human", "call_id": call.call_id, "outcome": decision}, actor),
+                    ("resumed", {"address": dict(address), "cause_event_id": park_event.event_id}, actor),
+                ]
+            )
+
+    async def approve(
+        self, challenge_id: str, principal: Principal, remember_rule: str | None = None
+    ) -> None:
+        await self._decide(challenge_id, principal, granted=True, reason=None)
+
+    async def deny(self, challenge_id: str, principal: Principal, reason: str | None = None) -> None:
+        await self._decide(challenge_id, principal, granted=False, reason=reason)
+
+    async def _decide(
+        self, challenge_id: str, principal: Principal, *, granted: bool, reason: str | None
+    ) -> None:
+        from threads.run.control import control_writer
+
+        branch = await self._branch()
+        async with control_writer(self.store, branch.branch_id) as writer:
+            fold = writer.fold
+            self._authorize(fold, principal, branch)
+            call = fold.approvals.get(challenge_id)
+            if call is None or call.approval is None:
+                raise ControlError("not_pending", f"no approval {challenge_id} on this thread")
+            approval = call.approval
+            if approval.state != "open" or call.result is not None:
+                raise ControlError("approval_duplicate", "this approval was already decided")
+            if approval.expires_at <= self.store.clock.now_ms():
+                raise ControlError("approval_expired", "this approval request expired; it counts as denied")
+            data: dict[str, Any] = {
+                "args_hash": approval.args_hash, "call_id": call.call_id, "challenge_id": challenge_id,
+            }
+            if reason is not None:
+                data["reason"] = reason
+            actor = {"kind": "approver", "principal": principal.to_wire()}
+            items: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+                ("approval_granted" if granted else "approval_denied", data, actor)
+            ]
+            address = fold.parks.get(("approval", challenge_id))
+            if address is not None:
+                park_event = next(
+                    e for e in reversed(fold.events)
+                    if e.type == "parked" and e.data["address"] == address
+                )
+                items.append(("resumed", {"address": dict(address), "cause_event_id": park_event.event_id}, actor))
+            await writer.append(items)
+
+    async def cancel(self, principal: Principal, reason: str | None = None) -> None:
+        """Record a durable cancel barrier; the next run of the thread carries it out."""
+        from threads.run.control import control_writer
+
+        branch = await self._branch()
+        async with control_writer(self.store, branch.branch_id) as writer:
+            fold = writer.fold
+            if principal.tenant != branch.tenant_id:
+                raise ControlError("forbidden", "a principal of another tenant can't act on this thread")
+            if fold.turn is None:
+                raise ControlError("not_pending", "no turn is open on this thread; nothing to cancel")
+            data: dict[str, Any] = {"scope": "turn"}
+            if reason:
+                data["reason"] = reason
+            await writer.append(
+                [("cancel_requested", data, {"kind": "user", "principal": principal.to_wire()})]
+            )
+
+
+async def open_thread(
+    store: Store,
+    thread_id: str,
+    *,
+    principal: Principal | None = None,
+    approvers: Sequence[Principal] | None = None,
+) -> Thread:
+    """A handle on ``thread_id``; raises ``NotFound`` (unknown, or another tenant's) or
+    ``log_corrupt`` when its stored bytes no longer chain."""
+    thread = Thread(store, thread_id, principal=principal, approvers=approvers)
+    await thread.fold()
+    return thread

@@ -1,0 +1,119 @@
+"""``BranchWriter``: the one fenced writer of a branch for the length of a run.
+
+It holds the lease, renews it in the background well before expiry, and appends events at the
+lease's epoch with the expected head seq, folding each committed event into the run's state.
+Once the lease is lost it is never revived: every later append or fence check fails with
+``stale_epoch``, so a stale holder writes and sends nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from threads.errors import StoreError
+from threads.log.ids import uuid7
+from threads.log.lines import Event, encode_event
+from threads.log.reduce import Fold
+from threads.store.protocol import Lease, PendingArtifact, Store
+
+DEFAULT_LEASE_TTL_MS = 30_000
+
+
+class BranchWriter:
+    def __init__(
+        self,
+        store: Store,
+        lease: Lease,
+        fold: Fold,
+        *,
+        ttl_ms: int = DEFAULT_LEASE_TTL_MS,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.lease = lease
+        self.fold = fold
+        self.ttl_ms = ttl_ms
+        self.on_event = on_event
+        self.lost: StoreError | None = None
+        self._renewer: asyncio.Task[None] | None = None
+        header = fold.header_
+        assert header is not None
+        self.thread_id = header.thread_id
+        self.branch_id = header.branch_id
+
+    @property
+    def epoch(self) -> int:
+        return self.lease.epoch
+
+    def start_renewal(self, interval_s: float | None = None) -> None:
+        interval = interval_s if interval_s is not None else self.ttl_ms / 3000
+        self._renewer = asyncio.create_task(self._renew_forever(interval))
+
+    async def _renew_forever(self, interval_s: float) -> None:
+        while self.lost is None:
+            await asyncio.sleep(interval_s)
+            try:
+                self.lease = await self.store.renew_lease(self.lease, self.ttl_ms)
+            except StoreError as exc:
+                self.lost = exc
+            except Exception as exc:  # noqa: BLE001 - a store that stops answering loses the lease
+                self.lost = StoreError("stale_epoch", f"lease renewal failed: {exc}")
+
+    async def check(self) -> None:
+        """The fence: refuse (``stale_epoch``) unless this run still holds its branch."""
+        if self.lost is not None:
+            raise self.lost
+        try:
+            await self.store.check_lease(self.lease)
+        except StoreError as exc:
+            self.lost = exc
+            raise
+
+    async def append(
+        self,
+        items: Sequence[tuple[str, dict[str, Any], dict[str, Any]]],
+        *,
+        artifacts: Sequence[PendingArtifact] = (),
+    ) -> list[Event]:
+        """Append ``(type, data, actor)`` items in one transaction; returns the events."""
+        if self.lost is not None:
+            raise self.lost
+        fold = self.fold
+        now = self.store.clock.now_ms()
+        seq, prev = fold.last_seq, fold.last_hash
+        events: list[Event] = []
+        for type_, data, actor in items:
+            seq += 1
+            event = encode_event(
+                seq=seq, event_id=uuid7(now), thread_id=self.thread_id,
+                branch_id=self.branch_id, epoch=self.lease.epoch, type=type_, time=now,
+                actor=actor, prev_hash=prev, data=data,
+            )
+            events.append(event)
+            prev = event.hash
+        try:
+            await self.store.append(
+                self.branch_id, events, expected_seq=fold.last_seq, lease=self.lease,
+                artifacts=artifacts,
+            )
+        except StoreError as exc:
+            if exc.code in ("stale_epoch", "seq_conflict"):
+                self.lost = exc
+            raise
+        for event in events:
+            fold.apply(event)
+            if self.on_event is not None:
+                self.on_event(event)
+        return events
+
+    async def close(self) -> None:
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+        if self.lost is None:
+            with contextlib.suppress(StoreError):
+                await self.store.release_lease(self.lease)

@@ -1,0 +1,147 @@
+"""The ``Store`` protocol: what every engine (SQLite, Postgres) provides to the rest of threads.
+
+A store keeps exact line bytes per branch, each branch's head, leases and content-addressed
+artifacts. One ``append`` is one transaction that checks the writer's lease (``stale_epoch``) and
+the expected head seq (``seq_conflict``) before inserting anything. Reads return a branch's
+resolved chain: parent segments through their fork points, then the branch's own lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from threads.clock import Clock
+from threads.log.lines import Event, Header
+
+ArtifactRef = dict[str, Any]  # {"sha256", "bytes", "media_type"}
+
+
+@dataclass(frozen=True, slots=True)
+class BranchInfo:
+    branch_id: str
+    thread_id: str
+    tenant_id: str
+    parent_branch_id: str | None
+    fork_at_seq: int | None
+    state: str  # forking | ready | inspection_only | read_only | corrupt | fork_failed
+    head_seq: int
+    head_hash: str
+    head_verified: bool
+    dropped_ref: ArtifactRef | None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    branch_id: str
+    holder_id: str
+    epoch: int
+    expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    header: Header
+    events: list[Event]
+    fork_at_seq: int | None  # parent seq this segment forks at (None for a root segment)
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """A branch's resolved chain as stored: ancestor segments first, each cut at its fork."""
+
+    branch: BranchInfo
+    segments: list[Segment]
+
+    @property
+    def events(self) -> list[Event]:
+        return [e for segment in self.segments for e in segment.events]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingArtifact:
+    data: bytes
+    media_type: str
+
+
+class Store(Protocol):
+    clock: Clock
+
+    async def create_branch(
+        self,
+        header: Header,
+        *,
+        tenant_id: str,
+        parent_branch_id: str | None = None,
+        fork_at_seq: int | None = None,
+        state: str = "ready",
+    ) -> None:
+        """Create a thread's root branch (and the thread) or a child branch; nothing appended."""
+        ...
+
+    async def append(
+        self,
+        branch_id: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int,
+        lease: Lease,
+        artifacts: Sequence[PendingArtifact] = (),
+    ) -> None:
+        """One transaction: lease live at ``lease.epoch`` (else ``stale_epoch``), head at
+        ``expected_seq`` (else ``seq_conflict``), then artifacts, events and the new head."""
+        ...
+
+    async def read_chain(self, branch_id: str) -> Chain:
+        """The resolved chain; ``log_corrupt`` if stored bytes no longer chain to the head."""
+        ...
+
+    async def get_branch(self, branch_id: str) -> BranchInfo: ...
+
+    async def root_branch(self, thread_id: str) -> BranchInfo: ...
+
+    async def list_branches(self, thread_id: str) -> list[BranchInfo]: ...
+
+    async def list_threads(self, tenant_id: str | None = None) -> list[BranchInfo]:
+        """The root branch of every thread (of one tenant, when given)."""
+        ...
+
+    async def acquire_lease(self, branch_id: str, holder_id: str, ttl_ms: int) -> Lease:
+        """Take the branch (``branch_busy`` if a live foreign holder has it); the new epoch is
+        ``max(lease epoch, max epoch on the resolved chain) + 1``."""
+        ...
+
+    async def renew_lease(self, lease: Lease, ttl_ms: int) -> Lease:
+        """Extend a live lease; a lost or expired one is never revived (``stale_epoch``)."""
+        ...
+
+    async def check_lease(self, lease: Lease) -> None:
+        """``stale_epoch`` unless ``lease`` is still the live lease of its branch."""
+        ...
+
+    async def release_lease(self, lease: Lease) -> None: ...
+
+    async def put_artifact(self, data: bytes, media_type: str) -> ArtifactRef: ...
+
+    async def get_artifact(self, sha256: str) -> bytes:
+        """``artifact_missing`` / ``artifact_corrupt`` when it can't be served intact."""
+        ...
+
+    async def store_segment(
+        self,
+        segment: Segment,
+        *,
+        tenant_id: str,
+        parent_branch_id: str | None,
+        head_verified: bool,
+        dropped_ref: ArtifactRef | None,
+        state: str = "ready",
+    ) -> bool:
+        """Import one verified segment's exact bytes. Returns False when an identical branch is
+        already stored (a no-op); a different one is ``seq_conflict``."""
+        ...
+
+    async def set_branch_state(self, branch_id: str, state: str) -> None: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,604 @@
+"""The embedded SQLite store: a directory holding ``threads.db`` (WAL, ``synchronous=FULL``,
+STRICT tables) and ``artifacts/`` for artifacts too large to keep inline.
+
+All SQLite work runs on one dedicated thread per store so the event loop is never blocked.
+Invariants: an append is one ``BEGIN IMMEDIATE`` transaction that checks the lease and the
+expected head before writing; stored line bytes are never rewritten; lease expiry is judged by
+the store's clock, never by the holder's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from threads.clock import SYSTEM_CLOCK, Clock
+from threads.errors import NotFound, StoreError
+from threads.log.canonical import canonical
+from threads.log.hashing import sha256_hex
+from threads.log.lines import Event, Header, event_from_value, header_from_value
+from threads.store.protocol import (
+    ArtifactRef,
+    BranchInfo,
+    Chain,
+    Lease,
+    PendingArtifact,
+    Segment,
+)
+from threads.store.rows import (
+    BRANCH_COLUMNS,
+    SCHEMA_VERSION,
+    branch_from_row,
+    check_chain,
+    decode_line,
+    unsupported_schema,
+)
+
+T = TypeVar("T")
+
+INLINE_ARTIFACT_LIMIT = 1024 * 1024  # larger artifacts go to artifacts/ as files
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS threads (
+  thread_id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS branches (
+  branch_id TEXT PRIMARY KEY,
+  thread_id TEXT NOT NULL REFERENCES threads(thread_id),
+  tenant_id TEXT NOT NULL,
+  parent_branch_id TEXT REFERENCES branches(branch_id),
+  fork_at_seq INTEGER,
+  header_line BLOB NOT NULL,
+  state TEXT NOT NULL CHECK (state IN
+    ('forking','ready','inspection_only','read_only','corrupt','fork_failed')),
+  head_seq INTEGER NOT NULL,
+  head_hash TEXT NOT NULL,
+  head_verified INTEGER NOT NULL DEFAULT 1,
+  dropped_ref TEXT
+) STRICT;
+CREATE INDEX IF NOT EXISTS branches_by_thread ON branches(thread_id);
+CREATE TABLE IF NOT EXISTS events (
+  branch_id TEXT NOT NULL REFERENCES branches(branch_id),
+  seq INTEGER NOT NULL,
+  event_id TEXT NOT NULL,
+  type TEXT NOT NULL,
+  type_version INTEGER NOT NULL,
+  critical INTEGER NOT NULL,
+  epoch INTEGER NOT NULL,
+  line BLOB NOT NULL,
+  PRIMARY KEY (branch_id, seq),
+  UNIQUE (branch_id, event_id)
+) STRICT;
+CREATE TABLE IF NOT EXISTS leases (
+  branch_id TEXT PRIMARY KEY,
+  holder_id TEXT NOT NULL,
+  epoch INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS artifacts (
+  sha256 TEXT PRIMARY KEY,
+  media_type TEXT NOT NULL,
+  bytes INTEGER NOT NULL,
+  data BLOB
+) STRICT;
+"""
+
+
+class SQLiteStore:
+    """See the module docstring. Create with ``threads.sqlite(path)``."""
+
+    def __init__(self, path: str | os.PathLike[str], *, clock: Clock | None = None) -> None:
+        self.clock: Clock = clock or SYSTEM_CLOCK
+        self.memory = str(path) == ":memory:"
+        self.root = None if self.memory else Path(path)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="threads-sqlite")
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+        self._open_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({':memory:' if self.root is None else str(self.root)!r})"
+
+    # ---- plumbing ------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        if self.root is None:
+            conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        else:
+            self.root.mkdir(parents=True, exist_ok=True)
+            (self.root / "artifacts").mkdir(exist_ok=True)
+            conn = sqlite3.connect(
+                self.root / "threads.db", isolation_level=None, timeout=30.0,
+                check_same_thread=False,
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=30000")
+        self._init_schema(conn)
+        self._conn = conn
+        return conn
+
+    @staticmethod
+    def _init_schema(conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                for statement in _DDL.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif version != SCHEMA_VERSION:
+                raise unsupported_schema(version)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StoreError("invalid_argument", "this store is closed; open it again")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: fn(self._connect()))
+
+    def _txn(self, fn: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
+        def run(conn: sqlite3.Connection) -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        return run
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+
+        def shut() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        await asyncio.get_running_loop().run_in_executor(self._executor, shut)
+        self._executor.shutdown(wait=True)
+
+    # ---- branches ------------------------------------------------------------------------
+
+    async def create_branch(
+        self,
+        header: Header,
+        *,
+        tenant_id: str,
+        parent_branch_id: str | None = None,
+        fork_at_seq: int | None = None,
+        state: str = "ready",
+    ) -> None:
+        def create(conn: sqlite3.Connection) -> None:
+            if parent_branch_id is None:
+                conn.execute(
+                    "INSERT INTO threads(thread_id, tenant_id) VALUES (?, ?)",
+                    (header.thread_id, tenant_id),
+                )
+            conn.execute(
+                "INSERT INTO branches(branch_id, thread_id, tenant_id, parent_branch_id,"
+                " fork_at_seq, header_line, state, head_seq, head_hash, head_verified)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                (
+                    header.branch_id, header.thread_id, tenant_id, parent_branch_id,
+                    fork_at_seq, header.line, state, fork_at_seq or 0, header.hash,
+                ),
+            )
+
+        try:
+            await self._run(self._txn(create))
+        except sqlite3.IntegrityError:
+            raise StoreError(
+                "seq_conflict", f"branch {header.branch_id} already exists; open it instead"
+            ) from None
+
+    async def get_branch(self, branch_id: str) -> BranchInfo:
+        return await self._run(lambda conn: _branch(conn, branch_id))
+
+    async def root_branch(self, thread_id: str) -> BranchInfo:
+        def find(conn: sqlite3.Connection) -> BranchInfo:
+            row = conn.execute(
+                f"SELECT {BRANCH_COLUMNS} FROM branches"
+                " WHERE thread_id = ? AND parent_branch_id IS NULL",
+                (thread_id,),
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"no thread {thread_id} in this store")
+            return branch_from_row(row)
+
+        return await self._run(find)
+
+    async def list_branches(self, thread_id: str) -> list[BranchInfo]:
+        def rows(conn: sqlite3.Connection) -> list[BranchInfo]:
+            cursor = conn.execute(
+                f"SELECT {BRANCH_COLUMNS} FROM branches WHERE thread_id = ? ORDER BY rowid",
+                (thread_id,),
+            )
+            return [branch_from_row(r) for r in cursor]
+
+        return await self._run(rows)
+
+    async def list_threads(self, tenant_id: str | None = None) -> list[BranchInfo]:
+        def rows(conn: sqlite3.Connection) -> list[BranchInfo]:
+            sql = f"SELECT {BRANCH_COLUMNS} FROM branches WHERE parent_branch_id IS NULL"
+            args: tuple[str, ...] = ()
+            if tenant_id is not None:
+                sql += " AND tenant_id = ?"
+                args = (tenant_id,)
+            return [branch_from_row(r) for r in conn.execute(sql + " ORDER BY rowid", args)]
+
+        return await self._run(rows)
+
+    async def set_branch_state(self, branch_id: str, state: str) -> None:
+        def update(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE branches SET state = ? WHERE branch_id = ?", (state, branch_id))
+
+        await self._run(self._txn(update))
+
+    # ---- appends and reads ---------------------------------------------------------------
+
+    async def append(
+        self,
+        branch_id: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int,
+        lease: Lease,
+        artifacts: Sequence[PendingArtifact] = (),
+    ) -> None:
+        if lease.branch_id != branch_id:
+            raise StoreError(
+                "stale_epoch",
+                f"the lease presented is for branch {lease.branch_id}, not {branch_id};"
+                " acquire this branch's lease before appending to it",
+            )
+        large = [a for a in artifacts if len(a.data) > INLINE_ARTIFACT_LIMIT]
+        for artifact in large:
+            await self._run(_file_writer(self, artifact.data))
+        now = self.clock.now_ms()
+
+        def write(conn: sqlite3.Connection) -> None:
+            _check_lease(conn, lease, now)
+            row = conn.execute(
+                "SELECT head_seq, head_hash, state FROM branches WHERE branch_id = ?",
+                (branch_id,),
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"no branch {branch_id} in this store")
+            head_seq, head_hash, state = row
+            if head_seq != expected_seq:
+                raise StoreError(
+                    "seq_conflict",
+                    f"branch head is at seq {head_seq}, not {expected_seq}: another writer"
+                    " appended; re-read the branch and decide again",
+                )
+            if state != "ready":
+                raise StoreError("branch_not_runnable", f"branch is {state}; it takes no appends")
+            if events and events[0].prev_hash != head_hash:
+                raise StoreError("seq_conflict", "first event does not chain to the stored head")
+            for artifact in artifacts:
+                _insert_artifact(conn, artifact, inline=len(artifact.data) <= INLINE_ARTIFACT_LIMIT)
+            conn.executemany(
+                "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
+                " epoch, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (branch_id, e.seq, e.event_id, e.type, e.type_version, int(e.critical),
+                     e.epoch, e.line)
+                    for e in events
+                ],
+            )
+            if events:
+                last = events[-1]
+                conn.execute(
+                    "UPDATE branches SET head_seq = ?, head_hash = ? WHERE branch_id = ?",
+                    (last.seq, last.hash, branch_id),
+                )
+
+        await self._run(self._txn(write))
+
+    async def read_chain(self, branch_id: str) -> Chain:
+        return await self._run(lambda conn: _read_chain(conn, branch_id))
+
+    # ---- leases --------------------------------------------------------------------------
+
+    async def acquire_lease(self, branch_id: str, holder_id: str, ttl_ms: int) -> Lease:
+        now = self.clock.now_ms()
+
+        def acquire(conn: sqlite3.Connection) -> Lease:
+            branch = _branch(conn, branch_id)
+            row = conn.execute(
+                "SELECT holder_id, epoch, expires_at FROM leases WHERE branch_id = ?",
+                (branch_id,),
+            ).fetchone()
+            if row is not None and row[0] != holder_id and row[2] > now:
+                raise StoreError(
+                    "branch_busy",
+                    "another process is running this thread; wait for it to finish, or for its"
+                    " lease to expire if it died",
+                )
+            lease_epoch = row[1] if row is not None else 0
+            epoch = max(lease_epoch, _chain_epoch(conn, branch)) + 1
+            lease = Lease(branch_id, holder_id, epoch, now + ttl_ms)
+            conn.execute(
+                "INSERT INTO leases(branch_id, holder_id, epoch, expires_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT(branch_id) DO UPDATE SET holder_id = excluded.holder_id,"
+                " epoch = excluded.epoch, expires_at = excluded.expires_at",
+                (branch_id, holder_id, epoch, lease.expires_at),
+            )
+            return lease
+
+        return await self._run(self._txn(acquire))
+
+    async def renew_lease(self, lease: Lease, ttl_ms: int) -> Lease:
+        now = self.clock.now_ms()
+
+        def renew(conn: sqlite3.Connection) -> Lease:
+            _check_lease(conn, lease, now)
+            renewed = Lease(lease.branch_id, lease.holder_id, lease.epoch, now + ttl_ms)
+            conn.execute(
+                "UPDATE leases SET expires_at = ? WHERE branch_id = ?",
+                (renewed.expires_at, lease.branch_id),
+            )
+            return renewed
+
+        return await self._run(self._txn(renew))
+
+    async def check_lease(self, lease: Lease) -> None:
+        now = self.clock.now_ms()
+        await self._run(lambda conn: _check_lease(conn, lease, now))
+
+    async def release_lease(self, lease: Lease) -> None:
+        def release(conn: sqlite3.Connection) -> None:
+            # Keep the row (and its epoch) so the next holder's epoch still increases.
+            conn.execute(
+                "UPDATE leases SET expires_at = 0"
+                " WHERE branch_id = ? AND holder_id = ? AND epoch = ?",
+                (lease.branch_id, lease.holder_id, lease.epoch),
+            )
+
+        if not self._closed:
+            await self._run(self._txn(release))
+
+    # ---- artifacts -----------------------------------------------------------------------
+
+    async def put_artifact(self, data: bytes, media_type: str) -> ArtifactRef:
+        artifact = PendingArtifact(data, media_type)
+        inline = len(data) <= INLINE_ARTIFACT_LIMIT
+        if not inline:
+            await self._run(_file_writer(self, data))
+        await self._run(self._txn(lambda conn: _insert_artifact(conn, artifact, inline=inline)))
+        return artifact_ref(data, media_type)
+
+    async def get_artifact(self, sha256: str) -> bytes:
+        def fetch(conn: sqlite3.Connection) -> bytes:
+            row = conn.execute(
+                "SELECT data FROM artifacts WHERE sha256 = ?", (sha256,)
+            ).fetchone()
+            if row is None:
+                raise StoreError("artifact_missing", f"artifact {sha256} is not in this store")
+            data = row[0] if row[0] is not None else self._read_file(sha256)
+            if sha256_hex(data) != sha256:
+                raise StoreError("artifact_corrupt", f"artifact {sha256} does not match its hash")
+            return bytes(data)
+
+        return await self._run(fetch)
+
+    def _artifact_path(self, sha256: str) -> Path:
+        if self.root is None:
+            raise StoreError("invalid_argument", "an in-memory store keeps no artifact files")
+        return self.root / "artifacts" / sha256
+
+    def _write_file(self, data: bytes) -> None:
+        path = self._artifact_path(sha256_hex(data))
+        if path.exists():
+            return
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def _read_file(self, sha256: str) -> bytes:
+        try:
+            return self._artifact_path(sha256).read_bytes()
+        except FileNotFoundError:
+            raise StoreError("artifact_missing", f"artifact file {sha256} is missing") from None
+
+    # ---- import --------------------------------------------------------------------------
+
+    async def store_segment(
+        self,
+        segment: Segment,
+        *,
+        tenant_id: str,
+        parent_branch_id: str | None,
+        head_verified: bool,
+        dropped_ref: ArtifactRef | None,
+        state: str = "ready",
+    ) -> bool:
+        header = segment.header
+
+        def store(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(
+                "SELECT header_line, head_seq FROM branches WHERE branch_id = ?",
+                (header.branch_id,),
+            ).fetchone()
+            if row is not None:
+                return _same_segment(conn, segment, row)
+            if parent_branch_id is None:
+                conn.execute(
+                    "INSERT INTO threads(thread_id, tenant_id) VALUES (?, ?)"
+                    " ON CONFLICT(thread_id) DO NOTHING",
+                    (header.thread_id, tenant_id),
+                )
+            last_seq = segment.events[-1].seq if segment.events else (segment.fork_at_seq or 0)
+            last_hash = segment.events[-1].hash if segment.events else header.hash
+            conn.execute(
+                "INSERT INTO branches(branch_id, thread_id, tenant_id, parent_branch_id,"
+                " fork_at_seq, header_line, state, head_seq, head_hash, head_verified,"
+                " dropped_ref) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    header.branch_id, header.thread_id, tenant_id, parent_branch_id,
+                    segment.fork_at_seq, header.line, state, last_seq, last_hash,
+                    int(head_verified),
+                    None if dropped_ref is None else canonical(dropped_ref).decode(),
+                ),
+            )
+            conn.executemany(
+                "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
+                " epoch, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (header.branch_id, e.seq, e.event_id, e.type, e.type_version,
+                     int(e.critical), e.epoch, e.line)
+                    for e in segment.events
+                ],
+            )
+            return True
+
+        return await self._run(self._txn(store))
+
+
+def sqlite(path: str | os.PathLike[str] = ".threads", *, clock: Clock | None = None) -> SQLiteStore:
+    """The embedded store: a directory (``threads.db`` + ``artifacts/``), or ``":memory:"``."""
+    return SQLiteStore(path, clock=clock)
+
+
+def artifact_ref(data: bytes, media_type: str) -> ArtifactRef:
+    return {"bytes": len(data), "media_type": media_type, "sha256": sha256_hex(data)}
+
+
+# ---- helpers running on the store thread ---------------------------------------------------
+
+
+def _file_writer(store: SQLiteStore, data: bytes) -> Callable[[sqlite3.Connection], None]:
+    return lambda _conn: store._write_file(data)
+
+
+def _branch(conn: sqlite3.Connection, branch_id: str) -> BranchInfo:
+    row = conn.execute(
+        f"SELECT {BRANCH_COLUMNS} FROM branches WHERE branch_id = ?", (branch_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"no branch {branch_id} in this store")
+    return branch_from_row(row)
+
+
+def _check_lease(conn: sqlite3.Connection, lease: Lease, now: int) -> None:
+    row = conn.execute(
+        "SELECT holder_id, epoch, expires_at FROM leases WHERE branch_id = ?",
+        (lease.branch_id,),
+    ).fetchone()
+    if row is None or row[0] != lease.holder_id or row[1] != lease.epoch or row[2] <= now:
+        raise StoreError(
+            "stale_epoch",
+            f"this run no longer holds the thread at epoch {lease.epoch}; another process took"
+            " it over (or the lease expired). Nothing more is written or sent by this run.",
+        )
+
+
+def _chain_epoch(conn: sqlite3.Connection, branch: BranchInfo) -> int:
+    row = conn.execute(
+        "SELECT epoch FROM events WHERE branch_id = ? ORDER BY seq DESC LIMIT 1",
+        (branch.branch_id,),
+    ).fetchone()
+    if row is not None:
+        return int(row[0])
+    if branch.parent_branch_id is None:
+        return 0
+    row = conn.execute(
+        "SELECT epoch FROM events WHERE branch_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
+        (branch.parent_branch_id, branch.fork_at_seq),
+    ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _insert_artifact(conn: sqlite3.Connection, artifact: PendingArtifact, *, inline: bool) -> None:
+    conn.execute(
+        "INSERT INTO artifacts(sha256, media_type, bytes, data) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT(sha256) DO NOTHING",
+        (
+            sha256_hex(artifact.data), artifact.media_type, len(artifact.data),
+            artifact.data if inline else None,
+        ),
+    )
+
+
+def _segment_rows(
+    conn: sqlite3.Connection, branch: BranchInfo, through_seq: int | None
+) -> list[Event]:
+    sql = "SELECT line FROM events WHERE branch_id = ?"
+    args: tuple[Any, ...] = (branch.branch_id,)
+    if through_seq is not None:
+        sql += " AND seq <= ?"
+        args = (branch.branch_id, through_seq)
+    events: list[Event] = []
+    for (line,) in conn.execute(sql + " ORDER BY seq", args):
+        raw = bytes(line)
+        events.append(event_from_value(decode_line(raw, branch.branch_id), raw))
+    return events
+
+
+def _read_chain(conn: sqlite3.Connection, branch_id: str) -> Chain:
+    target = _branch(conn, branch_id)
+    lineage: list[tuple[BranchInfo, int | None]] = []
+    branch, through = target, None
+    while True:
+        lineage.append((branch, through))
+        if branch.parent_branch_id is None:
+            break
+        through = branch.fork_at_seq
+        branch = _branch(conn, branch.parent_branch_id)
+    segments: list[Segment] = []
+    for info, cut in reversed(lineage):
+        (header_line,) = conn.execute(
+            "SELECT header_line FROM branches WHERE branch_id = ?", (info.branch_id,)
+        ).fetchone()
+        raw = bytes(header_line)
+        header = header_from_value(decode_line(raw, info.branch_id), raw)
+        segments.append(Segment(header, _segment_rows(conn, info, cut), info.fork_at_seq))
+    check_chain(target, segments)
+    return Chain(target, segments)
+
+
+def _same_segment(conn: sqlite3.Connection, segment: Segment, row: tuple[Any, ...]) -> bool:
+    header_line = bytes(row[0])
+    stored = [
+        bytes(line)
+        for (line,) in conn.execute(
+            "SELECT line FROM events WHERE branch_id = ? ORDER BY seq",
+            (segment.header.branch_id,),
+        )
+    ]
+    incoming = [e.line for e in segment.events]
+    if header_line == segment.header.line and stored == incoming:
+        return False
+    raise StoreError(
+        "seq_conflict",
+        f"branch {segment.header.branch_id} is already stored with different lines;"
+        " import it into another store, or fork instead",
+    )

@@ -1,0 +1,187 @@
+"""``scripted_model``: a deterministic model that plays a script of replies.
+
+Which reply a request gets is decided by how far the conversation is (the number of assistant
+messages already in the request), so a run that crashes and is resumed in another process gets
+the same replies an uncrashed run would. Errors scripted before a reply are raised once per model
+instance before that reply. A request past the end of the script, or one that fails a reply's
+``expect`` check, raises ``ScriptError``: a test bug is loud, never a silent default.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from threads.models.fence import Fence
+from threads.models.protocol import (
+    LookupResult,
+    ModelCallError,
+    ModelOutput,
+    ModelRequest,
+    Price,
+    StopReason,
+    TextDelta,
+    Usage,
+)
+
+
+class ScriptError(AssertionError):
+    """The run asked the scripted model for something its script does not have."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUse:
+    name: str
+    input: dict[str, Any]
+    call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    text: str | None = None
+    tool_calls: tuple[ToolUse, ...] = ()
+    usage: Usage = field(default_factory=lambda: Usage(input_tokens=10, output_tokens=5))
+    stop_reason: StopReason | None = None
+    expect: Callable[[ModelRequest], bool] | None = None
+    chunks: int = 1  # how many text deltas the text is streamed in
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """A provider error raised before the next reply."""
+
+    error: ModelCallError
+
+
+ScriptItem = Reply | Fail
+
+
+def say(text: str, *, usage: tuple[int | None, int | None] = (10, 5), chunks: int = 1) -> Reply:
+    return Reply(text=text, usage=Usage(*usage), chunks=chunks)
+
+
+def call(name: str, call_id: str | None = None, /, **arguments: Any) -> ToolUse:
+    return ToolUse(name, dict(arguments), call_id)
+
+
+def use(*calls: ToolUse, text: str | None = None, usage: tuple[int | None, int | None] = (10, 5)) -> Reply:
+    return Reply(text=text, tool_calls=tuple(calls), usage=Usage(*usage))
+
+
+def rate_limited(retry_after_ms: int = 0) -> Fail:
+    return Fail(
+        ModelCallError(
+            "scripted 429", reason="rate_limited", provider_outcome="failed", retryable=True,
+            retry_after_ms=retry_after_ms, http_status=429,
+        )
+    )
+
+
+def server_error() -> Fail:
+    return Fail(
+        ModelCallError(
+            "scripted 500 after sending", reason="server_error", provider_outcome="unknown",
+            http_status=500,
+        )
+    )
+
+
+class ScriptedModel:
+    provider = "scripted"
+
+    def __init__(
+        self,
+        script: list[ScriptItem],
+        *,
+        name: str = "scripted-1",
+        context_window: int = 200_000,
+        max_output_tokens: int = 1024,
+        price: Price | None = None,
+        lookup: dict[str, LookupResult] | None = None,
+    ) -> None:
+        self.name = name
+        self.context_window = context_window
+        self.max_output_tokens = max_output_tokens
+        self.price = price
+        self._script = list(script)
+        self._lookups = dict(lookup or {})
+        self._errors_raised: dict[int, int] = {}
+        self.requests: list[ModelRequest] = []
+        self.lookup_calls: list[str] = []
+        self._ids = itertools.count(1)
+
+    def __repr__(self) -> str:
+        return f"ScriptedModel({self.name!r}, {len(self._script)} items)"
+
+    def adapter_ref(self) -> dict[str, Any]:
+        return {"name": "scripted", "settings": {}, "version": "1"}
+
+    def params(self) -> dict[str, Any]:
+        return {"max_tokens": self.max_output_tokens}
+
+    def _plan(self, position: int) -> tuple[list[Fail], Reply]:
+        replies = -1
+        errors: list[Fail] = []
+        for item in self._script:
+            if isinstance(item, Fail):
+                errors.append(item)
+                continue
+            replies += 1
+            if replies == position:
+                return errors, item
+            errors = []
+        raise ScriptError(
+            f"scripted model has no reply #{position + 1}: the script holds {replies + 1}"
+        )
+
+    async def stream(
+        self, request: ModelRequest, fence: Fence
+    ) -> AsyncIterator[TextDelta | ModelOutput]:
+        await fence.check()
+        self.requests.append(request)
+        position = sum(1 for m in request.messages if m["role"] == "assistant")
+        errors, reply = self._plan(position)
+        raised = self._errors_raised.get(position, 0)
+        if raised < len(errors):
+            self._errors_raised[position] = raised + 1
+            raise errors[raised].error
+        if reply.expect is not None and not reply.expect(request):
+            raise ScriptError(f"request #{position + 1} does not match the script's expectation")
+        content: list[dict[str, Any]] = []
+        if reply.text:
+            size = max(1, -(-len(reply.text) // reply.chunks))
+            for start in range(0, len(reply.text), size):
+                yield TextDelta(reply.text[start : start + size])
+            content.append({"type": "text", "text": reply.text})
+        for tool_use in reply.tool_calls:
+            call_id = tool_use.call_id or f"call_{os.urandom(6).hex()}"
+            content.append(
+                {"type": "tool_use", "call_id": call_id, "name": tool_use.name, "input": tool_use.input}
+            )
+        stop: StopReason = reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
+        yield ModelOutput(content=content, stop_reason=stop, usage=reply.usage)
+
+    async def lookup(self, request: ModelRequest, fence: Fence) -> LookupResult:
+        await fence.check()
+        event_id = request.request_key.rsplit(":", 1)[-1]
+        self.lookup_calls.append(event_id)
+        return self._lookups.get(event_id, LookupResult(status="unknown"))
+
+
+def scripted_model(
+    script: list[ScriptItem],
+    *,
+    name: str = "scripted-1",
+    context_window: int = 200_000,
+    max_output_tokens: int = 1024,
+    price: Price | None = None,
+    lookup: dict[str, LookupResult] | None = None,
+) -> ScriptedModel:
+    """A deterministic model for tests and the demo; see the module docstring."""
+    return ScriptedModel(
+        script, name=name, context_window=context_window, max_output_tokens=max_output_tokens,
+        price=price, lookup=lookup,
+    )
