@@ -16,7 +16,7 @@ from adapter_cases import (
 )
 
 from threads.adapters.base import SdkModel
-from threads.models.protocol import Usage
+from threads.models.protocol import Model, Usage
 from threads.openai import openai
 from threads.testing.fake_providers import OpenAIFake, ScriptedError, ScriptedTurn, ScriptedUsage
 
@@ -82,6 +82,10 @@ def test_adapter_ref_and_params() -> None:
         "settings": {"api": "responses", "endpoint": "api.openai.com", "streaming": False},
     }
     assert model.params() == {"temperature": 0.5}
+    assert isinstance(model, Model)
+    assert repr(model) == (
+        "OpenAIModel(name='gpt-test', api='responses', endpoint='api.openai.com', streaming=False)"
+    )
     assert (model.provider, model.name, model.context_window, model.max_output_tokens) == (
         "openai", "gpt-test", 1000, 10)
 

@@ -78,7 +78,7 @@ class ChatDialect:
             content=content,
             stop_reason=_with_calls(_stop_reason(choice), content),
             usage=_usage(sub(response, "usage")),
-            provider_request_id=need(response, "id", str),
+            provider_request_id=_response_id(response),
         )
 
 
@@ -91,7 +91,7 @@ class ChatStreamReader:
         self._id: str | None = None
 
     def feed(self, event: dict[str, Any]) -> str | None:
-        self._id = self._id or need(event, "id", str)
+        self._id = self._id or _response_id(event)
         if usage := sub(event, "usage"):
             self._usage = _usage(usage)
         choices = event.get("choices") or []
@@ -142,6 +142,12 @@ def _message(message: dict[str, Any]) -> dict[str, Any]:
     if calls:
         wire["tool_calls"] = calls
     return wire
+
+
+def _response_id(data: Mapping[str, Any]) -> str | None:
+    """Some OpenAI-compatible servers send no id; the reply is still complete without one."""
+    value = data.get("id")
+    return value if isinstance(value, str) else None
 
 
 def _first_choice(response: dict[str, Any]) -> dict[str, Any]:

@@ -71,7 +71,7 @@ class FakeProvider:
         item = self._queue.popleft()
         if isinstance(item, ScriptedStall):
             return StallReply()
-        streaming = bool(request.json().get("stream"))
+        streaming = bool(request.body) and bool(request.json().get("stream"))
         if isinstance(item, ScriptedError):
             if not (item.in_stream and streaming):
                 return json_reply(item.status, self.error_body(item), item.headers)
