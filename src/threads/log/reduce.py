@@ -118,6 +118,7 @@ class Fold:
     output_tokens: int = 0
     unknown_responses: int = 0
     events: list[Event] = field(default_factory=list)
+    segment_headers: list[Header] = field(default_factory=list)
 
     # ---- feeding -------------------------------------------------------------------------
 
@@ -125,6 +126,7 @@ class Fold:
         if self.root_header is None:
             self.root_header = header
         self.header_ = header
+        self.segment_headers.append(header)
         self.last_hash = header.hash
 
     def apply(self, event: Event) -> None:

@@ -97,14 +97,17 @@ class Agent:
         deps: Any = None,
         budget: Budget | None = None,
         principal: Principal | None = None,
+        lease_ttl_ms: int | None = None,
     ) -> RunResult:
         """Run one turn on a new thread, or continue ``thread`` (recovery runs first). With
-        ``input=None`` an existing thread is only settled and continued, no new turn is opened."""
+        ``input=None`` an existing thread is only settled and continued, no new turn is opened.
+        ``lease_ttl_ms``: how long another process must wait to take over if this one dies."""
         from threads.run.runner import start_run
+        from threads.run.writer import DEFAULT_LEASE_TTL_MS
 
         return await start_run(
             self, input, thread_id=thread, store=store, deps=deps, budget=budget,
-            principal=principal,
+            principal=principal, ttl_ms=lease_ttl_ms or DEFAULT_LEASE_TTL_MS,
         )
 
     def run_sync(

@@ -133,19 +133,15 @@ class RunLoop:
             )
 
     async def _repair_torn_tail(self) -> None:
+        """An import that dropped a torn final chunk records it on the first writable open."""
         if self.dropped_ref is None or any(e.type == "log_repaired" for e in self.fold.events):
             return
-        ref = self.dropped_ref
-        await self.writer.append(
-            [
-                (
-                    "log_repaired",
-                    {"at_offset": ref["at_offset"], "dropped_ref": ref["ref"],
-                     "truncated_bytes": ref["ref"]["bytes"]},
-                    HOST,
-                )
-            ]
+        at_offset = sum(len(e.line) + 1 for e in self.fold.events) + sum(
+            len(h.line) + 1 for h in self.fold.segment_headers
         )
+        data = {"at_offset": at_offset, "dropped_ref": self.dropped_ref,
+                "truncated_bytes": self.dropped_ref["bytes"]}
+        await self.writer.append([("log_repaired", data, HOST)])
 
     async def run_turn(self) -> RunResult:
         """Drive the open turn until it ends, parks, or runs out of budget."""

@@ -23,6 +23,7 @@ class Pending:
 class ErrorInfo:
     code: str
     message: str
+    seq: int | None = None  # where in the log the problem sits, when it sits in one
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,12 +119,14 @@ def _refusal(chain: Chain, fold: Fold) -> ErrorInfo | None:
             "writer_mismatch",
             f"this branch is written by {own.writer_impl} {own.writer_version}; threads-py can"
             " read, export and fork it, but not append to it",
+            0,
         )
     if fold.inspection_only or chain.branch.state != "ready":
         return ErrorInfo(
             "branch_not_runnable",
             "this branch is inspection-only (a repair fork, or not ready); fork it at an"
             " eligible snapshot to continue work",
+            next((e.seq for e in fold.events if e.type == "fork"), None),
         )
     return None
 

@@ -1,0 +1,131 @@
+"""The demo's narrative: the parent process starts workers, kills one on purpose, and walks a
+newcomer through recovery, the parked email, the operator's decision and the finished run. Every
+figure it prints is read back from the store or from the fake service."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from threads import Principal, open_thread, sqlite
+from threads.demo.service import DemoService
+from threads.demo.support import KILL_ENV, REQUEST
+from threads.demo.worker import LEASE_TTL_MS
+from threads.errors import StoreError
+from threads.store.sqlite import SQLiteStore
+
+OPERATOR = Principal(issuer="api", tenant="local", subject="operator")
+
+
+def _worker(store_dir: Path, service: Path, thread_id: str | None, *, kill: bool) -> dict[str, Any] | None:
+    env = dict(os.environ)
+    env[KILL_ENV] = "1" if kill else "0"
+    argv = [sys.executable, "-m", "threads.demo.worker", str(store_dir), str(service)]
+    if thread_id is not None:
+        argv.append(thread_id)
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    if proc.returncode != 0:
+        return None if proc.returncode == -9 else {"status": "error", "stderr": proc.stderr[-2000:]}
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+async def _story(root: Path, say: Callable[[str], None]) -> int:
+    store_dir, service_path = root / "store", root / "service.db"
+    service = DemoService(service_path)
+    say("threads demo: a billing agent whose worker dies mid-run, on a real SQLite store.\n")
+    say(f"Request: {REQUEST!r}\n")
+
+    say("1. A worker process runs the thread. It refunds, charges, then sends the email...")
+    first = _worker(store_dir, service_path, None, kill=True)
+    if first is not None:
+        say(f"   unexpected: the worker finished ({first}); the demo expected to kill it")
+        return 1
+    store = sqlite(store_dir)
+    try:
+        [root_branch] = await store.list_threads()
+        thread_id = root_branch.thread_id
+        c = service.counters()
+        say("   ...and is killed (SIGKILL) right after the mail server accepted the email,")
+        say("   before threads could record that it was sent.")
+        say(f"   The service says: {c.refunds} refund, {c.charges} charge, {c.emails} email sent.\n")
+        say(f"   The dead worker still holds the thread's lease; it expires in {LEASE_TTL_MS} ms.")
+        say("   (Until then a second run gets branch_busy: only one process drives a thread.)")
+        await _lease_expiry(store, root_branch.branch_id)
+
+        say("2. A new worker runs the same thread again. Recovery runs first:")
+        second = _worker(store_dir, service_path, thread_id, kill=False)
+        if second is None or second["status"] != "parked":
+            say(f"   unexpected outcome: {second}")
+            return 1
+        [(kind, effect_key)] = second["pending"]
+        say("   - refund and charge were recorded as finished: nothing to redo;")
+        say("   - send_email began but never recorded its outcome. It is unguarded (plain mail")
+        say("     can't be deduplicated or looked up), so threads can't prove whether it went out.")
+        say(f"   So it does not guess: the run is PARKED ({second['reason']}) on {kind} {effect_key}.\n")
+
+        say("3. An operator checks the mail server, sees the email went out, and decides:")
+        thread = await open_thread(store, thread_id)
+        await thread.resolve_parked(effect_key, "assume_done", OPERATOR)
+        say(f"   resolve_parked({effect_key!r}, 'assume_done') by {OPERATOR.subject}: recorded in the log.\n")
+
+        say("4. The thread runs again and finishes without sending the email a second time:")
+        third = _worker(store_dir, service_path, thread_id, kill=False)
+        if third is None or third["status"] != "completed":
+            say(f"   unexpected outcome: {third}")
+            return 1
+        say(f"   completed: {third['output']!r}\n")
+
+        say("The thread's log (every step was durable before the next one started):")
+        for event in await thread.timeline():
+            say(f"   {event.seq:>3} epoch {event.epoch}  {event.actor_kind:<9} {event.type:<22} {_summary(event.data)}")
+        c = service.counters()
+        say("\nWhat the service applied (read from the service, not assumed):")
+        say(f"   refunds {c.refunds}, charges {c.charges} (from {c.charge_requests} charge requests),"
+            f" emails {c.emails}; most applications of any one effect key: {c.max_applications_per_key}")
+        ok = c.refunds == 1 and c.charges == 1 and c.emails == 1 and c.max_applications_per_key == 1
+        say("   nothing was applied twice." if ok else "   SOMETHING WAS APPLIED TWICE.")
+        say(f"\nStore: {store_dir} (try: threads timeline {thread_id} --store {store_dir})")
+        return 0 if ok else 1
+    finally:
+        await store.close()
+
+
+async def _lease_expiry(store: SQLiteStore, branch_id: str) -> None:
+    """Wait, by the store's clock, until the dead worker's lease has expired."""
+    while True:
+        try:
+            lease = await store.acquire_lease(branch_id, "demo-probe", 1)
+        except StoreError:
+            await asyncio.sleep(0.1)
+            continue
+        await store.release_lease(lease)
+        return
+
+
+def _summary(data: dict[str, Any]) -> str:
+    if "name" in data and "call_id" in data:
+        return f"{data['name']} {data['call_id']}"
+    for key in ("text", "reason", "outcome", "decision", "origin", "stop_reason"):
+        if key in data:
+            value = data[key]
+            extra = f" ({data['call_id']})" if "call_id" in data else ""
+            return (str(value)[:60] + extra).replace("\n", " ")
+    if "call_id" in data:
+        return str(data["call_id"])
+    return ""
+
+
+def run_demo(directory: str | None = None, say: Callable[[str], None] = print) -> int:
+    if directory is not None:
+        root = Path(directory)
+        root.mkdir(parents=True, exist_ok=True)
+        return asyncio.run(_story(root, say))
+    with tempfile.TemporaryDirectory(prefix="threads-demo-") as tmp:
+        return asyncio.run(_story(Path(tmp), say))
