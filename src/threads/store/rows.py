@@ -9,10 +9,14 @@ lines this implementation wrote were canonical by construction.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from threads.errors import StoreError
-from threads.store.protocol import BranchInfo, Segment
+from threads.errors import NotFound, StoreError
+from threads.log.canonical import canonical
+from threads.log.hashing import sha256_hex
+from threads.log.lines import Event, event_from_value, header_from_value
+from threads.store.protocol import ArtifactRef, BranchInfo, Lease, Segment
 
 SCHEMA_VERSION = 6
 
@@ -82,3 +86,112 @@ def check_chain(target: BranchInfo, segments: list[Segment]) -> None:
     head_seq = expected_seq - 1
     if (head_seq, head_hash) != (target.head_seq, target.head_hash):
         raise corrupt(target.branch_id, head_seq, "stored lines do not end at the stored head")
+
+
+# ---- decisions shared by every engine (the engines only fetch the rows) ---------------------
+
+
+def stale_epoch(lease: Lease) -> StoreError:
+    return StoreError(
+        "stale_epoch",
+        f"this run no longer holds the thread at epoch {lease.epoch}; another process took"
+        " it over (or the lease expired). Nothing more is written or sent by this run.",
+    )
+
+
+def require_lease_branch(lease: Lease, branch_id: str) -> None:
+    if lease.branch_id != branch_id:
+        raise StoreError(
+            "stale_epoch",
+            f"the lease presented is for branch {lease.branch_id}, not {branch_id};"
+            " acquire this branch's lease before appending to it",
+        )
+
+
+def require_live(row: tuple[Any, ...] | None, lease: Lease, now: int) -> None:
+    """``row`` = (holder_id, epoch, expires_at) of the branch's lease row, or None."""
+    if row is None or row[0] != lease.holder_id or row[1] != lease.epoch or row[2] <= now:
+        raise stale_epoch(lease)
+
+
+def require_free(row: tuple[Any, ...] | None, holder_id: str, now: int) -> None:
+    """``branch_busy`` when a live lease of another holder is on the row."""
+    if row is not None and row[0] != holder_id and row[2] > now:
+        raise StoreError(
+            "branch_busy",
+            "another process is running this thread; wait for it to finish, or for its"
+            " lease to expire if it died",
+        )
+
+
+def require_head(
+    branch_id: str, row: tuple[Any, ...] | None, expected_seq: int, events: Sequence[Event]
+) -> None:
+    """``row`` = (head_seq, head_hash, state) of the branch being appended to."""
+    if row is None:
+        raise NotFound(f"no branch {branch_id} in this store")
+    head_seq, head_hash, state = row
+    if head_seq != expected_seq:
+        raise StoreError(
+            "seq_conflict",
+            f"branch head is at seq {head_seq}, not {expected_seq}: another writer"
+            " appended; re-read the branch and decide again",
+        )
+    if state != "ready":
+        raise StoreError("branch_not_runnable", f"branch is {state}; it takes no appends")
+    if events and events[0].prev_hash != head_hash:
+        raise StoreError("seq_conflict", "first event does not chain to the stored head")
+
+
+def event_rows(branch_id: str, events: Sequence[Event]) -> list[tuple[Any, ...]]:
+    """Rows for ``events(branch_id, seq, event_id, type, type_version, critical, epoch, line)``."""
+    return [
+        (branch_id, e.seq, e.event_id, e.type, e.type_version, int(e.critical), e.epoch, e.line)
+        for e in events
+    ]
+
+
+def segment_head(segment: Segment) -> tuple[int, str]:
+    """(head_seq, head_hash) a stored segment ends at."""
+    if segment.events:
+        return segment.events[-1].seq, segment.events[-1].hash
+    return segment.fork_at_seq or 0, segment.header.hash
+
+
+def dropped_ref_text(dropped_ref: ArtifactRef | None) -> str | None:
+    return None if dropped_ref is None else canonical(dropped_ref).decode()
+
+
+def same_segment(segment: Segment, header_line: bytes, stored_lines: list[bytes]) -> bool:
+    """False when the stored branch holds exactly ``segment``'s bytes; else ``seq_conflict``."""
+    incoming = [e.line for e in segment.events]
+    if header_line == segment.header.line and stored_lines == incoming:
+        return False
+    raise StoreError(
+        "seq_conflict",
+        f"branch {segment.header.branch_id} is already stored with different lines;"
+        " import it into another store, or fork instead",
+    )
+
+
+def build_segment(
+    info: BranchInfo, header_line: bytes, lines: list[bytes]
+) -> Segment:
+    """Decode one stored segment (its header and its lines through the cut)."""
+    header = header_from_value(decode_line(header_line, info.branch_id), header_line)
+    events = [event_from_value(decode_line(raw, info.branch_id), raw) for raw in lines]
+    return Segment(header, events, info.fork_at_seq)
+
+
+def artifact_ref(data: bytes, media_type: str) -> ArtifactRef:
+    return {"bytes": len(data), "media_type": media_type, "sha256": sha256_hex(data)}
+
+
+def verified_artifact(sha256: str, data: bytes) -> bytes:
+    if sha256_hex(data) != sha256:
+        raise StoreError("artifact_corrupt", f"artifact {sha256} does not match its hash")
+    return bytes(data)
+
+
+def artifact_missing(sha256: str) -> StoreError:
+    return StoreError("artifact_missing", f"artifact {sha256} is not in this store")

@@ -20,9 +20,8 @@ from typing import Any, TypeVar
 
 from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
-from threads.log.canonical import canonical
 from threads.log.hashing import sha256_hex
-from threads.log.lines import Event, Header, event_from_value, header_from_value
+from threads.log.lines import Event, Header
 from threads.store.protocol import (
     ArtifactRef,
     BranchInfo,
@@ -34,10 +33,21 @@ from threads.store.protocol import (
 from threads.store.rows import (
     BRANCH_COLUMNS,
     SCHEMA_VERSION,
+    artifact_missing,
+    artifact_ref,
     branch_from_row,
+    build_segment,
     check_chain,
-    decode_line,
+    dropped_ref_text,
+    event_rows,
+    require_free,
+    require_head,
+    require_lease_branch,
+    require_live,
+    same_segment,
+    segment_head,
     unsupported_schema,
+    verified_artifact,
 )
 
 T = TypeVar("T")
@@ -265,12 +275,7 @@ class SQLiteStore:
         lease: Lease,
         artifacts: Sequence[PendingArtifact] = (),
     ) -> None:
-        if lease.branch_id != branch_id:
-            raise StoreError(
-                "stale_epoch",
-                f"the lease presented is for branch {lease.branch_id}, not {branch_id};"
-                " acquire this branch's lease before appending to it",
-            )
+        require_lease_branch(lease, branch_id)
         large = [a for a in artifacts if len(a.data) > INLINE_ARTIFACT_LIMIT]
         for artifact in large:
             await self._run(_file_writer(self, artifact.data))
@@ -282,29 +287,13 @@ class SQLiteStore:
                 "SELECT head_seq, head_hash, state FROM branches WHERE branch_id = ?",
                 (branch_id,),
             ).fetchone()
-            if row is None:
-                raise NotFound(f"no branch {branch_id} in this store")
-            head_seq, head_hash, state = row
-            if head_seq != expected_seq:
-                raise StoreError(
-                    "seq_conflict",
-                    f"branch head is at seq {head_seq}, not {expected_seq}: another writer"
-                    " appended; re-read the branch and decide again",
-                )
-            if state != "ready":
-                raise StoreError("branch_not_runnable", f"branch is {state}; it takes no appends")
-            if events and events[0].prev_hash != head_hash:
-                raise StoreError("seq_conflict", "first event does not chain to the stored head")
+            require_head(branch_id, row, expected_seq, events)
             for artifact in artifacts:
                 _insert_artifact(conn, artifact, inline=len(artifact.data) <= INLINE_ARTIFACT_LIMIT)
             conn.executemany(
                 "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
                 " epoch, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (branch_id, e.seq, e.event_id, e.type, e.type_version, int(e.critical),
-                     e.epoch, e.line)
-                    for e in events
-                ],
+                event_rows(branch_id, events),
             )
             if events:
                 last = events[-1]
@@ -329,12 +318,7 @@ class SQLiteStore:
                 "SELECT holder_id, epoch, expires_at FROM leases WHERE branch_id = ?",
                 (branch_id,),
             ).fetchone()
-            if row is not None and row[0] != holder_id and row[2] > now:
-                raise StoreError(
-                    "branch_busy",
-                    "another process is running this thread; wait for it to finish, or for its"
-                    " lease to expire if it died",
-                )
+            require_free(row, holder_id, now)
             lease_epoch = row[1] if row is not None else 0
             epoch = max(lease_epoch, _chain_epoch(conn, branch)) + 1
             lease = Lease(branch_id, holder_id, epoch, now + ttl_ms)
@@ -394,11 +378,9 @@ class SQLiteStore:
                 "SELECT data FROM artifacts WHERE sha256 = ?", (sha256,)
             ).fetchone()
             if row is None:
-                raise StoreError("artifact_missing", f"artifact {sha256} is not in this store")
+                raise artifact_missing(sha256)
             data = row[0] if row[0] is not None else self._read_file(sha256)
-            if sha256_hex(data) != sha256:
-                raise StoreError("artifact_corrupt", f"artifact {sha256} does not match its hash")
-            return bytes(data)
+            return verified_artifact(sha256, data)
 
         return await self._run(fetch)
 
@@ -456,8 +438,7 @@ class SQLiteStore:
                     " ON CONFLICT(thread_id) DO NOTHING",
                     (header.thread_id, tenant_id),
                 )
-            last_seq = segment.events[-1].seq if segment.events else (segment.fork_at_seq or 0)
-            last_hash = segment.events[-1].hash if segment.events else header.hash
+            last_seq, last_hash = segment_head(segment)
             conn.execute(
                 "INSERT INTO branches(branch_id, thread_id, tenant_id, parent_branch_id,"
                 " fork_at_seq, header_line, state, head_seq, head_hash, head_verified,"
@@ -465,18 +446,13 @@ class SQLiteStore:
                 (
                     header.branch_id, header.thread_id, tenant_id, parent_branch_id,
                     segment.fork_at_seq, header.line, state, last_seq, last_hash,
-                    int(head_verified),
-                    None if dropped_ref is None else canonical(dropped_ref).decode(),
+                    int(head_verified), dropped_ref_text(dropped_ref),
                 ),
             )
             conn.executemany(
                 "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
                 " epoch, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (header.branch_id, e.seq, e.event_id, e.type, e.type_version,
-                     int(e.critical), e.epoch, e.line)
-                    for e in segment.events
-                ],
+                event_rows(header.branch_id, segment.events),
             )
             return True
 
@@ -486,10 +462,6 @@ class SQLiteStore:
 def sqlite(path: str | os.PathLike[str] = ".threads", *, clock: Clock | None = None) -> SQLiteStore:
     """The embedded store: a directory (``threads.db`` + ``artifacts/``), or ``":memory:"``."""
     return SQLiteStore(path, clock=clock)
-
-
-def artifact_ref(data: bytes, media_type: str) -> ArtifactRef:
-    return {"bytes": len(data), "media_type": media_type, "sha256": sha256_hex(data)}
 
 
 # ---- helpers running on the store thread ---------------------------------------------------
@@ -513,12 +485,7 @@ def _check_lease(conn: sqlite3.Connection, lease: Lease, now: int) -> None:
         "SELECT holder_id, epoch, expires_at FROM leases WHERE branch_id = ?",
         (lease.branch_id,),
     ).fetchone()
-    if row is None or row[0] != lease.holder_id or row[1] != lease.epoch or row[2] <= now:
-        raise StoreError(
-            "stale_epoch",
-            f"this run no longer holds the thread at epoch {lease.epoch}; another process took"
-            " it over (or the lease expired). Nothing more is written or sent by this run.",
-        )
+    require_live(row, lease, now)
 
 
 def _chain_epoch(conn: sqlite3.Connection, branch: BranchInfo) -> int:
@@ -548,19 +515,15 @@ def _insert_artifact(conn: sqlite3.Connection, artifact: PendingArtifact, *, inl
     )
 
 
-def _segment_rows(
+def _segment_lines(
     conn: sqlite3.Connection, branch: BranchInfo, through_seq: int | None
-) -> list[Event]:
+) -> list[bytes]:
     sql = "SELECT line FROM events WHERE branch_id = ?"
     args: tuple[Any, ...] = (branch.branch_id,)
     if through_seq is not None:
         sql += " AND seq <= ?"
         args = (branch.branch_id, through_seq)
-    events: list[Event] = []
-    for (line,) in conn.execute(sql + " ORDER BY seq", args):
-        raw = bytes(line)
-        events.append(event_from_value(decode_line(raw, branch.branch_id), raw))
-    return events
+    return [bytes(line) for (line,) in conn.execute(sql + " ORDER BY seq", args)]
 
 
 def _read_chain(conn: sqlite3.Connection, branch_id: str) -> Chain:
@@ -578,15 +541,14 @@ def _read_chain(conn: sqlite3.Connection, branch_id: str) -> Chain:
         (header_line,) = conn.execute(
             "SELECT header_line FROM branches WHERE branch_id = ?", (info.branch_id,)
         ).fetchone()
-        raw = bytes(header_line)
-        header = header_from_value(decode_line(raw, info.branch_id), raw)
-        segments.append(Segment(header, _segment_rows(conn, info, cut), info.fork_at_seq))
+        segments.append(
+            build_segment(info, bytes(header_line), _segment_lines(conn, info, cut))
+        )
     check_chain(target, segments)
     return Chain(target, segments)
 
 
 def _same_segment(conn: sqlite3.Connection, segment: Segment, row: tuple[Any, ...]) -> bool:
-    header_line = bytes(row[0])
     stored = [
         bytes(line)
         for (line,) in conn.execute(
@@ -594,11 +556,4 @@ def _same_segment(conn: sqlite3.Connection, segment: Segment, row: tuple[Any, ..
             (segment.header.branch_id,),
         )
     ]
-    incoming = [e.line for e in segment.events]
-    if header_line == segment.header.line and stored == incoming:
-        return False
-    raise StoreError(
-        "seq_conflict",
-        f"branch {segment.header.branch_id} is already stored with different lines;"
-        " import it into another store, or fork instead",
-    )
+    return same_segment(segment, bytes(row[0]), stored)
