@@ -237,7 +237,7 @@ class CallRunner:
 
     async def commit(self, call: Call, text: str) -> None:
         data = text.encode("utf-8")
-        from threads.store.sqlite import artifact_ref
+        from threads.store.rows import artifact_ref
 
         ref = artifact_ref(data, "text/plain")
         await self.writer.append(
@@ -258,7 +258,7 @@ class CallRunner:
         artifacts: list[PendingArtifact] = []
         ref = None
         if len(text.encode("utf-8")) > INLINE_RESULT_BYTES:
-            from threads.store.sqlite import artifact_ref
+            from threads.store.rows import artifact_ref
 
             blob = text.encode("utf-8")
             ref = artifact_ref(blob, "text/plain")

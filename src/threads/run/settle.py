@@ -110,7 +110,7 @@ class Settler:
         if isinstance(answer, Found):
             from threads.run.calls import result_text
             from threads.store.protocol import PendingArtifact
-            from threads.store.sqlite import artifact_ref
+            from threads.store.rows import artifact_ref
 
             data = result_text(answer.value).encode("utf-8")
             ref = artifact_ref(data, "text/plain")
