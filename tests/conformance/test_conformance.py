@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from runner import Case, CaseSkipped, cases_dir, discover, run_case
+from recover import run_recover
+from runner import KIND_RUNNERS, Case, CaseSkipped, cases_dir, discover, run_case
+
+KIND_RUNNERS["recover"] = run_recover
 
 CASES_DIR = cases_dir()
 if not CASES_DIR.is_dir():
