@@ -1,0 +1,39 @@
+"""``threads export BRANCH_ID [--store DIR] [-o FILE]``: the branch's export, bytes exact.
+
+Invariant: the bytes written are exactly ``export_branch``'s (no newline translation, no
+encoding), to stdout unless ``-o`` names a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from threads.cli.support import add_store_option, opened_store
+from threads.store.transfer import export_branch
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "export", help="write a branch's log (JSONL + head line)",
+        description="Write BRANCH_ID's resolved chain as JSONL plus its head line.",
+    )
+    parser.add_argument("branch_id", metavar="BRANCH_ID")
+    add_store_option(parser)
+    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    parser.set_defaults(run=run)
+
+
+async def run(args: argparse.Namespace) -> int:
+    async with opened_store(args.store) as store:
+        data = await export_branch(store, args.branch_id)
+    if args.output is None:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        await asyncio.to_thread(Path(args.output).write_bytes, data)
+    return 0

@@ -1,0 +1,55 @@
+"""The ``threads`` command: argument parsing, dispatch to the subcommand modules, exit codes.
+
+Subcommands live in ``cmd_<name>.py`` modules, each exposing ``register(subparsers)`` which adds
+its parser and sets ``run`` (an async function of the parsed args returning an exit code); add a
+command by adding its module to ``COMMANDS``. Exit codes: 0 ok, 1 failed, 2 usage.
+Invariant: expected failures (``ThreadsError``, file and database errors) are reported in two
+lines on stderr, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sqlite3
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from threads.cli import cmd_demo, cmd_export, cmd_import, cmd_ls, cmd_timeline, cmd_verify
+from threads.cli.support import report, report_database_error, report_os_error
+from threads.errors import ThreadsError
+
+COMMANDS: list[ModuleType] = [cmd_demo, cmd_ls, cmd_timeline, cmd_export, cmd_import, cmd_verify]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="threads", description="Inspect, verify, export and import threads logs."
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS:
+        command.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse exits 2 on bad usage, 0 after --help
+        return EXIT_OK if exit_.code in (0, None) else EXIT_USAGE
+    if args.command is None:
+        parser.print_usage(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(asyncio.run(args.run(args)))
+    except ThreadsError as error:
+        report(error)
+    except OSError as error:
+        report_os_error(error)
+    except sqlite3.Error as error:
+        report_database_error(error)
+    return EXIT_FAILED

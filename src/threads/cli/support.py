@@ -1,0 +1,111 @@
+"""What every CLI command shares: the ``--store`` option, opening a store, and error reports.
+
+Invariant: a command never prints a traceback for bad input. Every refusal becomes one
+``error: <code> at seq <seq>: <message>`` line and one ``hint:`` line on stderr, exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from threads.errors import ConfigError, NotFound, ThreadsError
+from threads.log.reduce import Fold
+from threads.store.protocol import Chain, Store
+from threads.store.sqlite import sqlite
+
+DEFAULT_STORE = ".threads"
+POSTGRES_SCHEMES = ("postgres://", "postgresql://")
+
+Run = Callable[[argparse.Namespace], Awaitable[int]]
+
+_HINTS = {
+    "not_found": "run `threads ls --store DIR` to see the threads this store holds",
+    "log_corrupt": "run `threads verify --store DIR` to locate the damage; the branch can"
+    " still be exported for inspection, or restored from an earlier export",
+    "seq_conflict": "this store already holds that branch with other lines; import into"
+    " another store (--store) instead",
+    "unsupported_format": "open it with the threads release that wrote it",
+    "unsupported_critical_event": "open it with the newer threads release that wrote it",
+    "invalid_config": "use a SQLite store directory for --store",
+}
+_LOG_HINT = (
+    "the file is not a valid threads export from that seq on; export the branch again from"
+    " its store, or pass a different file"
+)
+_LOG_CODES = frozenset(
+    {"invalid_line", "invalid_transition", "seq_mismatch", "prev_hash_mismatch", "head_mismatch"}
+)
+
+
+def add_store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store", metavar="DIR",
+        help=f"store directory (default {DEFAULT_STORE}); postgres://... is not supported yet",
+    )
+
+
+def store_from_spec(spec: str | None, *, create: bool) -> Store:
+    """A store for ``--store``; reading commands refuse a directory that holds no store rather
+    than creating an empty one there."""
+    spec = spec or DEFAULT_STORE
+    if spec.startswith(POSTGRES_SCHEMES):
+        raise ConfigError(
+            "invalid_config",
+            "Postgres stores need the threads[postgres] extra, and the CLI does not open them"
+            " yet",
+        )
+    if not create and not (Path(spec) / "threads.db").is_file():
+        raise NotFound(f"no threads store at {spec} (no {spec}/threads.db)")
+    return sqlite(spec)
+
+
+@asynccontextmanager
+async def opened_store(spec: str | None, *, create: bool = False) -> AsyncIterator[Store]:
+    store = store_from_spec(spec, create=create)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def fold_chain(chain: Chain, now_ms: int) -> Fold:
+    """Reduce a stored chain (every segment in order); semantic rules raise ``LogError``."""
+    fold = Fold(now_ms=now_ms)
+    for segment in chain.segments:
+        fold.header(segment.header)
+        for event in segment.events:
+            fold.apply(event)
+    return fold
+
+
+def describe(error: ThreadsError) -> str:
+    where = f" at seq {error.seq}" if error.seq is not None else ""
+    return f"{error.code}{where}: {error.message}"
+
+
+def report(error: ThreadsError) -> None:
+    print(f"error: {describe(error)}", file=sys.stderr)
+    hint = _LOG_HINT if error.code in _LOG_CODES else _HINTS.get(error.code)
+    print(f"hint: {hint or 'run `threads --help` for usage'}", file=sys.stderr)
+
+
+def report_os_error(error: OSError) -> None:
+    name = f" {error.filename}" if error.filename else ""
+    print(f"error: {error.strerror or error}{name}", file=sys.stderr)
+    print("hint: check the path and its permissions", file=sys.stderr)
+
+
+def report_database_error(error: sqlite3.Error) -> None:
+    print(f"error: log_corrupt: the store's database cannot be read ({error})", file=sys.stderr)
+    print("hint: check that --store names a threads store directory", file=sys.stderr)
+
+
+def usage_error(parser: argparse.ArgumentParser, message: str) -> int:
+    parser.print_usage(sys.stderr)
+    print(f"{parser.prog}: error: {message}", file=sys.stderr)
+    return 2
