@@ -10,26 +10,66 @@ from __future__ import annotations
 
 WIRE_CODES: frozenset[str] = frozenset(
     {
-        "invalid_line", "unsupported_format", "unsupported_critical_event", "seq_mismatch",
-        "prev_hash_mismatch", "head_mismatch", "invalid_transition", "log_corrupt",
-        "branch_busy", "seq_conflict", "stale_epoch", "writer_poisoned", "branch_has_children",
-        "no_snapshot_boundary", "snapshot_expired", "snapshot_missing", "snapshot_restore_failed",
-        "snapshot_manifest_mismatch", "artifact_missing", "artifact_corrupt",
-        "request_hash_mismatch", "prefix_changed", "approval_mismatch", "approval_expired",
-        "approval_duplicate", "unmatched_external_op", "egress_policy_unsupported",
-        "case_missing_dependency", "budget_unenforceable", "content_unsupported",
-        "continuation_unsupported", "hosted_tool_unsupported", "context_edit_unreported",
-        "context_exhausted", "model_unavailable", "output_invalid", "tool_not_loaded",
-        "permission_rule_invalid", "branch_not_runnable", "resource_unknown", "writer_mismatch",
-        "secret_in_provider_output", "secret_in_stored_bytes",
+        "invalid_line",
+        "unsupported_format",
+        "unsupported_critical_event",
+        "seq_mismatch",
+        "prev_hash_mismatch",
+        "head_mismatch",
+        "invalid_transition",
+        "log_corrupt",
+        "branch_busy",
+        "seq_conflict",
+        "stale_epoch",
+        "writer_poisoned",
+        "branch_has_children",
+        "no_snapshot_boundary",
+        "snapshot_expired",
+        "snapshot_missing",
+        "snapshot_restore_failed",
+        "snapshot_manifest_mismatch",
+        "artifact_missing",
+        "artifact_corrupt",
+        "request_hash_mismatch",
+        "prefix_changed",
+        "approval_mismatch",
+        "approval_expired",
+        "approval_duplicate",
+        "unmatched_external_op",
+        "egress_policy_unsupported",
+        "case_missing_dependency",
+        "budget_unenforceable",
+        "content_unsupported",
+        "continuation_unsupported",
+        "hosted_tool_unsupported",
+        "context_edit_unreported",
+        "context_exhausted",
+        "model_unavailable",
+        "output_invalid",
+        "tool_not_loaded",
+        "permission_rule_invalid",
+        "branch_not_runnable",
+        "resource_unknown",
+        "writer_mismatch",
+        "secret_in_provider_output",
+        "secret_in_stored_bytes",
     }
 )
 
 API_CODES: frozenset[str] = frozenset(
     {
-        "not_found", "forbidden", "not_parked", "invalid_config", "duplicate_name",
-        "capability_missing", "transport_fence_unsupported", "model_error", "tool_error",
-        "invalid_argument", "not_pending", "interrupted",
+        "not_found",
+        "forbidden",
+        "not_parked",
+        "invalid_config",
+        "duplicate_name",
+        "capability_missing",
+        "transport_fence_unsupported",
+        "model_error",
+        "tool_error",
+        "invalid_argument",
+        "not_pending",
+        "interrupted",
     }
 )
 
@@ -66,7 +106,7 @@ class ConfigError(ThreadsError):
         super().__init__(code, message)
 
 
-class NotFound(ThreadsError):
+class NotFound(ThreadsError):  # noqa: N818 - the public name API.md gives it
     """No such thread, branch, challenge or artifact (for this tenant)."""
 
     def __init__(self, message: str) -> None:

@@ -9,7 +9,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "demo", help="watch a run get killed, recovered, parked, resolved and finished"
     )
-    parser.add_argument("--dir", help="keep the demo's store and service here (default: a temp dir)")
+    parser.add_argument(
+        "--dir", help="keep the demo's store and service here (default: a temp dir)"
+    )
     parser.set_defaults(handler=_run)
 
 

@@ -46,13 +46,17 @@ class DemoService:
             if seen is not None:
                 return str(seen[0])  # the provider deduplicates by idempotency key
             receipt = f"ch_{key[-6:]} charged {amount_cents} cents"
-            db.execute("INSERT INTO applied(kind, key, detail) VALUES ('charge', ?, ?)", (key, receipt))
+            db.execute(
+                "INSERT INTO applied(kind, key, detail) VALUES ('charge', ?, ?)", (key, receipt)
+            )
             return receipt
 
     def refund(self, amount_cents: int, key: str) -> str:
         receipt = f"re_{key[-6:]} refunded {amount_cents} cents"
         with self._db() as db:
-            db.execute("INSERT INTO applied(kind, key, detail) VALUES ('refund', ?, ?)", (key, receipt))
+            db.execute(
+                "INSERT INTO applied(kind, key, detail) VALUES ('refund', ?, ?)", (key, receipt)
+            )
         return receipt
 
     def find_refund(self, key: str) -> str | None:
@@ -64,16 +68,24 @@ class DemoService:
 
     def send_email(self, to: str, body: str, key: str) -> str:
         with self._db() as db:
-            db.execute("INSERT INTO applied(kind, key, detail) VALUES ('email', ?, ?)", (key, f"{to}: {body}"))
+            db.execute(
+                "INSERT INTO applied(kind, key, detail) VALUES ('email', ?, ?)",
+                (key, f"{to}: {body}"),
+            )
         return f"sent to {to}"
 
     def counters(self) -> Counters:
         with self._db() as db:
+
             def count(kind: str) -> int:
-                return int(db.execute("SELECT count(*) FROM applied WHERE kind = ?", (kind,)).fetchone()[0])
+                return int(
+                    db.execute("SELECT count(*) FROM applied WHERE kind = ?", (kind,)).fetchone()[0]
+                )
 
             most = db.execute(
                 "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM applied"
                 " WHERE kind IN ('charge', 'refund', 'email') GROUP BY kind, key)"
             ).fetchone()[0]
-            return Counters(count("charge"), count("charge_request"), count("refund"), count("email"), int(most))
+            return Counters(
+                count("charge"), count("charge_request"), count("refund"), count("email"), int(most)
+            )

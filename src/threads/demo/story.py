@@ -24,7 +24,9 @@ from threads.store.sqlite import SQLiteStore
 OPERATOR = Principal(issuer="api", tenant="local", subject="operator")
 
 
-def _worker(store_dir: Path, service: Path, thread_id: str | None, *, kill: bool) -> dict[str, Any] | None:
+def _worker(
+    store_dir: Path, service: Path, thread_id: str | None, *, kill: bool
+) -> dict[str, Any] | None:
     env = dict(os.environ)
     env[KILL_ENV] = "1" if kill else "0"
     argv = [sys.executable, "-m", "threads.demo.worker", str(store_dir), str(service)]
@@ -54,7 +56,9 @@ async def _story(root: Path, say: Callable[[str], None]) -> int:
         c = service.counters()
         say("   ...and is killed (SIGKILL) right after the mail server accepted the email,")
         say("   before threads could record that it was sent.")
-        say(f"   The service says: {c.refunds} refund, {c.charges} charge, {c.emails} email sent.\n")
+        say(
+            f"   The service says: {c.refunds} refund, {c.charges} charge, {c.emails} email sent.\n"
+        )
         say(f"   The dead worker still holds the thread's lease; it expires in {LEASE_TTL_MS} ms.")
         say("   (Until then a second run gets branch_busy: only one process drives a thread.)")
         await _lease_expiry(store, root_branch.branch_id)
@@ -68,12 +72,14 @@ async def _story(root: Path, say: Callable[[str], None]) -> int:
         say("   - refund and charge were recorded as finished: nothing to redo;")
         say("   - send_email began but never recorded its outcome. It is unguarded (plain mail")
         say("     can't be deduplicated or looked up), so threads can't prove whether it went out.")
-        say(f"   So it does not guess: the run is PARKED ({second['reason']}) on {kind} {effect_key}.\n")
+        say(f"   So it does not guess: the run is PARKED ({second['reason']})")
+        say(f"   on {kind} {effect_key}.\n")
 
         say("3. An operator checks the mail server, sees the email went out, and decides:")
         thread = await open_thread(store, thread_id)
         await thread.resolve_parked(effect_key, "assume_done", OPERATOR)
-        say(f"   resolve_parked({effect_key!r}, 'assume_done') by {OPERATOR.subject}: recorded in the log.\n")
+        say(f"   resolve_parked({effect_key!r}, 'assume_done') by {OPERATOR.subject},")
+        say("   recorded in the log with the operator as its actor.\n")
 
         say("4. The thread runs again and finishes without sending the email a second time:")
         third = _worker(store_dir, service_path, thread_id, kill=False)
@@ -84,11 +90,15 @@ async def _story(root: Path, say: Callable[[str], None]) -> int:
 
         say("The thread's log (every step was durable before the next one started):")
         for event in await thread.timeline():
-            say(f"   {event.seq:>3} epoch {event.epoch}  {event.actor_kind:<9} {event.type:<22} {_summary(event.data)}")
+            where = f"{event.seq:>3} epoch {event.epoch}"
+            say(f"   {where}  {event.actor_kind:<9} {event.type:<22} {_summary(event.data)}")
         c = service.counters()
         say("\nWhat the service applied (read from the service, not assumed):")
-        say(f"   refunds {c.refunds}, charges {c.charges} (from {c.charge_requests} charge requests),"
-            f" emails {c.emails}; most applications of any one effect key: {c.max_applications_per_key}")
+        say(
+            f"   refunds {c.refunds}, charges {c.charges} (from {c.charge_requests} charge"
+            f" requests), emails {c.emails}; most applications of any one effect key:"
+            f" {c.max_applications_per_key}"
+        )
         ok = c.refunds == 1 and c.charges == 1 and c.emails == 1 and c.max_applications_per_key == 1
         say("   nothing was applied twice." if ok else "   SOMETHING WAS APPLIED TWICE.")
         say(f"\nStore: {store_dir} (try: threads timeline {thread_id} --store {store_dir})")

@@ -13,7 +13,9 @@ from threads.demo.service import DemoService
 from threads.testing.scripted import call, say, scripted_model, use
 
 CUSTOMER = "alice@example.com"
-REQUEST = "Order 42 was billed $20 instead of $15: refund the $20, charge $15, and email the customer."
+REQUEST = (
+    "Order 42 was billed $20 instead of $15: refund the $20, charge $15, and email the customer."
+)
 KILL_ENV = "THREADS_DEMO_KILL_AFTER_EMAIL"
 
 
@@ -48,7 +50,11 @@ def build(service: DemoService) -> Agent:
         [
             use(call("refund", "call_refund", amount_cents=2000)),
             use(call("charge_card", "call_charge", amount_cents=1500)),
-            use(call("send_email", "call_email", to=CUSTOMER, body="We refunded $20 and charged $15.")),
+            use(
+                call(
+                    "send_email", "call_email", to=CUSTOMER, body="We refunded $20 and charged $15."
+                )
+            ),
             say("Done: refunded $20, charged $15, and emailed the customer."),
         ]
     )
@@ -57,11 +63,27 @@ def build(service: DemoService) -> Agent:
         model=model,
         instructions="You are a billing support agent. Fix billing mistakes and tell the customer.",
         tools=[
-            tool(name="charge_card", description="Charge the customer's card.", input=Amount,
-                 execute=charge, effect="idempotent", dedup_window_ms=24 * 60 * 60 * 1000),
-            tool(name="refund", description="Refund a charge.", input=Amount, execute=refund,
-                 effect="reconcilable", reconcile=Reconcile(lookup=find_refund, finality="final")),
-            tool(name="send_email", description="Email the customer.", input=Email,
-                 execute=send_email),
+            tool(
+                name="charge_card",
+                description="Charge the customer's card.",
+                input=Amount,
+                execute=charge,
+                effect="idempotent",
+                dedup_window_ms=24 * 60 * 60 * 1000,
+            ),
+            tool(
+                name="refund",
+                description="Refund a charge.",
+                input=Amount,
+                execute=refund,
+                effect="reconcilable",
+                reconcile=Reconcile(lookup=find_refund, finality="final"),
+            ),
+            tool(
+                name="send_email",
+                description="Email the customer.",
+                input=Email,
+                execute=send_email,
+            ),
         ],
     )

@@ -20,7 +20,9 @@ WRITER_IMPL = "threads-py"
 WRITER_VERSION = "0.1.0"
 
 # Known types that a reader without them may skip; every other known type is critical.
-NON_CRITICAL_TYPES: frozenset[str] = frozenset({"log_repaired", "park_escalated", "schedule_skipped"})
+NON_CRITICAL_TYPES: frozenset[str] = frozenset(
+    {"log_repaired", "park_escalated", "schedule_skipped"}
+)
 
 Actor = dict[str, Any]
 Data = dict[str, Any]
@@ -88,22 +90,40 @@ def make_header(thread_id: str, branch_id: str, created_at: int) -> Header:
             "writer": {"impl": WRITER_IMPL, "version": WRITER_VERSION},
         }
     )
-    return Header(thread_id, branch_id, created_at, WRITER_IMPL, WRITER_VERSION, line, sha256_hex(line))
+    return Header(
+        thread_id, branch_id, created_at, WRITER_IMPL, WRITER_VERSION, line, sha256_hex(line)
+    )
 
 
 def header_from_value(value: dict[str, Any], line: bytes) -> Header:
     writer = value["writer"]
     return Header(
-        value["thread_id"], value["branch_id"], value["created_at"], writer["impl"],
-        writer["version"], line, sha256_hex(line),
+        value["thread_id"],
+        value["branch_id"],
+        value["created_at"],
+        writer["impl"],
+        writer["version"],
+        line,
+        sha256_hex(line),
     )
 
 
 def event_from_value(value: dict[str, Any], line: bytes) -> Event:
     return Event(
-        value["seq"], value["event_id"], value["thread_id"], value["branch_id"], value["epoch"],
-        value["type"], value["type_version"], value["time"], value["actor"], value["prev_hash"],
-        value["critical"], value["data"], line, sha256_hex(line),
+        value["seq"],
+        value["event_id"],
+        value["thread_id"],
+        value["branch_id"],
+        value["epoch"],
+        value["type"],
+        value["type_version"],
+        value["time"],
+        value["actor"],
+        value["prev_hash"],
+        value["critical"],
+        value["data"],
+        line,
+        sha256_hex(line),
     )
 
 
@@ -114,7 +134,7 @@ def encode_event(
     thread_id: str,
     branch_id: str,
     epoch: int,
-    type: str,  # noqa: A002 - the wire field is called type
+    type: str,
     time: int,
     actor: Actor,
     prev_hash: str,
@@ -138,6 +158,18 @@ def encode_event(
     }
     line = canonical(value)
     return Event(
-        seq, event_id, thread_id, branch_id, epoch, type, 1, time, actor, prev_hash, critical,
-        data, line, sha256_hex(line),
+        seq,
+        event_id,
+        thread_id,
+        branch_id,
+        epoch,
+        type,
+        1,
+        time,
+        actor,
+        prev_hash,
+        critical,
+        data,
+        line,
+        sha256_hex(line),
     )

@@ -18,6 +18,7 @@ from threads.log.hashing import value_hash
 from threads.log.ids import effect_key
 from threads.log.lines import Event, Header
 
+
 @dataclass(slots=True)
 class Approval:
     challenge_id: str
@@ -265,7 +266,10 @@ def _priced(usage: dict[str, Any], price: dict[str, Any] | None) -> int | None:
     if price is None:
         return 0
     total = inp * price["input"] + out * price["output"]
-    for tokens_key, price_key in (("cache_read_tokens", "cache_read"), ("cache_write_tokens", "cache_write")):
+    for tokens_key, price_key in (
+        ("cache_read_tokens", "cache_read"),
+        ("cache_write_tokens", "cache_write"),
+    ):
         tokens = usage.get(tokens_key)
         if tokens and price.get(price_key) is not None:
             total += tokens * price[price_key]
@@ -278,7 +282,9 @@ def _attempt_bound(price: dict[str, Any] | None, entry: dict[str, Any] | None) -
         return 0
     if entry is None or entry.get("input_billing_bound") != "context_window":
         return None
-    return int(entry["context_window"] * price["input"] + entry["max_output_tokens"] * price["output"])
+    return int(
+        entry["context_window"] * price["input"] + entry["max_output_tokens"] * price["output"]
+    )
 
 
 def _fail(event: Event, message: str, code: str = "invalid_transition") -> LogError:
@@ -406,7 +412,9 @@ def _on_approval_requested(fold: Fold, event: Event) -> None:
     if call.decision != "ask":
         raise _fail(event, "approval_requested for a call whose decision is not ask")
     if data["args_hash"] != call.args_hash:
-        raise _fail(event, "approval_requested args_hash does not match the call", "approval_mismatch")
+        raise _fail(
+            event, "approval_requested args_hash does not match the call", "approval_mismatch"
+        )
     call.approval = Approval(data["challenge_id"], data["args_hash"], data["expires_at"])
     fold.approvals[data["challenge_id"]] = call
 
@@ -438,7 +446,11 @@ def _on_effect_begin(fold: Fold, event: Event) -> None:
         raise _fail(event, "effect_begin after the cancel barrier")
     if call.result is not None:
         raise _fail(event, "effect_begin for a call that already has its result")
-    if call.effect is not None and call.resolution not in ("safe_to_retry", "not_sent", "assume_not_done"):
+    if call.effect is not None and call.resolution not in (
+        "safe_to_retry",
+        "not_sent",
+        "assume_not_done",
+    ):
         raise _fail(event, "effect_begin again without a resolution that allows another dispatch")
     if event.data["attempt"] != call.attempt + 1:
         raise _fail(event, f"effect_begin attempt must be {call.attempt + 1}")
@@ -529,7 +541,9 @@ def _on_cancel_requested(fold: Fold, event: Event) -> None:
 def _on_cancelled(fold: Fold, event: Event) -> None:
     for call in fold.calls.values():
         if call.effect in ("begun", "unknown"):
-            raise _fail(event, "cancelled while an effect is begun or unknown; it must park instead")
+            raise _fail(
+                event, "cancelled while an effect is begun or unknown; it must park instead"
+            )
     turn = fold.turn
     scope = None
     if turn is not None and turn.cancel_event is not None:

@@ -42,7 +42,9 @@ class CallbackFence:
 class FencedTransport(httpx.AsyncBaseTransport):
     """An httpx transport that consults the fence before every request it sends."""
 
-    def __init__(self, fence_of: Callable[[], Fence], inner: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self, fence_of: Callable[[], Fence], inner: httpx.AsyncBaseTransport | None = None
+    ):
         self._fence_of = fence_of
         self._inner = inner or httpx.AsyncHTTPTransport(retries=0)
 

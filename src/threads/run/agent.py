@@ -90,7 +90,7 @@ class Agent:
 
     async def run(
         self,
-        input: str | None,  # noqa: A002 - the public parameter is called input
+        input: str | None,
         *,
         thread: str | None = None,
         store: Store | None = None,
@@ -106,13 +106,19 @@ class Agent:
         from threads.run.writer import DEFAULT_LEASE_TTL_MS
 
         return await start_run(
-            self, input, thread_id=thread, store=store, deps=deps, budget=budget,
-            principal=principal, ttl_ms=lease_ttl_ms or DEFAULT_LEASE_TTL_MS,
+            self,
+            input,
+            thread_id=thread,
+            store=store,
+            deps=deps,
+            budget=budget,
+            principal=principal,
+            ttl_ms=lease_ttl_ms or DEFAULT_LEASE_TTL_MS,
         )
 
     def run_sync(
         self,
-        input: str | None,  # noqa: A002
+        input: str | None,
         *,
         thread: str | None = None,
         store: Store | None = None,
@@ -124,14 +130,19 @@ class Agent:
         from threads.run.runner import run_blocking
 
         return run_blocking(
-            self, input, thread_id=thread, store=store, deps=deps, budget=budget,
+            self,
+            input,
+            thread_id=thread,
+            store=store,
+            deps=deps,
+            budget=budget,
             principal=principal,
         )
 
     @contextlib.asynccontextmanager
     async def stream(
         self,
-        input: str | None,  # noqa: A002
+        input: str | None,
         *,
         thread: str | None = None,
         store: Store | None = None,
@@ -147,8 +158,14 @@ class Agent:
         stream = RunStream()
         task = asyncio.create_task(
             start_run(
-                self, input, thread_id=thread, store=store, deps=deps, budget=budget,
-                principal=principal, sink=stream,
+                self,
+                input,
+                thread_id=thread,
+                store=store,
+                deps=deps,
+                budget=budget,
+                principal=principal,
+                sink=stream,
             )
         )
         stream.attach(task)

@@ -43,7 +43,11 @@ class BudgetGuard:
         if price is None:
             return model.context_window, max_tokens, 0
         input_rate = max(price.input, price.cache_read or 0, price.cache_write or 0)
-        return model.context_window, max_tokens, model.context_window * input_rate + max_tokens * price.output
+        return (
+            model.context_window,
+            max_tokens,
+            model.context_window * input_rate + max_tokens * price.output,
+        )
 
     def spend(self, events: list[Event]) -> Spend:
         price = self.agent.model.price
@@ -65,8 +69,12 @@ class BudgetGuard:
                     spend.cost_nanos += bound_cost
                 elif price is not None:
                     spend.cost_nanos += inp * price.input + out * price.output
-                    spend.cost_nanos += (usage.get("cache_read_tokens") or 0) * (price.cache_read or 0)
-                    spend.cost_nanos += (usage.get("cache_write_tokens") or 0) * (price.cache_write or 0)
+                    spend.cost_nanos += (usage.get("cache_read_tokens") or 0) * (
+                        price.cache_read or 0
+                    )
+                    spend.cost_nanos += (usage.get("cache_write_tokens") or 0) * (
+                        price.cache_write or 0
+                    )
             elif event.type == "model_attempt_abandoned":
                 open_requests.pop(event.data["request_event_id"], None)
                 if event.data["provider_outcome"] == "unknown":
@@ -99,7 +107,9 @@ class BudgetGuard:
         observed = loop.fold.turns_completed + 1
         if observed <= budget.max_turns:
             return None
-        return await self._exceeded(loop, "thread", "max_turns", budget.max_turns, observed, False)
+        return await self._exceeded(
+            loop, "thread", "max_turns", budget.max_turns, observed, upper=False
+        )
 
     async def before_request(self, loop: RunLoop) -> BudgetExhausted | None:
         bound_in, bound_out, bound_cost = self._bounds()
@@ -113,22 +123,31 @@ class BudgetGuard:
             ]
             for limit, value, observed in checks:
                 if value is not None and observed > value:
-                    return await self._exceeded(loop, scope, limit, value, observed, True)
+                    return await self._exceeded(loop, scope, limit, value, observed, upper=True)
             turn = loop.fold.turn
             if budget.max_wall_ms is not None and turn is not None:
-                elapsed = loop.now() - (events[0].time if scope == "thread" else turn.input_event.time)
+                elapsed = loop.now() - (
+                    events[0].time if scope == "thread" else turn.input_event.time
+                )
                 if elapsed > budget.max_wall_ms:
-                    return await self._exceeded(loop, scope, "max_wall_ms", budget.max_wall_ms, elapsed, False)
+                    return await self._exceeded(
+                        loop, scope, "max_wall_ms", budget.max_wall_ms, elapsed, upper=False
+                    )
         return None
 
     async def _exceeded(
-        self, loop: RunLoop, scope: str, limit: str, value: int, observed: int, upper: bool
+        self, loop: RunLoop, scope: str, limit: str, value: int, observed: int, *, upper: bool
     ) -> BudgetExhausted:
         data: dict[str, Any] = {
-            "limit": limit, "limit_value": value, "observed": observed,
-            "observed_is_upper_bound": upper, "scope": scope,
+            "limit": limit,
+            "limit_value": value,
+            "observed": observed,
+            "observed_is_upper_bound": upper,
+            "scope": scope,
         }
-        items: list[tuple[str, dict[str, Any], dict[str, Any]]] = [("budget_exceeded", data, {"kind": "host"})]
+        items: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+            ("budget_exceeded", data, {"kind": "host"})
+        ]
         if loop.fold.turn is not None:
             items.append(("turn_completed", {"reason": "budget_exhausted"}, {"kind": "host"}))
         await loop.writer.append(items)

@@ -1,7 +1,8 @@
 """``Permissions``: allow / ask / deny rules per tool, with an optional glob on one argument,
 under a mode. Deny wins over ask over allow; a run-level ceiling can only narrow the policy.
 
-A rule is ``"tool"``, ``"prefix*"`` or ``"tool(arg:glob)"`` (e.g. ``"send_email(to:*@example.com)"``).
+A rule is ``"tool"``, ``"prefix*"`` or ``"tool(arg:glob)"``
+(e.g. ``"send_email(to:*@example.com)"``).
 Every decision is recorded as ``permission_decision`` with its source and the rule that made it.
 """
 
@@ -29,7 +30,11 @@ class Decision:
     reason: str | None = None
 
     def to_wire(self, call_id: str) -> dict[str, Any]:
-        data: dict[str, Any] = {"call_id": call_id, "decision": self.decision, "source": self.source}
+        data: dict[str, Any] = {
+            "call_id": call_id,
+            "decision": self.decision,
+            "source": self.source,
+        }
         if self.rule_id is not None:
             data["rule_id"] = self.rule_id
         if self.mode is not None:
@@ -75,7 +80,9 @@ class Permissions:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise ConfigError("invalid_config", f"permission mode must be one of {', '.join(MODES)}")
+            raise ConfigError(
+                "invalid_config", f"permission mode must be one of {', '.join(MODES)}"
+            )
         if self.mode == "bypass" and not self.allow_bypass:
             raise ConfigError(
                 "invalid_config",
@@ -125,7 +132,9 @@ class Permissions:
 
     def _under_mode(self, decision: Decision) -> Decision:
         if decision.decision == "ask" and self.mode == "dont_ask":
-            return Decision("deny", "mode", decision.rule_id, "dont_ask", "dont_ask mode never asks")
+            return Decision(
+                "deny", "mode", decision.rule_id, "dont_ask", "dont_ask mode never asks"
+            )
         if decision.decision == "ask" and self.mode == "bypass":
             return Decision("allow", "mode", decision.rule_id, "bypass")
         return decision

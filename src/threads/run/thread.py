@@ -98,7 +98,11 @@ class Thread:
             if approval is not None and approval.state == "open" and call.result is None:
                 out.append(
                     PendingApproval(
-                        challenge_id, call.call_id, call.name, call.input, approval.args_hash,
+                        challenge_id,
+                        call.call_id,
+                        call.name,
+                        call.input,
+                        approval.args_hash,
                         approval.expires_at,
                     )
                 )
@@ -108,7 +112,9 @@ class Thread:
 
     def _authorize(self, fold: Fold, principal: Principal, branch: BranchInfo) -> None:
         if principal.tenant != branch.tenant_id:
-            raise ControlError("forbidden", "a principal of another tenant can't act on this thread")
+            raise ControlError(
+                "forbidden", "a principal of another tenant can't act on this thread"
+            )
         if self.approvers is not None:
             allowed = principal in self.approvers
         else:
@@ -145,13 +151,22 @@ class Thread:
                 raise ControlError("not_parked", f"no effect {effect_key} is parked on this thread")
             actor = {"kind": "approver", "principal": principal.to_wire()}
             park_event = next(
-                e for e in reversed(fold.events)
+                e
+                for e in reversed(fold.events)
                 if e.type == "parked" and e.data["address"] == address
             )
             await writer.append(
                 [
-                    ("effect_resolved", {"by": "human", "call_id": call.call_id, "outcome": decision}, actor),
-                    ("resumed", {"address": dict(address), "cause_event_id": park_event.event_id}, actor),
+                    (
+                        "effect_resolved",
+                        {"by": "human", "call_id": call.call_id, "outcome": decision},
+                        actor,
+                    ),
+                    (
+                        "resumed",
+                        {"address": dict(address), "cause_event_id": park_event.event_id},
+                        actor,
+                    ),
                 ]
             )
 
@@ -160,7 +175,9 @@ class Thread:
     ) -> None:
         await self._decide(challenge_id, principal, granted=True, reason=None)
 
-    async def deny(self, challenge_id: str, principal: Principal, reason: str | None = None) -> None:
+    async def deny(
+        self, challenge_id: str, principal: Principal, reason: str | None = None
+    ) -> None:
         await self._decide(challenge_id, principal, granted=False, reason=reason)
 
     async def _decide(
@@ -179,9 +196,13 @@ class Thread:
             if approval.state != "open" or call.result is not None:
                 raise ControlError("approval_duplicate", "this approval was already decided")
             if approval.expires_at <= self.store.clock.now_ms():
-                raise ControlError("approval_expired", "this approval request expired; it counts as denied")
+                raise ControlError(
+                    "approval_expired", "this approval request expired; it counts as denied"
+                )
             data: dict[str, Any] = {
-                "args_hash": approval.args_hash, "call_id": call.call_id, "challenge_id": challenge_id,
+                "args_hash": approval.args_hash,
+                "call_id": call.call_id,
+                "challenge_id": challenge_id,
             }
             if reason is not None:
                 data["reason"] = reason
@@ -192,10 +213,17 @@ class Thread:
             address = fold.parks.get(("approval", challenge_id))
             if address is not None:
                 park_event = next(
-                    e for e in reversed(fold.events)
+                    e
+                    for e in reversed(fold.events)
                     if e.type == "parked" and e.data["address"] == address
                 )
-                items.append(("resumed", {"address": dict(address), "cause_event_id": park_event.event_id}, actor))
+                items.append(
+                    (
+                        "resumed",
+                        {"address": dict(address), "cause_event_id": park_event.event_id},
+                        actor,
+                    )
+                )
             await writer.append(items)
 
     async def cancel(self, principal: Principal, reason: str | None = None) -> None:
@@ -206,9 +234,13 @@ class Thread:
         async with control_writer(self.store, branch.branch_id) as writer:
             fold = writer.fold
             if principal.tenant != branch.tenant_id:
-                raise ControlError("forbidden", "a principal of another tenant can't act on this thread")
+                raise ControlError(
+                    "forbidden", "a principal of another tenant can't act on this thread"
+                )
             if fold.turn is None:
-                raise ControlError("not_pending", "no turn is open on this thread; nothing to cancel")
+                raise ControlError(
+                    "not_pending", "no turn is open on this thread; nothing to cancel"
+                )
             data: dict[str, Any] = {"scope": "turn"}
             if reason:
                 data["reason"] = reason

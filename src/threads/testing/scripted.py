@@ -67,15 +67,21 @@ def call(name: str, call_id: str | None = None, /, **arguments: Any) -> ToolUse:
     return ToolUse(name, dict(arguments), call_id)
 
 
-def use(*calls: ToolUse, text: str | None = None, usage: tuple[int | None, int | None] = (10, 5)) -> Reply:
+def use(
+    *calls: ToolUse, text: str | None = None, usage: tuple[int | None, int | None] = (10, 5)
+) -> Reply:
     return Reply(text=text, tool_calls=tuple(calls), usage=Usage(*usage))
 
 
 def rate_limited(retry_after_ms: int = 0) -> Fail:
     return Fail(
         ModelCallError(
-            "scripted 429", reason="rate_limited", provider_outcome="failed", retryable=True,
-            retry_after_ms=retry_after_ms, http_status=429,
+            "scripted 429",
+            reason="rate_limited",
+            provider_outcome="failed",
+            retryable=True,
+            retry_after_ms=retry_after_ms,
+            http_status=429,
         )
     )
 
@@ -83,7 +89,9 @@ def rate_limited(retry_after_ms: int = 0) -> Fail:
 def server_error() -> Fail:
     return Fail(
         ModelCallError(
-            "scripted 500 after sending", reason="server_error", provider_outcome="unknown",
+            "scripted 500 after sending",
+            reason="server_error",
+            provider_outcome="unknown",
             http_status=500,
         )
     )
@@ -159,7 +167,12 @@ class ScriptedModel:
         for tool_use in reply.tool_calls:
             call_id = tool_use.call_id or f"call_{os.urandom(6).hex()}"
             content.append(
-                {"type": "tool_use", "call_id": call_id, "name": tool_use.name, "input": tool_use.input}
+                {
+                    "type": "tool_use",
+                    "call_id": call_id,
+                    "name": tool_use.name,
+                    "input": tool_use.input,
+                }
             )
         stop: StopReason = reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
         yield ModelOutput(content=content, stop_reason=stop, usage=reply.usage)
@@ -182,6 +195,10 @@ def scripted_model(
 ) -> ScriptedModel:
     """A deterministic model for tests and the demo; see the module docstring."""
     return ScriptedModel(
-        script, name=name, context_window=context_window, max_output_tokens=max_output_tokens,
-        price=price, lookup=lookup,
+        script,
+        name=name,
+        context_window=context_window,
+        max_output_tokens=max_output_tokens,
+        price=price,
+        lookup=lookup,
     )

@@ -23,7 +23,11 @@ from threads.run.principal import Principal
 
 EffectClass = Literal["read_only", "idempotent", "reconcilable", "sandbox_local", "unguarded"]
 EFFECT_CLASSES: tuple[str, ...] = (
-    "read_only", "idempotent", "reconcilable", "sandbox_local", "unguarded",
+    "read_only",
+    "idempotent",
+    "reconcilable",
+    "sandbox_local",
+    "unguarded",
 )
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -115,7 +119,7 @@ def tool(
     *,
     name: str,
     description: str,
-    input: type[BaseModel],  # noqa: A002 - the public parameter is called input
+    input: type[BaseModel],
     execute: Callable[[Any, RunContext], Awaitable[Any]],
     runs: Literal["host", "sandbox"] = "host",
     effect: EffectClass = "unguarded",
