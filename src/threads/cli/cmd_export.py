@@ -24,7 +24,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("branch_id", metavar="BRANCH_ID")
     add_store_option(parser)
     parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
-    parser.set_defaults(run=run)
+    parser.set_defaults(handler=run)
 
 
 async def run(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--tenant", default=DEFAULT_TENANT, help=f"owning tenant (default {DEFAULT_TENANT})"
     )
-    parser.set_defaults(run=run)
+    parser.set_defaults(handler=run)
 
 
 async def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ def register(subparsers: Any) -> None:
         "ls", help="list the threads of a store", description="List the threads of a store."
     )
     add_store_option(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(handler=run)
 
 
 async def run(args: argparse.Namespace) -> int:

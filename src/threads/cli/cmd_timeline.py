@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("thread_id", metavar="THREAD_ID")
     add_store_option(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(handler=run)
 
 
 async def run(args: argparse.Namespace) -> int:

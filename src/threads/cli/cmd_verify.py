@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("file", nargs="?", metavar="FILE", help="an export (JSONL) to verify")
     add_store_option(parser)
     parser.add_argument("--thread", metavar="ID", help="with --store: only this thread")
-    parser.set_defaults(run=run, parser=parser)
+    parser.set_defaults(handler=run, parser=parser)
 
 
 async def run(args: argparse.Namespace) -> int:

@@ -1,8 +1,9 @@
 """The ``threads`` command: argument parsing, dispatch to the subcommand modules, exit codes.
 
 Subcommands live in ``cmd_<name>.py`` modules, each exposing ``register(subparsers)`` which adds
-its parser and sets ``run`` (an async function of the parsed args returning an exit code); add a
-command by adding its module to ``COMMANDS``. Exit codes: 0 ok, 1 failed, 2 usage.
+its parser and sets ``handler``: a function of the parsed args returning an exit code, or an
+async one (run here with ``asyncio.run``). Add a command by adding its module to ``COMMANDS``.
+Exit codes: 0 ok, 1 failed, 2 usage.
 Invariant: expected failures (``ThreadsError``, file and database errors) are reported in two
 lines on stderr, never as a traceback.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -45,7 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         return EXIT_USAGE
     try:
-        return int(asyncio.run(args.run(args)))
+        outcome = args.handler(args)
+        return int(asyncio.run(outcome) if inspect.isawaitable(outcome) else outcome)
     except ThreadsError as error:
         report(error)
     except OSError as error:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -20,8 +20,6 @@ from threads.store.sqlite import sqlite
 
 DEFAULT_STORE = ".threads"
 POSTGRES_SCHEMES = ("postgres://", "postgresql://")
-
-Run = Callable[[argparse.Namespace], Awaitable[int]]
 
 _HINTS = {
     "not_found": "run `threads ls --store DIR` to see the threads this store holds",
