@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         outcome = args.handler(args)
-        return int(asyncio.run(outcome) if inspect.isawaitable(outcome) else outcome)
+        return int(asyncio.run(outcome) if inspect.iscoroutine(outcome) else outcome)
     except ThreadsError as error:
         report(error)
     except OSError as error:
