@@ -26,17 +26,18 @@ class Recovery:
         self.loop = loop
 
     async def settle(self) -> RunResult | None:
-        await self._open_model_request()
+        recovered = await self._open_model_request()
         stop = await self.loop.calls.run_pending()
         if stop is not None:
             return stop
-        return await self._open_turn()
+        return await self._open_turn(recovered=recovered)
 
-    async def _open_model_request(self) -> None:
+    async def _open_model_request(self) -> bool:
+        """Settle an open model request; True when its response was recovered by lookup."""
         loop = self.loop
         attempt = loop.fold.open_attempt
         if attempt is None:
-            return
+            return False
         event = attempt.event
         model = loop.agent.model
         request = ModelRequest(
@@ -53,7 +54,7 @@ class Recovery:
                     output.content, output.stop_reason, output.usage, answer.provider_request_id
                 )
             await loop.record_response(event.event_id, output, "model_response_recovered", RECOVERY)
-            return
+            return True
         data: dict[str, Any] = {"reason": "crash", "request_event_id": event.event_id}
         if answer is not None and answer.status == "not_found" and answer.final:
             data["provider_outcome"] = "not_sent"
@@ -62,8 +63,9 @@ class Recovery:
             data["provider_outcome"] = "unknown"
             data["billing"] = "unknown"
         await loop.writer.append([("model_attempt_abandoned", data, RECOVERY)])
+        return False
 
-    async def _open_turn(self) -> RunResult | None:
+    async def _open_turn(self, *, recovered: bool = False) -> RunResult | None:
         loop = self.loop
         fold = loop.fold
         turn = fold.turn
@@ -71,6 +73,10 @@ class Recovery:
             return None
         if turn.cancel_event is not None:
             return await loop.finish_cancelled()
+        if recovered:
+            # The answer was only just recovered: the turn goes on exactly as if the response
+            # had arrived live (the loop closes it end_turn, or runs its calls).
+            return None
         last_role = fold.transcript[-1][0] if fold.transcript else None
         if last_role == "assistant" and loop._answered():
             await loop.writer.append([("turn_completed", {"reason": "interrupted"}, RECOVERY)])
