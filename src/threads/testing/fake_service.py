@@ -1,0 +1,181 @@
+"""A fake external service in its own process, for crash and lease drills.
+
+It applies ``charge``, ``refund`` and ``email`` requests and counts every application per
+idempotency key, so a drill reads back from the service (never assumes) how often an effect
+really happened. The idempotent API (``dedup=True``) applies a key once and answers repeats with
+the stored value; the unguarded API applies every request. ``lookup(key)`` is what a
+reconcilable tool asks after a crash. ``wait_gate(name)`` blocks the caller until the parent
+opens that gate, so a drill can hold a worker at a known point without sleeping.
+
+Wire: one JSON object per line over loopback TCP, one answer line per request.
+
+    service = FakeService.start()          # spawns ``python -m threads.testing.fake_service``
+    client = ServiceClient(service.port)   # usable from any process that knows the port
+    client.apply("charge", key, "charged 5", dedup=True)
+    client.count(key); client.lookup(key); service.stop()
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import socketserver
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+
+class _State:
+    """Everything the service knows; guarded by one lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.values: dict[str, str] = {}
+        self.counts: dict[str, int] = {}
+        self.requests: dict[str, int] = {}
+        self.log: list[dict[str, Any]] = []
+        self.gates: dict[str, threading.Event] = {}
+        self.waiting: dict[str, int] = {}
+
+    def apply(self, req: dict[str, Any]) -> dict[str, Any]:
+        key, value = req["key"], req["value"]
+        with self.lock:
+            self.requests[key] = self.requests.get(key, 0) + 1
+            if req.get("dedup") and key in self.values:
+                return {"value": self.values[key], "applied": False}
+            self.counts[key] = self.counts.get(key, 0) + 1
+            self.values[key] = value
+            self.log.append({"kind": req["kind"], "key": key, "who": req.get("who", "")})
+            return {"value": value, "applied": True}
+
+    def gate(self, name: str) -> threading.Event:
+        with self.lock:
+            return self.gates.setdefault(name, threading.Event())
+
+    def wait_gate(self, name: str) -> dict[str, Any]:
+        gate = self.gate(name)
+        with self.lock:
+            self.waiting[name] = self.waiting.get(name, 0) + 1
+        gate.wait()
+        return {}
+
+    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        op = req["op"]
+        if op == "apply":
+            return self.apply(req)
+        if op == "wait_gate":
+            return self.wait_gate(req["name"])
+        if op == "open_gate":
+            self.gate(req["name"]).set()
+            return {}
+        with self.lock:
+            if op == "lookup":
+                key = req["key"]
+                return {"found": key in self.values, "value": self.values.get(key)}
+            if op == "count":
+                return {"count": self.counts.get(req["key"], 0)}
+            if op == "snapshot":
+                return {"counts": dict(self.counts), "requests": dict(self.requests),
+                        "log": list(self.log), "waiting": dict(self.waiting)}
+        return {"error": f"unknown op {op!r}"}
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    state: _State
+
+    def handle(self) -> None:
+        for line in self.rfile:
+            answer = self.state.handle(json.loads(line))
+            self.wfile.write(json.dumps(answer).encode() + b"\n")
+            self.wfile.flush()
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def serve() -> None:
+    """Run the service in this process; print the port, stop when stdin closes."""
+    _Handler.state = _State()
+    server = _Server(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(server.server_address[1], flush=True)
+    sys.stdin.read()
+    server.shutdown()
+    server.server_close()
+
+
+class ServiceClient:
+    """A blocking client; one short-lived connection per request (safe across fork/kill)."""
+
+    def __init__(self, port: int, who: str = "") -> None:
+        self.port = port
+        self.who = who
+
+    def call(self, op: str, **fields: Any) -> dict[str, Any]:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=60) as conn:
+            conn.sendall(json.dumps({"op": op, **fields}).encode() + b"\n")
+            with conn.makefile("rb") as reader:
+                answer: dict[str, Any] = json.loads(reader.readline())
+        if "error" in answer:
+            raise RuntimeError(answer["error"])
+        return answer
+
+    def apply(self, kind: str, key: str, value: str, *, dedup: bool) -> str:
+        answer = self.call("apply", kind=kind, key=key, value=value, dedup=dedup, who=self.who)
+        return str(answer["value"])
+
+    def lookup(self, key: str) -> str | None:
+        answer = self.call("lookup", key=key)
+        return answer["value"] if answer["found"] else None
+
+    def count(self, key: str) -> int:
+        return int(self.call("count", key=key)["count"])
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.call("snapshot")
+
+    def wait_gate(self, name: str) -> None:
+        self.call("wait_gate", name=name)
+
+    def open_gate(self, name: str) -> None:
+        self.call("open_gate", name=name)
+
+
+@dataclass
+class FakeService:
+    """A running service process (the parent's handle)."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+
+    @classmethod
+    def start(cls) -> FakeService:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "threads.testing.fake_service"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        )
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        return cls(process, port)
+
+    def client(self, who: str = "parent") -> ServiceClient:
+        return ServiceClient(self.port, who)
+
+    def stop(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+if __name__ == "__main__":
+    serve()

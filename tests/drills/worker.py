@@ -1,0 +1,234 @@
+"""Drill worker: runs a real agent on a real SQLite store in its own process.
+
+``python worker.py run SPEC`` runs one ``Agent.run`` and prints its outcome as a JSON line;
+``python worker.py racer SPEC`` stays up and runs the thread once per ``go <race>`` stdin line.
+
+SPEC is JSON: ``store`` (directory), ``port`` (fake service), ``profile`` (``drill`` or
+``race``), ``thread`` (id or null), ``input`` (text or null), ``label`` (who, for the service),
+``kill`` (where to SIGKILL ourselves, or null), ``gate`` (a service gate a tool waits on, or
+null), ``clock_file`` (a file holding a millisecond offset the parent moves, or null).
+
+Kill points: ``{"type": T, "tool": name|null, "nth": n}`` dies right after the nth committed
+append holding an event of type T (for that tool's call, when ``tool`` is given);
+``{"append_no": n}`` dies right after the nth committed append of this process;
+``{"in_execute": name, "nth": n}`` dies inside ``execute`` once the service applied the effect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from threads import Found, NotFound, Principal, Reconcile, agent, tool
+from threads.run.agent import Agent
+from threads.store.sqlite import SQLiteStore
+from threads.testing.fake_service import ServiceClient
+from threads.testing.scripted import call, say, scripted_model, use
+
+STARTER = Principal(issuer="api", tenant="drill", subject="alice")
+DAY_MS = 24 * 60 * 60 * 1000
+RACE_TURNS = 400
+DRILL_SCRIPT = [
+    use(call("look_up", account="a1")),
+    use(call("charge_card", amount=5)),
+    use(call("refund", amount=2)),
+    use(call("send_email", to="c@example.com")),
+    say("all done"),
+    say("bye"),
+]
+
+
+def die() -> None:
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class OffsetClock:
+    """System time plus an offset (ms) read from a file the parent moves."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+
+    def now_ms(self) -> int:
+        text = self.path.read_text().strip() if self.path.exists() else ""
+        return time.time_ns() // 1_000_000 + int(text or 0)
+
+
+class KillingStore(SQLiteStore):
+    """A SQLite store that SIGKILLs its process right after a chosen append commits."""
+
+    def __init__(self, path: str, *, clock: Any, kill: dict[str, Any] | None) -> None:
+        super().__init__(path, clock=clock)
+        self.kill = kill or {}
+        self.appends = 0
+        self.hits = 0
+        self.names: dict[str, str] | None = None
+
+    async def append(self, branch_id: str, events: Any, **kwargs: Any) -> None:
+        if self.names is None and self.kill.get("tool"):
+            await self._load_names(branch_id)
+        await super().append(branch_id, events, **kwargs)
+        self.appends += 1
+        if self.names is not None:
+            for event in events:
+                if event.type == "tool_call":
+                    self.names[event.data["call_id"]] = event.data["name"]
+        if self._should_die(events):
+            die()
+
+    async def _load_names(self, branch_id: str) -> None:
+        chain = await self.read_chain(branch_id)
+        self.names = {
+            e.data["call_id"]: e.data["name"]
+            for s in chain.segments for e in s.events if e.type == "tool_call"
+        }
+
+    def _should_die(self, events: Any) -> bool:
+        kill = self.kill
+        if "append_no" in kill:
+            return self.appends == kill["append_no"]
+        if "type" not in kill:
+            return False
+        for event in events:
+            if event.type != kill["type"]:
+                continue
+            name = (self.names or {}).get(event.data.get("call_id"))
+            if kill.get("tool") and name != kill["tool"]:
+                continue
+            self.hits += 1
+            if self.hits == kill["nth"]:
+                return True
+        return False
+
+
+class Account(BaseModel):
+    account: str
+
+
+class Amount(BaseModel):
+    amount: int
+
+
+class Email(BaseModel):
+    to: str
+
+
+def build_agent(spec: dict[str, Any]) -> Agent:
+    client = ServiceClient(spec["port"], spec.get("label", ""))
+    kill = spec.get("kill") or {}
+    executed: dict[str, int] = {}
+
+    def after_apply(name: str) -> None:
+        executed[name] = executed.get(name, 0) + 1
+        if kill.get("in_execute") == name and executed[name] == kill.get("nth", 1):
+            die()
+
+    async def look_up(args: Account, ctx: Any) -> str:
+        client.lookup(f"balance:{args.account}")
+        if spec.get("gate"):
+            client.wait_gate(spec["gate"])
+        after_apply("look_up")
+        return f"account {args.account} is open"
+
+    async def charge(args: Amount, ctx: Any) -> str:
+        value = client.apply("charge", ctx.effect_key, f"charged {args.amount}", dedup=True)
+        after_apply("charge_card")
+        race = ctx.deps.get("race") if isinstance(ctx.deps, dict) else None
+        if race is not None:
+            client.wait_gate(f"race-{race}")
+        return value
+
+    async def refund(args: Amount, ctx: Any) -> str:
+        value = client.apply("refund", ctx.effect_key, f"refunded {args.amount}", dedup=False)
+        after_apply("refund")
+        return value
+
+    async def lookup_refund(key: str, ctx: Any) -> Found[str] | NotFound:
+        value = client.lookup(key)
+        return NotFound() if value is None else Found(value)
+
+    async def send_email(args: Email, ctx: Any) -> str:
+        value = client.apply("email", ctx.effect_key, f"emailed {args.to}", dedup=False)
+        after_apply("send_email")
+        return value
+
+    tools = [
+        tool(name="look_up", description="Look up an account.", input=Account, execute=look_up,
+             effect="read_only"),
+        tool(name="charge_card", description="Charge the card.", input=Amount, execute=charge,
+             effect="idempotent", dedup_window_ms=DAY_MS),
+        tool(name="refund", description="Refund a charge.", input=Amount, execute=refund,
+             effect="reconcilable", reconcile=Reconcile(lookup_refund, finality="final")),
+        tool(name="send_email", description="Email the customer.", input=Email,
+             execute=send_email),
+    ]
+    if spec.get("profile") == "race":
+        script = [item for _ in range(RACE_TURNS) for item in
+                  (use(call("charge_card", amount=1)), say("ok"))]
+    else:
+        script = list(DRILL_SCRIPT)
+    return agent(name="drill", model=scripted_model(script), instructions="Help the customer.",
+                 tools=tools)
+
+
+def open_store(spec: dict[str, Any]) -> KillingStore:
+    clock = OffsetClock(spec["clock_file"]) if spec.get("clock_file") else None
+    return KillingStore(spec["store"], clock=clock, kill=spec.get("kill"))
+
+
+def outcome(result: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"status": result.status, "thread": result.thread.id}
+    if result.status == "parked":
+        out["pending"] = [[p.kind, p.id] for p in result.pending]
+    if result.status == "failed":
+        out["error"] = result.error.code
+    if result.status == "completed":
+        out["output"] = result.output
+    return out
+
+
+async def run_once(spec: dict[str, Any]) -> dict[str, Any]:
+    store = open_store(spec)
+    bot = build_agent(spec)
+    try:
+        result = await bot.run(spec.get("input"), thread=spec.get("thread"), store=store,
+                               principal=STARTER)
+        return outcome(result)
+    finally:
+        await store.close()
+
+
+async def racer(spec: dict[str, Any]) -> None:
+    store = open_store(spec)
+    bot = build_agent(spec)
+    print(json.dumps({"ready": True}), flush=True)
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line.strip():
+            break
+        race = int(line.split()[1])
+        result = await bot.run(f"race {race}", thread=spec["thread"], store=store,
+                               principal=STARTER, deps={"race": race})
+        print(json.dumps({"race": race, **outcome(result)}), flush=True)
+    await store.close()
+
+
+def main() -> None:
+    mode, spec = sys.argv[1], json.loads(sys.argv[2])
+    if mode == "racer":
+        asyncio.run(racer(spec))
+        return
+    print(json.dumps(asyncio.run(run_once(spec))), flush=True)
+
+
+if __name__ == "__main__":
+    main()
