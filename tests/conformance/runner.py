@@ -125,7 +125,7 @@ _REDUCE_KEYS = frozenset(
 def run_reduce(case: Case) -> Expected:
     """Import read-only: verify the export while folding it, then compare what is pinned."""
     # Imported per case so a broken reduce fails the reduce cases, not the whole collection.
-    from threads.log.reduce import Fold  # noqa: PLC0415
+    from threads.log.reduce import Fold
 
     expected = load_expected(case)
     unknown = expected.doc.keys() - _REDUCE_KEYS
