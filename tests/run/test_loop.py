@@ -1,0 +1,343 @@
+"""The run loop end to end on a real SQLite store with the scripted model: event sequences,
+input validation, tool errors, config pinning, deltas, parking and resolution, approvals,
+cancellation, budgets and branch_busy."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from threads import (
+    Budget,
+    BudgetExhausted,
+    Cancelled,
+    Completed,
+    ConfigError,
+    ControlError,
+    Failed,
+    FakeClock,
+    Parked,
+    Permissions,
+    Principal,
+    TextDelta,
+    agent,
+    open_thread,
+    sqlite,
+    tool,
+)
+from threads.log.lines import Event
+from threads.store.sqlite import SQLiteStore
+from threads.testing.scripted import call, say, scripted_model, use
+
+ALICE = Principal("api", "acme", "alice")
+MALLORY = Principal("api", "other", "mallory")
+
+
+class Path_(BaseModel):
+    path: str
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    s = sqlite(tmp_path / "store", clock=FakeClock())
+    yield s
+    await s.close()
+
+
+def make_tools(applied: list[str], *, hang: asyncio.Event | None = None) -> list[Any]:
+    async def read(args: Path_, ctx: Any) -> str:
+        applied.append(f"read:{args.path}")
+        return f"contents of {args.path}"
+
+    async def write(args: Path_, ctx: Any) -> str:
+        applied.append(f"write:{args.path}:{ctx.effect_key}")
+        if hang is not None:
+            await hang.wait()
+        return "written"
+
+    async def boom(args: Path_, ctx: Any) -> str:
+        raise RuntimeError("disk on fire")
+
+    return [
+        tool(name="read_file", description="Read.", input=Path_, execute=read, effect="read_only"),
+        tool(name="write_file", description="Write.", input=Path_, execute=write),
+        tool(name="boom", description="Fails.", input=Path_, execute=boom, effect="read_only"),
+    ]
+
+
+def types(events: list[Event]) -> list[str]:
+    return [e.type for e in events]
+
+
+async def test_read_only_and_effectful_sequences(store: SQLiteStore) -> None:
+    applied: list[str] = []
+    model = scripted_model(
+        [use(call("read_file", path="a")), use(call("write_file", path="b")), say("done")]
+    )
+    bot = agent(name="t", model=model, tools=make_tools(applied))
+    result = await bot.run("go", store=store, principal=ALICE)
+    assert isinstance(result, Completed)
+    assert result.output == "done"
+    assert types(await result.thread.timeline()) == [
+        "thread_started",
+        "user_input",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "permission_decision",
+        "tool_result",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "permission_decision",
+        "effect_begin",
+        "effect_commit",
+        "tool_result",
+        "model_request",
+        "model_response",
+        "turn_completed",
+    ]
+    assert applied[0] == "read:a"
+    assert applied[1].startswith("write:b:")
+    state = await result.thread.state()
+    assert state["status"] == "idle"
+    assert [e["status"] for e in state["effects"]] == ["committed"]
+
+
+async def test_invalid_input_never_runs_the_tool(store: SQLiteStore) -> None:
+    applied: list[str] = []
+    model = scripted_model([use(call("write_file", nope=1)), say("ok")])
+    result = await agent(name="t", model=model, tools=make_tools(applied)).run(
+        "go", store=store, principal=ALICE
+    )
+    assert isinstance(result, Completed)
+    assert applied == []
+    timeline = await result.thread.timeline()
+    [tool_result] = [e for e in timeline if e.type == "tool_result"]
+    assert tool_result.data["is_error"] is True
+    assert "invalid input" in tool_result.data["preview"]
+    assert "permission_decision" not in types(timeline)
+    # the model saw the error in its next request
+    assert any(m["role"] == "tool" and m["is_error"] for m in model.requests[-1].messages)
+
+
+async def test_a_tool_that_raises_becomes_an_error_result(store: SQLiteStore) -> None:
+    model = scripted_model([use(call("boom", path="x")), say("recovered")])
+    result = await agent(name="t", model=model, tools=make_tools([])).run(
+        "go", store=store, principal=ALICE
+    )
+    assert isinstance(result, Completed)
+    [res] = [e for e in await result.thread.timeline() if e.type == "tool_result"]
+    assert res.data["is_error"] is True
+    assert "disk on fire" in res.data["preview"]
+
+
+async def test_unknown_tool_is_not_executed(store: SQLiteStore) -> None:
+    model = scripted_model([use(call("launch_rockets", path="x")), say("ok")])
+    result = await agent(name="t", model=model, tools=make_tools([])).run(
+        "go", store=store, principal=ALICE
+    )
+    [res] = [e for e in await result.thread.timeline() if e.type == "tool_result"]
+    assert res.data["origin"] == "not_executed"
+
+
+async def test_config_change_starts_a_new_thread(store: SQLiteStore) -> None:
+    model = scripted_model([say("one"), say("two")])
+    first = await agent(name="t", model=model, instructions="A").run(
+        "hi", store=store, principal=ALICE
+    )
+    changed = agent(name="t", model=model, instructions="B")
+    with pytest.raises(ConfigError, match="config change starts a new thread"):
+        await changed.run("again", store=store, thread=first.thread.id, principal=ALICE)
+    same = agent(name="t", model=model, instructions="A")
+    again = await same.run("again", store=store, thread=first.thread.id, principal=ALICE)
+    assert isinstance(again, Completed)
+    assert again.output == "two"
+
+
+async def test_deltas_are_streamed_but_never_recorded(store: SQLiteStore) -> None:
+    text = "a fairly long answer streamed in pieces"
+    model = scripted_model([say(text, chunks=5)])
+    bot = agent(name="t", model=model)
+    deltas: list[str] = []
+    events: list[Event] = []
+    async with bot.stream("hi", store=store, principal=ALICE) as live:
+        async for item in live:
+            if isinstance(item, TextDelta):
+                deltas.append(item.text)
+            else:
+                events.append(item)
+        result = await live.result
+    assert len(deltas) == 5
+    assert "".join(deltas) == text
+    assert types(events) == types(await result.thread.timeline())
+    raw = b"".join(e.line for e in await result.thread.timeline())
+    assert raw.count(text.encode()) == 1  # only in the recorded model_response
+
+
+async def test_handle_works_from_another_process(store: SQLiteStore, tmp_path: Path) -> None:
+    result = await agent(name="t", model=scripted_model([say("hello")])).run(
+        "hi", store=store, principal=ALICE
+    )
+    script = (
+        "import asyncio, json, sys\n"
+        "from threads import open_thread, sqlite\n"
+        "async def main():\n"
+        "    s = sqlite(sys.argv[1])\n"
+        "    t = await open_thread(s, sys.argv[2])\n"
+        "    print(json.dumps(await t.state()))\n"
+        "    await s.close()\n"
+        "asyncio.run(main())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "store"), result.thread.id],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    state = json.loads(out.stdout)
+    assert state == await result.thread.state()
+    assert state["turns_completed"] == 1
+
+
+async def _crash_inside_effect(store: SQLiteStore, applied: list[str]) -> str:
+    """Run until write_file is executing, then cancel the run (a crash after effect_begin)."""
+    hang = asyncio.Event()
+    model = scripted_model([use(call("write_file", "c1", path="b")), say("done")])
+    bot = agent(name="t", model=model, tools=make_tools(applied, hang=hang))
+    task = asyncio.create_task(bot.run("go", store=store, principal=ALICE))
+    while not applied:
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    [thread] = await store.list_threads()
+    return thread.thread_id
+
+
+async def test_in_doubt_unguarded_effect_parks_then_assume_done(store: SQLiteStore) -> None:
+    applied: list[str] = []
+    thread_id = await _crash_inside_effect(store, applied)
+    bot = agent(
+        name="t",
+        model=scripted_model([use(call("write_file", "c1", path="b")), say("done")]),
+        tools=make_tools(applied),
+    )
+    parked = await bot.run(None, store=store, thread=thread_id, principal=ALICE)
+    assert isinstance(parked, Parked)
+    assert parked.reason == "effect_unknown"
+    [pending] = parked.pending
+    assert pending.kind == "effect"
+    # nothing runs while parked
+    assert isinstance(await bot.run(None, store=store, thread=thread_id, principal=ALICE), Parked)
+    handle = await open_thread(store, thread_id)
+    with pytest.raises(ControlError) as denied:
+        await handle.resolve_parked(pending.id, "assume_done", MALLORY)
+    assert denied.value.code == "forbidden"
+    with pytest.raises(ControlError) as nothing:
+        await handle.resolve_parked("nope:c9", "assume_done", ALICE)
+    assert nothing.value.code == "not_parked"
+    await handle.resolve_parked(pending.id, "assume_done", ALICE)
+    done = await bot.run(None, store=store, thread=thread_id, principal=ALICE)
+    assert isinstance(done, Completed)
+    assert len(applied) == 1  # never sent again
+    resolved = [e for e in await handle.timeline() if e.type == "effect_resolved"]
+    assert resolved[0].actor == {"kind": "approver", "principal": ALICE.to_wire()}
+
+
+async def test_assume_not_done_resends_with_the_same_key(store: SQLiteStore) -> None:
+    applied: list[str] = []
+    thread_id = await _crash_inside_effect(store, applied)
+    bot = agent(
+        name="t",
+        model=scripted_model([use(call("write_file", "c1", path="b")), say("done")]),
+        tools=make_tools(applied),
+    )
+    parked = await bot.run(None, store=store, thread=thread_id, principal=ALICE)
+    assert isinstance(parked, Parked)
+    handle = await open_thread(store, thread_id)
+    await handle.resolve_parked(parked.pending[0].id, "assume_not_done", ALICE)
+    done = await bot.run(None, store=store, thread=thread_id, principal=ALICE)
+    assert isinstance(done, Completed)
+    assert len(applied) == 2
+    assert applied[0] == applied[1]  # same effect key
+    begins = [e.data["attempt"] for e in await handle.timeline() if e.type == "effect_begin"]
+    assert begins == [1, 2]
+
+
+async def test_second_runner_gets_branch_busy(store: SQLiteStore) -> None:
+    bot = agent(name="t", model=scripted_model([say("one"), say("two")]))
+    first = await bot.run("hi", store=store, principal=ALICE)
+    branch = await store.root_branch(first.thread.id)
+    await store.acquire_lease(branch.branch_id, "someone-else", 60_000)
+    head = branch.head_seq
+    busy = await bot.run("again", store=store, thread=first.thread.id, principal=ALICE)
+    assert isinstance(busy, Failed)
+    assert busy.error.code == "branch_busy"
+    assert (await store.get_branch(branch.branch_id)).head_seq == head  # nothing appended
+
+
+async def test_approval_parks_then_runs_once_after_approve(store: SQLiteStore) -> None:
+    applied: list[str] = []
+    script = [use(call("write_file", "c1", path="b")), say("done")]
+    bot = agent(
+        name="t",
+        model=scripted_model(script),
+        tools=make_tools(applied),
+        permissions=Permissions(ask=("write_file(path:b*)",)),
+    )
+    parked = await bot.run("go", store=store, principal=ALICE)
+    assert isinstance(parked, Parked)
+    assert parked.reason == "awaiting_approval"
+    assert applied == []
+    handle = await open_thread(store, parked.thread.id)
+    [pending] = await handle.pending_approvals()
+    assert pending.tool == "write_file"
+    await handle.approve(pending.challenge_id, ALICE)
+    with pytest.raises(ControlError) as twice:
+        await handle.approve(pending.challenge_id, ALICE)
+    assert twice.value.code == "approval_duplicate"
+    done = await bot.run(None, store=store, thread=parked.thread.id, principal=ALICE)
+    assert isinstance(done, Completed)
+    assert len(applied) == 1
+
+
+async def test_cancel_while_parked_never_runs_the_call(store: SQLiteStore) -> None:
+    applied: list[str] = []
+    bot = agent(
+        name="t",
+        model=scripted_model([use(call("write_file", "c1", path="b")), say("x")]),
+        tools=make_tools(applied),
+        permissions=Permissions(ask=("write_file",)),
+    )
+    parked = await bot.run("go", store=store, principal=ALICE)
+    handle = await open_thread(store, parked.thread.id)
+    [pending] = await handle.pending_approvals()
+    await handle.approve(pending.challenge_id, ALICE)
+    await handle.cancel(ALICE)
+    result = await bot.run(None, store=store, thread=parked.thread.id, principal=ALICE)
+    assert isinstance(result, Cancelled)
+    assert applied == []
+    [res] = [e for e in await handle.timeline() if e.type == "tool_result"]
+    assert res.data["origin"] == "not_executed"
+
+
+async def test_budget_stops_before_sending(store: SQLiteStore) -> None:
+    model = scripted_model([use(call("read_file", path="a")), say("never")])
+    bot = agent(name="t", model=model, tools=make_tools([]), budget=Budget(max_model_requests=1))
+    result = await bot.run("go", store=store, principal=ALICE)
+    assert isinstance(result, BudgetExhausted)
+    assert result.budget.limit == "max_model_requests"
+    assert len(model.requests) == 1
+    timeline = await result.thread.timeline()
+    assert types(timeline).count("model_request") == 1
+    assert types(timeline)[-2:] == ["budget_exceeded", "turn_completed"]
