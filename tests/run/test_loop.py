@@ -52,13 +52,17 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
     await s.close()
 
 
-def make_tools(applied: list[str], *, hang: asyncio.Event | None = None) -> list[Any]:
+def make_tools(
+    applied: list[str], *, hang: asyncio.Event | None = None, started: asyncio.Event | None = None
+) -> list[Any]:
     async def read(args: Path_, ctx: Any) -> str:
         applied.append(f"read:{args.path}")
         return f"contents of {args.path}"
 
     async def write(args: Path_, ctx: Any) -> str:
         applied.append(f"write:{args.path}:{ctx.effect_key}")
+        if started is not None:
+            started.set()
         if hang is not None:
             await hang.wait()
         return "written"
@@ -211,12 +215,11 @@ async def test_handle_works_from_another_process(store: SQLiteStore, tmp_path: P
 
 async def _crash_inside_effect(store: SQLiteStore, applied: list[str]) -> str:
     """Run until write_file is executing, then cancel the run (a crash after effect_begin)."""
-    hang = asyncio.Event()
+    hang, started = asyncio.Event(), asyncio.Event()
     model = scripted_model([use(call("write_file", "c1", path="b")), say("done")])
-    bot = agent(name="t", model=model, tools=make_tools(applied, hang=hang))
+    bot = agent(name="t", model=model, tools=make_tools(applied, hang=hang, started=started))
     task = asyncio.create_task(bot.run("go", store=store, principal=ALICE))
-    while not applied:
-        await asyncio.sleep(0)
+    await started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
