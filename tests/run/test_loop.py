@@ -201,7 +201,8 @@ async def test_handle_works_from_another_process(store: SQLiteStore, tmp_path: P
         "    await s.close()\n"
         "asyncio.run(main())\n"
     )
-    out = subprocess.run(
+    out = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, "-c", script, str(tmp_path / "store"), result.thread.id],
         capture_output=True,
         text=True,

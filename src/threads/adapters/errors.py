@@ -178,7 +178,7 @@ def _transport(*names: str) -> tuple[type[BaseException], ...]:
 
 
 def _pydantic_errors() -> tuple[type[BaseException], ...]:
-    from pydantic import ValidationError  # noqa: PLC0415  (only needed on this error path)
+    from pydantic import ValidationError
 
     return (ValidationError,)
 

@@ -39,6 +39,6 @@ def fenced_sdk_client(slot: FenceSlot, *, timeout: float) -> Any:
     Typed ``Any`` because ``httpx2`` exists only where an SDK that uses it is installed."""
     if "httpx2" not in sys.modules:
         return fenced_http_client(slot, timeout=timeout)
-    from threads.adapters.httpx2_fence import fenced_httpx2_client  # noqa: PLC0415
+    from threads.adapters.httpx2_fence import fenced_httpx2_client
 
     return fenced_httpx2_client(slot, timeout=timeout)

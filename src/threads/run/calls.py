@@ -80,8 +80,16 @@ class CallRunner:
                 continue
             call_id, name, args = part["call_id"], part["name"], part["input"]
             items.append(
-                ("tool_call", {"call_id": call_id, "input": args, "name": name,
-                               "request_event_id": request_event_id}, HOST)
+                (
+                    "tool_call",
+                    {
+                        "call_id": call_id,
+                        "input": args,
+                        "name": name,
+                        "request_event_id": request_event_id,
+                    },
+                    HOST,
+                )
             )
             items.extend(self._admit(call_id, name, args))
         return items
@@ -92,17 +100,37 @@ class CallRunner:
         tool = self.loop.agent.tool_named(name)
         if tool is None or self.loop.fold.tool_spec(name) is None:
             text = f"not executed: unknown tool {name}"
-            return [("tool_result", tool_result_data(call_id, text, origin="not_executed", is_error=True), HOST)]
+            return [
+                (
+                    "tool_result",
+                    tool_result_data(call_id, text, origin="not_executed", is_error=True),
+                    HOST,
+                )
+            ]
         try:
             tool.input.model_validate(args)
         except ValidationError as exc:
             text = f"invalid input for {name}: {_validation_summary(exc)}"
-            return [("tool_result", tool_result_data(call_id, text, origin="not_executed", is_error=True), HOST)]
+            return [
+                (
+                    "tool_result",
+                    tool_result_data(call_id, text, origin="not_executed", is_error=True),
+                    HOST,
+                )
+            ]
         decision = self.loop.agent.permissions.decide(name, args, tool.effect)
         items = [("permission_decision", decision.to_wire(call_id), HOST)]
         if decision.decision == "deny":
-            text = f"denied: {decision.reason or 'not permitted by ' + (decision.rule_id or 'policy')}"
-            items.append(("tool_result", tool_result_data(call_id, text, origin="denied", is_error=True), HOST))
+            text = (
+                f"denied: {decision.reason or 'not permitted by ' + (decision.rule_id or 'policy')}"
+            )
+            items.append(
+                (
+                    "tool_result",
+                    tool_result_data(call_id, text, origin="denied", is_error=True),
+                    HOST,
+                )
+            )
         elif decision.decision == "ask":
             from threads.log.hashing import value_hash
 
@@ -110,8 +138,12 @@ class CallRunner:
             items.append(
                 (
                     "approval_requested",
-                    {"args_hash": value_hash(args), "call_id": call_id,
-                     "challenge_id": uuid7(now), "expires_at": now + APPROVAL_TTL_MS},
+                    {
+                        "args_hash": value_hash(args),
+                        "call_id": call_id,
+                        "challenge_id": uuid7(now),
+                        "expires_at": now + APPROVAL_TTL_MS,
+                    },
                     HOST,
                 )
             )
@@ -146,10 +178,17 @@ class CallRunner:
         loop = self.loop
         turn = loop.fold.turn
         if turn is not None and turn.cancel_event is not None:
-            await self.close(call, "not executed: cancelled", origin="not_executed", actor=loop.actor())
+            await self.close(
+                call, "not executed: cancelled", origin="not_executed", actor=loop.actor()
+            )
             return None
         if call.spec is None:
-            await self.close(call, f"not executed: unknown tool {call.name}", origin="not_executed", actor=loop.actor())
+            await self.close(
+                call,
+                f"not executed: unknown tool {call.name}",
+                origin="not_executed",
+                actor=loop.actor(),
+            )
             return None
         if call.removed:
             text = f"not executed: {call.name} was removed from the tool set"
@@ -157,7 +196,12 @@ class CallRunner:
             return None
         tool = loop.agent.tool_named(call.name)
         if tool is None:
-            await self.close(call, f"not executed: unknown tool {call.name}", origin="not_executed", actor=loop.actor())
+            await self.close(
+                call,
+                f"not executed: unknown tool {call.name}",
+                origin="not_executed",
+                actor=loop.actor(),
+            )
             return None
         if call.decision is None:
             await self.writer.append(self._admit(call.call_id, call.name, call.input)[:1])
@@ -178,13 +222,26 @@ class CallRunner:
                 await self.close(call, text, origin="denied", actor=HOST)
                 return None
             if approval.expires_at <= loop.now():
-                await self.close(call, "denied: the approval request expired (approval_expired)", origin="denied", actor=HOST)
+                await self.close(
+                    call,
+                    "denied: the approval request expired (approval_expired)",
+                    origin="denied",
+                    actor=HOST,
+                )
                 return None
             if ("approval", approval.challenge_id) not in loop.fold.parks:
                 await self.writer.append(
-                    [("parked", {"address": {"id": approval.challenge_id, "kind": "approval"},
-                                 "expires_at": approval.expires_at,
-                                 "reason": "awaiting_approval"}, loop.actor())]
+                    [
+                        (
+                            "parked",
+                            {
+                                "address": {"id": approval.challenge_id, "kind": "approval"},
+                                "expires_at": approval.expires_at,
+                                "reason": "awaiting_approval",
+                            },
+                            loop.actor(),
+                        )
+                    ]
                 )
             return Pending("approval", approval.challenge_id)
         return None
@@ -192,9 +249,14 @@ class CallRunner:
     def context(self, call: Call, attempt: int) -> RunContext:
         loop = self.loop
         return RunContext(
-            deps=self.deps, thread_id=loop.writer.thread_id, branch_id=loop.writer.branch_id,
-            principal=loop.principal, call_id=call.call_id, effect_key=call.effect_key,
-            attempt=attempt, cancelled=asyncio.Event(),
+            deps=self.deps,
+            thread_id=loop.writer.thread_id,
+            branch_id=loop.writer.branch_id,
+            principal=loop.principal,
+            call_id=call.call_id,
+            effect_key=call.effect_key,
+            attempt=attempt,
+            cancelled=asyncio.Event(),
         )
 
     async def dispatch(self, call: Call, tool: Tool) -> None:
@@ -203,7 +265,9 @@ class CallRunner:
         attempt = call.attempt + 1
         effectful = tool.effect != "read_only"
         if effectful:
-            await self.writer.append([("effect_begin", {"attempt": attempt, "call_id": call.call_id}, HOST)])
+            await self.writer.append(
+                [("effect_begin", {"attempt": attempt, "call_id": call.call_id}, HOST)]
+            )
         await self.writer.check()
         ctx = self.context(call, attempt)
         if self.loop.cancel_wanted:
@@ -216,7 +280,9 @@ class CallRunner:
             if not effectful:
                 text, is_error = f"error: {exc}", True
             else:
-                await self.writer.append([("effect_unknown", {"call_id": call.call_id, "reason": exc.reason}, HOST)])
+                await self.writer.append(
+                    [("effect_unknown", {"call_id": call.call_id, "reason": exc.reason}, HOST)]
+                )
                 await self.settler.settle(call)
                 return
         except (TimeoutError, ConnectionError) as exc:
@@ -224,10 +290,12 @@ class CallRunner:
                 text, is_error = f"error: {type(exc).__name__}: {exc}", True
             else:
                 reason = "timeout" if isinstance(exc, TimeoutError) else "transport_error"
-                await self.writer.append([("effect_unknown", {"call_id": call.call_id, "reason": reason}, HOST)])
+                await self.writer.append(
+                    [("effect_unknown", {"call_id": call.call_id, "reason": reason}, HOST)]
+                )
                 await self.settler.settle(call)
                 return
-        except Exception as exc:  # noqa: BLE001 - a tool's error becomes a result the model sees
+        except Exception as exc:
             text, is_error = f"error: {type(exc).__name__}: {exc}", True
         finally:
             self.in_flight.discard(ctx.cancelled)
@@ -254,7 +322,11 @@ class CallRunner:
         actor: dict[str, Any],
         is_error: bool | None = None,
     ) -> None:
-        error = is_error if is_error is not None else origin != "executed" and origin != "materialized_from_commit"
+        error = (
+            is_error
+            if is_error is not None
+            else origin not in ("executed", "materialized_from_commit")
+        )
         artifacts: list[PendingArtifact] = []
         ref = None
         if len(text.encode("utf-8")) > INLINE_RESULT_BYTES:
@@ -264,7 +336,13 @@ class CallRunner:
             ref = artifact_ref(blob, "text/plain")
             artifacts.append(PendingArtifact(blob, "text/plain"))
         await self.writer.append(
-            [("tool_result", tool_result_data(call.call_id, text, origin=origin, is_error=error, ref=ref), actor)],
+            [
+                (
+                    "tool_result",
+                    tool_result_data(call.call_id, text, origin=origin, is_error=error, ref=ref),
+                    actor,
+                )
+            ],
             artifacts=artifacts,
         )
 

@@ -16,13 +16,13 @@ _running: dict[asyncio.Task[object], RunLoop] = {}
 def register(loop: RunLoop) -> None:
     task = asyncio.current_task()
     if task is not None:
-        _running[task] = loop  # type: ignore[index]
+        _running[task] = loop
 
 
 def unregister() -> None:
     task = asyncio.current_task()
     if task is not None:
-        _running.pop(task, None)  # type: ignore[arg-type]
+        _running.pop(task, None)
 
 
 async def request_cancel_from_inside(task: asyncio.Task[object]) -> None:

@@ -17,14 +17,19 @@ from typing import TYPE_CHECKING, Any
 from threads.errors import StoreError
 from threads.log.reduce import Fold
 from threads.log.render import MEDIA_TYPE, render
-from threads.models.protocol import ModelCallError, ModelOutput, ModelRequest, TextDelta, ToolDefinition
+from threads.models.protocol import (
+    ModelCallError,
+    ModelOutput,
+    ModelRequest,
+    TextDelta,
+    ToolDefinition,
+)
 from threads.run import cancel
 from threads.run.budget_check import BudgetGuard
 from threads.run.calls import CallRunner
 from threads.run.principal import Principal
 from threads.run.recovery import Recovery
 from threads.run.results import (
-    BudgetExhausted,
     Cancelled,
     Completed,
     ErrorInfo,
@@ -88,7 +93,7 @@ class RunLoop:
 
     # ---- the run ---------------------------------------------------------------------------
 
-    async def drive(self, input: str | None, *, recovering: bool) -> RunResult:  # noqa: A002
+    async def drive(self, input: str | None, *, recovering: bool) -> RunResult:
         cancel.register(self)
         try:
             await self._repair_torn_tail()
@@ -129,7 +134,13 @@ class RunLoop:
         if self.cancel_wanted and turn is not None and turn.cancel_event is None:
             principal = {"kind": "user", "principal": self.principal.to_wire()}
             await self.writer.append(
-                [("cancel_requested", {"reason": "interrupted (Ctrl-C)", "scope": "turn"}, principal)]
+                [
+                    (
+                        "cancel_requested",
+                        {"reason": "interrupted (Ctrl-C)", "scope": "turn"},
+                        principal,
+                    )
+                ]
             )
 
     async def _repair_torn_tail(self) -> None:
@@ -139,8 +150,11 @@ class RunLoop:
         at_offset = sum(len(e.line) + 1 for e in self.fold.events) + sum(
             len(h.line) + 1 for h in self.fold.segment_headers
         )
-        data = {"at_offset": at_offset, "dropped_ref": self.dropped_ref,
-                "truncated_bytes": self.dropped_ref["bytes"]}
+        data = {
+            "at_offset": at_offset,
+            "dropped_ref": self.dropped_ref,
+            "truncated_bytes": self.dropped_ref["bytes"],
+        }
         await self.writer.append([("log_repaired", data, HOST)])
 
     async def run_turn(self) -> RunResult:
@@ -183,13 +197,18 @@ class RunLoop:
 
     def parked(self) -> Parked:
         pending = [Pending(kind, ident) for kind, ident in self.fold.parks]
-        reasons = {"approval": "awaiting_approval", "effect": "effect_unknown", "input": "awaiting_input"}
+        reasons = {
+            "approval": "awaiting_approval",
+            "effect": "effect_unknown",
+            "input": "awaiting_input",
+        }
         first_kind = next(iter(self.fold.parks))[0]
         return Parked(self.thread, reasons.get(first_kind, "effect_unknown"), pending)
 
     async def finish_cancelled(self) -> Cancelled:
         turn = self.fold.turn
-        assert turn is not None and turn.cancel_event is not None
+        assert turn is not None
+        assert turn.cancel_event is not None
         await self.writer.append(
             [
                 ("cancelled", {"request_event_id": turn.cancel_event.event_id}, HOST),
@@ -243,7 +262,8 @@ class RunLoop:
             system=started["instructions"],
             messages=rendered.messages,
             tools=[
-                ToolDefinition(t["name"], t["description"], t["input_schema"]) for t in self.fold.tools
+                ToolDefinition(t["name"], t["description"], t["input_schema"])
+                for t in self.fold.tools
             ],
             params=started["model_params"],
             attempt=attempt,
@@ -267,13 +287,18 @@ class RunLoop:
         except StoreError as exc:
             if exc.code == "stale_epoch":
                 raise ModelCallError(
-                    exc.message, reason="provider_error", provider_outcome="not_sent", code="stale_epoch"
+                    exc.message,
+                    reason="provider_error",
+                    provider_outcome="not_sent",
+                    code="stale_epoch",
                 ) from exc
             raise
         if output is None:
             raise ModelCallError(
-                "the model ended its stream without a response", reason="stream_broken",
-                provider_outcome="unknown", code="model_error",
+                "the model ended its stream without a response",
+                reason="stream_broken",
+                provider_outcome="unknown",
+                code="model_error",
             )
         return output
 
@@ -305,23 +330,35 @@ class RunLoop:
         if exc.code == "stale_epoch":
             return Failed(self.thread, ErrorInfo("stale_epoch", exc.message))
         await self.writer.append([("model_attempt_abandoned", data, HOST)])
-        if exc.retryable and self._retries(("rate_limited", "overloaded")) <= MAX_RATE_LIMIT_RETRIES:
+        if (
+            exc.retryable
+            and self._retries(("rate_limited", "overloaded")) <= MAX_RATE_LIMIT_RETRIES
+        ):
             delay = min(exc.retry_after_ms or 1000, MAX_RETRY_AFTER_MS)
             basis = "retry_after" if exc.retry_after_ms is not None else "backoff"
             await self.writer.append(
                 [
                     (
                         "retry_scheduled",
-                        {"basis": basis, "delay_ms": delay, "not_before": self.now() + delay,
-                         "request_event_id": request_event_id},
+                        {
+                            "basis": basis,
+                            "delay_ms": delay,
+                            "not_before": self.now() + delay,
+                            "request_event_id": request_event_id,
+                        },
                         HOST,
                     )
                 ]
             )
             await self.sleep(delay / 1000)
             return None
-        if exc.provider_outcome == "unknown" and exc.code is None and (
-            self._retries(("server_error", "timeout", "stream_broken", "crash")) <= CRASH_RESENDS
+        if (
+            exc.provider_outcome == "unknown"
+            and exc.code is None
+            and (
+                self._retries(("server_error", "timeout", "stream_broken", "crash"))
+                <= CRASH_RESENDS
+            )
         ):
             return None
         if exc.code == "context_exhausted":

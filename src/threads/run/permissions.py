@@ -125,7 +125,7 @@ class Permissions:
         for kind in ("deny", "ask", "allow"):
             for rule in getattr(self, kind):
                 if rule_matches(rule, tool_name, args):
-                    return self._under_mode(Decision(kind, "policy", rule, None))  # type: ignore[arg-type]
+                    return self._under_mode(Decision(kind, "policy", rule, None))
         if self.mode == "plan" and effect_class != "read_only":
             return Decision("deny", "mode", None, "plan", "plan mode runs read-only tools only")
         return self._under_mode(Decision("allow", "default"))

@@ -41,8 +41,12 @@ class Recovery:
         event = attempt.event
         model = loop.agent.model
         request = ModelRequest(
-            request_key=f"{loop.writer.branch_id}:{event.event_id}", system="", messages=[],
-            tools=[], params={}, attempt=attempt.attempt,
+            request_key=f"{loop.writer.branch_id}:{event.event_id}",
+            system="",
+            messages=[],
+            tools=[],
+            params={},
+            attempt=attempt.attempt,
         )
         answer = None
         if isinstance(model, SupportsLookup):

@@ -47,7 +47,7 @@ def load_fold(chain: Chain, now_ms: int) -> Fold:
 
 async def start_run(
     agent: Agent,
-    input: str | None,  # noqa: A002
+    input: str | None,
     *,
     thread_id: str | None,
     store: Store | None,
@@ -100,8 +100,14 @@ async def start_run(
         if new:
             await writer.append([("thread_started", agent.config(), {"kind": "host"})])
         loop = RunLoop(
-            agent, writer, handle, deps=deps, principal=principal, run_budget=budget,
-            sink=sink, dropped_ref=chain.branch.dropped_ref,
+            agent,
+            writer,
+            handle,
+            deps=deps,
+            principal=principal,
+            run_budget=budget,
+            sink=sink,
+            dropped_ref=chain.branch.dropped_ref,
         )
         return await loop.drive(input, recovering=not new)
     finally:
@@ -137,7 +143,8 @@ def _check_pinned(agent: Agent, fold: Fold) -> None:
         return
     if pinned_view(started) != pinned_view(agent.config()):
         changed = [
-            key for key, value in pinned_view(started).items()
+            key
+            for key, value in pinned_view(started).items()
             if value != pinned_view(agent.config())[key]
         ]
         raise ConfigError(
@@ -149,7 +156,7 @@ def _check_pinned(agent: Agent, fold: Fold) -> None:
 
 def run_blocking(
     agent: Agent,
-    input: str | None,  # noqa: A002
+    input: str | None,
     *,
     thread_id: str | None,
     store: Store | None,
@@ -162,7 +169,12 @@ def run_blocking(
     async def main() -> RunResult:
         task = asyncio.create_task(
             start_run(
-                agent, input, thread_id=thread_id, store=store, deps=deps, budget=budget,
+                agent,
+                input,
+                thread_id=thread_id,
+                store=store,
+                deps=deps,
+                budget=budget,
                 principal=principal,
             )
         )

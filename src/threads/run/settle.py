@@ -39,7 +39,9 @@ class Settler:
         actor = {"kind": "recovery"}
         if call.effect == "committed":
             text = await self._artifact_text(call.result_ref)
-            await self.runner.close(call, text, origin="materialized_from_commit", actor=loop.actor())
+            await self.runner.close(
+                call, text, origin="materialized_from_commit", actor=loop.actor()
+            )
             return False
         if call.effect == "resolved":
             return await self._after_resolution(call)
@@ -47,7 +49,13 @@ class Settler:
             return True
         if call.effect == "begun":
             await writer.append(
-                [("effect_unknown", {"call_id": call.call_id, "reason": "crash_after_begin"}, actor)]
+                [
+                    (
+                        "effect_unknown",
+                        {"call_id": call.call_id, "reason": "crash_after_begin"},
+                        actor,
+                    )
+                ]
             )
         tool = loop.agent.tool_named(call.name)
         effect_class = call.effect_class
@@ -79,10 +87,14 @@ class Settler:
             return False
         if outcome == "assume_done":
             text = "assumed done by an operator; not sent again"
-            await self.runner.close(call, text, origin="executed", is_error=False, actor=loop.actor())
+            await self.runner.close(
+                call, text, origin="executed", is_error=False, actor=loop.actor()
+            )
             return False
         if outcome == "interrupted":
-            await self.runner.close(call, _interrupted_text(call), origin="interrupted", actor=loop.actor())
+            await self.runner.close(
+                call, _interrupted_text(call), origin="interrupted", actor=loop.actor()
+            )
             return False
         return await self.park(call)
 
@@ -102,10 +114,12 @@ class Settler:
             return await self.park(call)
         await self.loop.writer.check()
         try:
-            answer = await reconcile.lookup(call.effect_key, self.runner.context(call, call.attempt))
+            answer = await reconcile.lookup(
+                call.effect_key, self.runner.context(call, call.attempt)
+            )
         except StoreError:
             raise
-        except Exception:  # noqa: BLE001 - a lookup that fails proves nothing: park
+        except Exception:
             answer = LookupUnknown("lookup raised")
         if isinstance(answer, Found):
             from threads.run.calls import result_text
@@ -115,12 +129,23 @@ class Settler:
             data = result_text(answer.value).encode("utf-8")
             ref = artifact_ref(data, "text/plain")
             await self.loop.writer.append(
-                [("effect_resolved", {"by": "reconcile", "call_id": call.call_id,
-                                      "outcome": "confirmed_success", "result_ref": ref},
-                  {"kind": "recovery"})],
+                [
+                    (
+                        "effect_resolved",
+                        {
+                            "by": "reconcile",
+                            "call_id": call.call_id,
+                            "outcome": "confirmed_success",
+                            "result_ref": ref,
+                        },
+                        {"kind": "recovery"},
+                    )
+                ],
                 artifacts=[PendingArtifact(data, "text/plain")],
             )
-            await self.runner.close(call, data.decode("utf-8"), origin="executed", actor=self.loop.actor())
+            await self.runner.close(
+                call, data.decode("utf-8"), origin="executed", actor=self.loop.actor()
+            )
             return False
         if isinstance(answer, NotFound) and reconcile.finality == "final":
             await self._resolve(call, "safe_to_retry", "reconcile")
@@ -135,13 +160,20 @@ class Settler:
         if state != "terminated":
             return await self.park(call)
         await self._resolve(call, "interrupted", "sandbox_terminated")
-        await self.runner.close(call, _interrupted_text(call), origin="interrupted", actor={"kind": "recovery"})
+        await self.runner.close(
+            call, _interrupted_text(call), origin="interrupted", actor={"kind": "recovery"}
+        )
         return False
 
     async def _resolve(self, call: Call, outcome: str, by: str) -> None:
         await self.loop.writer.append(
-            [("effect_resolved", {"by": by, "call_id": call.call_id, "outcome": outcome},
-              {"kind": "recovery"})]
+            [
+                (
+                    "effect_resolved",
+                    {"by": by, "call_id": call.call_id, "outcome": outcome},
+                    {"kind": "recovery"},
+                )
+            ]
         )
 
     async def park(self, call: Call) -> bool:
@@ -150,8 +182,11 @@ class Settler:
                 [
                     (
                         "parked",
-                        {"address": {"id": call.effect_key, "kind": "effect"},
-                         "expires_at": self.loop.now() + PARK_TTL_MS, "reason": "effect_unknown"},
+                        {
+                            "address": {"id": call.effect_key, "kind": "effect"},
+                            "expires_at": self.loop.now() + PARK_TTL_MS,
+                            "reason": "effect_unknown",
+                        },
                         {"kind": "recovery"},
                     )
                 ]
@@ -161,7 +196,7 @@ class Settler:
     async def _artifact_text(self, ref: dict[str, Any] | None) -> str:
         if ref is None:
             return ""
-        data = await self.loop.writer.store.get_artifact(ref["sha256"])
+        data: bytes = await self.loop.writer.store.get_artifact(ref["sha256"])
         return data.decode("utf-8", errors="replace")
 
 

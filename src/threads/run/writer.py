@@ -59,7 +59,7 @@ class BranchWriter:
                 self.lease = await self.store.renew_lease(self.lease, self.ttl_ms)
             except StoreError as exc:
                 self.lost = exc
-            except Exception as exc:  # noqa: BLE001 - a store that stops answering loses the lease
+            except Exception as exc:
                 self.lost = StoreError("stale_epoch", f"lease renewal failed: {exc}")
 
     async def check(self) -> None:
@@ -88,15 +88,25 @@ class BranchWriter:
         for type_, data, actor in items:
             seq += 1
             event = encode_event(
-                seq=seq, event_id=uuid7(now), thread_id=self.thread_id,
-                branch_id=self.branch_id, epoch=self.lease.epoch, type=type_, time=now,
-                actor=actor, prev_hash=prev, data=data,
+                seq=seq,
+                event_id=uuid7(now),
+                thread_id=self.thread_id,
+                branch_id=self.branch_id,
+                epoch=self.lease.epoch,
+                type=type_,
+                time=now,
+                actor=actor,
+                prev_hash=prev,
+                data=data,
             )
             events.append(event)
             prev = event.hash
         try:
             await self.store.append(
-                self.branch_id, events, expected_seq=fold.last_seq, lease=self.lease,
+                self.branch_id,
+                events,
+                expected_seq=fold.last_seq,
+                lease=self.lease,
                 artifacts=artifacts,
             )
         except StoreError as exc:
