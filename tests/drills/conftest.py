@@ -6,10 +6,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from drill_harness import SUMMARY
 
 from threads.testing.fake_service import FakeService
-
-SUMMARY: list[str] = []
 
 
 @pytest.fixture(scope="module")

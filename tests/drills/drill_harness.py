@@ -23,6 +23,7 @@ from threads.testing.fake_service import FakeService
 WORKER = Path(__file__).with_name("worker.py")
 STARTER = Principal(issuer="api", tenant="drill", subject="alice")
 KILLED = -9
+SUMMARY: list[str] = []  # lines the drills print in pytest's terminal summary
 LEASE_PAST_MS = 30_000 + 1_000  # the default lease TTL, and a bit
 
 
@@ -108,6 +109,7 @@ class Drill:
     parked_keys: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
         if self.clock_file is None:
             self.clock_file = self.root / "clock_offset_ms"
         write_atomic(self.clock_file, str(self.offset_ms))
