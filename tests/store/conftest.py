@@ -12,16 +12,19 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from postgres_support import POSTGRES_MARKS, PostgresTamper, drop_store, open_postgres
 
 from threads.clock import FakeClock
 from threads.store.protocol import Store
 from threads.store.sqlite import SQLiteStore, sqlite
 
-ENGINES = ["sqlite"]
+ENGINES = ["sqlite", "postgres"]
 
 _OPENERS: dict[str, Callable[[Path, FakeClock], Store]] = {
     "sqlite": lambda path, clock: sqlite(path, clock=clock),
+    "postgres": lambda _path, clock: open_postgres(clock),  # a fresh schema each
 }
+_MARKS = {"postgres": POSTGRES_MARKS}
 
 StoreFactory = Callable[[], Store]
 
@@ -60,7 +63,10 @@ class SQLiteTamper:
             conn.close()
 
 
-_TAMPERS: dict[str, Callable[[Store], object]] = {"sqlite": SQLiteTamper}
+_TAMPERS: dict[str, Callable[[Store], object]] = {
+    "sqlite": SQLiteTamper,
+    "postgres": PostgresTamper,
+}
 
 
 @pytest.fixture
@@ -68,7 +74,7 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(params=ENGINES)
+@pytest.fixture(params=[pytest.param(e, marks=_MARKS.get(e, ())) for e in ENGINES])
 def engine(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -88,6 +94,7 @@ async def open_store(
     yield open_fresh
     for store in opened:
         await store.close()
+        await drop_store(store)
 
 
 @pytest.fixture

@@ -1,0 +1,534 @@
+"""The PostgreSQL store (``threads[postgres]``): many hosts share one store in one schema.
+
+Same tables and bytes as the SQLite store: events keep their exact line bytes (``bytea``),
+branches their head seq/hash, leases their epoch and expiry, artifacts their bytes (all kept in
+the database, there is no artifact directory). The schema is created on first use and versioned
+in ``meta`` (a newer or older version is ``unsupported_format``).
+Invariants: an append is one transaction that locks the branch's lease row (``FOR UPDATE``),
+checks the lease and the expected head, then inserts artifacts and events and moves the head;
+lease expiry is judged by the database clock (so hosts with skewed clocks agree), unless a test
+clock was injected, whose reading is then passed in instead; stored bytes are never rewritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+try:
+    import psycopg
+    from psycopg import sql
+    from psycopg_pool import AsyncConnectionPool
+except ImportError as exc:  # pragma: no cover - exercised by the import test without the extra
+    raise ImportError(
+        "threads.store.postgres needs psycopg 3 and psycopg-pool;"
+        " install them with: pip install 'threads[postgres]'"
+    ) from exc
+
+from threads.clock import SYSTEM_CLOCK, Clock
+from threads.errors import NotFound, StoreError
+from threads.log.lines import Event, Header
+from threads.store.protocol import (
+    ArtifactRef,
+    BranchInfo,
+    Chain,
+    Lease,
+    PendingArtifact,
+    Segment,
+)
+from threads.store.rows import (
+    BRANCH_COLUMNS,
+    SCHEMA_VERSION,
+    artifact_missing,
+    artifact_ref,
+    branch_from_row,
+    build_segment,
+    check_chain,
+    dropped_ref_text,
+    event_rows,
+    require_free,
+    require_head,
+    require_lease_branch,
+    require_live,
+    same_segment,
+    segment_head,
+    unsupported_schema,
+    verified_artifact,
+)
+
+Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+
+# The database's clock in Unix ms; ``COALESCE`` lets an injected test clock's reading win.
+_DB_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+_NOW = f"COALESCE(%s::bigint, {_DB_NOW})"
+
+_DDL = """
+CREATE TABLE meta (
+  key text PRIMARY KEY,
+  value text NOT NULL
+);
+CREATE TABLE threads (
+  thread_id text PRIMARY KEY,
+  tenant_id text NOT NULL
+);
+CREATE TABLE branches (
+  branch_id text PRIMARY KEY,
+  thread_id text NOT NULL REFERENCES threads(thread_id),
+  tenant_id text NOT NULL,
+  parent_branch_id text REFERENCES branches(branch_id),
+  fork_at_seq bigint,
+  header_line bytea NOT NULL,
+  state text NOT NULL CHECK (state IN
+    ('forking','ready','inspection_only','read_only','corrupt','fork_failed')),
+  head_seq bigint NOT NULL,
+  head_hash text NOT NULL,
+  head_verified boolean NOT NULL DEFAULT true,
+  dropped_ref text,
+  created bigint GENERATED ALWAYS AS IDENTITY  -- listing order (SQLite's rowid)
+);
+CREATE INDEX branches_by_thread ON branches(thread_id);
+CREATE TABLE events (
+  branch_id text NOT NULL REFERENCES branches(branch_id),
+  seq bigint NOT NULL,
+  event_id text NOT NULL,
+  type text NOT NULL,
+  type_version integer NOT NULL,
+  critical integer NOT NULL,
+  epoch bigint NOT NULL,
+  line bytea NOT NULL,
+  PRIMARY KEY (branch_id, seq),
+  UNIQUE (branch_id, event_id)
+);
+CREATE TABLE leases (
+  branch_id text PRIMARY KEY,
+  holder_id text NOT NULL,
+  epoch bigint NOT NULL,
+  expires_at bigint NOT NULL
+);
+CREATE TABLE artifacts (
+  sha256 text PRIMARY KEY,
+  media_type text NOT NULL,
+  bytes bigint NOT NULL,
+  data bytea NOT NULL
+)
+"""
+
+_LEASE = f"SELECT holder_id, epoch, expires_at, {_NOW} FROM leases WHERE branch_id = %s"
+_LEASE_FOR_UPDATE = _LEASE + " FOR UPDATE"
+_INSERT_EVENTS = (
+    "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical, epoch, line)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+)
+
+
+class PostgresStore:
+    """See the module docstring. Create with ``threads.store.postgres.postgres(url)``."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock | None = None,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 8,
+    ) -> None:
+        # ``clock`` drives the loop; lease expiry uses the injected clock only when there is one.
+        self.clock: Clock = clock or SYSTEM_CLOCK
+        self._lease_clock = clock
+        self.schema = schema or "threads"
+        self._pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            kwargs={"autocommit": True},
+            configure=self._configure,
+            name=f"threads-{self.schema}",
+        )
+        self._ready = False
+        self._closed = False
+        self._open_lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore(schema={self.schema!r})"  # the URL may carry a password
+
+    # ---- plumbing ------------------------------------------------------------------------
+
+    async def _configure(self, conn: Conn) -> None:
+        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+
+    async def _open(self) -> AsyncConnectionPool[Conn]:
+        if self._closed:
+            raise StoreError("invalid_argument", "this store is closed; open it again")
+        if not self._ready:
+            async with self._open_lock:
+                if not self._ready:
+                    await self._pool.open(wait=True, timeout=30.0)
+                    async with self._pool.connection() as conn:
+                        await _init_schema(conn, self.schema)
+                    self._ready = True
+        return self._pool
+
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[Conn]:
+        pool = await self._open()
+        async with pool.connection() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def _txn(self, *, snapshot: bool = False) -> AsyncIterator[Conn]:
+        """One transaction; ``snapshot`` reads every statement from the same snapshot."""
+        async with self._conn() as conn, conn.transaction():
+            if snapshot:
+                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            yield conn
+
+    def _now(self) -> int | None:
+        """The injected clock's reading, or None: the database's clock decides."""
+        return None if self._lease_clock is None else self._lease_clock.now_ms()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._pool.close()
+
+    # ---- branches ------------------------------------------------------------------------
+
+    async def create_branch(
+        self,
+        header: Header,
+        *,
+        tenant_id: str,
+        parent_branch_id: str | None = None,
+        fork_at_seq: int | None = None,
+        state: str = "ready",
+    ) -> None:
+        try:
+            async with self._txn() as conn:
+                if parent_branch_id is None:
+                    await conn.execute(
+                        "INSERT INTO threads(thread_id, tenant_id) VALUES (%s, %s)",
+                        (header.thread_id, tenant_id),
+                    )
+                await conn.execute(
+                    "INSERT INTO branches(branch_id, thread_id, tenant_id, parent_branch_id,"
+                    " fork_at_seq, header_line, state, head_seq, head_hash, head_verified)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, true)",
+                    (
+                        header.branch_id, header.thread_id, tenant_id, parent_branch_id,
+                        fork_at_seq, header.line, state, fork_at_seq or 0, header.hash,
+                    ),
+                )
+        except psycopg.IntegrityError:
+            raise StoreError(
+                "seq_conflict", f"branch {header.branch_id} already exists; open it instead"
+            ) from None
+
+    async def get_branch(self, branch_id: str) -> BranchInfo:
+        async with self._conn() as conn:
+            return await _branch(conn, branch_id)
+
+    async def root_branch(self, thread_id: str) -> BranchInfo:
+        rows = await self._branches("thread_id = %s AND parent_branch_id IS NULL", (thread_id,))
+        if not rows:
+            raise NotFound(f"no thread {thread_id} in this store")
+        return rows[0]
+
+    async def list_branches(self, thread_id: str) -> list[BranchInfo]:
+        return await self._branches("thread_id = %s", (thread_id,))
+
+    async def list_threads(self, tenant_id: str | None = None) -> list[BranchInfo]:
+        if tenant_id is None:
+            return await self._branches("parent_branch_id IS NULL", ())
+        return await self._branches("parent_branch_id IS NULL AND tenant_id = %s", (tenant_id,))
+
+    async def _branches(self, where: str, args: tuple[Any, ...]) -> list[BranchInfo]:
+        query = f"SELECT {BRANCH_COLUMNS} FROM branches WHERE {where} ORDER BY created"
+        async with self._conn() as conn:
+            cursor = await conn.execute(query.encode(), args)
+            return [branch_from_row(row) for row in await cursor.fetchall()]
+
+    async def set_branch_state(self, branch_id: str, state: str) -> None:
+        async with self._conn() as conn:
+            await conn.execute(
+                "UPDATE branches SET state = %s WHERE branch_id = %s", (state, branch_id)
+            )
+
+    # ---- appends and reads ---------------------------------------------------------------
+
+    async def append(
+        self,
+        branch_id: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int,
+        lease: Lease,
+        artifacts: Sequence[PendingArtifact] = (),
+    ) -> None:
+        require_lease_branch(lease, branch_id)
+        now = self._now()
+        async with self._txn() as conn:
+            row, lease_now = await _lease_row(conn, lease.branch_id, now, lock=True)
+            require_live(row, lease, lease_now)
+            cursor = await conn.execute(
+                "SELECT head_seq, head_hash, state FROM branches WHERE branch_id = %s"
+                " FOR UPDATE",
+                (branch_id,),
+            )
+            require_head(branch_id, await cursor.fetchone(), expected_seq, events)
+            for artifact in artifacts:
+                await _insert_artifact(conn, artifact)
+            if events:
+                await cursor.executemany(_INSERT_EVENTS, event_rows(branch_id, events))
+                last = events[-1]
+                await conn.execute(
+                    "UPDATE branches SET head_seq = %s, head_hash = %s WHERE branch_id = %s",
+                    (last.seq, last.hash, branch_id),
+                )
+
+    async def read_chain(self, branch_id: str) -> Chain:
+        async with self._txn(snapshot=True) as conn:
+            target = await _branch(conn, branch_id)
+            lineage: list[tuple[BranchInfo, int | None]] = [(target, None)]
+            while lineage[-1][0].parent_branch_id is not None:
+                child = lineage[-1][0]
+                assert child.parent_branch_id is not None
+                lineage.append((await _branch(conn, child.parent_branch_id), child.fork_at_seq))
+            segments = [await _segment(conn, info, cut) for info, cut in reversed(lineage)]
+        check_chain(target, segments)
+        return Chain(target, segments)
+
+    # ---- leases --------------------------------------------------------------------------
+
+    async def acquire_lease(self, branch_id: str, holder_id: str, ttl_ms: int) -> Lease:
+        now_param = self._now()
+        async with self._txn() as conn:
+            branch = await _branch(conn, branch_id)
+            # A row to lock even for the first holder, so racing acquirers queue on it.
+            await conn.execute(
+                "INSERT INTO leases(branch_id, holder_id, epoch, expires_at)"
+                " VALUES (%s, '', 0, 0) ON CONFLICT (branch_id) DO NOTHING",
+                (branch_id,),
+            )
+            row, now = await _lease_row(conn, branch_id, now_param, lock=True)
+            require_free(row, holder_id, now)
+            lease_epoch = row[1] if row is not None else 0
+            epoch = max(lease_epoch, await _chain_epoch(conn, branch)) + 1
+            lease = Lease(branch_id, holder_id, epoch, now + ttl_ms)
+            await conn.execute(
+                "UPDATE leases SET holder_id = %s, epoch = %s, expires_at = %s"
+                " WHERE branch_id = %s",
+                (holder_id, epoch, lease.expires_at, branch_id),
+            )
+        return lease
+
+    async def renew_lease(self, lease: Lease, ttl_ms: int) -> Lease:
+        now_param = self._now()
+        async with self._txn() as conn:
+            row, now = await _lease_row(conn, lease.branch_id, now_param, lock=True)
+            require_live(row, lease, now)
+            renewed = Lease(lease.branch_id, lease.holder_id, lease.epoch, now + ttl_ms)
+            await conn.execute(
+                "UPDATE leases SET expires_at = %s WHERE branch_id = %s",
+                (renewed.expires_at, lease.branch_id),
+            )
+        return renewed
+
+    async def check_lease(self, lease: Lease) -> None:
+        now_param = self._now()
+        async with self._conn() as conn:
+            row, now = await _lease_row(conn, lease.branch_id, now_param, lock=False)
+        require_live(row, lease, now)
+
+    async def release_lease(self, lease: Lease) -> None:
+        if self._closed:
+            return
+        async with self._conn() as conn:
+            # Keep the row (and its epoch) so the next holder's epoch still increases.
+            await conn.execute(
+                "UPDATE leases SET expires_at = 0"
+                " WHERE branch_id = %s AND holder_id = %s AND epoch = %s",
+                (lease.branch_id, lease.holder_id, lease.epoch),
+            )
+
+    # ---- artifacts -----------------------------------------------------------------------
+
+    async def put_artifact(self, data: bytes, media_type: str) -> ArtifactRef:
+        async with self._conn() as conn:
+            await _insert_artifact(conn, PendingArtifact(data, media_type))
+        return artifact_ref(data, media_type)
+
+    async def get_artifact(self, sha256: str) -> bytes:
+        async with self._conn() as conn:
+            cursor = conn.cursor(binary=True)
+            await cursor.execute("SELECT data FROM artifacts WHERE sha256 = %s", (sha256,))
+            row = await cursor.fetchone()
+        if row is None:
+            raise artifact_missing(sha256)
+        return verified_artifact(sha256, row[0])
+
+    # ---- import --------------------------------------------------------------------------
+
+    async def store_segment(
+        self,
+        segment: Segment,
+        *,
+        tenant_id: str,
+        parent_branch_id: str | None,
+        head_verified: bool,
+        dropped_ref: ArtifactRef | None,
+        state: str = "ready",
+    ) -> bool:
+        header = segment.header
+        async with self._txn() as conn:
+            # Concurrent imports of one branch queue here, so the loser compares, not collides.
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (header.branch_id,))
+            cursor = conn.cursor(binary=True)
+            await cursor.execute(
+                "SELECT header_line FROM branches WHERE branch_id = %s", (header.branch_id,)
+            )
+            row = await cursor.fetchone()
+            if row is not None:
+                stored = await _lines(conn, header.branch_id, None)
+                return same_segment(segment, bytes(row[0]), stored)
+            if parent_branch_id is None:
+                await conn.execute(
+                    "INSERT INTO threads(thread_id, tenant_id) VALUES (%s, %s)"
+                    " ON CONFLICT (thread_id) DO NOTHING",
+                    (header.thread_id, tenant_id),
+                )
+            last_seq, last_hash = segment_head(segment)
+            await conn.execute(
+                "INSERT INTO branches(branch_id, thread_id, tenant_id, parent_branch_id,"
+                " fork_at_seq, header_line, state, head_seq, head_hash, head_verified,"
+                " dropped_ref) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    header.branch_id, header.thread_id, tenant_id, parent_branch_id,
+                    segment.fork_at_seq, header.line, state, last_seq, last_hash,
+                    head_verified, dropped_ref_text(dropped_ref),
+                ),
+            )
+            if segment.events:
+                await cursor.executemany(
+                    _INSERT_EVENTS, event_rows(header.branch_id, segment.events)
+                )
+        return True
+
+
+def postgres(
+    url: str,
+    *,
+    clock: Clock | None = None,
+    schema: str | None = None,
+    min_size: int = 1,
+    max_size: int = 8,
+) -> PostgresStore:
+    """The shared store: ``url`` is a libpq URL (``postgresql://user@host/db``); the tables live
+    in ``schema`` (``threads`` by default). The pool opens on first use."""
+    return PostgresStore(url, clock=clock, schema=schema, min_size=min_size, max_size=max_size)
+
+
+# ---- helpers (each runs on a connection the caller holds) ----------------------------------
+
+
+async def _init_schema(conn: Conn, schema: str) -> None:
+    """Create the schema's tables once (hosts racing here queue on an advisory lock), or
+    refuse a schema another version of threads wrote."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"threads:{schema}",))
+        await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        cursor = await conn.execute(
+            "SELECT 1 FROM information_schema.tables"
+            " WHERE table_schema = %s AND table_name = 'meta'",
+            (schema,),
+        )
+        if await cursor.fetchone() is None:
+            for statement in _DDL.split(";"):
+                await conn.execute(statement.encode())
+            await conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('schema_version', %s)", (str(SCHEMA_VERSION),)
+            )
+            return
+        cursor = await conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+        row = await cursor.fetchone()
+        version = int(row[0]) if row is not None else 0
+        if version != SCHEMA_VERSION:
+            raise unsupported_schema(version)
+
+
+async def _branch(conn: Conn, branch_id: str) -> BranchInfo:
+    cursor = await conn.execute(
+        f"SELECT {BRANCH_COLUMNS} FROM branches WHERE branch_id = %s".encode(), (branch_id,)
+    )
+    row = await cursor.fetchone()
+    if row is None:
+        raise NotFound(f"no branch {branch_id} in this store")
+    return branch_from_row(row)
+
+
+async def _lease_row(
+    conn: Conn, branch_id: str, now: int | None, *, lock: bool
+) -> tuple[tuple[Any, ...] | None, int]:
+    """The lease row (holder_id, epoch, expires_at), and "now" as the lease clock reads it (the
+    injected clock's ``now``, else the database's). No row: (None, 0), which no lease passes."""
+    query = _LEASE_FOR_UPDATE if lock else _LEASE
+    cursor = await conn.execute(query, (now, branch_id))
+    row = await cursor.fetchone()
+    if row is None:
+        return None, 0
+    return row[:3], int(row[3])
+
+
+async def _chain_epoch(conn: Conn, branch: BranchInfo) -> int:
+    cursor = await conn.execute(
+        "SELECT epoch FROM events WHERE branch_id = %s ORDER BY seq DESC LIMIT 1",
+        (branch.branch_id,),
+    )
+    row = await cursor.fetchone()
+    if row is not None:
+        return int(row[0])
+    if branch.parent_branch_id is None:
+        return 0
+    cursor = await conn.execute(
+        "SELECT epoch FROM events WHERE branch_id = %s AND seq <= %s ORDER BY seq DESC LIMIT 1",
+        (branch.parent_branch_id, branch.fork_at_seq),
+    )
+    row = await cursor.fetchone()
+    return 0 if row is None else int(row[0])
+
+
+async def _insert_artifact(conn: Conn, artifact: PendingArtifact) -> None:
+    ref = artifact_ref(artifact.data, artifact.media_type)
+    await conn.execute(
+        "INSERT INTO artifacts(sha256, media_type, bytes, data) VALUES (%s, %s, %s, %s)"
+        " ON CONFLICT (sha256) DO NOTHING",
+        (ref["sha256"], artifact.media_type, len(artifact.data), artifact.data),
+    )
+
+
+async def _lines(conn: Conn, branch_id: str, through_seq: int | None) -> list[bytes]:
+    cursor = conn.cursor(binary=True)
+    if through_seq is None:
+        await cursor.execute(
+            "SELECT line FROM events WHERE branch_id = %s ORDER BY seq", (branch_id,)
+        )
+    else:
+        await cursor.execute(
+            "SELECT line FROM events WHERE branch_id = %s AND seq <= %s ORDER BY seq",
+            (branch_id, through_seq),
+        )
+    return [bytes(line) for (line,) in await cursor.fetchall()]
+
+
+async def _segment(conn: Conn, info: BranchInfo, cut: int | None) -> Segment:
+    cursor = conn.cursor(binary=True)
+    await cursor.execute(
+        "SELECT header_line FROM branches WHERE branch_id = %s", (info.branch_id,)
+    )
+    row = await cursor.fetchone()
+    assert row is not None
+    return build_segment(info, bytes(row[0]), await _lines(conn, info.branch_id, cut))
