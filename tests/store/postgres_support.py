@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -40,6 +42,15 @@ POSTGRES_MARKS = (
     ),
 )
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def needs_postgres(test: F) -> F:
+    """Mark one test as needing the server (``postgres`` marker + skip when it's down)."""
+    for mark in POSTGRES_MARKS:
+        test = mark(test)
+    return test
+
 
 def fresh_schema() -> str:
     return f"t_{uuid.uuid4().hex[:16]}"
@@ -68,6 +79,12 @@ def execute(schema: str, query: str, args: tuple[object, ...] = ()) -> int:
     with psycopg.connect(URL, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         return conn.execute(query.encode(), args).rowcount
+
+
+def fetch_one(schema: str, query: str, args: tuple[object, ...] = ()) -> tuple[Any, ...] | None:
+    with psycopg.connect(URL, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        return conn.execute(query.encode(), args).fetchone()
 
 
 class PostgresTamper:
