@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from threads import Found, NotFound, Principal, Reconcile, agent, tool
+from threads.errors import StoreError
 from threads.run.agent import Agent
 from threads.store.sqlite import SQLiteStore
 from threads.testing.fake_service import ServiceClient
@@ -71,11 +72,16 @@ class KillingStore(SQLiteStore):
         self.appends = 0
         self.hits = 0
         self.names: dict[str, str] | None = None
+        self.refused: list[str] = []
 
     async def append(self, branch_id: str, events: Any, **kwargs: Any) -> None:
         if self.names is None and self.kill.get("tool"):
             await self._load_names(branch_id)
-        await super().append(branch_id, events, **kwargs)
+        try:
+            await super().append(branch_id, events, **kwargs)
+        except StoreError as exc:
+            self.refused.append(exc.code)
+            raise
         self.appends += 1
         if self.names is not None:
             for event in events:
@@ -184,8 +190,10 @@ def open_store(spec: dict[str, Any]) -> KillingStore:
     return KillingStore(spec["store"], clock=clock, kill=spec.get("kill"))
 
 
-def outcome(result: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"status": result.status, "thread": result.thread.id}
+def outcome(result: Any, store: KillingStore) -> dict[str, Any]:
+    out: dict[str, Any] = {"status": result.status, "thread": result.thread.id,
+                           "refused_appends": list(store.refused)}
+    store.refused.clear()
     if result.status == "parked":
         out["pending"] = [[p.kind, p.id] for p in result.pending]
     if result.status == "failed":
@@ -201,7 +209,7 @@ async def run_once(spec: dict[str, Any]) -> dict[str, Any]:
     try:
         result = await bot.run(spec.get("input"), thread=spec.get("thread"), store=store,
                                principal=STARTER)
-        return outcome(result)
+        return outcome(result, store)
     finally:
         await store.close()
 
@@ -218,7 +226,7 @@ async def racer(spec: dict[str, Any]) -> None:
         race = int(line.split()[1])
         result = await bot.run(f"race {race}", thread=spec["thread"], store=store,
                                principal=STARTER, deps={"race": race})
-        print(json.dumps({"race": race, **outcome(result)}), flush=True)
+        print(json.dumps({"race": race, **outcome(result, store)}), flush=True)
     await store.close()
 
 

@@ -5,7 +5,8 @@ idempotency key, so a drill reads back from the service (never assumes) how ofte
 really happened. The idempotent API (``dedup=True``) applies a key once and answers repeats with
 the stored value; the unguarded API applies every request. ``lookup(key)`` is what a
 reconcilable tool asks after a crash. ``wait_gate(name)`` blocks the caller until the parent
-opens that gate, so a drill can hold a worker at a known point without sleeping.
+opens that gate, so a drill can hold a worker at a known point without sleeping;
+``await_waiting(name)`` blocks the parent until a worker has reached the gate.
 
 Wire: one JSON object per line over loopback TCP, one answer line per request.
 
@@ -32,6 +33,7 @@ class _State:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)
         self.values: dict[str, str] = {}
         self.counts: dict[str, int] = {}
         self.requests: dict[str, int] = {}
@@ -58,8 +60,14 @@ class _State:
         gate = self.gate(name)
         with self.lock:
             self.waiting[name] = self.waiting.get(name, 0) + 1
+            self.arrived.notify_all()
         gate.wait()
         return {}
+
+    def await_waiting(self, name: str, count: int) -> dict[str, Any]:
+        with self.arrived:
+            ok = self.arrived.wait_for(lambda: self.waiting.get(name, 0) >= count, timeout=60)
+        return {"ok": ok}
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         op = req["op"]
@@ -67,6 +75,8 @@ class _State:
             return self.apply(req)
         if op == "wait_gate":
             return self.wait_gate(req["name"])
+        if op == "await_waiting":
+            return self.await_waiting(req["name"], req.get("count", 1))
         if op == "open_gate":
             self.gate(req["name"]).set()
             return {}
@@ -140,6 +150,11 @@ class ServiceClient:
 
     def wait_gate(self, name: str) -> None:
         self.call("wait_gate", name=name)
+
+    def await_waiting(self, name: str, count: int = 1) -> None:
+        """Block until ``count`` callers have reached gate ``name`` (no polling, no sleeping)."""
+        if not self.call("await_waiting", name=name, count=count)["ok"]:
+            raise TimeoutError(f"nobody reached gate {name}")
 
     def open_gate(self, name: str) -> None:
         self.call("open_gate", name=name)
