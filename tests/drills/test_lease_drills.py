@@ -166,14 +166,31 @@ def start_holder(drill: Drill, gate: str, **fields: Any) -> subprocess.Popen[str
     )
 
 
+STOP_POINTS = ["in_read_only_tool", "after_effect_begin_before_send"]
+
+
+def stop_fields(point: str, port: int) -> dict[str, Any]:
+    """Where the holder waits to be SIGSTOPped: inside a read-only tool, or right after its
+    charge's ``effect_begin`` committed, before the fence check that precedes the send."""
+    if point == "in_read_only_tool":
+        return {"gate": f"hold-{point}"}
+    return {"kill": {"type": "effect_begin", "tool": "charge_card", "nth": 1,
+                     "hold_at_gate": f"hold-{point}", "port": port}}
+
+
+@pytest.mark.parametrize("point", STOP_POINTS)
 def test_stopped_holder_resumed_after_takeover_writes_nothing(
-    service: FakeService, tmp_path: Path
+    point: str, service: FakeService, tmp_path: Path
 ) -> None:
     drill = Drill(tmp_path, service)
     client = service.client()
     start = len(client.snapshot()["log"])
-    holder = start_holder(drill, "hold-stop", input="go")
-    client.await_waiting("hold-stop")
+    spec = drill.spec(label="holder", input="go", **stop_fields(point, service.port))
+    holder = subprocess.Popen(
+        [sys.executable, str(WORKER), "run", json.dumps(spec)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    client.await_waiting(f"hold-{point}")
     os.kill(holder.pid, signal.SIGSTOP)
     try:
         drill.advance(LEASE_PAST_MS)  # the holder's lease is over by the store's clock
@@ -181,7 +198,7 @@ def test_stopped_holder_resumed_after_takeover_writes_nothing(
         assert taken["status"] == "completed", taken
     finally:
         lines, sent = log_lines(drill.store_dir), client.snapshot()["log"][start:]
-        client.open_gate("hold-stop")
+        client.open_gate(f"hold-{point}")
         os.kill(holder.pid, signal.SIGCONT)
     out, err = holder.communicate(timeout=60)
     assert holder.returncode == 0, err
@@ -200,7 +217,8 @@ def test_stopped_holder_resumed_after_takeover_writes_nothing(
     check_chain(drill)
     assert duplicates(drill) == {}
     SUMMARY.append(
-        f"lease: SIGSTOPped holder resumed after takeover: {len(refused)} append(s) refused"
+        f"lease: SIGSTOPped holder ({point}) resumed after takeover:"
+        f" {len(refused)} append(s) refused"
         " stale_epoch, 0 stale writes accepted, 0 stale sends"
     )
 

@@ -12,6 +12,8 @@ Kill points: ``{"type": T, "tool": name|null, "nth": n}`` dies right after the n
 append holding an event of type T (for that tool's call, when ``tool`` is given);
 ``{"append_no": n}`` dies right after the nth committed append of this process;
 ``{"in_execute": name, "nth": n}`` dies inside ``execute`` once the service applied the effect.
+With ``"hold_at_gate": name`` (and ``"port"``) an append kill point waits at that service gate
+instead of dying, so the parent can SIGSTOP the process at exactly that boundary.
 """
 
 from __future__ import annotations
@@ -88,7 +90,10 @@ class KillingStore(SQLiteStore):
                 if event.type == "tool_call":
                     self.names[event.data["call_id"]] = event.data["name"]
         if self._should_die(events):
-            die()
+            if self.kill.get("hold_at_gate"):
+                ServiceClient(self.kill["port"]).wait_gate(self.kill["hold_at_gate"])
+            else:
+                die()
 
     async def _load_names(self, branch_id: str) -> None:
         chain = await self.read_chain(branch_id)
