@@ -117,6 +117,12 @@ CREATE TABLE artifacts (
 
 _LEASE = f"SELECT holder_id, epoch, expires_at, {_NOW} FROM leases WHERE branch_id = %s"
 _LEASE_FOR_UPDATE = _LEASE + " FOR UPDATE"
+# Locks the lease row and the branch row together (the only statement that takes both).
+_LEASE_AND_HEAD = (
+    f"SELECT l.holder_id, l.epoch, l.expires_at, {_NOW}, b.head_seq, b.head_hash, b.state"
+    " FROM leases l JOIN branches b ON b.branch_id = l.branch_id"
+    " WHERE l.branch_id = %s FOR UPDATE OF l, b"
+)
 _INSERT_EVENTS = (
     "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical, epoch, line)"
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
@@ -270,16 +276,15 @@ class PostgresStore:
         artifacts: Sequence[PendingArtifact] = (),
     ) -> None:
         require_lease_branch(lease, branch_id)
-        now = self._now()
-        async with self._txn() as conn:
-            row, lease_now = await _lease_row(conn, lease.branch_id, now, lock=True)
-            require_live(row, lease, lease_now)
-            cursor = await conn.execute(
-                "SELECT head_seq, head_hash, state FROM branches WHERE branch_id = %s"
-                " FOR UPDATE",
-                (branch_id,),
-            )
-            require_head(branch_id, await cursor.fetchone(), expected_seq, events)
+        # Pipelined: BEGIN + the locking read are one round trip, the writes + COMMIT another.
+        async with self._conn() as conn, conn.pipeline(), conn.transaction():
+            cursor = await conn.execute(_LEASE_AND_HEAD, (self._now(), branch_id))
+            row = await cursor.fetchone()
+            if row is None:  # no lease row: nobody holds this branch
+                require_live(None, lease, 0)
+            assert row is not None
+            require_live(row[:3], lease, int(row[3]))
+            require_head(branch_id, row[4:], expected_seq, events)
             for artifact in artifacts:
                 await _insert_artifact(conn, artifact)
             if events:
