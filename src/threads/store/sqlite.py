@@ -9,12 +9,9 @@ the store's clock, never by the holder's.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -49,6 +46,7 @@ from threads.store.rows import (
     unsupported_schema,
     verified_artifact,
 )
+from threads.store.worker import StoreThread
 
 T = TypeVar("T")
 
@@ -108,10 +106,9 @@ class SQLiteStore:
         self.clock: Clock = clock or SYSTEM_CLOCK
         self.memory = str(path) == ":memory:"
         self.root = None if self.memory else Path(path)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="threads-sqlite")
+        self._worker = StoreThread("threads-sqlite")
         self._conn: sqlite3.Connection | None = None
         self._closed = False
-        self._open_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({':memory:' if self.root is None else str(self.root)!r})"
@@ -158,8 +155,7 @@ class SQLiteStore:
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
             raise StoreError("invalid_argument", "this store is closed; open it again")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: fn(self._connect()))
+        return await self._worker.run(lambda: fn(self._connect()))
 
     def _txn(self, fn: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
         def run(conn: sqlite3.Connection) -> T:
@@ -184,8 +180,8 @@ class SQLiteStore:
                 self._conn.close()
                 self._conn = None
 
-        await asyncio.get_running_loop().run_in_executor(self._executor, shut)
-        self._executor.shutdown(wait=True)
+        await self._worker.run(shut)
+        self._worker.stop()
 
     # ---- branches ------------------------------------------------------------------------
 
