@@ -1,0 +1,101 @@
+"""Append throughput, Postgres next to SQLite, in one run: appends/s with 1, 4 and 16 threads
+appending concurrently, each thread on its own branch under its own lease, one event per
+append (one transaction each, the way the run loop writes).
+
+Events are minted before the clock starts, so the numbers are the store's: lease check, head
+check, insert, head move and commit (``synchronous=FULL`` on SQLite, default ``fsync`` on
+Postgres). Timings are printed, never asserted.
+Run: ``.venv/bin/python bench/postgres.py [--total N] [--url URL]`` (the server must answer;
+``tools/ensure_postgres.sh`` starts the local one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from threads.clock import SYSTEM_CLOCK
+from threads.log.lines import Event
+from threads.store.postgres import postgres
+from threads.store.protocol import Lease, Store
+from threads.store.sqlite import sqlite
+from threads.testing.sample_log import SampleLog
+
+CONCURRENCY = (1, 4, 16)
+TTL_MS = 600_000
+
+
+async def _prepare(store: Store, appends: int) -> tuple[SampleLog, Lease, list[Event]]:
+    """One thread: its branch, its lease, ``thread_started`` stored, ``appends`` events minted."""
+    log = SampleLog(SYSTEM_CLOCK)
+    await store.create_branch(log.header, tenant_id="bench")
+    lease = await store.acquire_lease(log.header.branch_id, f"bench-{uuid.uuid4()}", TTL_MS)
+    log.epoch = lease.epoch
+    await store.append(log.header.branch_id, [log.started()], expected_seq=0, lease=lease)
+    events = [
+        log.add("user_input", {"source": "api", "text": f"message {i}"}) for i in range(appends)
+    ]
+    return log, lease, events
+
+
+async def _write(store: Store, log: SampleLog, lease: Lease, events: list[Event]) -> None:
+    for event in events:
+        await store.append(log.header.branch_id, [event], expected_seq=event.seq - 1, lease=lease)
+
+
+async def appends_per_second(store: Store, threads: int, total: int) -> float:
+    per_thread = max(1, total // threads)
+    prepared = [await _prepare(store, per_thread) for _ in range(threads)]
+    start = time.perf_counter()
+    await asyncio.gather(*(_write(store, *p) for p in prepared))
+    elapsed = time.perf_counter() - start
+    return per_thread * threads / elapsed
+
+
+async def _engine_row(open_store: Callable[[], Store], total: int) -> list[float]:
+    store = open_store()
+    try:
+        await appends_per_second(store, 1, 20)  # warm up: schema, pool, caches
+        return [await appends_per_second(store, n, total) for n in CONCURRENCY]
+    finally:
+        await store.close()
+
+
+async def _drop(url: str, schema: str) -> None:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+        )
+
+
+async def main(total: int, url: str) -> None:
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    with tempfile.TemporaryDirectory(prefix="threads-bench-") as tmp:
+        lite = await _engine_row(lambda: sqlite(Path(tmp) / "store"), total)
+    try:
+        pg = await _engine_row(lambda: postgres(url, schema=schema, max_size=16), total)
+    finally:
+        await _drop(url, schema)
+    print(f"appends/s, one event per append, ~{total} appends per cell\n")
+    print(f"{'threads':>8} | {'sqlite':>10} | {'postgres':>10} | {'pg/sqlite':>9}")
+    print(f"{'-' * 8}-+-{'-' * 10}-+-{'-' * 10}-+-{'-' * 9}")
+    for n, a, b in zip(CONCURRENCY, lite, pg, strict=True):
+        print(f"{n:>8} | {a:>10.0f} | {b:>10.0f} | {b / a:>9.2f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--total", type=int, default=1600, help="appends per cell")
+    parser.add_argument(
+        "--url", default="postgresql://postgres@127.0.0.1:5432/test", help="libpq URL"
+    )
+    args = parser.parse_args()
+    asyncio.run(main(args.total, args.url))
