@@ -345,3 +345,26 @@ async def test_budget_stops_before_sending(store: SQLiteStore) -> None:
     timeline = await result.thread.timeline()
     assert types(timeline).count("model_request") == 1
     assert types(timeline)[-2:] == ["budget_exceeded", "turn_completed"]
+
+
+async def test_a_large_tool_result_reaches_the_model_whole(store: SQLiteStore) -> None:
+    big = "x" * (200 * 1024)
+
+    async def dump(args: Path_, ctx: Any) -> str:
+        return big
+
+    model = scripted_model([use(call("dump", path="a")), say("ok")])
+    bot = agent(
+        name="t",
+        model=model,
+        tools=[
+            tool(name="dump", description="Dump.", input=Path_, execute=dump, effect="read_only")
+        ],
+    )
+    result = await bot.run("go", store=store, principal=ALICE)
+    assert isinstance(result, Completed)
+    [res] = [e for e in await result.thread.timeline() if e.type == "tool_result"]
+    assert "ref" in res.data  # stored as an artifact, not inline in the line
+    assert len(res.line) < 4096
+    [tool_message] = [m for m in model.requests[-1].messages if m["role"] == "tool"]
+    assert tool_message["content"][0]["text"] == big

@@ -80,6 +80,7 @@ class RunLoop:
         self.budget = BudgetGuard(agent, run_budget)
         self.recovering = False
         self.cancel_wanted = False
+        self._refs: dict[str, str] = {}
 
     @property
     def fold(self) -> Fold:
@@ -228,12 +229,28 @@ class RunLoop:
     # ---- one model request ---------------------------------------------------------------
 
     def next_attempt(self) -> int:
+        """1 for a fresh request; n + 1 when it resends the turn's last attempt, which was
+        abandoned (rate limited, in doubt after a crash, ...)."""
         last = self.fold.last_attempt
-        if last is None or last.outcome in (None, "response"):
+        turn = self.fold.turn
+        if last is None or turn is None or last.outcome in (None, "response"):
             return 1
-        if last.event.seq < self.fold.turn.input_event.seq if self.fold.turn else True:
+        if last.event.seq < turn.input_event.seq:
             return 1
         return last.attempt + 1
+
+    async def _resolve_refs(self) -> dict[str, str]:
+        """Texts of tool results stored only by artifact (too large to inline), for rendering."""
+        for event in self.fold.events:
+            ref = event.data.get("ref") if event.type == "tool_result" else None
+            if (
+                ref is not None
+                and not event.data.get("content")
+                and ref["sha256"] not in self._refs
+            ):
+                data = await self.writer.store.get_artifact(ref["sha256"])
+                self._refs[ref["sha256"]] = data.decode("utf-8", errors="replace")
+        return self._refs
 
     async def model_step(self) -> RunResult | None:
         exhausted = await self.budget.before_request(self)
@@ -241,7 +258,7 @@ class RunLoop:
             return exhausted
         started = self.fold.thread_started
         assert started is not None
-        rendered = render(started, self.fold.tools, self.fold.events)
+        rendered = render(started, self.fold.tools, self.fold.events, await self._resolve_refs())
         attempt = self.next_attempt()
         [request_event] = await self.writer.append(
             [
