@@ -81,7 +81,9 @@ async def main(total: int, url: str) -> None:
     with tempfile.TemporaryDirectory(prefix="threads-bench-") as tmp:
         lite = await _engine_row(lambda: sqlite(Path(tmp) / "store"), total)
     try:
-        pg = await _engine_row(lambda: postgres(url, schema=schema, max_size=16), total)
+        pg = await _engine_row(
+            lambda: postgres(url, schema=schema, min_size=16, max_size=16), total
+        )
     finally:
         await _drop(url, schema)
     print(f"appends/s, one event per append, ~{total} appends per cell\n")

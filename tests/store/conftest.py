@@ -1,8 +1,9 @@
 """Store fixtures: every store test runs once per engine in ``ENGINES``.
 
 To run the suite on another engine, add its name to ``ENGINES`` and an opener to ``_OPENERS``;
-nothing else changes. Each store gets a fresh directory and shares the test's ``FakeClock``, so
-lease expiry is reached by moving the clock, never by sleeping.
+nothing else changes. Each store gets a fresh directory (SQLite) or a fresh schema, dropped
+after the test (Postgres; skipped only when no server answers on 127.0.0.1:5432), and shares the
+test's ``FakeClock``, so lease expiry is reached by moving the clock, never by sleeping.
 """
 
 from __future__ import annotations
