@@ -368,3 +368,48 @@ async def test_a_large_tool_result_reaches_the_model_whole(store: SQLiteStore) -
     assert len(res.line) < 4096
     [tool_message] = [m for m in model.requests[-1].messages if m["role"] == "tool"]
     assert tool_message["content"][0]["text"] == big
+
+
+class _HangingModel:
+    """Records the request, then never answers: cancelling the run is a crash after dispatch."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.provider, self.name = inner.provider, inner.name
+        self.context_window, self.max_output_tokens = inner.context_window, inner.max_output_tokens
+        self.price = inner.price
+        self.sent = asyncio.Event()
+
+    def adapter_ref(self) -> dict[str, Any]:
+        return self.inner.adapter_ref()  # type: ignore[no-any-return]
+
+    def params(self) -> dict[str, Any]:
+        return self.inner.params()  # type: ignore[no-any-return]
+
+    async def stream(self, request: Any, fence: Any) -> AsyncIterator[Any]:
+        await fence.check()
+        self.sent.set()
+        await asyncio.Event().wait()
+        yield None  # pragma: no cover - never reached
+
+
+async def test_crash_resends_are_bounded(store: SQLiteStore) -> None:
+    hanging = _HangingModel(scripted_model([say("never")]))
+    bot = agent(name="t", model=hanging)
+    thread_id: str | None = None
+    for _ in range(3):  # the first send, then two resends, each cut by a crash
+        hanging.sent.clear()
+        task = asyncio.create_task(
+            bot.run("hi" if thread_id is None else None, store=store, thread=thread_id)
+        )
+        await hanging.sent.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        thread_id = thread_id or (await store.list_threads())[0].thread_id
+    result = await bot.run(None, store=store, thread=thread_id)
+    assert isinstance(result, Failed)
+    assert result.error.code == "model_error"
+    timeline = await result.thread.timeline()
+    assert [e.data["attempt"] for e in timeline if e.type == "model_request"] == [1, 2, 3]
+    assert types(timeline)[-1] == "turn_completed"

@@ -52,7 +52,8 @@ MODEL = {"kind": "model"}
 RECOVERY = {"kind": "recovery"}
 MAX_RATE_LIMIT_RETRIES = 5
 MAX_RETRY_AFTER_MS = 60_000
-CRASH_RESENDS = 2
+CRASH_RESENDS = 2  # resends of a request whose outcome is unknown, per model reply
+IN_DOUBT_REASONS = ("crash", "server_error", "timeout", "stream_broken")
 
 
 class RunLoop:
@@ -253,6 +254,14 @@ class RunLoop:
         return self._refs
 
     async def model_step(self) -> RunResult | None:
+        in_doubt = self._retries(IN_DOUBT_REASONS)
+        if in_doubt > CRASH_RESENDS:
+            return await self.fail_turn(
+                "model_error",
+                f"the model request was left in doubt {in_doubt} times in a row (crashes,"
+                " timeouts, 5xx or cut streams after sending); threads stops resending rather"
+                " than pay for it again. Check the provider, then run the thread again.",
+            )
         exhausted = await self.budget.before_request(self)
         if exhausted is not None:
             return exhausted
@@ -369,15 +378,8 @@ class RunLoop:
             )
             await self.sleep(delay / 1000)
             return None
-        if (
-            exc.provider_outcome == "unknown"
-            and exc.code is None
-            and (
-                self._retries(("server_error", "timeout", "stream_broken", "crash"))
-                <= CRASH_RESENDS
-            )
-        ):
-            return None
+        if exc.provider_outcome == "unknown" and exc.code is None:
+            return None  # resent by the next model_step, which enforces CRASH_RESENDS
         if exc.code == "context_exhausted":
             return await self.fail_turn("context_exhausted", exc.message, "context_exhausted")
         if exc.code == "model_unavailable":
