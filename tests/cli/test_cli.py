@@ -116,9 +116,12 @@ def test_verify_file_missing_a_middle_line_fails_at_its_seq(
 
 def test_verify_missing_file_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", str(tmp_path / "nope.jsonl")]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("error: No such file or directory")
-    assert "Traceback" not in err
+    assert failure(capsys, "not_found").endswith("nope.jsonl")
+
+
+def test_verify_a_directory_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", str(tmp_path)]) == 1
+    failure(capsys, "invalid_argument")
 
 
 # ---- import, export, ls, timeline ----------------------------------------------------------
@@ -226,6 +229,8 @@ def test_verify_store_reports_an_edited_line(
     assert "FAILED log_corrupt at seq 4" in captured.out
     assert captured.err.startswith("error: log_corrupt at seq 4: ")
     assert "Traceback" not in captured.err
+    assert main(["export", imported.root.header.branch_id]) == 1
+    failure(capsys, "log_corrupt at seq 4")
 
 
 def test_newer_store_schema_fails(imported: Sample, capsys: pytest.CaptureFixture[str]) -> None:

@@ -93,8 +93,9 @@ def report(error: ThreadsError) -> None:
 
 
 def report_os_error(error: OSError) -> None:
-    name = f" {error.filename}" if error.filename else ""
-    print(f"error: {error.strerror or error}{name}", file=sys.stderr)
+    code = "not_found" if isinstance(error, FileNotFoundError) else "invalid_argument"
+    name = f": {error.filename}" if error.filename else ""
+    print(f"error: {code}: {error.strerror or error}{name}", file=sys.stderr)
     print("hint: check the path and its permissions", file=sys.stderr)
 
 
