@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import socket
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 from postgres_support import (
     drop_schema,
@@ -26,7 +28,7 @@ from postgres_support import (
 
 from threads.clock import FakeClock
 from threads.errors import StoreError
-from threads.store.postgres import PostgresStore
+from threads.store.postgres import PostgresStore, postgres
 from threads.store.protocol import Store
 from threads.store.sqlite import sqlite
 from threads.testing.sample_log import SampleLog
@@ -276,3 +278,15 @@ def test_import_without_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatch)
     importlib.import_module("threads")  # the package itself never needs the extra
     with pytest.raises(ImportError, match=r"pip install 'threads\[postgres\]'"):
         importlib.import_module("threads.store.postgres")
+
+
+async def test_unreachable_server_fails_fast_with_the_reason() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    store = postgres(f"postgresql://postgres@127.0.0.1:{port}/test", clock=FakeClock())
+    try:
+        with pytest.raises(psycopg.OperationalError, match="Connection refused"):
+            await asyncio.wait_for(store.list_threads(), timeout=15)
+    finally:
+        await store.close()

@@ -145,6 +145,7 @@ class PostgresStore:
         self.clock: Clock = clock or SYSTEM_CLOCK
         self._lease_clock = clock
         self.schema = schema or "threads"
+        self._url = url
         self._pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             url,
             min_size=min_size,
@@ -172,9 +173,14 @@ class PostgresStore:
         if not self._ready:
             async with self._open_lock:
                 if not self._ready:
-                    await self._pool.open(wait=True, timeout=30.0)
-                    async with self._pool.connection() as conn:
+                    # One plain connection first: a server that is down fails fast with
+                    # libpq's reason, instead of the pool retrying in the background.
+                    async with await psycopg.AsyncConnection.connect(
+                        self._url, autocommit=True, connect_timeout=10
+                    ) as conn:
+                        await self._configure(conn)
                         await _init_schema(conn, self.schema)
+                    await self._pool.open(wait=True, timeout=30.0)
                     self._ready = True
         return self._pool
 
