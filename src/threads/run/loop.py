@@ -54,6 +54,9 @@ MAX_RATE_LIMIT_RETRIES = 5
 MAX_RETRY_AFTER_MS = 60_000
 CRASH_RESENDS = 2  # resends of a request whose outcome is unknown, per model reply
 IN_DOUBT_REASONS = ("crash", "server_error", "timeout", "stream_broken")
+# How a run waits out a recorded retry delay when none is injected; looked up per run, so a test
+# can monkeypatch it (runs started by ``Agent.run`` have no other way to take a sleep).
+RETRY_SLEEP: Callable[[float], Awaitable[None]] = asyncio.sleep
 
 
 class RunLoop:
@@ -68,7 +71,7 @@ class RunLoop:
         run_budget: Budget | None,
         sink: RunStream | None,
         dropped_ref: dict[str, Any] | None,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         self.agent = agent
         self.writer = writer
@@ -76,7 +79,7 @@ class RunLoop:
         self.principal = principal
         self.sink = sink
         self.dropped_ref = dropped_ref
-        self.sleep = sleep
+        self.sleep = sleep if sleep is not None else RETRY_SLEEP
         self.calls = CallRunner(self, deps)
         self.budget = BudgetGuard(agent, run_budget)
         self.recovering = False
