@@ -54,6 +54,7 @@ from threads.store.rows import (
     require_live,
     same_segment,
     segment_head,
+    stale_epoch,
     unsupported_schema,
     verified_artifact,
 )
@@ -286,9 +287,8 @@ class PostgresStore:
         async with self._conn() as conn, conn.pipeline(), conn.transaction():
             cursor = await conn.execute(_LEASE_AND_HEAD, (self._now(), branch_id))
             row = await cursor.fetchone()
-            if row is None:  # no lease row: nobody holds this branch
-                require_live(None, lease, 0)
-            assert row is not None
+            if row is None:  # no lease row: nobody ever held this branch
+                raise stale_epoch(lease)
             require_live(row[:3], lease, int(row[3]))
             require_head(branch_id, row[4:], expected_seq, events)
             for artifact in artifacts:
