@@ -111,6 +111,7 @@ class Fold:
     last_attempt: ModelAttempt | None = None
     parks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     approvals: dict[str, Call] = field(default_factory=dict)
+    thread_rules: list[tuple[str, str]] = field(default_factory=list)  # (rule, allow|deny)
     snapshots: list[tuple[int, str, int | None]] = field(default_factory=list)
     transcript: list[tuple[str, str]] = field(default_factory=list)
     responses: list[dict[str, Any]] = field(default_factory=list)
@@ -434,6 +435,12 @@ def _on_approval_decided(fold: Fold, event: Event) -> None:
     approval.reason = data.get("reason")
 
 
+def _on_permission_rule_added(fold: Fold, event: Event) -> None:
+    if event.data["challenge_id"] not in fold.approvals:
+        raise _fail(event, "permission_rule_added names no approval challenge on this chain")
+    fold.thread_rules.append((event.data["rule"], event.data["decision"]))
+
+
 def _on_effect_begin(fold: Fold, event: Event) -> None:
     call = fold._call(event)
     authorized = call.decision == "allow" or (
@@ -583,6 +590,7 @@ _HANDLERS = {
     "approval_requested": _on_approval_requested,
     "approval_granted": _on_approval_decided,
     "approval_denied": _on_approval_decided,
+    "permission_rule_added": _on_permission_rule_added,
     "effect_begin": _on_effect_begin,
     "effect_commit": _on_effect_commit,
     "effect_unknown": _on_effect_unknown,

@@ -98,10 +98,14 @@ class Agent:
         budget: Budget | None = None,
         principal: Principal | None = None,
         lease_ttl_ms: int | None = None,
+        ceiling: Permissions | None = None,
     ) -> RunResult:
         """Run one turn on a new thread, or continue ``thread`` (recovery runs first). With
         ``input=None`` an existing thread is only settled and continued, no new turn is opened.
-        ``lease_ttl_ms``: how long another process must wait to take over if this one dies."""
+        ``lease_ttl_ms``: how long another process must wait to take over if this one dies.
+        ``ceiling``: a run-level ``Permissions`` that can only narrow the agent's (each call is
+        decided under both, the stricter wins). It is not recorded in the log: pass it again
+        on every run of the thread; calls decided earlier are checked against it again."""
         from threads.run.runner import start_run
         from threads.run.writer import DEFAULT_LEASE_TTL_MS
 
@@ -114,6 +118,7 @@ class Agent:
             budget=budget,
             principal=principal,
             ttl_ms=lease_ttl_ms or DEFAULT_LEASE_TTL_MS,
+            ceiling=ceiling,
         )
 
     def run_sync(
@@ -125,6 +130,7 @@ class Agent:
         deps: Any = None,
         budget: Budget | None = None,
         principal: Principal | None = None,
+        ceiling: Permissions | None = None,
     ) -> RunResult:
         """Blocking ``run``. Ctrl-C cancels the run durably (``cancel_requested`` is recorded)."""
         from threads.run.runner import run_blocking
@@ -137,6 +143,7 @@ class Agent:
             deps=deps,
             budget=budget,
             principal=principal,
+            ceiling=ceiling,
         )
 
     @contextlib.asynccontextmanager
@@ -149,6 +156,7 @@ class Agent:
         deps: Any = None,
         budget: Budget | None = None,
         principal: Principal | None = None,
+        ceiling: Permissions | None = None,
     ) -> AsyncIterator[RunStream]:
         """Live items while the run works: committed ``Event``s and ``TextDelta``s (deltas are
         shown, never recorded). ``await s.result`` gives the outcome."""
@@ -166,6 +174,7 @@ class Agent:
                 budget=budget,
                 principal=principal,
                 sink=stream,
+                ceiling=ceiling,
             )
         )
         stream.attach(task)

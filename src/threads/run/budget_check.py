@@ -123,7 +123,9 @@ class BudgetGuard:
             ]
             for limit, value, observed in checks:
                 if value is not None and observed > value:
-                    return await self._exceeded(loop, scope, limit, value, observed, upper=True)
+                    # a request count is exact; spend includes the worst-case reservation
+                    upper = limit != "max_model_requests"
+                    return await self._exceeded(loop, scope, limit, value, observed, upper=upper)
             turn = loop.fold.turn
             if budget.max_wall_ms is not None and turn is not None:
                 elapsed = loop.now() - (

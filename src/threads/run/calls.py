@@ -17,8 +17,10 @@ from pydantic import ValidationError
 from threads.log.canonical import canonical
 from threads.log.ids import uuid7
 from threads.log.reduce import Call
+from threads.run.principal import Principal
 from threads.run.results import Parked, Pending, RunResult
 from threads.run.settle import Settler
+from threads.run.thread import may_decide
 from threads.store.protocol import PendingArtifact
 from threads.tools.tool import EffectUnknown, RunContext, Tool
 
@@ -118,7 +120,9 @@ class CallRunner:
                     HOST,
                 )
             ]
-        decision = self.loop.agent.permissions.decide(name, args, tool.effect)
+        decision = self.loop.permissions.decide(
+            name, args, tool.effect, self.loop.fold.thread_rules
+        )
         items = [("permission_decision", decision.to_wire(call_id), HOST)]
         if decision.decision == "deny":
             text = (
@@ -207,8 +211,32 @@ class CallRunner:
             await self.writer.append(self._admit(call.call_id, call.name, call.input)[:1])
         return await self._authorized_dispatch(call, tool)
 
+    def _refusal_at_dispatch(self, call: Call, tool: Tool) -> str | None:
+        """Checked again right before a call runs, with what this run knows: the run's
+        ceiling (re-supplied by the caller on every run), and that a grant came from one of
+        the agent's approvers (else the thread's starter)."""
+        ceiling = self.loop.ceiling
+        if ceiling is not None:
+            decided = ceiling.decide(call.name, call.input, tool.effect)
+            if decided.decision == "deny":
+                why = decided.reason or f"not permitted by {decided.rule_id or 'policy'}"
+                return f"denied by the run's permission ceiling: {why}"
+        approval = call.approval
+        if approval is not None and approval.state == "granted":
+            by = approval.decided_by
+            if by is None or not may_decide(
+                self.loop.fold, Principal.from_wire(by), self.loop.agent.approvers
+            ):
+                who = by.get("subject") if by is not None else "nobody"
+                return f"denied: the grant by {who} is not accepted: not an approver of this agent"
+        return None
+
     async def _authorized_dispatch(self, call: Call, tool: Tool) -> Pending | None:
         loop = self.loop
+        refusal = self._refusal_at_dispatch(call, tool)
+        if refusal is not None and (call.decision == "allow" or call.approval is not None):
+            await self.close(call, refusal, origin="denied", actor=HOST)
+            return None
         if call.decision == "allow":
             await self.dispatch(call, tool)
             return None

@@ -43,6 +43,7 @@ from threads.store.protocol import PendingArtifact
 if TYPE_CHECKING:
     from threads.run.agent import Agent
     from threads.run.budget import Budget
+    from threads.run.permissions import Permissions
     from threads.run.streaming import RunStream
     from threads.run.thread import Thread
     from threads.run.writer import BranchWriter
@@ -72,8 +73,11 @@ class RunLoop:
         sink: RunStream | None,
         dropped_ref: dict[str, Any] | None,
         sleep: Callable[[float], Awaitable[None]] | None = None,
+        ceiling: Permissions | None = None,
     ) -> None:
         self.agent = agent
+        self.ceiling = ceiling
+        self.permissions = agent.permissions.narrowed(ceiling)
         self.writer = writer
         self.thread = thread
         self.principal = principal

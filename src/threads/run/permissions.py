@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -24,7 +25,7 @@ RANK = {"allow": 0, "ask": 1, "deny": 2}
 @dataclass(frozen=True, slots=True)
 class Decision:
     decision: Literal["allow", "ask", "deny"]
-    source: str  # policy | default | mode
+    source: str  # policy | default | mode | thread_rule
     rule_id: str | None = None
     mode: str | None = None
     reason: str | None = None
@@ -44,7 +45,8 @@ class Decision:
         return data
 
 
-def _check_rule(rule: str) -> None:
+def check_rule(rule: str) -> None:
+    """Raise ``ConfigError("permission_rule_invalid")`` unless ``rule`` is well formed."""
     if not isinstance(rule, str) or not RULE.match(rule):
         raise ConfigError(
             "permission_rule_invalid",
@@ -89,7 +91,7 @@ class Permissions:
                 "mode='bypass' skips every ask; opt in explicitly with allow_bypass=True",
             )
         for rule in (*self.allow, *self.ask, *self.deny):
-            _check_rule(rule)
+            check_rule(rule)
         object.__setattr__(self, "allow", tuple(self.allow))
         object.__setattr__(self, "ask", tuple(self.ask))
         object.__setattr__(self, "deny", tuple(self.deny))
@@ -114,18 +116,52 @@ class Permissions:
             self.mode, self.allow, self.ask, self.deny, self.allow_bypass, ceiling=ceiling
         )
 
-    def decide(self, tool_name: str, args: dict[str, Any], effect_class: str) -> Decision:
-        own = self._decide_own(tool_name, args, effect_class)
+    def decide(
+        self,
+        tool_name: str,
+        args: dict[str, Any],
+        effect_class: str,
+        thread_rules: Sequence[tuple[str, str]] = (),
+    ) -> Decision:
+        """The decision for one call. ``thread_rules`` are ``(rule, allow|deny)`` pairs an
+        approver added to the thread (``permission_rule_added``): checked after the deny rules,
+        so they never open a denied call, and never past the ceiling."""
+        own = self._decide_own(tool_name, args, effect_class, thread_rules)
         if self.ceiling is None:
             return own
-        other = self.ceiling.decide(tool_name, args, effect_class)
-        return other if RANK[other.decision] > RANK[own.decision] else own
+        return self.ceiling.narrow(own, tool_name, args, effect_class)
 
-    def _decide_own(self, tool_name: str, args: dict[str, Any], effect_class: str) -> Decision:
-        for kind in ("deny", "ask", "allow"):
-            for rule in getattr(self, kind):
-                if rule_matches(rule, tool_name, args):
-                    return self._under_mode(Decision(kind, "policy", rule, None))
+    def narrow(
+        self, decision: Decision, tool_name: str, args: dict[str, Any], effect_class: str
+    ) -> Decision:
+        """``decision`` under this policy used as a ceiling: the stricter one wins, and a
+        ``dont_ask`` ceiling turns a remaining ask into a deny."""
+        other = self.decide(tool_name, args, effect_class)
+        if RANK[other.decision] > RANK[decision.decision]:
+            return other
+        if decision.decision == "ask" and self.mode == "dont_ask":
+            return Decision("deny", "mode", decision.rule_id, "dont_ask", "the run never asks")
+        return decision
+
+    def _decide_own(
+        self,
+        tool_name: str,
+        args: dict[str, Any],
+        effect_class: str,
+        thread_rules: Sequence[tuple[str, str]],
+    ) -> Decision:
+        for rule in self.deny:
+            if rule_matches(rule, tool_name, args):
+                return Decision("deny", "policy", rule)
+        for rule, kind in thread_rules:
+            if rule_matches(rule, tool_name, args):
+                return Decision("allow" if kind == "allow" else "deny", "thread_rule", rule)
+        for rule in self.ask:
+            if rule_matches(rule, tool_name, args):
+                return self._under_mode(Decision("ask", "policy", rule))
+        for rule in self.allow:
+            if rule_matches(rule, tool_name, args):
+                return Decision("allow", "policy", rule)
         if self.mode == "plan" and effect_class != "read_only":
             return Decision("deny", "mode", None, "plan", "plan mode runs read-only tools only")
         return self._under_mode(Decision("allow", "default"))

@@ -20,6 +20,7 @@ from threads.log.reduce import Fold
 from threads.run.agent import Agent, pinned_view
 from threads.run.budget import Budget
 from threads.run.loop import RunLoop
+from threads.run.permissions import Permissions
 from threads.run.principal import LOCAL_OPERATOR, Principal
 from threads.run.results import ErrorInfo, Failed, RunResult
 from threads.run.thread import Thread
@@ -57,6 +58,7 @@ async def start_run(
     sink: RunStream | None = None,
     holder_id: str | None = None,
     ttl_ms: int = DEFAULT_LEASE_TTL_MS,
+    ceiling: Permissions | None = None,
 ) -> RunResult:
     store = store if store is not None else default_store()
     principal = principal or LOCAL_OPERATOR
@@ -76,7 +78,7 @@ async def start_run(
         if branch.tenant_id != principal.tenant:
             raise NotFound(f"no thread {thread_id} for tenant {principal.tenant}")
         branch_id = branch.branch_id
-    handle = Thread(store, thread_id, principal=principal)
+    handle = Thread(store, thread_id, principal=principal, approvers=agent.approvers)
     try:
         lease = await store.acquire_lease(branch_id, holder_id or uuid7(now), ttl_ms)
     except StoreError as exc:
@@ -108,6 +110,7 @@ async def start_run(
             run_budget=budget,
             sink=sink,
             dropped_ref=chain.branch.dropped_ref,
+            ceiling=ceiling,
         )
         return await loop.drive(input, recovering=not new)
     finally:
@@ -163,6 +166,7 @@ def run_blocking(
     deps: Any,
     budget: Budget | None,
     principal: Principal | None,
+    ceiling: Permissions | None = None,
 ) -> RunResult:
     """``run_sync``: Ctrl-C records ``cancel_requested`` and lets the run end ``Cancelled``."""
 
@@ -176,6 +180,7 @@ def run_blocking(
                 deps=deps,
                 budget=budget,
                 principal=principal,
+                ceiling=ceiling,
             )
         )
         loop = asyncio.get_running_loop()

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from threads.errors import NotFound, ThreadsError
 from threads.log.lines import Event
-from threads.log.reduce import Fold
+from threads.log.reduce import Call, Fold
 from threads.run.principal import Principal
 from threads.store.protocol import BranchInfo, Store
 
@@ -115,13 +115,7 @@ class Thread:
             raise ControlError(
                 "forbidden", "a principal of another tenant can't act on this thread"
             )
-        if self.approvers is not None:
-            allowed = principal in self.approvers
-        else:
-            root = next((e for e in fold.events if e.type == "user_input"), None)
-            starter = root.actor.get("principal") if root is not None else None
-            allowed = starter is None or Principal.from_wire(starter) == principal
-        if not allowed:
+        if not may_decide(fold, principal, self.approvers):
             raise ControlError(
                 "forbidden",
                 f"{principal.subject} may not decide for this thread: only its approvers (or the"
@@ -171,9 +165,27 @@ class Thread:
             )
 
     async def approve(
-        self, challenge_id: str, principal: Principal, remember_rule: str | None = None
+        self,
+        challenge_id: str,
+        principal: Principal,
+        remember_rule: str | None = None,
+        *,
+        args_hash: str | None = None,
     ) -> None:
-        await self._decide(challenge_id, principal, granted=True, reason=None)
+        """Grant one pending call. ``args_hash``: the hash the approver was shown; a grant for
+        other arguments is refused (``approval_mismatch``). ``remember_rule`` (e.g.
+        ``"write_file(path:src/*)"``, covering this call) also allows later matching calls on
+        this thread (``permission_rule_added``); deny rules and a run's ceiling still win."""
+        if remember_rule is not None:
+            _check_remember_rule(remember_rule)
+        await self._decide(
+            challenge_id,
+            principal,
+            granted=True,
+            reason=None,
+            args_hash=args_hash,
+            remember_rule=remember_rule,
+        )
 
     async def deny(
         self, challenge_id: str, principal: Principal, reason: str | None = None
@@ -181,7 +193,14 @@ class Thread:
         await self._decide(challenge_id, principal, granted=False, reason=reason)
 
     async def _decide(
-        self, challenge_id: str, principal: Principal, *, granted: bool, reason: str | None
+        self,
+        challenge_id: str,
+        principal: Principal,
+        *,
+        granted: bool,
+        reason: str | None,
+        args_hash: str | None = None,
+        remember_rule: str | None = None,
     ) -> None:
         from threads.run.control import control_writer
 
@@ -192,13 +211,8 @@ class Thread:
             call = fold.approvals.get(challenge_id)
             if call is None or call.approval is None:
                 raise ControlError("not_pending", f"no approval {challenge_id} on this thread")
+            _check_open(call, args_hash, self.store.clock.now_ms())
             approval = call.approval
-            if approval.state != "open" or call.result is not None:
-                raise ControlError("approval_duplicate", "this approval was already decided")
-            if approval.expires_at <= self.store.clock.now_ms():
-                raise ControlError(
-                    "approval_expired", "this approval request expired; it counts as denied"
-                )
             data: dict[str, Any] = {
                 "args_hash": approval.args_hash,
                 "call_id": call.call_id,
@@ -210,6 +224,10 @@ class Thread:
             items: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                 ("approval_granted" if granted else "approval_denied", data, actor)
             ]
+            if remember_rule is not None:
+                _check_rule_covers(remember_rule, call)
+                rule = {"challenge_id": challenge_id, "decision": "allow", "rule": remember_rule}
+                items.append(("permission_rule_added", rule, actor))
             address = fold.parks.get(("approval", challenge_id))
             if address is not None:
                 park_event = next(
@@ -247,6 +265,58 @@ class Thread:
             await writer.append(
                 [("cancel_requested", data, {"kind": "user", "principal": principal.to_wire()})]
             )
+
+
+def may_decide(
+    fold: Fold, principal: Principal, approvers: Sequence[Principal] | None
+) -> bool:
+    """Approval authority: one of ``approvers`` when given, else the principal who started the
+    thread (its first ``user_input``). Tenants are checked by the caller."""
+    if approvers is not None:
+        return principal in approvers
+    root = next((e for e in fold.events if e.type == "user_input"), None)
+    starter = root.actor.get("principal") if root is not None else None
+    return starter is None or Principal.from_wire(starter) == principal
+
+
+def _check_open(call: Call, args_hash: str | None, now_ms: int) -> None:
+    """A challenge can be decided once, before it expires, for the arguments it was made for."""
+    approval = call.approval
+    assert approval is not None
+    if approval.state != "open":
+        raise ControlError("approval_duplicate", "this approval was already decided")
+    if approval.expires_at <= now_ms:
+        raise ControlError(
+            "approval_expired", "this approval request expired; it counts as denied"
+        )
+    if call.result is not None:
+        raise ControlError("approval_duplicate", "this call was already settled")
+    if args_hash is not None and args_hash != approval.args_hash:
+        raise ControlError(
+            "approval_mismatch",
+            f"the challenge is for arguments with hash {approval.args_hash}, not {args_hash}",
+        )
+
+
+def _check_remember_rule(rule: str) -> None:
+    from threads.errors import ConfigError
+    from threads.run.permissions import check_rule
+
+    try:
+        check_rule(rule)
+    except ConfigError as exc:
+        raise ControlError("permission_rule_invalid", exc.message) from exc
+
+
+def _check_rule_covers(rule: str, call: Call) -> None:
+    from threads.run.permissions import rule_matches
+
+    if not rule_matches(rule, call.name, call.input):
+        raise ControlError(
+            "invalid_argument",
+            f"remember_rule {rule!r} does not cover the call being approved ({call.name});"
+            " a remembered rule must match the call it answers",
+        )
 
 
 async def open_thread(
