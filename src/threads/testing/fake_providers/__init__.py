@@ -19,9 +19,11 @@ from threads.testing.fake_providers.script import (
     ScriptedUsage,
 )
 from threads.testing.fake_providers.server import RecordedRequest
+from threads.testing.fake_providers.threaded import FakeInThread
 
 __all__ = [
     "AnthropicFake",
+    "FakeInThread",
     "FakeProvider",
     "OpenAIFake",
     "RecordedRequest",

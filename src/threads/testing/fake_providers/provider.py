@@ -65,6 +65,10 @@ class FakeProvider:
     def script(self, *items: Scripted) -> None:
         self._queue.extend(items)
 
+    async def wait_held(self) -> None:
+        """Return once a reply scripted with ``hold_after_events`` is held mid-stream."""
+        await self._server.holding.wait()
+
     async def _handle(self, request: RecordedRequest) -> Reply:
         if not self._queue:
             return json_reply(500, {"error": {"message": "the fake has no scripted reply left"}})
@@ -84,7 +88,8 @@ class FakeProvider:
             return SseReply(events=[first, SseEvent(data=item.data, event=first.event)])
         if not streaming:
             return json_reply(200, self.complete_body(request, item))
-        return SseReply(events=self.stream_events(request, item), cut_after=item.cut_after_events)
+        return SseReply(events=self.stream_events(request, item), cut_after=item.cut_after_events,
+                        hold_after=item.hold_after_events)
 
     def _first_event(self, request: RecordedRequest) -> SseEvent:
         """The opening event of a stream (e.g. ``message_start``), before a scripted failure."""

@@ -39,7 +39,8 @@ class ScriptedUsage:
 class ScriptedTurn:
     """One reply: text (streamed as the given chunks), then tool calls, then the stop.
     ``usage=None`` omits usage from the wire; ``cut_after_events`` drops the connection after that
-    many SSE events (streaming requests only)."""
+    many SSE events, ``hold_after_events`` keeps it open and silent after that many until the
+    server closes, a reply still in flight (streaming requests only)."""
 
     text_chunks: list[str] = field(default_factory=list)
     tool_calls: list[ScriptedToolCall] = field(default_factory=list)
@@ -47,6 +48,7 @@ class ScriptedTurn:
     stop: WireStop | None = None  # None: end_turn, or tool_use when there are tool calls
     response_id: str = "resp_fake_1"
     cut_after_events: int | None = None
+    hold_after_events: int | None = None
 
     @property
     def stop_reason(self) -> WireStop:

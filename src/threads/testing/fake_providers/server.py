@@ -53,10 +53,12 @@ class SseEvent:
 @dataclass(frozen=True, slots=True)
 class SseReply:
     """A 200 ``text/event-stream``; with ``cut_after`` set, the connection is dropped after that
-    many events, without the final chunk."""
+    many events, without the final chunk; with ``hold_after`` set, nothing more is sent after that
+    many events until the server closes (a stream still in flight)."""
 
     events: list[SseEvent]
     cut_after: int | None = None
+    hold_after: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -79,6 +81,7 @@ class LoopbackHTTPServer:
         self._closing = asyncio.Event()
         self.connections: list[tuple[str, int]] = []
         self.requests: list[RecordedRequest] = []
+        self.holding = asyncio.Event()  # set once a stream is held in flight (``hold_after``)
 
     @property
     def port(self) -> int:
@@ -142,6 +145,11 @@ class LoopbackHTTPServer:
             if reply.cut_after is not None and sent >= reply.cut_after:
                 await writer.drain()
                 return False  # drop the connection mid-body
+            if reply.hold_after is not None and sent >= reply.hold_after:
+                await writer.drain()
+                self.holding.set()
+                await self._closing.wait()
+                return False
             frame = (f"event: {event.event}\n" if event.event else "") + f"data: {event.data}\n\n"
             payload = frame.encode()
             writer.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
