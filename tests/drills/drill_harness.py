@@ -152,6 +152,24 @@ class Drill:
             raise AssertionError(f"worker failed ({proc.returncode}):\n{proc.stderr.decode()}")
         return dict(json.loads(proc.stdout.decode().strip().splitlines()[-1]))
 
+    def spawn(self, **fields: Any) -> subprocess.Popen[bytes]:
+        """Start one worker run without waiting, for a drill that kills it at a moment the
+        parent observes (see ``kill``)."""
+        spec = self.spec(**fields)
+        self.runs += 1
+        return subprocess.Popen(
+            [sys.executable, str(WORKER), "run", json.dumps(spec)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+
+    def kill(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGKILL a spawned worker, then move the clock past its lease (no sleeping)."""
+        proc.kill()
+        proc.communicate(timeout=60)
+        assert proc.returncode == KILLED, proc.returncode
+        self.kills += 1
+        self.advance(LEASE_PAST_MS)
+
     def thread_id(self) -> str:
         events = log_events(self.store_dir)
         assert events, "no thread was created"

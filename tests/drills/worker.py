@@ -12,6 +12,8 @@ Kill points: ``{"type": T, "tool": name|null, "nth": n}`` dies right after the n
 append holding an event of type T (for that tool's call, when ``tool`` is given);
 ``{"append_no": n}`` dies right after the nth committed append of this process;
 ``{"in_execute": name, "nth": n}`` dies inside ``execute`` once the service applied the effect.
+``model`` (``{"provider": "openai"|"anthropic", "base_url": URL, "api": ...}``, or null for the
+scripted model) runs the agent on a real adapter against a fake provider server.
 With ``"hold_at_gate": name`` (and ``"port"``) an append kill point waits at that service gate
 instead of dying, so the parent can SIGSTOP the process at exactly that boundary.
 """
@@ -31,6 +33,7 @@ from pydantic import BaseModel
 
 from threads import Found, NotFound, Principal, Reconcile, agent, tool
 from threads.errors import StoreError
+from threads.models.protocol import Model
 from threads.run.agent import Agent
 from threads.store.sqlite import SQLiteStore
 from threads.testing.fake_service import ServiceClient
@@ -186,8 +189,22 @@ def build_agent(spec: dict[str, Any]) -> Agent:
                   (use(call("charge_card", amount=1)), say("ok"))]
     else:
         script = list(DRILL_SCRIPT)
-    return agent(name="drill", model=scripted_model(script), instructions="Help the customer.",
-                 tools=tools)
+    model = provider_model(spec["model"]) if spec.get("model") else scripted_model(script)
+    return agent(name="drill", model=model, instructions="Help the customer.", tools=tools)
+
+
+def provider_model(chosen: dict[str, Any]) -> Model:
+    """A real adapter pointed at the parent's fake provider (the key is a placeholder)."""
+    if chosen["provider"] == "anthropic":
+        from threads.anthropic import anthropic
+
+        return anthropic("claude-drill", api_key="drill-placeholder", base_url=chosen["base_url"],
+                         max_output_tokens=1024)
+    from threads.openai import openai
+
+    return openai("gpt-drill", api_key="drill-placeholder", base_url=chosen["base_url"],
+                  api=chosen.get("api", "responses"), context_window=128_000,
+                  max_output_tokens=1024)
 
 
 def open_store(spec: dict[str, Any]) -> KillingStore:
