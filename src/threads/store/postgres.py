@@ -50,7 +50,6 @@ from threads.store.rows import (
     event_rows,
     require_free,
     require_head,
-    require_lease_branch,
     require_live,
     same_segment,
     segment_head,
@@ -232,8 +231,15 @@ class PostgresStore:
                     " fork_at_seq, header_line, state, head_seq, head_hash, head_verified)"
                     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, true)",
                     (
-                        header.branch_id, header.thread_id, tenant_id, parent_branch_id,
-                        fork_at_seq, header.line, state, fork_at_seq or 0, header.hash,
+                        header.branch_id,
+                        header.thread_id,
+                        tenant_id,
+                        parent_branch_id,
+                        fork_at_seq,
+                        header.line,
+                        state,
+                        fork_at_seq or 0,
+                        header.hash,
                     ),
                 )
         except psycopg.IntegrityError:
@@ -418,9 +424,17 @@ class PostgresStore:
                 " fork_at_seq, header_line, state, head_seq, head_hash, head_verified,"
                 " dropped_ref) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (
-                    header.branch_id, header.thread_id, tenant_id, parent_branch_id,
-                    segment.fork_at_seq, header.line, state, last_seq, last_hash,
-                    head_verified, dropped_ref_text(dropped_ref),
+                    header.branch_id,
+                    header.thread_id,
+                    tenant_id,
+                    parent_branch_id,
+                    segment.fork_at_seq,
+                    header.line,
+                    state,
+                    last_seq,
+                    last_hash,
+                    head_verified,
+                    dropped_ref_text(dropped_ref),
                 ),
             )
             if segment.events:
@@ -536,9 +550,7 @@ async def _lines(conn: Conn, branch_id: str, through_seq: int | None) -> list[by
 
 async def _segment(conn: Conn, info: BranchInfo, cut: int | None) -> Segment:
     cursor = conn.cursor(binary=True)
-    await cursor.execute(
-        "SELECT header_line FROM branches WHERE branch_id = %s", (info.branch_id,)
-    )
+    await cursor.execute("SELECT header_line FROM branches WHERE branch_id = %s", (info.branch_id,))
     row = await cursor.fetchone()
     assert row is not None
     return build_segment(info, bytes(row[0]), await _lines(conn, info.branch_id, cut))

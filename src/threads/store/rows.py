@@ -108,6 +108,28 @@ def require_lease_branch(lease: Lease, branch_id: str) -> None:
         )
 
 
+def require_batch(branch_id: str, lease: Lease, events: Sequence[Event]) -> None:
+    """A batch is written under its lease's epoch, to its own branch, and chains by itself:
+    a writer bug is refused here instead of being stored and later read as ``log_corrupt``."""
+    require_lease_branch(lease, branch_id)
+    previous: Event | None = None
+    for event in events:
+        wrong = None
+        if event.branch_id != branch_id:
+            wrong = f"names branch {event.branch_id}"
+        elif event.epoch != lease.epoch:
+            wrong = f"has epoch {event.epoch}, not the lease's {lease.epoch}"
+        elif previous is not None and event.seq != previous.seq + 1:
+            wrong = f"has seq {event.seq}, not {previous.seq + 1}"
+        elif previous is not None and (
+            event.prev_hash != previous.hash or event.thread_id != previous.thread_id
+        ):
+            wrong = "does not chain to the event before it in the batch"
+        if wrong is not None:
+            raise StoreError("invalid_argument", f"refused append: event {event.event_id} {wrong}")
+        previous = event
+
+
 def require_live(row: tuple[Any, ...] | None, lease: Lease, now: int) -> None:
     """``row`` = (holder_id, epoch, expires_at) of the branch's lease row, or None."""
     if row is None or row[0] != lease.holder_id or row[1] != lease.epoch or row[2] <= now:
@@ -139,7 +161,7 @@ def require_head(
         )
     if state != "ready":
         raise StoreError("branch_not_runnable", f"branch is {state}; it takes no appends")
-    if events and events[0].prev_hash != head_hash:
+    if events and (events[0].prev_hash != head_hash or events[0].seq != head_seq + 1):
         raise StoreError("seq_conflict", "first event does not chain to the stored head")
 
 
@@ -174,9 +196,7 @@ def same_segment(segment: Segment, header_line: bytes, stored_lines: list[bytes]
     )
 
 
-def build_segment(
-    info: BranchInfo, header_line: bytes, lines: list[bytes]
-) -> Segment:
+def build_segment(info: BranchInfo, header_line: bytes, lines: list[bytes]) -> Segment:
     """Decode one stored segment (its header and its lines through the cut)."""
     header = header_from_value(decode_line(header_line, info.branch_id), header_line)
     events = [event_from_value(decode_line(raw, info.branch_id), raw) for raw in lines]

@@ -37,9 +37,9 @@ from threads.store.rows import (
     check_chain,
     dropped_ref_text,
     event_rows,
+    require_batch,
     require_free,
     require_head,
-    require_lease_branch,
     require_live,
     same_segment,
     segment_head,
@@ -124,14 +124,20 @@ class SQLiteStore:
             self.root.mkdir(parents=True, exist_ok=True)
             (self.root / "artifacts").mkdir(exist_ok=True)
             conn = sqlite3.connect(
-                self.root / "threads.db", isolation_level=None, timeout=30.0,
+                self.root / "threads.db",
+                isolation_level=None,
+                timeout=30.0,
                 check_same_thread=False,
             )
             conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=30000")
-        self._init_schema(conn)
+        try:
+            self._init_schema(conn)
+        except BaseException:
+            conn.close()  # an unusable store keeps no connection open
+            raise
         self._conn = conn
         return conn
 
@@ -162,10 +168,13 @@ class SQLiteStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 result = fn(conn)
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                # A failed COMMIT (busy, disk full, I/O error) leaves the transaction open:
+                # roll it back, or every later BEGIN on this connection fails.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
             return result
 
         return run
@@ -205,8 +214,15 @@ class SQLiteStore:
                 " fork_at_seq, header_line, state, head_seq, head_hash, head_verified)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
                 (
-                    header.branch_id, header.thread_id, tenant_id, parent_branch_id,
-                    fork_at_seq, header.line, state, fork_at_seq or 0, header.hash,
+                    header.branch_id,
+                    header.thread_id,
+                    tenant_id,
+                    parent_branch_id,
+                    fork_at_seq,
+                    header.line,
+                    state,
+                    fork_at_seq or 0,
+                    header.hash,
                 ),
             )
 
@@ -271,14 +287,13 @@ class SQLiteStore:
         lease: Lease,
         artifacts: Sequence[PendingArtifact] = (),
     ) -> None:
-        require_lease_branch(lease, branch_id)
+        require_batch(branch_id, lease, events)
         large = [a for a in artifacts if len(a.data) > INLINE_ARTIFACT_LIMIT]
         for artifact in large:
             await self._run(_file_writer(self, artifact.data))
-        now = self.clock.now_ms()
 
         def write(conn: sqlite3.Connection) -> None:
-            _check_lease(conn, lease, now)
+            _check_lease(conn, lease, self.clock.now_ms())  # judged inside the transaction
             row = conn.execute(
                 "SELECT head_seq, head_hash, state FROM branches WHERE branch_id = ?",
                 (branch_id,),
@@ -306,9 +321,8 @@ class SQLiteStore:
     # ---- leases --------------------------------------------------------------------------
 
     async def acquire_lease(self, branch_id: str, holder_id: str, ttl_ms: int) -> Lease:
-        now = self.clock.now_ms()
-
         def acquire(conn: sqlite3.Connection) -> Lease:
+            now = self.clock.now_ms()  # expiry is judged inside the transaction
             branch = _branch(conn, branch_id)
             row = conn.execute(
                 "SELECT holder_id, epoch, expires_at FROM leases WHERE branch_id = ?",
@@ -329,9 +343,8 @@ class SQLiteStore:
         return await self._run(self._txn(acquire))
 
     async def renew_lease(self, lease: Lease, ttl_ms: int) -> Lease:
-        now = self.clock.now_ms()
-
         def renew(conn: sqlite3.Connection) -> Lease:
+            now = self.clock.now_ms()
             _check_lease(conn, lease, now)
             renewed = Lease(lease.branch_id, lease.holder_id, lease.epoch, now + ttl_ms)
             conn.execute(
@@ -343,8 +356,7 @@ class SQLiteStore:
         return await self._run(self._txn(renew))
 
     async def check_lease(self, lease: Lease) -> None:
-        now = self.clock.now_ms()
-        await self._run(lambda conn: _check_lease(conn, lease, now))
+        await self._run(lambda conn: _check_lease(conn, lease, self.clock.now_ms()))
 
     async def release_lease(self, lease: Lease) -> None:
         def release(conn: sqlite3.Connection) -> None:
@@ -370,9 +382,7 @@ class SQLiteStore:
 
     async def get_artifact(self, sha256: str) -> bytes:
         def fetch(conn: sqlite3.Connection) -> bytes:
-            row = conn.execute(
-                "SELECT data FROM artifacts WHERE sha256 = ?", (sha256,)
-            ).fetchone()
+            row = conn.execute("SELECT data FROM artifacts WHERE sha256 = ?", (sha256,)).fetchone()
             if row is None:
                 raise artifact_missing(sha256)
             data = row[0] if row[0] is not None else self._read_file(sha256)
@@ -440,9 +450,17 @@ class SQLiteStore:
                 " fork_at_seq, header_line, state, head_seq, head_hash, head_verified,"
                 " dropped_ref) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    header.branch_id, header.thread_id, tenant_id, parent_branch_id,
-                    segment.fork_at_seq, header.line, state, last_seq, last_hash,
-                    int(head_verified), dropped_ref_text(dropped_ref),
+                    header.branch_id,
+                    header.thread_id,
+                    tenant_id,
+                    parent_branch_id,
+                    segment.fork_at_seq,
+                    header.line,
+                    state,
+                    last_seq,
+                    last_hash,
+                    int(head_verified),
+                    dropped_ref_text(dropped_ref),
                 ),
             )
             conn.executemany(
@@ -505,7 +523,9 @@ def _insert_artifact(conn: sqlite3.Connection, artifact: PendingArtifact, *, inl
         "INSERT INTO artifacts(sha256, media_type, bytes, data) VALUES (?, ?, ?, ?)"
         " ON CONFLICT(sha256) DO NOTHING",
         (
-            sha256_hex(artifact.data), artifact.media_type, len(artifact.data),
+            sha256_hex(artifact.data),
+            artifact.media_type,
+            len(artifact.data),
             artifact.data if inline else None,
         ),
     )
@@ -537,9 +557,7 @@ def _read_chain(conn: sqlite3.Connection, branch_id: str) -> Chain:
         (header_line,) = conn.execute(
             "SELECT header_line FROM branches WHERE branch_id = ?", (info.branch_id,)
         ).fetchone()
-        segments.append(
-            build_segment(info, bytes(header_line), _segment_lines(conn, info, cut))
-        )
+        segments.append(build_segment(info, bytes(header_line), _segment_lines(conn, info, cut)))
     check_chain(target, segments)
     return Chain(target, segments)
 
