@@ -20,7 +20,7 @@ from threads.log.reduce import Call
 from threads.run.principal import Principal
 from threads.run.results import Parked, Pending, RunResult
 from threads.run.settle import Settler
-from threads.run.thread import may_decide
+from threads.run.thread import may_decide, resumed_data
 from threads.store.protocol import PendingArtifact
 from threads.tools.tool import EffectUnknown, RunContext, Tool
 
@@ -32,6 +32,7 @@ HOST = {"kind": "host"}
 PREVIEW_CHARS = 512
 INLINE_RESULT_BYTES = 64 * 1024
 APPROVAL_TTL_MS = 24 * 60 * 60 * 1000
+EXPIRED = "denied: the approval request expired (approval_expired)"
 
 
 def result_text(value: Any) -> str:
@@ -157,6 +158,7 @@ class CallRunner:
 
     async def run_pending(self) -> RunResult | None:
         """Settle or run every pending call in call order; stop at the first park."""
+        await self.release_approval_parks()
         parked: list[Pending] = []
         reason = "effect_unknown"
         for call in self.loop.fold.pending_calls():
@@ -176,6 +178,27 @@ class CallRunner:
         if parked:
             return Parked(self.loop.thread, reason, parked)
         return None
+
+    async def release_approval_parks(self) -> None:
+        """An approval park ends without a decision when the approval expired (the call counts
+        as denied) or a cancel barrier follows it (the call is not executed)."""
+        fold = self.loop.fold
+        turn = fold.turn
+        for (kind, challenge_id), address in list(fold.parks.items()):
+            call = fold.approvals.get(challenge_id) if kind == "approval" else None
+            if call is None or call.approval is None or call.approval.state != "open":
+                continue
+            items = [("resumed", resumed_data(fold, address), HOST)]
+            if call.result is not None:
+                pass  # already closed (expired at dispatch): only the park is left to end
+            elif turn is not None and turn.cancel_event is not None:
+                text = "not executed: cancelled"
+                items.append(("tool_result", _error_result(call, text, "not_executed"), HOST))
+            elif call.approval.expires_at <= self.loop.now():
+                items.append(("tool_result", _error_result(call, EXPIRED, "denied"), HOST))
+            else:
+                continue
+            await self.writer.append(items)
 
     async def start(self, call: Call) -> Pending | None:
         """A call that never began: check everything again, then dispatch it."""
@@ -250,12 +273,7 @@ class CallRunner:
                 await self.close(call, text, origin="denied", actor=HOST)
                 return None
             if approval.expires_at <= loop.now():
-                await self.close(
-                    call,
-                    "denied: the approval request expired (approval_expired)",
-                    origin="denied",
-                    actor=HOST,
-                )
+                await self.close(call, EXPIRED, origin="denied", actor=HOST)
                 return None
             if ("approval", approval.challenge_id) not in loop.fold.parks:
                 await self.writer.append(
@@ -373,6 +391,10 @@ class CallRunner:
             ],
             artifacts=artifacts,
         )
+
+
+def _error_result(call: Call, text: str, origin: str) -> dict[str, Any]:
+    return tool_result_data(call.call_id, text, origin=origin, is_error=True)
 
 
 def _validation_summary(exc: ValidationError) -> str:

@@ -112,6 +112,7 @@ class RunLoop:
                 self.recovering = False
                 if stop is not None:
                     return stop
+            await self.calls.release_approval_parks()  # expired, or cancelled
             if self.fold.parks:
                 return self.parked()
             if self.fold.turn is not None:
@@ -173,6 +174,7 @@ class RunLoop:
             stop = await self.calls.run_pending()
             if stop is not None:
                 return stop
+            await self.honour_cancel_request()  # a Ctrl-C during a call: no further request
             turn = self.fold.turn
             if turn is None:
                 return Completed(self.thread, self.last_text())

@@ -144,11 +144,6 @@ class Thread:
             if address is None or call is None:
                 raise ControlError("not_parked", f"no effect {effect_key} is parked on this thread")
             actor = {"kind": "approver", "principal": principal.to_wire()}
-            park_event = next(
-                e
-                for e in reversed(fold.events)
-                if e.type == "parked" and e.data["address"] == address
-            )
             await writer.append(
                 [
                     (
@@ -156,11 +151,7 @@ class Thread:
                         {"by": "human", "call_id": call.call_id, "outcome": decision},
                         actor,
                     ),
-                    (
-                        "resumed",
-                        {"address": dict(address), "cause_event_id": park_event.event_id},
-                        actor,
-                    ),
+                    ("resumed", resumed_data(fold, address), actor),
                 ]
             )
 
@@ -230,18 +221,7 @@ class Thread:
                 items.append(("permission_rule_added", rule, actor))
             address = fold.parks.get(("approval", challenge_id))
             if address is not None:
-                park_event = next(
-                    e
-                    for e in reversed(fold.events)
-                    if e.type == "parked" and e.data["address"] == address
-                )
-                items.append(
-                    (
-                        "resumed",
-                        {"address": dict(address), "cause_event_id": park_event.event_id},
-                        actor,
-                    )
-                )
+                items.append(("resumed", resumed_data(fold, address), actor))
             await writer.append(items)
 
     async def cancel(self, principal: Principal, reason: str | None = None) -> None:
@@ -265,6 +245,14 @@ class Thread:
             await writer.append(
                 [("cancel_requested", data, {"kind": "user", "principal": principal.to_wire()})]
             )
+
+
+def resumed_data(fold: Fold, address: dict[str, Any]) -> dict[str, Any]:
+    """``resumed``'s data for a park: its address and the ``parked`` event it ends."""
+    park = next(
+        e for e in reversed(fold.events) if e.type == "parked" and e.data["address"] == address
+    )
+    return {"address": dict(address), "cause_event_id": park.event_id}
 
 
 def may_decide(
