@@ -18,11 +18,21 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from threads.cli import cmd_demo, cmd_export, cmd_import, cmd_ls, cmd_timeline, cmd_verify
+from threads.cli import (
+    cmd_controls,
+    cmd_demo,
+    cmd_export,
+    cmd_import,
+    cmd_ls,
+    cmd_timeline,
+    cmd_verify,
+)
 from threads.cli.support import report, report_database_error, report_os_error
 from threads.errors import ThreadsError
 
-COMMANDS: list[ModuleType] = [cmd_demo, cmd_ls, cmd_timeline, cmd_export, cmd_import, cmd_verify]
+COMMANDS: list[ModuleType] = [
+    cmd_demo, cmd_ls, cmd_timeline, cmd_export, cmd_import, cmd_verify, cmd_controls,
+]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
