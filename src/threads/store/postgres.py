@@ -288,7 +288,7 @@ class PostgresStore:
         lease: Lease,
         artifacts: Sequence[PendingArtifact] = (),
     ) -> None:
-        require_lease_branch(lease, branch_id)
+        require_batch(branch_id, lease, events)
         # Pipelined: BEGIN + the locking read are one round trip, the writes + COMMIT another.
         async with self._conn() as conn, conn.pipeline(), conn.transaction():
             cursor = await conn.execute(_LEASE_AND_HEAD, (self._now(), branch_id))
