@@ -1,8 +1,18 @@
-"""``threads demo``: the guided crash-recovery story on the embedded store and scripted model."""
+"""``threads demo``: the guided crash-recovery story on the embedded store, on the scripted model
+or (``--model openai:MODEL`` / ``anthropic:MODEL``) on a real provider whose key is in the
+environment. Invariant: a bad ``--model``, a missing key or a missing extra is reported before any
+worker starts, as one error line and exit code 2, never a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
+
+from threads.errors import ConfigError
+
+EXIT_USAGE = 2
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -12,10 +22,35 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--dir", help="keep the demo's store and service here (default: a temp dir)"
     )
+    parser.add_argument(
+        "--model", metavar="PROVIDER:MODEL",
+        help="run on a real model, e.g. openai:gpt-4.1 or anthropic:claude-sonnet-4-5 (key from"
+        " OPENAI_API_KEY / ANTHROPIC_API_KEY; THREADS_DEMO_BASE_URL points it at another server)",
+    )
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from threads.demo.story import run_demo
 
-    return run_demo(args.dir)
+    if args.model is not None and not _usable(args.model):
+        return EXIT_USAGE
+    return run_demo(args.dir, model=args.model)
+
+
+def _usable(choice: str) -> bool:
+    """Build the chosen model once in this process, so its problems surface here, clearly."""
+    from threads.demo.models import demo_model
+
+    try:
+        model = demo_model(choice)
+    except ConfigError as error:
+        print(f"error: {error.code}: {error.message}", file=sys.stderr)
+        return False
+    except ImportError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return False
+    close = getattr(model, "aclose", None)
+    if close is not None:
+        asyncio.run(close())
+    return True

@@ -74,6 +74,14 @@ class DemoService:
             )
         return f"sent to {to}"
 
+    def email_sent(self, key: str) -> bool:
+        """What an operator checks in the mail server's log before resolving a parked email."""
+        with self._db() as db:
+            row = db.execute(
+                "SELECT 1 FROM applied WHERE kind = 'email' AND key = ?", (key,)
+            ).fetchone()
+        return row is not None
+
     def counters(self) -> Counters:
         with self._db() as db:
 

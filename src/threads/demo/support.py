@@ -1,5 +1,6 @@
 """The demo's support agent: an idempotent ``charge_card``, a reconcilable ``refund`` and an
-unguarded ``send_email``, played by a scripted model so the story needs no API key."""
+unguarded ``send_email``, played by a scripted model so the story needs no API key, or by a real
+model (``threads demo --model``) that decides the calls and their order itself."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pydantic import BaseModel
 
 from threads import Agent, Found, NotFound, Reconcile, RunContext, agent, tool
 from threads.demo.service import DemoService
+from threads.models.protocol import Model
 from threads.testing.scripted import call, say, scripted_model, use
 
 CUSTOMER = "alice@example.com"
@@ -28,7 +30,8 @@ class Email(BaseModel):
     body: str
 
 
-def build(service: DemoService) -> Agent:
+def build(service: DemoService, model: Model | None = None) -> Agent:
+    """The agent, on ``model`` (default: the scripted model)."""
     async def charge(args: Amount, ctx: RunContext) -> str:
         return service.charge(args.amount_cents, ctx.effect_key)
 
@@ -46,7 +49,7 @@ def build(service: DemoService) -> Agent:
             os.kill(os.getpid(), signal.SIGKILL)
         return sent
 
-    model = scripted_model(
+    model = model or scripted_model(
         [
             use(call("refund", "call_refund", amount_cents=2000)),
             use(call("charge_card", "call_charge", amount_cents=1500)),
@@ -61,7 +64,10 @@ def build(service: DemoService) -> Agent:
     return agent(
         name="support",
         model=model,
-        instructions="You are a billing support agent. Fix billing mistakes and tell the customer.",
+        instructions=(
+            "You are a billing support agent. Fix billing mistakes with your tools, then email"
+            f" the customer ({CUSTOMER}) what you did. Amounts are in cents."
+        ),
         tools=[
             tool(
                 name="charge_card",

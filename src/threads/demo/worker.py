@@ -8,6 +8,8 @@ import json
 import sys
 
 from threads import Parked, sqlite
+from threads.adapters.base import SdkModel
+from threads.demo.models import chosen_model
 from threads.demo.service import DemoService
 from threads.demo.support import REQUEST, build
 
@@ -16,8 +18,9 @@ LEASE_TTL_MS = 2_000  # short, so the demo's takeover after the kill is quick
 
 async def main(store_dir: str, service_path: str, thread_id: str | None) -> None:
     store = sqlite(store_dir)
+    model = chosen_model()
     try:
-        bot = build(DemoService(service_path))
+        bot = build(DemoService(service_path), model)
         if thread_id is None:
             result = await bot.run(REQUEST, store=store, lease_ttl_ms=LEASE_TTL_MS)
         else:
@@ -33,6 +36,8 @@ async def main(store_dir: str, service_path: str, thread_id: str | None) -> None
         print(json.dumps(out), flush=True)
     finally:
         await store.close()
+        if isinstance(model, SdkModel):
+            await model.aclose()
 
 
 if __name__ == "__main__":
