@@ -48,6 +48,7 @@ from threads.store.rows import (
     check_chain,
     dropped_ref_text,
     event_rows,
+    require_batch,
     require_free,
     require_head,
     require_live,
