@@ -177,12 +177,17 @@ class Drill:
 
     def resolve(self, key: str, decision: str) -> None:
         """The operator (the principal who started the thread) settles a parked effect."""
+        self.act(lambda thread: thread.resolve_parked(key, decision, STARTER))
+
+    def act(self, action: Any) -> None:
+        """Run ``await action(thread)`` as the operator, from this (another) process, on the
+        drill's clock; the log must stay a prefix of what it was."""
         before = log_lines(self.store_dir)
-        asyncio.run(self._resolve(key, decision))
+        asyncio.run(self._act(action))
         if log_lines(self.store_dir)[: len(before)] != before:
             self.prefix_breaks += 1
 
-    async def _resolve(self, key: str, decision: str) -> None:
+    async def _act(self, action: Any) -> None:
         clock = None
         if self.clock_file is not None:
             sys.path.insert(0, str(WORKER.parent))
@@ -191,8 +196,7 @@ class Drill:
             clock = OffsetClock(str(self.clock_file))
         store = SQLiteStore(self.store_dir, clock=clock)
         try:
-            thread = await open_thread(store, self.thread_id())
-            await thread.resolve_parked(key, decision, STARTER)  # type: ignore[arg-type]
+            await action(await open_thread(store, self.thread_id()))
         finally:
             await store.close()
 

@@ -6,7 +6,9 @@
 SPEC is JSON: ``store`` (directory), ``port`` (fake service), ``profile`` (``drill`` or
 ``race``), ``thread`` (id or null), ``input`` (text or null), ``label`` (who, for the service),
 ``kill`` (where to SIGKILL ourselves, or null), ``gate`` (a service gate a tool waits on, or
-null), ``clock_file`` (a file holding a millisecond offset the parent moves, or null).
+null), ``clock_file`` (a file holding a millisecond offset the parent moves, or null); for the
+control drills ``ask`` (permission rules that need an approval), ``budget`` (the agent's
+``Budget`` fields) and ``price`` (``[input, output]``).
 
 Kill points: ``{"type": T, "tool": name|null, "nth": n}`` dies right after the nth committed
 append holding an event of type T (for that tool's call, when ``tool`` is given);
@@ -31,7 +33,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from threads import Found, NotFound, Principal, Reconcile, agent, tool
+from threads import (
+    Budget,
+    Found,
+    NotFound,
+    Permissions,
+    Price,
+    Principal,
+    Reconcile,
+    agent,
+    tool,
+)
 from threads.errors import StoreError
 from threads.models.protocol import Model
 from threads.run.agent import Agent
@@ -189,8 +201,19 @@ def build_agent(spec: dict[str, Any]) -> Agent:
                   (use(call("charge_card", amount=1)), say("ok"))]
     else:
         script = list(DRILL_SCRIPT)
-    model = provider_model(spec["model"]) if spec.get("model") else scripted_model(script)
-    return agent(name="drill", model=model, instructions="Help the customer.", tools=tools)
+    model = (
+        provider_model(spec["model"]) if spec.get("model")
+        else scripted_model(script, price=drill_price(spec))
+    )
+    return agent(name="drill", model=model, instructions="Help the customer.", tools=tools,
+                 permissions=Permissions(ask=tuple(spec.get("ask") or ())),
+                 budget=Budget(**spec["budget"]) if spec.get("budget") else None)
+
+
+def drill_price(spec: dict[str, Any]) -> Price | None:
+    """``price``: ``[input, output]`` nano-units per token, for cost budgets."""
+    price = spec.get("price")
+    return Price(input=price[0], output=price[1]) if price else None
 
 
 def provider_model(chosen: dict[str, Any]) -> Model:
