@@ -163,9 +163,11 @@ class SQLiteStore:
             raise StoreError("invalid_argument", "this store is closed; open it again")
         return await self._worker.run(lambda: fn(self._connect()))
 
-    def _txn(self, fn: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
+    def _txn(
+        self, fn: Callable[[sqlite3.Connection], T], *, begin: str = "BEGIN IMMEDIATE"
+    ) -> Callable[[sqlite3.Connection], T]:
         def run(conn: sqlite3.Connection) -> T:
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(begin)
             try:
                 result = fn(conn)
                 conn.execute("COMMIT")
@@ -316,7 +318,9 @@ class SQLiteStore:
         await self._run(self._txn(write))
 
     async def read_chain(self, branch_id: str) -> Chain:
-        return await self._run(lambda conn: _read_chain(conn, branch_id))
+        # One read transaction: a head and lines read from different commits of another
+        # process's writer would look like log_corrupt.
+        return await self._run(self._txn(lambda conn: _read_chain(conn, branch_id), begin="BEGIN"))
 
     # ---- leases --------------------------------------------------------------------------
 
