@@ -1,7 +1,8 @@
 """Per-step framework overhead of a scripted run vs a raw SQLite commit, in one run.
 
-A step is one model turn that calls a read_only tool: model_request (durable before dispatch),
-model_response + tool_call + permission_decision (one transaction), tool_result. We print the
+A step is one model turn that calls a read_only tool: model_request (durable before dispatch,
+together with the previous tool_result), model_response + tool_call + permission_decision (one
+transaction), then the tool runs. Two durable transactions per step. We print the
 median time per step and per durable transaction next to a raw sqlite3 INSERT+COMMIT of a
 ~400-byte line with the same pragmas (WAL, synchronous=FULL), and the ratios.
 """
@@ -17,10 +18,10 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from threads import agent, sqlite, tool
+from threads import Agent, agent, sqlite, tool
 from threads.testing.scripted import call, say, scripted_model, use
 
-STEPS = 20
+STEPS = 100
 RAW_COMMITS = 400
 
 
@@ -49,22 +50,19 @@ def raw_commit_us(path: Path) -> float:
     return statistics.median(samples)
 
 
-async def steps_us(path: Path) -> tuple[float, float]:
+def bench_agent() -> Agent:
     script = [use(call("lookup", q=f"q{i}")) for i in range(STEPS)] + [say("done")]
-    bot = agent(
-        name="bench",
-        model=scripted_model(script),
-        tools=[
-            tool(
-                name="lookup",
-                description="Look up.",
-                input=Query,
-                execute=lookup,
-                effect="read_only",
-            )
-        ],
+    lookup_tool = tool(
+        name="lookup", description="Look up.", input=Query, execute=lookup, effect="read_only"
     )
+    return agent(name="bench", model=scripted_model(script), tools=[lookup_tool])
+
+
+async def steps_us(path: Path) -> tuple[float, float]:
+    """Steady state: a first run opens and warms the store; the second run is timed."""
     store = sqlite(path)
+    await bench_agent().run("warm up", store=store)
+    bot = bench_agent()
     original = store.append
     commits = 0
 

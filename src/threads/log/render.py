@@ -58,25 +58,39 @@ def tool_text(data: Mapping[str, Any], resolved: Mapping[str, str]) -> str:
     return str(data["preview"])
 
 
-def transcript_messages(events: list[Event], resolved: Mapping[str, str]) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    for event in events:
-        data = event.data
-        if event.type in ("user_input", "steer"):
-            content = data.get("content") or [{"type": "text", "text": data.get("text", "")}]
-            messages.append({"role": "user", "content": content})
-        elif event.type in ("model_response", "model_response_recovered"):
-            messages.append({"role": "assistant", "content": data["content"]})
-        elif event.type == "tool_result":
-            messages.append(
-                {
-                    "role": "tool",
-                    "call_id": data["call_id"],
-                    "is_error": data["is_error"],
-                    "content": [{"type": "text", "text": tool_text(data, resolved)}],
-                }
-            )
-    return messages
+def _message(event: Event, resolved: Mapping[str, str]) -> dict[str, Any] | None:
+    data = event.data
+    if event.type in ("user_input", "steer"):
+        content = data.get("content") or [{"type": "text", "text": data.get("text", "")}]
+        return {"role": "user", "content": content}
+    if event.type in ("model_response", "model_response_recovered"):
+        return {"role": "assistant", "content": data["content"]}
+    if event.type == "tool_result":
+        return {
+            "role": "tool",
+            "call_id": data["call_id"],
+            "is_error": data["is_error"],
+            "content": [{"type": "text", "text": tool_text(data, resolved)}],
+        }
+    return None
+
+
+class RenderCache:
+    """Each event's message and canonical line, keyed by the event's hash: events never change,
+    so a run renders every message once instead of once per request."""
+
+    def __init__(self) -> None:
+        self._lines: dict[str, tuple[dict[str, Any], bytes] | None] = {}
+
+    def message(
+        self, event: Event, resolved: Mapping[str, str]
+    ) -> tuple[dict[str, Any], bytes] | None:
+        if event.hash in self._lines:
+            return self._lines[event.hash]
+        message = _message(event, resolved)
+        entry = None if message is None else (message, canonical(message) + b"\n")
+        self._lines[event.hash] = entry
+        return entry
 
 
 def render(
@@ -84,9 +98,13 @@ def render(
     tools: list[dict[str, Any]],
     events: list[Event],
     resolved: Mapping[str, str] | None = None,
+    cache: RenderCache | None = None,
 ) -> Rendered:
     prefix = declared_prefix(started, tools)
     first = canonical(prefix) + b"\n"
-    messages = transcript_messages(events, resolved or {})
-    data = first + b"".join(canonical(m) + b"\n" for m in messages)
-    return Rendered(data, len(first), sha256_hex(first), prefix, messages)
+    cache = cache if cache is not None else RenderCache()
+    entries = [
+        entry for entry in (cache.message(e, resolved or {}) for e in events) if entry is not None
+    ]
+    data = first + b"".join(line for _, line in entries)
+    return Rendered(data, len(first), sha256_hex(first), prefix, [m for m, _ in entries])

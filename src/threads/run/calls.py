@@ -347,7 +347,9 @@ class CallRunner:
             self.in_flight.discard(ctx.cancelled)
         if effectful:
             await self.commit(call, text)
-        await self.close(call, text, origin="executed", is_error=is_error, actor=TOOL)
+        # The result rides with the next append (the next model_request): nothing is sent
+        # before then, and the fence check before any send flushes it.
+        await self.close(call, text, origin="executed", is_error=is_error, actor=TOOL, hold=True)
 
     async def commit(self, call: Call, text: str) -> None:
         data = text.encode("utf-8")
@@ -367,6 +369,7 @@ class CallRunner:
         origin: str,
         actor: dict[str, Any],
         is_error: bool | None = None,
+        hold: bool = False,
     ) -> None:
         error = (
             is_error
@@ -381,6 +384,7 @@ class CallRunner:
             blob = text.encode("utf-8")
             ref = artifact_ref(blob, "text/plain")
             artifacts.append(PendingArtifact(blob, "text/plain"))
+            self.loop.remember_ref(ref["sha256"], text)  # it may still be held, not yet stored
         await self.writer.append(
             [
                 (
@@ -390,6 +394,7 @@ class CallRunner:
                 )
             ],
             artifacts=artifacts,
+            hold=hold,
         )
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from threads.errors import StoreError
 from threads.log.reduce import Fold
-from threads.log.render import MEDIA_TYPE, render
+from threads.log.render import MEDIA_TYPE, RenderCache, render
 from threads.models.protocol import (
     ModelCallError,
     ModelOutput,
@@ -89,6 +89,7 @@ class RunLoop:
         self.recovering = False
         self.cancel_wanted = False
         self._refs: dict[str, str] = {}
+        self._render_cache = RenderCache()
 
     @property
     def fold(self) -> Fold:
@@ -249,6 +250,9 @@ class RunLoop:
             return 1
         return last.attempt + 1
 
+    def remember_ref(self, sha256: str, text: str) -> None:
+        self._refs[sha256] = text
+
     async def _resolve_refs(self) -> dict[str, str]:
         """Texts of tool results stored only by artifact (too large to inline), for rendering."""
         for event in self.fold.events:
@@ -276,7 +280,13 @@ class RunLoop:
             return exhausted
         started = self.fold.thread_started
         assert started is not None
-        rendered = render(started, self.fold.tools, self.fold.events, await self._resolve_refs())
+        rendered = render(
+            started,
+            self.fold.tools,
+            self.fold.events,
+            await self._resolve_refs(),
+            self._render_cache,
+        )
         attempt = self.next_attempt()
         [request_event] = await self.writer.append(
             [

@@ -39,6 +39,8 @@ class BranchWriter:
         self.on_event = on_event
         self.lost: StoreError | None = None
         self._renewer: asyncio.Task[None] | None = None
+        self._held: list[Event] = []
+        self._held_artifacts: list[PendingArtifact] = []
         header = fold.header_
         assert header is not None
         self.thread_id = header.thread_id
@@ -63,24 +65,20 @@ class BranchWriter:
                 self.lost = StoreError("stale_epoch", f"lease renewal failed: {exc}")
 
     async def check(self) -> None:
-        """The fence: refuse (``stale_epoch``) unless this run still holds its branch."""
+        """The fence: refuse (``stale_epoch``) unless this run still holds its branch. Held
+        events are made durable first (a flush checks the lease in its own transaction)."""
         if self.lost is not None:
             raise self.lost
+        if self._held:
+            await self.append([])
+            return
         try:
             await self.store.check_lease(self.lease)
         except StoreError as exc:
             self.lost = exc
             raise
 
-    async def append(
-        self,
-        items: Sequence[tuple[str, dict[str, Any], dict[str, Any]]],
-        *,
-        artifacts: Sequence[PendingArtifact] = (),
-    ) -> list[Event]:
-        """Append ``(type, data, actor)`` items in one transaction; returns the events."""
-        if self.lost is not None:
-            raise self.lost
+    def _encode(self, items: Sequence[tuple[str, dict[str, Any], dict[str, Any]]]) -> list[Event]:
         fold = self.fold
         now = self.store.clock.now_ms()
         seq, prev = fold.last_seq, fold.last_hash
@@ -101,25 +99,61 @@ class BranchWriter:
             )
             events.append(event)
             prev = event.hash
-        try:
-            await self.store.append(
-                self.branch_id,
-                events,
-                expected_seq=fold.last_seq,
-                lease=self.lease,
-                artifacts=artifacts,
-            )
-        except StoreError as exc:
-            if exc.code in ("stale_epoch", "seq_conflict"):
-                self.lost = exc
-            raise
+        return events
+
+    async def append(
+        self,
+        items: Sequence[tuple[str, dict[str, Any], dict[str, Any]]],
+        *,
+        artifacts: Sequence[PendingArtifact] = (),
+        hold: bool = False,
+    ) -> list[Event]:
+        """Append ``(type, data, actor)`` items in one transaction; returns the events.
+
+        ``hold=True`` folds them now but writes them with the next append or fence check, in
+        the same transaction: for outcomes that nothing is dispatched on before then (a tool
+        result, written together with the next model_request). Held events are durable before
+        any later send, and before the run ends."""
+        if self.lost is not None:
+            raise self.lost
+        events = self._encode(items)
         for event in events:
-            fold.apply(event)
-            if self.on_event is not None:
+            self.fold.apply(event)
+        if hold:
+            self._held.extend(events)
+            self._held_artifacts.extend(artifacts)
+            return events
+        batch = [*self._held, *events]
+        batch_artifacts = [*self._held_artifacts, *artifacts]
+        if batch:
+            try:
+                await self.store.append(
+                    self.branch_id,
+                    batch,
+                    expected_seq=batch[0].seq - 1,
+                    lease=self.lease,
+                    artifacts=batch_artifacts,
+                )
+            except StoreError as exc:
+                if exc.code in ("stale_epoch", "seq_conflict"):
+                    self.lost = exc
+                else:
+                    self.lost = _poisoned(exc)
+                raise
+            except Exception as exc:
+                self.lost = _poisoned(exc)
+                raise
+        self._held.clear()
+        self._held_artifacts.clear()
+        if self.on_event is not None:
+            for event in batch:
                 self.on_event(event)
         return events
 
     async def close(self) -> None:
+        if self._held and self.lost is None:
+            with contextlib.suppress(StoreError):
+                await self.append([])
         if self._renewer is not None:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -127,3 +161,12 @@ class BranchWriter:
         if self.lost is None:
             with contextlib.suppress(StoreError):
                 await self.store.release_lease(self.lease)
+
+
+def _poisoned(exc: BaseException) -> StoreError:
+    """The fold already holds events the store may not: this writer must not append again."""
+    return StoreError(
+        "writer_poisoned",
+        f"an append failed ({exc}); this run stops writing. Run the thread again: it re-reads"
+        " the log and decides from what is durable.",
+    )

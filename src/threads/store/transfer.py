@@ -58,8 +58,10 @@ async def import_log(store: Store, data: bytes, *, tenant_id: str) -> ImportResu
     verified = verify_export(data, apply=fold.apply, on_header=fold.header)
     if not verified.segments:
         raise LogError(
-            "invalid_line", "the export holds no complete line; it is empty or torn at its"
-            " header. Export the branch again.", seq=0,
+            "invalid_line",
+            "the export holds no complete line; it is empty or torn at its"
+            " header. Export the branch again.",
+            seq=0,
         )
     *ancestors, own = verified.segments
     inspection_only = False
