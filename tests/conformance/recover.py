@@ -39,7 +39,7 @@ from threads.run.agent import Agent
 from threads.run.permissions import Decision, Permissions
 from threads.run.principal import LOCAL_OPERATOR, Principal
 from threads.run.results import Failed, RunResult
-from threads.run.runner import _refusal, load_fold
+from threads.run.runner import _refusal
 from threads.run.thread import Thread
 from threads.store.sqlite import sqlite
 from threads.store.transfer import export_branch, import_log
@@ -112,7 +112,7 @@ async def _run(
         await _put_case_artifacts(store, case, events)
         mismatch = DATA_MISMATCHES.get(case.name)
         if "state" in expected.doc and (mismatch is None or mismatch[0] != "state"):
-            _compare_state(expected, load_fold(chain, now).state())
+            _compare_state(expected, chain.fold(now).state())
         if "committed_bytes" in expected.doc:
             committed = verify_export(data).committed_bytes
             assert committed == expected.doc["committed_bytes"], (
@@ -181,7 +181,7 @@ async def _recover(
     lease = await store.acquire_lease(branch_id, "conformance", 60_000)
     try:
         chain = await store.read_chain(branch_id)
-        refusal = _refusal(chain, load_fold(chain, store.clock.now_ms()))
+        refusal = _refusal(chain, chain.fold(store.clock.now_ms()))
     finally:
         await store.release_lease(lease)
     if refusal is None:

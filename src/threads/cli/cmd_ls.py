@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from threads.cli.support import add_store_option, fold_chain, opened_store
+from threads.cli.support import add_store_option, opened_store
 from threads.errors import ThreadsError
 from threads.store.protocol import BranchInfo, Store
 
@@ -27,15 +27,14 @@ async def run(args: argparse.Namespace) -> int:
             branches = await store.list_branches(root.thread_id)
             status = await root_status(store, root)
             print(
-                f"{root.thread_id}  branches={len(branches)}  head={root.head_seq}"
-                f"  status={status}"
+                f"{root.thread_id}  branches={len(branches)}  head={root.head_seq}  status={status}"
             )
     return 0
 
 
 async def root_status(store: Store, root: BranchInfo) -> str:
     try:
-        fold = fold_chain(await store.read_chain(root.branch_id), store.clock.now_ms())
+        fold = (await store.read_chain(root.branch_id)).fold(store.clock.now_ms())
     except ThreadsError as error:
         return f"error {error.code}"
     return fold.status

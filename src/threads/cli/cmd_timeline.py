@@ -12,22 +12,36 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from threads.cli.support import add_store_option, fold_chain, opened_store
+from threads.cli.support import add_store_option, opened_store
 from threads.log.lines import Event
 from threads.store.protocol import BranchInfo
 
 PREVIEW_CHARS = 60
 # Scalar data fields worth showing, in the order they are shown.
 _KEYS = (
-    "name", "call_id", "decision", "attempt", "outcome", "by", "provider_outcome", "origin",
-    "is_error", "reason", "stop_reason", "snapshot_id", "scope", "source", "challenge_id",
+    "name",
+    "call_id",
+    "decision",
+    "attempt",
+    "outcome",
+    "by",
+    "provider_outcome",
+    "origin",
+    "is_error",
+    "reason",
+    "stop_reason",
+    "snapshot_id",
+    "scope",
+    "source",
+    "challenge_id",
 )
 _TEXT_KEYS = ("text", "preview", "instructions")
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "timeline", help="show a thread's events, one per line",
+        "timeline",
+        help="show a thread's events, one per line",
         description="Show THREAD_ID's events: seq, epoch, actor, type and a short summary.",
     )
     parser.add_argument("thread_id", metavar="THREAD_ID")
@@ -42,7 +56,7 @@ async def run(args: argparse.Namespace) -> int:
         forks = forks_by_point(branches)
         for branch in branches:
             chain = await store.read_chain(branch.branch_id)
-            fold = fold_chain(chain, store.clock.now_ms())
+            fold = chain.fold(store.clock.now_ms())
             fork_points = {point["seq"] for point in fold.state()["fork_points"]}
             print(branch_title(branch))
             for event in chain.segments[-1].events:
@@ -82,8 +96,7 @@ def fork_marks(event: Event, fork_points: set[int], children: dict[int, list[str
 
 def event_line(event: Event) -> str:
     return (
-        f"{event.seq:>6}  e{event.epoch:<3} {event.actor_kind:<9} {event.type:<24}"
-        f" {summary(event)}"
+        f"{event.seq:>6}  e{event.epoch:<3} {event.actor_kind:<9} {event.type:<24} {summary(event)}"
     ).rstrip()
 
 

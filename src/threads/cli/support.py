@@ -14,8 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from threads.errors import ConfigError, NotFound, ThreadsError
-from threads.log.reduce import Fold
-from threads.store.protocol import Chain, Store
+from threads.store.protocol import Store
 from threads.store.sqlite import sqlite
 
 DEFAULT_STORE = ".threads"
@@ -42,7 +41,8 @@ _LOG_CODES = frozenset(
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--store", metavar="DIR",
+        "--store",
+        metavar="DIR",
         help=f"store directory (default {DEFAULT_STORE}); postgres://... is not supported yet",
     )
 
@@ -54,8 +54,7 @@ def store_from_spec(spec: str | None, *, create: bool) -> Store:
     if spec.startswith(POSTGRES_SCHEMES):
         raise ConfigError(
             "invalid_config",
-            "Postgres stores need the threads[postgres] extra, and the CLI does not open them"
-            " yet",
+            "Postgres stores need the threads[postgres] extra, and the CLI does not open them yet",
         )
     if not create and not (Path(spec) / "threads.db").is_file():
         raise NotFound(f"no threads store at {spec} (no {spec}/threads.db)")
@@ -69,16 +68,6 @@ async def opened_store(spec: str | None, *, create: bool = False) -> AsyncIterat
         yield store
     finally:
         await store.close()
-
-
-def fold_chain(chain: Chain, now_ms: int) -> Fold:
-    """Reduce a stored chain (every segment in order); semantic rules raise ``LogError``."""
-    fold = Fold(now_ms=now_ms)
-    for segment in chain.segments:
-        fold.header(segment.header)
-        for event in segment.events:
-            fold.apply(event)
-    return fold
 
 
 def describe(error: ThreadsError) -> str:

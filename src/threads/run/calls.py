@@ -202,37 +202,29 @@ class CallRunner:
 
     async def start(self, call: Call) -> Pending | None:
         """A call that never began: check everything again, then dispatch it."""
-        loop = self.loop
-        turn = loop.fold.turn
-        if turn is not None and turn.cancel_event is not None:
-            await self.close(
-                call, "not executed: cancelled", origin="not_executed", actor=loop.actor()
-            )
-            return None
-        if call.spec is None:
-            await self.close(
-                call,
-                f"not executed: unknown tool {call.name}",
-                origin="not_executed",
-                actor=loop.actor(),
-            )
-            return None
-        if call.removed:
-            text = f"not executed: {call.name} was removed from the tool set"
-            await self.close(call, text, origin="not_executed", actor=loop.actor())
-            return None
-        tool = loop.agent.tool_named(call.name)
-        if tool is None:
-            await self.close(
-                call,
-                f"not executed: unknown tool {call.name}",
-                origin="not_executed",
-                actor=loop.actor(),
-            )
+        tool = self.loop.agent.tool_named(call.name)
+        reason = self._never_runs(call, tool)
+        if reason is not None or tool is None:
+            text = f"not executed: {reason}"
+            await self.close(call, text, origin="not_executed", actor=self.loop.actor())
             return None
         if call.decision is None:
             await self.writer.append(self._admit(call.call_id, call.name, call.input)[:1])
         return await self._authorized_dispatch(call, tool)
+
+    def _never_runs(self, call: Call, tool: Tool | None) -> str | None:
+        """Why a call that never began must not start now, if it must not: the cancel barrier,
+        no such tool when it was called (or now), or a later tool set that dropped it."""
+        turn = self.loop.fold.turn
+        if turn is not None and turn.cancel_event is not None:
+            return "cancelled"
+        if call.spec is None:
+            return f"unknown tool {call.name}"
+        if call.removed:
+            return f"{call.name} was removed from the tool set"
+        if tool is None:
+            return f"unknown tool {call.name}"
+        return None
 
     def _refusal_at_dispatch(self, call: Call, tool: Tool) -> str | None:
         """Checked again right before a call runs, with what this run knows: the run's

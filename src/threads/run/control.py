@@ -16,12 +16,10 @@ CONTROL_TTL_MS = 10_000
 
 @contextlib.asynccontextmanager
 async def control_writer(store: Store, branch_id: str) -> AsyncIterator[BranchWriter]:
-    from threads.run.runner import load_fold
-
     lease = await store.acquire_lease(branch_id, uuid7(store.clock.now_ms()), CONTROL_TTL_MS)
     try:
         chain = await store.read_chain(branch_id)
-        fold = load_fold(chain, store.clock.now_ms())
+        fold = chain.fold(store.clock.now_ms())
         writer = BranchWriter(store, lease, fold, ttl_ms=CONTROL_TTL_MS)
         yield writer
     finally:

@@ -37,15 +37,6 @@ def default_store() -> Store:
     return sqlite(".threads")
 
 
-def load_fold(chain: Chain, now_ms: int) -> Fold:
-    fold = Fold(now_ms=now_ms)
-    for segment in chain.segments:
-        fold.header(segment.header)
-        for event in segment.events:
-            fold.apply(event)
-    return fold
-
-
 async def start_run(
     agent: Agent,
     input: str | None,
@@ -87,7 +78,7 @@ async def start_run(
     try:
         try:
             chain = await store.read_chain(branch_id)
-            fold = load_fold(chain, store.clock.now_ms())
+            fold = chain.fold(store.clock.now_ms())
         except ThreadsError as exc:
             return Failed(handle, ErrorInfo(exc.code, exc.message))
         refusal = _refusal(chain, fold)

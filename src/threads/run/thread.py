@@ -59,10 +59,9 @@ class Thread:
         return branch
 
     async def fold(self) -> Fold:
-        from threads.run.runner import load_fold
-
         branch = await self._branch()
-        return load_fold(await self.store.read_chain(branch.branch_id), self.store.clock.now_ms())
+        chain = await self.store.read_chain(branch.branch_id)
+        return chain.fold(self.store.clock.now_ms())
 
     async def timeline(self) -> list[Event]:
         return list((await self.fold()).events)
@@ -255,9 +254,7 @@ def resumed_data(fold: Fold, address: dict[str, Any]) -> dict[str, Any]:
     return {"address": dict(address), "cause_event_id": park.event_id}
 
 
-def may_decide(
-    fold: Fold, principal: Principal, approvers: Sequence[Principal] | None
-) -> bool:
+def may_decide(fold: Fold, principal: Principal, approvers: Sequence[Principal] | None) -> bool:
     """Approval authority: one of ``approvers`` when given, else the principal who started the
     thread (its first ``user_input``). Tenants are checked by the caller."""
     if approvers is not None:
@@ -274,9 +271,7 @@ def _check_open(call: Call, args_hash: str | None, now_ms: int) -> None:
     if approval.state != "open":
         raise ControlError("approval_duplicate", "this approval was already decided")
     if approval.expires_at <= now_ms:
-        raise ControlError(
-            "approval_expired", "this approval request expired; it counts as denied"
-        )
+        raise ControlError("approval_expired", "this approval request expired; it counts as denied")
     if call.result is not None:
         raise ControlError("approval_duplicate", "this call was already settled")
     if args_hash is not None and args_hash != approval.args_hash:

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from threads.clock import Clock
 from threads.log.lines import Event, Header
+from threads.log.reduce import Fold
 
 ArtifactRef = dict[str, Any]  # {"sha256", "bytes", "media_type"}
 
@@ -57,6 +58,15 @@ class Chain:
     @property
     def events(self) -> list[Event]:
         return [e for segment in self.segments for e in segment.events]
+
+    def fold(self, now_ms: int) -> Fold:
+        """Reduce the chain (every segment in order); a broken semantic rule raises LogError."""
+        fold = Fold(now_ms=now_ms)
+        for segment in self.segments:
+            fold.header(segment.header)
+            for event in segment.events:
+                fold.apply(event)
+        return fold
 
 
 @dataclass(frozen=True, slots=True)
