@@ -1,0 +1,79 @@
+"""The curated public surface: ``threads.__all__`` is pinned, every name in it exists, and
+``import threads`` works with every optional extra missing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import threads
+
+PUBLIC = {
+    "LOCAL_OPERATOR",
+    "Agent",
+    "Budget",
+    "BudgetExhausted",
+    "Cancelled",
+    "Clock",
+    "Completed",
+    "ConfigError",
+    "ControlError",
+    "EffectUnknown",
+    "Event",
+    "Failed",
+    "FakeClock",
+    "Found",
+    "LogError",
+    "LookupUnknown",
+    "Model",
+    "ModelCallError",
+    "ModelOutput",
+    "NotFound",
+    "NotFoundError",
+    "Parked",
+    "Pending",
+    "PendingApproval",
+    "Permissions",
+    "Price",
+    "Principal",
+    "Reconcile",
+    "RunContext",
+    "RunResult",
+    "Store",
+    "StoreError",
+    "SystemClock",
+    "TextDelta",
+    "Thread",
+    "ThreadsError",
+    "Tool",
+    "Usage",
+    "__version__",
+    "agent",
+    "open_thread",
+    "sqlite",
+    "tool",
+}
+
+
+def test_all_is_pinned_and_complete() -> None:
+    assert set(threads.__all__) == PUBLIC
+    for name in threads.__all__:
+        assert hasattr(threads, name), name
+
+
+def test_import_works_without_any_extra() -> None:
+    blocker = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in {'openai', 'anthropic', 'litellm', 'psycopg',"
+        " 'psycopg_pool', 'httpx2'}:\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import threads, threads.openai, threads.anthropic, threads.litellm\n"
+        "print(threads.__version__)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", blocker], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "0.1.0"
