@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
-import sqlite3
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -26,12 +25,18 @@ from threads.cli import (
     cmd_ls,
     cmd_timeline,
     cmd_verify,
+    cmd_worker,
 )
-from threads.cli.support import report, report_database_error, report_os_error
+from threads.cli.support import (
+    database_errors,
+    report,
+    report_database_error,
+    report_os_error,
+)
 from threads.errors import ThreadsError
 
 COMMANDS: list[ModuleType] = [
-    cmd_demo, cmd_ls, cmd_timeline, cmd_export, cmd_import, cmd_verify, cmd_controls,
+    cmd_demo, cmd_ls, cmd_timeline, cmd_export, cmd_import, cmd_verify, cmd_controls, cmd_worker,
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -63,6 +68,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         report(error)
     except OSError as error:
         report_os_error(error)
-    except sqlite3.Error as error:
+    except database_errors() as error:
         report_database_error(error)
     return EXIT_FAILED

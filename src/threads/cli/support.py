@@ -28,7 +28,7 @@ _HINTS = {
     " another store (--store) instead",
     "unsupported_format": "open it with the threads release that wrote it",
     "unsupported_critical_event": "open it with the newer threads release that wrote it",
-    "invalid_config": "use a SQLite store directory for --store",
+    "invalid_config": "check the command's arguments (run it with --help)",
 }
 _LOG_HINT = (
     "the file is not a valid threads export from that seq on; export the branch again from"
@@ -42,23 +42,39 @@ _LOG_CODES = frozenset(
 def add_store_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
-        metavar="DIR",
-        help=f"store directory (default {DEFAULT_STORE}); postgres://... is not supported yet",
+        metavar="DIR|URL",
+        help=f"store directory (default {DEFAULT_STORE}) or a postgres://... URL",
     )
 
 
 def store_from_spec(spec: str | None, *, create: bool) -> Store:
-    """A store for ``--store``; reading commands refuse a directory that holds no store rather
-    than creating an empty one there."""
+    """A store for ``--store``: a ``postgres://``/``postgresql://`` URL opens the shared
+    Postgres store, anything else a SQLite directory. Reading commands refuse a directory that
+    holds no store rather than creating an empty one there."""
     spec = spec or DEFAULT_STORE
     if spec.startswith(POSTGRES_SCHEMES):
-        raise ConfigError(
-            "invalid_config",
-            "Postgres stores need the threads[postgres] extra, and the CLI does not open them yet",
-        )
+        return _postgres_store(spec)
     if not create and not (Path(spec) / "threads.db").is_file():
         raise NotFound(f"no threads store at {spec} (no {spec}/threads.db)")
     return sqlite(spec)
+
+
+def _postgres_store(url: str) -> Store:
+    try:
+        from threads.store.postgres import postgres
+    except ImportError:
+        raise ConfigError(
+            "invalid_config",
+            "Postgres stores need the threads[postgres] extra: pip install 'threads[postgres]'",
+        ) from None
+    return postgres(url)
+
+
+def database_errors() -> tuple[type[Exception], ...]:
+    """The database errors a command reports in two lines: SQLite's, and psycopg's once a
+    Postgres store was opened (psycopg is never imported just to catch its errors)."""
+    psycopg = sys.modules.get("psycopg")
+    return (sqlite3.Error,) if psycopg is None else (sqlite3.Error, psycopg.Error)
 
 
 @asynccontextmanager
@@ -88,9 +104,15 @@ def report_os_error(error: OSError) -> None:
     print("hint: check the path and its permissions", file=sys.stderr)
 
 
-def report_database_error(error: sqlite3.Error) -> None:
-    print(f"error: log_corrupt: the store's database cannot be read ({error})", file=sys.stderr)
-    print("hint: check that --store names a threads store directory", file=sys.stderr)
+def report_database_error(error: Exception) -> None:
+    if isinstance(error, sqlite3.Error):
+        print(f"error: log_corrupt: the store's database cannot be read ({error})", file=sys.stderr)
+        print("hint: check that --store names a threads store directory", file=sys.stderr)
+        return
+    lines = str(error).strip().splitlines()
+    reason = lines[0] if lines else type(error).__name__
+    print(f"error: unavailable: the Postgres store cannot be used ({reason})", file=sys.stderr)
+    print("hint: check the URL given to --store and that the server answers", file=sys.stderr)
 
 
 def usage_error(parser: argparse.ArgumentParser, message: str) -> int:

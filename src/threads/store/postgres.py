@@ -48,6 +48,7 @@ from threads.store.rows import (
     check_chain,
     dropped_ref_text,
     event_rows,
+    free_roots_query,
     require_batch,
     require_free,
     require_head,
@@ -124,6 +125,8 @@ _LEASE_AND_HEAD = (
     " FROM leases l JOIN branches b ON b.branch_id = l.branch_id"
     " WHERE l.branch_id = %s FOR UPDATE OF l, b"
 )
+# Roots a worker may claim (see ``Store.list_free_threads``).
+_FREE_ROOTS = free_roots_query(_NOW, "created")
 _INSERT_EVENTS = (
     "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical, epoch, line)"
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
@@ -265,6 +268,11 @@ class PostgresStore:
         if tenant_id is None:
             return await self._branches("parent_branch_id IS NULL", ())
         return await self._branches("parent_branch_id IS NULL AND tenant_id = %s", (tenant_id,))
+
+    async def list_free_threads(self) -> list[BranchInfo]:
+        async with self._conn() as conn:
+            cursor = await conn.execute(_FREE_ROOTS, (self._now(),))
+            return [branch_from_row(row) for row in await cursor.fetchall()]
 
     async def _branches(self, where: str, args: tuple[Any, ...]) -> list[BranchInfo]:
         query = f"SELECT {BRANCH_COLUMNS} FROM branches WHERE {where} ORDER BY created"

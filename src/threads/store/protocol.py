@@ -117,6 +117,11 @@ class Store(Protocol):
         """The root branch of every thread (of one tenant, when given)."""
         ...
 
+    async def list_free_threads(self) -> list[BranchInfo]:
+        """Root branches in state ``ready`` whose lease is free or expired now (by the store's
+        lease clock): what a worker may try to claim. A snapshot; the claim is the lease."""
+        ...
+
     async def acquire_lease(self, branch_id: str, holder_id: str, ttl_ms: int) -> Lease:
         """Take the branch (``branch_busy`` if a live foreign holder has it); the new epoch is
         ``max(lease epoch, max epoch on the resolved chain) + 1``."""

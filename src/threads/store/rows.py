@@ -26,6 +26,17 @@ BRANCH_COLUMNS = (
 )
 
 
+def free_roots_query(now: str, order: str) -> str:
+    """Root branches in state ``ready`` with no lease row or an expired one, ``now`` being the
+    engine's expression for the lease clock; ordered by ``b.<order>`` (creation order)."""
+    columns = ", ".join(f"b.{c.strip()}" for c in BRANCH_COLUMNS.split(","))
+    return (
+        f"SELECT {columns} FROM branches b LEFT JOIN leases l ON l.branch_id = b.branch_id"
+        " WHERE b.parent_branch_id IS NULL AND b.state = 'ready'"
+        f" AND (l.branch_id IS NULL OR l.expires_at <= {now}) ORDER BY b.{order}"
+    )
+
+
 def branch_from_row(row: tuple[Any, ...]) -> BranchInfo:
     dropped = row[9]
     return BranchInfo(

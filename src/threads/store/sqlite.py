@@ -37,6 +37,7 @@ from threads.store.rows import (
     check_chain,
     dropped_ref_text,
     event_rows,
+    free_roots_query,
     require_batch,
     require_free,
     require_head,
@@ -97,6 +98,9 @@ CREATE TABLE IF NOT EXISTS artifacts (
   data BLOB
 ) STRICT;
 """
+
+# Roots a worker may claim (see ``Store.list_free_threads``).
+_FREE_ROOTS = free_roots_query("?", "rowid")
 
 
 class SQLiteStore:
@@ -269,6 +273,13 @@ class SQLiteStore:
                 sql += " AND tenant_id = ?"
                 args = (tenant_id,)
             return [branch_from_row(r) for r in conn.execute(sql + " ORDER BY rowid", args)]
+
+        return await self._run(rows)
+
+    async def list_free_threads(self) -> list[BranchInfo]:
+        def rows(conn: sqlite3.Connection) -> list[BranchInfo]:
+            cursor = conn.execute(_FREE_ROOTS, (self.clock.now_ms(),))
+            return [branch_from_row(r) for r in cursor]
 
         return await self._run(rows)
 

@@ -1,0 +1,209 @@
+"""``Worker``: continues every thread of a store that has work left, a bounded number at a time.
+
+Work left means an open turn that is not parked (status ``in_turn``): a run that crashed or was
+stopped mid-turn, or a turn whose parks were all resolved by an operator. Each such thread is
+continued with ``agent.run(None, thread=...)`` by the agent named in its ``thread_started``.
+Several workers (processes, machines) may share one store: the claim is the run's lease, so a
+``branch_busy`` only means another worker got there first, and the thread is skipped.
+
+Invariants: a worker drives a thread with at most one run at a time, and at most
+``concurrency`` runs at once; a thread is only re-read when its head moved since it was last
+seen without work, or its lease became free; once stopping, no run starts, and runs still going
+after the grace period are cancelled, which releases their leases (the run's ``finally``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from threads.errors import ConfigError, ThreadsError
+from threads.log.reduce import Fold
+from threads.run.agent import Agent
+from threads.run.principal import Principal
+from threads.run.results import Failed, RunResult
+from threads.store.protocol import BranchInfo, Store
+
+# Outcomes after which the thread may be tried again at the same head (someone else's lease).
+RETRY_CODES = frozenset({"branch_busy", "stale_epoch", "seq_conflict"})
+WORKER_ISSUER = "worker"
+
+
+@dataclass
+class WorkerStats:
+    """What a worker did: runs started and how each ended (by result status or error code)."""
+
+    runs: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    def count(self, outcome: str) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def line(self) -> str:
+        ends = " ".join(f"{k}={v}" for k, v in sorted(self.outcomes.items()))
+        return f"runs={self.runs} {ends}".strip()
+
+
+def agents_by_name(agents: Iterable[Agent]) -> dict[str, Agent]:
+    """Index agents by name; two agents with one name would make the match ambiguous."""
+    named: dict[str, Agent] = {}
+    for one in agents:
+        if not isinstance(one, Agent):
+            raise ConfigError("invalid_config", f"not an Agent: {one!r}")
+        if one.name in named:
+            raise ConfigError("duplicate_name", f"two agents are named {one.name!r}")
+        named[one.name] = one
+    if not named:
+        raise ConfigError("invalid_config", "a worker needs at least one agent")
+    return named
+
+
+def has_work(fold: Fold) -> bool:
+    return fold.status == "in_turn"
+
+
+def turn_principal(fold: Fold, tenant: str) -> Principal:
+    """Continue on behalf of whoever opened the turn (tools see it in ``ctx.principal``)."""
+    if fold.turn is not None:
+        actor = fold.turn.input_event.actor
+        if isinstance(actor.get("principal"), dict):
+            return Principal.from_wire(actor["principal"])
+    return Principal(issuer=WORKER_ISSUER, tenant=tenant, subject=WORKER_ISSUER)
+
+
+class Worker:
+    """See the module docstring. ``serve(stop)`` polls until ``stop`` is set; ``run_once()``
+    makes one pass and waits for the runs it started."""
+
+    def __init__(
+        self,
+        store: Store,
+        agents: Iterable[Agent],
+        *,
+        concurrency: int = 4,
+        poll_ms: int = 1000,
+        grace_ms: int = 10_000,
+        lease_ttl_ms: int | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ConfigError("invalid_config", "concurrency must be at least 1")
+        self.store = store
+        self.agents: Mapping[str, Agent] = agents_by_name(agents)
+        self.poll_s = poll_ms / 1000
+        self.grace_s = grace_ms / 1000
+        self.lease_ttl_ms = lease_ttl_ms
+        self.stats = WorkerStats()
+        self._log = log or (lambda _line: None)
+        self._slots = asyncio.Semaphore(concurrency)
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._idle: dict[str, int] = {}  # branch -> head seq at which it had no work for us
+        self._wake = asyncio.Event()
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    async def serve(self, stop: asyncio.Event) -> WorkerStats:
+        """Poll and run until ``stop`` is set, then shut down (grace period, then cancel)."""
+        while not stop.is_set():
+            await self.poll(stop)
+            self._wake.clear()
+            waiters = [asyncio.ensure_future(e.wait()) for e in (stop, self._wake)]
+            await asyncio.wait(waiters, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in waiters:
+                waiter.cancel()
+        await self.shutdown()
+        return self.stats
+
+    async def run_once(self) -> WorkerStats:
+        """One pass over the store; returns once every run it started has ended."""
+        await self.poll(asyncio.Event())
+        while self._running:
+            await asyncio.gather(*self._running.values(), return_exceptions=True)
+        return self.stats
+
+    async def shutdown(self) -> None:
+        """Let running runs finish for the grace period, then cancel the rest."""
+        if not self._running:
+            return
+        _, pending = await asyncio.wait(list(self._running.values()), timeout=self.grace_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    def cancel_running(self) -> None:
+        """Cancel every running run now (each releases its lease as it unwinds)."""
+        for task in self._running.values():
+            task.cancel()
+
+    async def poll(self, stop: asyncio.Event) -> None:
+        """Start a run for each free thread with work left, while slots are free."""
+        for branch in await self.store.list_free_threads():
+            if stop.is_set() or self._slots.locked():
+                return
+            if branch.branch_id in self._running:
+                continue
+            if self._idle.get(branch.branch_id) == branch.head_seq:
+                continue
+            chosen = await self._agent_for(branch)
+            if chosen is None:
+                self._idle[branch.branch_id] = branch.head_seq
+                continue
+            await self._slots.acquire()
+            task = asyncio.create_task(self._drive(branch, *chosen))
+            self._running[branch.branch_id] = task
+
+    # ---- one thread ----------------------------------------------------------------------
+
+    async def _agent_for(self, branch: BranchInfo) -> tuple[Agent, Principal] | None:
+        """The agent to continue this thread with and on whose behalf, or None (no work, or no
+        agent of that name here: logged once per head)."""
+        try:
+            chain = await self.store.read_chain(branch.branch_id)
+            fold = chain.fold(self.store.clock.now_ms())
+        except ThreadsError as error:
+            self._log(f"skip {branch.thread_id}: {error.code}: {error.message}")
+            return None
+        if not has_work(fold):
+            return None
+        name = (fold.thread_started or {}).get("agent_name")
+        chosen = self.agents.get(str(name))
+        if chosen is None:
+            self._log(f"skip {branch.thread_id}: no agent named {name!r} in this worker")
+            return None
+        return chosen, turn_principal(fold, branch.tenant_id)
+
+    async def _drive(self, branch: BranchInfo, chosen: Agent, principal: Principal) -> None:
+        self.stats.runs += 1
+        try:
+            result = await chosen.run(
+                None, thread=branch.thread_id, store=self.store, principal=principal,
+                lease_ttl_ms=self.lease_ttl_ms,
+            )
+            self._record(branch, result)
+        except ThreadsError as error:  # a config change, a refusal the run raised
+            self._gave_up(branch, error.code, error.message)
+        except Exception as error:  # a bug in one thread's tools must not stop the worker
+            self._gave_up(branch, "crashed", f"{type(error).__name__}: {error}")
+        finally:
+            self._running.pop(branch.branch_id, None)
+            self._slots.release()
+            self._wake.set()
+
+    def _gave_up(self, branch: BranchInfo, outcome: str, message: str) -> None:
+        self.stats.count(outcome)
+        self._idle[branch.branch_id] = branch.head_seq
+        self._log(f"{branch.thread_id} {outcome}: {message}")
+
+    def _record(self, branch: BranchInfo, result: RunResult) -> None:
+        outcome: str = result.status
+        detail = ""
+        if isinstance(result, Failed):
+            outcome = result.error.code
+            detail = f": {result.error.message}"
+            if outcome not in RETRY_CODES:
+                self._idle[branch.branch_id] = branch.head_seq
+        self.stats.count(outcome)
+        self._log(f"{branch.thread_id} {outcome}{detail}")
+
