@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from fork import run_fork
 from recover import run_recover
 from runner import KIND_RUNNERS, Case, CaseSkipped, cases_dir, discover, run_case
 
 KIND_RUNNERS["recover"] = run_recover
+KIND_RUNNERS["fork"] = run_fork
 
 CASES_DIR = cases_dir()
 if not CASES_DIR.is_dir():

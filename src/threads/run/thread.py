@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from threads.errors import NotFound, ThreadsError
 from threads.log.lines import Event
 from threads.log.reduce import Call, Fold
 from threads.run.principal import Principal
 from threads.store.protocol import BranchInfo, Store
+
+if TYPE_CHECKING:
+    from threads.run.fork import Restore
 
 
 class ControlError(ThreadsError):
@@ -72,6 +75,31 @@ class Thread:
     async def branches(self) -> list[BranchInfo]:
         await self._branch()
         return await self.store.list_branches(self.id)
+
+    async def fork_points(self) -> list[dict[str, Any]]:
+        """Quiescent, unexpired snapshots: where ``fork`` may start a child branch."""
+        fork_points: list[dict[str, Any]] = (await self.fold()).state()["fork_points"]
+        return fork_points
+
+    async def fork(
+        self,
+        at_event_id: str,
+        restore: Restore,
+        *,
+        new_branch_id: str | None = None,
+        knowledge_policy: Literal["pinned", "current"] = "pinned",
+    ) -> str:
+        """Fork at a snapshot (see ``threads.run.fork``); returns the child branch's id."""
+        from threads.run.fork import fork_at
+
+        return await fork_at(
+            self.store,
+            await self._branch(),
+            at_event_id,
+            restore,
+            new_branch_id=new_branch_id,
+            knowledge_policy=knowledge_policy,
+        )
 
     async def usage(self) -> dict[str, Any]:
         fold = await self.fold()
