@@ -110,11 +110,48 @@ def _utf16_key(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
-def canonical(value: JsonValue) -> bytes:
-    """The RFC 8785 bytes of ``value`` (UTF-8, no trailing newline)."""
+def _plain(value: JsonValue) -> bool:
+    """True when the C JSON encoder writes ``value`` byte-identically to RFC 8785: no floats
+    (ECMAScript number formatting differs from ``repr``) and no object key holding a character
+    beyond U+FFFF (UTF-16 key order differs from code point order only there). Its string
+    escaping (short escapes, lowercase ``\\u00xx`` for other controls, nothing else) and
+    integer output already match."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            for key in v:
+                if not isinstance(key, str) or not (key.isascii() or max(key) <= "\uffff"):
+                    return False
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+        elif isinstance(v, float):
+            return False
+    return True
+
+
+def canonical_reference(value: JsonValue) -> bytes:
+    """RFC 8785 written out rule by rule; ``canonical`` must always equal it."""
     out: list[str] = []
     _write(value, out)
     return "".join(out).encode("utf-8")
+
+
+def canonical(value: JsonValue) -> bytes:
+    """The RFC 8785 bytes of ``value`` (UTF-8, no trailing newline)."""
+    if _plain(value):
+        try:
+            text = _FAST.encode(value)
+        except (TypeError, ValueError):
+            return canonical_reference(value)  # not JSON: the reference says precisely why
+        return text.encode("utf-8")
+    return canonical_reference(value)
+
+
+_FAST = json.JSONEncoder(
+    ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
+)
 
 
 def _reject_constant(name: str) -> float:

@@ -76,21 +76,38 @@ def _message(event: Event, resolved: Mapping[str, str]) -> dict[str, Any] | None
 
 
 class RenderCache:
-    """Each event's message and canonical line, keyed by the event's hash: events never change,
-    so a run renders every message once instead of once per request."""
+    """What a run has already rendered: the declared prefix line per tool set, and every
+    event's message line. The log only grows and events never change, so each request renders
+    only the events appended since the previous one."""
 
     def __init__(self) -> None:
-        self._lines: dict[str, tuple[dict[str, Any], bytes] | None] = {}
+        self._prefix: tuple[object, object, dict[str, Any], bytes] | None = None
+        self._events: list[Event] | None = None
+        self._seen = 0
+        self._entries: list[tuple[dict[str, Any], bytes]] = []
 
-    def message(
-        self, event: Event, resolved: Mapping[str, str]
-    ) -> tuple[dict[str, Any], bytes] | None:
-        if event.hash in self._lines:
-            return self._lines[event.hash]
-        message = _message(event, resolved)
-        entry = None if message is None else (message, canonical(message) + b"\n")
-        self._lines[event.hash] = entry
-        return entry
+    def prefix(
+        self, started: Mapping[str, Any], tools: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], bytes]:
+        cached = self._prefix
+        if cached is not None and cached[0] is started and cached[1] is tools:
+            return cached[2], cached[3]
+        prefix = declared_prefix(started, tools)
+        line = canonical(prefix) + b"\n"
+        self._prefix = (started, tools, prefix, line)
+        return prefix, line
+
+    def entries(
+        self, events: list[Event], resolved: Mapping[str, str]
+    ) -> list[tuple[dict[str, Any], bytes]]:
+        if events is not self._events or len(events) < self._seen:
+            self._events, self._seen, self._entries = events, 0, []
+        for event in events[self._seen :]:
+            message = _message(event, resolved)
+            if message is not None:
+                self._entries.append((message, canonical(message) + b"\n"))
+        self._seen = len(events)
+        return self._entries
 
 
 def render(
@@ -100,11 +117,8 @@ def render(
     resolved: Mapping[str, str] | None = None,
     cache: RenderCache | None = None,
 ) -> Rendered:
-    prefix = declared_prefix(started, tools)
-    first = canonical(prefix) + b"\n"
     cache = cache if cache is not None else RenderCache()
-    entries = [
-        entry for entry in (cache.message(e, resolved or {}) for e in events) if entry is not None
-    ]
+    prefix, first = cache.prefix(started, tools)
+    entries = cache.entries(events, resolved or {})
     data = first + b"".join(line for _, line in entries)
     return Rendered(data, len(first), sha256_hex(first), prefix, [m for m, _ in entries])
