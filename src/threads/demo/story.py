@@ -43,7 +43,9 @@ def _worker(
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
-async def _story(root: Path, say: Callable[[str], None], model: str | None) -> int:
+async def _story(
+    root: Path, say: Callable[[str], None], model: str | None, *, kept: bool = True
+) -> int:
     store_dir, service_path = root / "store", root / "service.db"
     service = DemoService(service_path)
     say("threads demo: a billing agent whose worker dies mid-run, on a real SQLite store.")
@@ -120,7 +122,10 @@ async def _story(root: Path, say: Callable[[str], None], model: str | None) -> i
         if model is None:  # the scripted model asks for each exactly once
             ok = ok and (c.refunds, c.charges, c.emails) == (1, 1, 1)
         say("   nothing was applied twice." if ok else "   SOMETHING WAS APPLIED TWICE.")
-        say(f"\nStore: {store_dir} (try: threads timeline {thread_id} --store {store_dir})")
+        if kept:
+            say(f"\nStore: {store_dir} (try: threads timeline {thread_id} --store {store_dir})")
+        else:
+            say("\nThe demo's store was temporary; run `threads demo --dir DIR` to keep it.")
         return 0 if ok else 1
     finally:
         await store.close()
@@ -168,4 +173,4 @@ def run_demo(
         root.mkdir(parents=True, exist_ok=True)
         return asyncio.run(_story(root, say, model))
     with tempfile.TemporaryDirectory(prefix="threads-demo-") as tmp:
-        return asyncio.run(_story(Path(tmp), say, model))
+        return asyncio.run(_story(Path(tmp), say, model, kept=False))
