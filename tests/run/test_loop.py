@@ -413,3 +413,76 @@ async def test_crash_resends_are_bounded(store: SQLiteStore) -> None:
     timeline = await result.thread.timeline()
     assert [e.data["attempt"] for e in timeline if e.type == "model_request"] == [1, 2, 3]
     assert types(timeline)[-1] == "turn_completed"
+
+
+async def test_calls_a_crashed_writer_never_recorded_are_recorded_first(
+    store: SQLiteStore,
+) -> None:
+    """A log (from a writer that records calls one append at a time) ends with a reply whose
+    second call has no tool_call: the next run records it and runs both, without asking the
+    model again first."""
+    applied: list[str] = []
+    bot = agent(
+        name="t",
+        # reply #2 is the one written by hand below; the model is asked for #1 and #3 only
+        model=scripted_model([say("first"), say("written by hand"), say("after the calls")]),
+        tools=make_tools(applied),
+    )
+    first = await bot.run("hi", store=store, principal=ALICE)
+    branch = await store.root_branch(first.thread.id)
+    lease = await store.acquire_lease(branch.branch_id, "other-writer", 60_000)
+    chain = await store.read_chain(branch.branch_id)
+    from threads.run.writer import BranchWriter
+
+    writer = BranchWriter(store, lease, chain.fold(store.clock.now_ms()))
+    user = {"kind": "user", "principal": ALICE.to_wire()}
+    parts = [
+        {"type": "tool_use", "call_id": "c1", "name": "read_file", "input": {"path": "a"}},
+        {"type": "tool_use", "call_id": "c2", "name": "read_file", "input": {"path": "b"}},
+    ]
+    await writer.append([("user_input", {"source": "api", "text": "read two"}, user)])
+    [request] = await writer.append(
+        [
+            (
+                "model_request",
+                {
+                    "attempt": 1,
+                    "declared_prefix": {"bytes": 1, "sha256": "0" * 64},
+                    "request_ref": {
+                        "bytes": 1,
+                        "media_type": "application/x-ndjson",
+                        "sha256": "0" * 64,
+                    },
+                },
+                {"kind": "host"},
+            )
+        ]
+    )
+    response = {
+        "completeness": "complete",
+        "content": parts,
+        "request_event_id": request.event_id,
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+    reply = ("model_response", response, {"kind": "model"})
+    await writer.append([reply, *writer_calls(parts[:1], request.event_id)])
+    await store.release_lease(writer.lease)
+    result = await bot.run(None, store=store, thread=first.thread.id, principal=ALICE)
+    assert isinstance(result, Completed)
+    assert result.output == "after the calls"
+    assert sorted(applied) == ["read:a", "read:b"]
+    calls = [e.data["call_id"] for e in await result.thread.timeline() if e.type == "tool_call"]
+    assert calls == ["c1", "c2"]
+
+
+def writer_calls(parts: list[dict[str, Any]], request_event_id: str) -> list[Any]:
+    """tool_call + permission_decision per part, as a writer records them."""
+    host = {"kind": "host"}
+    items: list[Any] = []
+    for p in parts:
+        call = {"call_id": p["call_id"], "input": p["input"], "name": p["name"]}
+        items.append(("tool_call", {**call, "request_event_id": request_event_id}, host))
+        decision = {"call_id": p["call_id"], "decision": "allow", "source": "default"}
+        items.append(("permission_decision", decision, host))
+    return items

@@ -185,6 +185,8 @@ class RunLoop:
                 reason = "max_output" if self._last_stop() == "max_tokens" else "end_turn"
                 await self.writer.append([("turn_completed", {"reason": reason}, HOST)])
                 return Completed(self.thread, self.last_text())
+            if await self._record_unrecorded_calls():
+                continue
             outcome = await self.model_step()
             if outcome is not None:
                 return outcome
@@ -196,6 +198,22 @@ class RunLoop:
             return False
         last = self.fold.responses[-1]
         return not any(part.get("type") == "tool_use" for part in last["content"])
+
+    async def _record_unrecorded_calls(self) -> bool:
+        """A reply whose tool calls were never recorded (a writer that records them one by one
+        crashed in between): record the rest, in part order, before anything else."""
+        if not self.fold.responses:
+            return False
+        last = self.fold.responses[-1]
+        missing = [
+            part
+            for part in last["content"]
+            if part.get("type") == "tool_use" and part["call_id"] not in self.fold.calls
+        ]
+        if not missing:
+            return False
+        await self.writer.append(self.calls.record_calls(missing, last["request_event_id"]))
+        return True
 
     def _last_stop(self) -> str:
         return str(self.fold.responses[-1]["stop_reason"]) if self.fold.responses else "end_turn"
