@@ -133,9 +133,9 @@ async def _story(
 async def _lease_expiry(store: SQLiteStore, branch_id: str) -> None:
     """Wait, by the store's clock, until the dead worker's lease has expired (without taking
     the lease, which would spend an epoch)."""
-    while branch_id not in {b.branch_id for b in await store.list_free_threads()}:
-        # The demo really waits on the wall clock here (tests move an injected clock instead).
-        await asyncio.sleep(0.1)  # noqa: ASYNC110 - polls another process's lease expiry
+    # The demo really waits on the wall clock here (tests move an injected clock instead).
+    while branch_id not in {b.branch_id for b in await store.list_free_threads()}:  # noqa: ASYNC110
+        await asyncio.sleep(0.1)
 
 
 def _finished_calls(events: list[Any]) -> list[str]:
