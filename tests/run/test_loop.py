@@ -486,3 +486,45 @@ def writer_calls(parts: list[dict[str, Any]], request_event_id: str) -> list[Any
         decision = {"call_id": p["call_id"], "decision": "allow", "source": "default"}
         items.append(("permission_decision", decision, host))
     return items
+
+
+async def test_a_fork_runs_on_from_its_snapshot(store: SQLiteStore) -> None:
+    # the parent and the fork each get reply #2: both transcripts hold one reply at that point
+    bot = agent(name="t", model=scripted_model([say("one"), say("two")]))
+    first = await bot.run("hi", store=store, principal=ALICE)
+    parent = await store.root_branch(first.thread.id)
+    lease = await store.acquire_lease(parent.branch_id, "snapshotter", 60_000)
+    from threads.run.writer import BranchWriter
+
+    writer = BranchWriter(
+        store, lease, (await store.read_chain(parent.branch_id)).fold(store.clock.now_ms())
+    )
+    snapshot = {
+        "capture_class": "filesystem",
+        "expires_at": None,
+        "manifest_hash": "0" * 64,
+        "provider": "fake",
+        "quiesced": {"excluded": [], "frozen": [], "stopped": []},
+        "sandbox_id": "sbx_parent",
+        "snapshot_id": "snap_1",
+    }
+    [snap] = await writer.append([("snapshot", snapshot, {"kind": "host"})])
+    await store.release_lease(writer.lease)
+    handle = await open_thread(store, first.thread.id)
+    assert [p["snapshot_event_id"] for p in await handle.fork_points()] == [snap.event_id]
+
+    async def restore(data: dict[str, Any]) -> str:
+        return f"restored-{data['snapshot_id']}"
+
+    child = await handle.fork(snap.event_id, restore)
+    before = (await store.read_chain(parent.branch_id)).events
+    on_parent = await bot.run("on the parent", store=store, thread=first.thread.id, principal=ALICE)
+    on_child = await bot.run("go on", store=store, thread=child, principal=ALICE)
+    assert isinstance(on_parent, Completed)
+    assert isinstance(on_child, Completed)
+    assert on_child.output == on_parent.output == "two"
+    chain = await store.read_chain(child)
+    own = chain.segments[-1].events
+    assert [e.type for e in own][:2] == ["fork", "user_input"]
+    assert own[0].data["sandbox_id"] == "restored-snap_1"
+    assert chain.segments[0].events == before  # parent rows referenced through the snapshot

@@ -100,7 +100,8 @@ class Agent:
         lease_ttl_ms: int | None = None,
         ceiling: Permissions | None = None,
     ) -> RunResult:
-        """Run one turn on a new thread, or continue ``thread`` (recovery runs first). With
+        """Run one turn on a new thread, or continue ``thread`` (a thread id, or the branch id
+        ``Thread.fork`` returned; recovery runs first). With
         ``input=None`` an existing thread is only settled and continued, no new turn is opened.
         ``lease_ttl_ms``: how long another process must wait to take over if this one dies.
         ``ceiling``: a run-level ``Permissions`` that can only narrow the agent's (each call is

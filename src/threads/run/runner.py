@@ -65,7 +65,11 @@ async def start_run(
         await store.create_branch(header, tenant_id=principal.tenant)
         branch_id = header.branch_id
     else:
-        branch = await store.root_branch(thread_id)
+        try:
+            branch = await store.root_branch(thread_id)
+        except NotFound:
+            branch = await store.get_branch(thread_id)  # the branch id a fork returned
+        thread_id = branch.thread_id
         if branch.tenant_id != principal.tenant:
             raise NotFound(f"no thread {thread_id} for tenant {principal.tenant}")
         branch_id = branch.branch_id
