@@ -66,6 +66,8 @@ Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 _DB_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 _NOW = f"COALESCE(%s::bigint, {_DB_NOW})"
 
+IDLE_IN_TRANSACTION_MS = 3000  # the server ends a transaction left idle this long
+
 _DDL = """
 CREATE TABLE meta (
   key text PRIMARY KEY,
@@ -170,6 +172,11 @@ class PostgresStore:
 
     async def _configure(self, conn: Conn) -> None:
         await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        # Every transaction here is a few round trips: a host frozen mid-transaction (a pause,
+        # a stopped process) must not hold a branch's row locks against the other hosts.
+        await conn.execute(
+            f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}".encode()
+        )
 
     async def _open(self) -> AsyncConnectionPool[Conn]:
         if self._closed:
@@ -299,8 +306,11 @@ class PostgresStore:
     ) -> None:
         require_batch(branch_id, lease, events)
         # Pipelined: BEGIN + the locking read are one round trip, the writes + COMMIT another.
-        async with self._conn() as conn, conn.pipeline(), conn.transaction():
+        async with self._conn() as conn, conn.pipeline() as pipeline, conn.transaction():
             cursor = await conn.execute(_LEASE_AND_HEAD, (self._now(), branch_id))
+            # Sync: between the round trips the session is "idle in transaction", so a host
+            # frozen here loses its row locks after IDLE_IN_TRANSACTION_MS.
+            await pipeline.sync()
             row = await cursor.fetchone()
             if row is None:  # no lease row: nobody ever held this branch
                 raise stale_epoch(lease)
