@@ -1,6 +1,8 @@
-"""Append throughput, Postgres next to SQLite, in one run: appends/s with 1, 4 and 16 threads
-appending concurrently, each thread on its own branch under its own lease, one event per
-append (one transaction each, the way the run loop writes).
+"""Postgres next to SQLite, in one run: appends/s and scripted steps/s with 1, 4 and 16 threads
+working concurrently. Appends: each thread on its own branch under its own lease, one event per
+append (one transaction each, the way the run loop writes). Steps: each thread is a run of the
+scripted agent of ``bench/steps.py`` (a model turn calling a read_only tool: two durable
+transactions per step), all runs started together.
 
 Events are minted before the clock starts, so the numbers are the store's: lease check, head
 check, insert, head move and commit (``synchronous=FULL`` on SQLite, default ``fsync`` on
@@ -22,6 +24,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from steps import STEPS, bench_agent
 from threads.clock import SYSTEM_CLOCK
 from threads.log.lines import Event
 from threads.store.postgres import postgres
@@ -60,11 +63,23 @@ async def appends_per_second(store: Store, threads: int, total: int) -> float:
     return per_thread * threads / elapsed
 
 
-async def _engine_row(open_store: Callable[[], Store], total: int) -> list[float]:
+async def steps_per_second(store: Store, threads: int) -> float:
+    bots = [bench_agent() for _ in range(threads)]
+    start = time.perf_counter()
+    results = await asyncio.gather(*(bot.run("go", store=store) for bot in bots))
+    elapsed = time.perf_counter() - start
+    assert all(r.status == "completed" for r in results), results
+    return STEPS * threads / elapsed
+
+
+async def _engine_rows(open_store: Callable[[], Store], total: int) -> list[list[float]]:
+    """[appends/s per concurrency, steps/s per concurrency] on one store."""
     store = open_store()
     try:
         await appends_per_second(store, 1, 20)  # warm up: schema, pool, caches
-        return [await appends_per_second(store, n, total) for n in CONCURRENCY]
+        appends = [await appends_per_second(store, n, total) for n in CONCURRENCY]
+        steps = [await steps_per_second(store, n) for n in CONCURRENCY]
+        return [appends, steps]
     finally:
         await store.close()
 
@@ -79,18 +94,28 @@ async def _drop(url: str, schema: str) -> None:
 async def main(total: int, url: str) -> None:
     schema = f"bench_{uuid.uuid4().hex[:12]}"
     with tempfile.TemporaryDirectory(prefix="threads-bench-") as tmp:
-        lite = await _engine_row(lambda: sqlite(Path(tmp) / "store"), total)
+        lite = await _engine_rows(lambda: sqlite(Path(tmp) / "store"), total)
     try:
-        pg = await _engine_row(
+        pg = await _engine_rows(
             lambda: postgres(url, schema=schema, min_size=16, max_size=16), total
         )
     finally:
         await _drop(url, schema)
-    print(f"appends/s, one event per append, ~{total} appends per cell\n")
+    titles = (
+        f"appends/s, one event per append, ~{total} appends per cell",
+        f"scripted steps/s (model turn + read_only tool), {STEPS} steps per thread",
+    )
+    for title, a_row, b_row in zip(titles, lite, pg, strict=True):
+        _table(title, a_row, b_row)
+
+
+def _table(title: str, lite: list[float], pg: list[float]) -> None:
+    print(f"{title}\n")
     print(f"{'threads':>8} | {'sqlite':>10} | {'postgres':>10} | {'pg/sqlite':>9}")
     print(f"{'-' * 8}-+-{'-' * 10}-+-{'-' * 10}-+-{'-' * 9}")
     for n, a, b in zip(CONCURRENCY, lite, pg, strict=True):
         print(f"{n:>8} | {a:>10.0f} | {b:>10.0f} | {b / a:>9.2f}")
+    print()
 
 
 if __name__ == "__main__":
