@@ -106,7 +106,10 @@ class Worker:
     async def serve(self, stop: asyncio.Event) -> WorkerStats:
         """Poll and run until ``stop`` is set, then shut down (grace period, then cancel)."""
         while not stop.is_set():
-            await self.poll(stop)
+            try:
+                await self.poll(stop)
+            except Exception as error:  # the store is unreachable for now: poll again later
+                self._log(f"poll failed: {type(error).__name__}: {error}")
             self._wake.clear()
             waiters = [asyncio.ensure_future(e.wait()) for e in (stop, self._wake)]
             await asyncio.wait(waiters, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)

@@ -66,7 +66,15 @@ Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 _DB_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 _NOW = f"COALESCE(%s::bigint, {_DB_NOW})"
 
-IDLE_IN_TRANSACTION_MS = 3000  # the server ends a transaction left idle this long
+IDLE_IN_TRANSACTION_MS = 5000  # the server ends a transaction left idle this long
+LOCK_WAIT_MS = 2000  # how long acquiring a lease waits on a row lock before checking why
+FROZEN_AFTER_MS = 5000  # a transaction waiting this long on its client belongs to a frozen host
+_END_FROZEN = (
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+    " WHERE application_name = %s AND pid <> pg_backend_pid() AND wait_event = 'ClientRead'"
+    " AND state IN ('active', 'idle in transaction')"
+    " AND xact_start < now() - make_interval(secs => %s)"
+)
 
 _DDL = """
 CREATE TABLE meta (
@@ -161,6 +169,7 @@ class PostgresStore:
             configure=self._configure,
             name=f"threads-{self.schema}",
         )
+        self._app = f"threads:{self.schema}"[:63]  # marks this schema's sessions
         self._ready = False
         self._closed = False
         self._open_lock = asyncio.Lock()
@@ -177,6 +186,7 @@ class PostgresStore:
         await conn.execute(
             f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}".encode()
         )
+        await conn.execute("SELECT set_config('application_name', %s, false)", (self._app,))
 
     async def _open(self) -> AsyncConnectionPool[Conn]:
         if self._closed:
@@ -341,8 +351,25 @@ class PostgresStore:
     # ---- leases --------------------------------------------------------------------------
 
     async def acquire_lease(self, branch_id: str, holder_id: str, ttl_ms: int) -> Lease:
+        try:
+            return await self._acquire(branch_id, holder_id, ttl_ms)
+        except psycopg.errors.LockNotAvailable:
+            await self._end_frozen_sessions()
+            raise StoreError(
+                "branch_busy",
+                "another session held this branch's row lock; it was checked, run again",
+            ) from None
+
+    async def _end_frozen_sessions(self) -> None:
+        """End this schema's sessions whose transaction has waited on its client for longer
+        than any of ours takes (a frozen or stopped host): their row locks go with them."""
+        async with self._conn() as conn:
+            await conn.execute(_END_FROZEN, (self._app, FROZEN_AFTER_MS / 1000))
+
+    async def _acquire(self, branch_id: str, holder_id: str, ttl_ms: int) -> Lease:
         now_param = self._now()
         async with self._txn() as conn:
+            await conn.execute(f"SET LOCAL lock_timeout = {LOCK_WAIT_MS}".encode())
             branch = await _branch(conn, branch_id)
             # A row to lock even for the first holder, so racing acquirers queue on it.
             await conn.execute(
