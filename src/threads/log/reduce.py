@@ -214,30 +214,18 @@ class Fold:
         unreported or in-doubt attempt at the model's declared bound."""
         currency, price, entry = self.model_price()
         known = 0
-        upper = 0
-        complete = True
-        bounded = True
+        in_doubt = 0  # responses without usage, attempts in flight or with an unknown outcome
         for response in self.responses:
-            usage = response["usage"]
-            amount = _priced(usage, price)
+            amount = usage_cost(response["usage"], price)
             if amount is None:
-                complete = False
-                bound = _attempt_bound(price, entry)
-                if bound is None:
-                    bounded = False
-                else:
-                    upper += bound
+                in_doubt += 1
             else:
                 known += amount
-                upper += amount
-        for attempt in self.attempts.values():
-            if attempt.outcome in (None, "unknown"):  # in flight or in doubt: may be billed
-                complete = False
-                bound = _attempt_bound(price, entry)
-                if bound is None:
-                    bounded = False
-                else:
-                    upper += bound
+        in_doubt += sum(1 for a in self.attempts.values() if a.outcome in (None, "unknown"))
+        bound = _attempt_bound(price, entry)
+        complete = in_doubt == 0
+        bounded = complete or bound is not None
+        upper = known + (in_doubt * bound if bound is not None else 0)
         return {
             "currency": currency,
             "known_nanos": known,
@@ -260,7 +248,9 @@ class Fold:
         return call
 
 
-def _priced(usage: dict[str, Any], price: dict[str, Any] | None) -> int | None:
+def usage_cost(usage: dict[str, Any], price: dict[str, Any] | None) -> int | None:
+    """Nanos one reported usage costs at ``price`` (the pinned per-token prices); None when
+    the provider left input or output unreported; 0 without a price."""
     inp, out = usage.get("input_tokens"), usage.get("output_tokens")
     if inp is None or out is None:
         return None

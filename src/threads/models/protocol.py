@@ -17,13 +17,28 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from threads.models.fence import Fence
 
 StopReason = Literal[
-    "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn",
-    "context_window_exceeded", "other",
+    "end_turn",
+    "tool_use",
+    "max_tokens",
+    "stop_sequence",
+    "refusal",
+    "pause_turn",
+    "context_window_exceeded",
+    "other",
 ]
 ProviderOutcome = Literal["not_sent", "unknown", "failed"]
 AbandonReason = Literal[
-    "crash", "timeout", "provider_error", "stream_broken", "cancelled", "steered",
-    "rate_limited", "overloaded", "server_error", "prompt_too_long", "guardrail",
+    "crash",
+    "timeout",
+    "provider_error",
+    "stream_broken",
+    "cancelled",
+    "steered",
+    "rate_limited",
+    "overloaded",
+    "server_error",
+    "prompt_too_long",
+    "guardrail",
 ]
 
 
@@ -36,6 +51,15 @@ class Price:
     cache_read: int | None = None
     cache_write: int | None = None
     currency: str = "USD"
+
+    def to_wire(self) -> dict[str, int]:
+        """The policy's per-token prices, as thread_started pins them."""
+        wire = {"input": self.input, "output": self.output}
+        if self.cache_read is not None:
+            wire["cache_read"] = self.cache_read
+        if self.cache_write is not None:
+            wire["cache_write"] = self.cache_write
+        return wire
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,12 +75,7 @@ class Agent:
             "provider": model.provider,
         }
         if model.price is not None:
-            price = {"input": model.price.input, "output": model.price.output}
-            if model.price.cache_read is not None:
-                price["cache_read"] = model.price.cache_read
-            if model.price.cache_write is not None:
-                price["cache_write"] = model.price.cache_write
-            entry["price"] = price
+            entry["price"] = model.price.to_wire()
             policy["currency"] = model.price.currency
         policy["models"] = [entry]
         if self.budget is not None:

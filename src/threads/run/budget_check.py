@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from threads.log.lines import Event
+from threads.log.reduce import usage_cost
 from threads.run.budget import Budget
 from threads.run.results import BudgetExhausted, BudgetInfo
 
@@ -51,6 +52,7 @@ class BudgetGuard:
 
     def spend(self, events: list[Event]) -> Spend:
         price = self.agent.model.price
+        price_wire = None if price is None else price.to_wire()
         bound_in, bound_out, bound_cost = self._bounds()
         spend = Spend()
         open_requests: dict[str, bool] = {}
@@ -64,17 +66,12 @@ class BudgetGuard:
                 inp, out = usage.get("input_tokens"), usage.get("output_tokens")
                 spend.input_tokens += bound_in if inp is None else inp
                 spend.output_tokens += bound_out if out is None else out
-                if inp is None or out is None:
+                cost = usage_cost(usage, price_wire)
+                if cost is None:
                     spend.upper_bound = True
                     spend.cost_nanos += bound_cost
-                elif price is not None:
-                    spend.cost_nanos += inp * price.input + out * price.output
-                    spend.cost_nanos += (usage.get("cache_read_tokens") or 0) * (
-                        price.cache_read or 0
-                    )
-                    spend.cost_nanos += (usage.get("cache_write_tokens") or 0) * (
-                        price.cache_write or 0
-                    )
+                else:
+                    spend.cost_nanos += cost
             elif event.type == "model_attempt_abandoned":
                 open_requests.pop(event.data["request_event_id"], None)
                 if event.data["provider_outcome"] == "unknown":
