@@ -102,20 +102,10 @@ class Agent:
         ``ceiling``: a run-level ``Permissions`` that can only narrow the agent's (each call is
         decided under both, the stricter wins). It is not recorded in the log: pass it again
         on every run of the thread; calls decided earlier are checked against it again."""
-        from threads.run.runner import start_run
-        from threads.run.writer import DEFAULT_LEASE_TTL_MS
+        from threads.run.runner import RunOptions, start_run
 
-        return await start_run(
-            self,
-            input,
-            thread_id=thread,
-            store=store,
-            deps=deps,
-            budget=budget,
-            principal=principal,
-            ttl_ms=lease_ttl_ms or DEFAULT_LEASE_TTL_MS,
-            ceiling=ceiling,
-        )
+        options = RunOptions(thread, store, deps, budget, principal, lease_ttl_ms, ceiling)
+        return await start_run(self, input, options)
 
     def run_sync(
         self,
@@ -126,21 +116,14 @@ class Agent:
         deps: Any = None,
         budget: Budget | None = None,
         principal: Principal | None = None,
+        lease_ttl_ms: int | None = None,
         ceiling: Permissions | None = None,
     ) -> RunResult:
         """Blocking ``run``. Ctrl-C cancels the run durably (``cancel_requested`` is recorded)."""
-        from threads.run.runner import run_blocking
+        from threads.run.runner import RunOptions, run_blocking
 
-        return run_blocking(
-            self,
-            input,
-            thread_id=thread,
-            store=store,
-            deps=deps,
-            budget=budget,
-            principal=principal,
-            ceiling=ceiling,
-        )
+        options = RunOptions(thread, store, deps, budget, principal, lease_ttl_ms, ceiling)
+        return run_blocking(self, input, options)
 
     @contextlib.asynccontextmanager
     async def stream(
@@ -152,27 +135,17 @@ class Agent:
         deps: Any = None,
         budget: Budget | None = None,
         principal: Principal | None = None,
+        lease_ttl_ms: int | None = None,
         ceiling: Permissions | None = None,
     ) -> AsyncIterator[RunStream]:
         """Live items while the run works: committed ``Event``s and ``TextDelta``s (deltas are
         shown, never recorded). ``await s.result`` gives the outcome."""
-        from threads.run.runner import start_run
+        from threads.run.runner import RunOptions, start_run
         from threads.run.streaming import RunStream
 
         stream = RunStream()
-        task = asyncio.create_task(
-            start_run(
-                self,
-                input,
-                thread_id=thread,
-                store=store,
-                deps=deps,
-                budget=budget,
-                principal=principal,
-                sink=stream,
-                ceiling=ceiling,
-            )
-        )
+        options = RunOptions(thread, store, deps, budget, principal, lease_ttl_ms, ceiling)
+        task = asyncio.create_task(start_run(self, input, options, sink=stream))
         stream.attach(task)
         try:
             yield stream

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from threads.errors import ConfigError, NotFound, StoreError, ThreadsError
@@ -37,22 +38,31 @@ def default_store() -> Store:
     return sqlite(".threads")
 
 
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """What ``Agent.run``, ``run_sync`` and ``stream`` take besides the input (see there)."""
+
+    thread: str | None = None
+    store: Store | None = None
+    deps: Any = None
+    budget: Budget | None = None
+    principal: Principal | None = None
+    lease_ttl_ms: int | None = None
+    ceiling: Permissions | None = None
+
+
 async def start_run(
     agent: Agent,
     input: str | None,
+    options: RunOptions,
     *,
-    thread_id: str | None,
-    store: Store | None,
-    deps: Any,
-    budget: Budget | None,
-    principal: Principal | None,
     sink: RunStream | None = None,
-    holder_id: str | None = None,
-    ttl_ms: int = DEFAULT_LEASE_TTL_MS,
-    ceiling: Permissions | None = None,
 ) -> RunResult:
-    store = store if store is not None else default_store()
-    principal = principal or LOCAL_OPERATOR
+    store = options.store if options.store is not None else default_store()
+    principal = options.principal or LOCAL_OPERATOR
+    budget, deps, ceiling = options.budget, options.deps, options.ceiling
+    ttl_ms = options.lease_ttl_ms or DEFAULT_LEASE_TTL_MS
+    thread_id = options.thread
     if budget is not None:
         budget.check_enforceable(agent.model)
     now = store.clock.now_ms()
@@ -75,7 +85,7 @@ async def start_run(
         branch_id = branch.branch_id
     handle = Thread(store, thread_id, principal=principal, approvers=agent.approvers)
     try:
-        lease = await store.acquire_lease(branch_id, holder_id or uuid7(now), ttl_ms)
+        lease = await store.acquire_lease(branch_id, uuid7(now), ttl_ms)
     except StoreError as exc:
         return Failed(handle, ErrorInfo(exc.code, exc.message))
     writer: BranchWriter | None = None
@@ -152,32 +162,11 @@ def _check_pinned(agent: Agent, fold: Fold) -> None:
         )
 
 
-def run_blocking(
-    agent: Agent,
-    input: str | None,
-    *,
-    thread_id: str | None,
-    store: Store | None,
-    deps: Any,
-    budget: Budget | None,
-    principal: Principal | None,
-    ceiling: Permissions | None = None,
-) -> RunResult:
+def run_blocking(agent: Agent, input: str | None, options: RunOptions) -> RunResult:
     """``run_sync``: Ctrl-C records ``cancel_requested`` and lets the run end ``Cancelled``."""
 
     async def main() -> RunResult:
-        task = asyncio.create_task(
-            start_run(
-                agent,
-                input,
-                thread_id=thread_id,
-                store=store,
-                deps=deps,
-                budget=budget,
-                principal=principal,
-                ceiling=ceiling,
-            )
-        )
+        task = asyncio.create_task(start_run(agent, input, options))
         loop = asyncio.get_running_loop()
         interrupted = asyncio.Event()
 
