@@ -13,11 +13,13 @@ from typing import Protocol
 import pytest
 
 from threads.clock import FakeClock
-from threads.errors import NotFound, StoreError
+from threads.errors import LogError, NotFound, StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
+from threads.log.verify import verify_export
 from threads.store.protocol import Lease, PendingArtifact, Segment, Store
 from threads.store.sqlite import INLINE_ARTIFACT_LIMIT, sqlite
+from threads.store.transfer import export_branch
 from threads.testing.sample_log import SampleLog
 
 TENANT = "acme"
@@ -108,9 +110,7 @@ async def test_unknown_branch_is_not_found(store: Store) -> None:
         await store.read_chain("0192b000-0000-7000-8000-00000000dead")
 
 
-async def test_creating_an_existing_branch_is_seq_conflict(
-    store: Store, clock: FakeClock
-) -> None:
+async def test_creating_an_existing_branch_is_seq_conflict(store: Store, clock: FakeClock) -> None:
     log = await new_thread(store, clock)
     await expect_code("seq_conflict", store.create_branch(log.header, tenant_id=TENANT))
 
@@ -176,9 +176,7 @@ async def test_live_foreign_lease_is_branch_busy(store: Store, clock: FakeClock)
     await store.check_lease(held)
 
 
-async def test_takeover_after_expiry_fences_the_old_holder(
-    store: Store, clock: FakeClock
-) -> None:
+async def test_takeover_after_expiry_fences_the_old_holder(store: Store, clock: FakeClock) -> None:
     log = await new_thread(store, clock)
     old = await store.acquire_lease(log.header.branch_id, "runner-1", TTL)
     await write_turn(store, log, old)
@@ -225,7 +223,9 @@ async def test_child_branch_epoch_continues_the_parent_chain(
     await _store_imported(store, root)
     child = root.branch()
     await store.create_branch(
-        child.header, tenant_id=TENANT, parent_branch_id=root.header.branch_id,
+        child.header,
+        tenant_id=TENANT,
+        parent_branch_id=root.header.branch_id,
         fork_at_seq=child.fork_at_seq,
     )
     lease = await store.acquire_lease(child.header.branch_id, "runner-1", TTL)
@@ -235,7 +235,8 @@ async def test_child_branch_epoch_continues_the_parent_chain(
     await store.append(child.header.branch_id, [fork], expected_seq=fork.seq - 1, lease=lease)
     chain = await store.read_chain(child.header.branch_id)
     assert [s.header.branch_id for s in chain.segments] == [
-        root.header.branch_id, child.header.branch_id,
+        root.header.branch_id,
+        child.header.branch_id,
     ]
     assert chain.events[-1].seq == root.last_seq + 1
     assert chain.events[-1].type == "fork"
@@ -255,8 +256,11 @@ async def test_renew_never_revives_a_lost_lease(store: Store, clock: FakeClock) 
 
 async def _store_imported(store: Store, log: SampleLog) -> None:
     await store.store_segment(
-        Segment(log.header, log.events, None), tenant_id=TENANT, parent_branch_id=None,
-        head_verified=True, dropped_ref=None,
+        Segment(log.header, log.events, None),
+        tenant_id=TENANT,
+        parent_branch_id=None,
+        head_verified=True,
+        dropped_ref=None,
     )
 
 
@@ -302,6 +306,25 @@ async def test_edited_stored_line_is_log_corrupt_with_its_seq(
     assert error.seq == edited.seq + 1  # the next line's prev_hash no longer matches
 
 
+async def test_a_corrupt_branch_exports_for_inspection_as_stored(
+    store: Store, tamper: Tamper, clock: FakeClock
+) -> None:
+    log = await new_thread(store, clock)
+    lease = await store.acquire_lease(log.header.branch_id, "runner-1", TTL)
+    await write_turn(store, log, lease)
+    edited = log.events[2]
+    changed = edited.line.replace(b'"attempt":1', b'"attempt":2')
+    tamper.replace_line(log.header.branch_id, edited.seq, changed)
+    await expect_code("log_corrupt", export_branch(store, log.header.branch_id))
+    raw = await export_branch(store, log.header.branch_id, inspect=True)
+    lines = raw.split(b"\n")
+    assert lines[0] == log.header.line
+    assert lines[edited.seq] == changed  # the stored bytes, as they are
+    with pytest.raises(LogError) as refused:
+        verify_export(raw)  # ...and the export fails exactly where the branch is corrupt
+    assert (refused.value.code, refused.value.seq) == ("prev_hash_mismatch", edited.seq + 1)
+
+
 async def test_append_stores_its_artifacts_in_the_same_transaction(
     store: Store, clock: FakeClock
 ) -> None:
@@ -311,13 +334,19 @@ async def test_append_stores_its_artifacts_in_the_same_transaction(
     started = log.started()
     request = b'{"role":"user"}\n'
     refused = store.append(
-        log.header.branch_id, [started], expected_seq=5, lease=lease,
+        log.header.branch_id,
+        [started],
+        expected_seq=5,
+        lease=lease,
         artifacts=[PendingArtifact(request, "application/x-ndjson")],
     )
     await expect_code("seq_conflict", refused)
     await expect_code("artifact_missing", store.get_artifact(sha256_hex(request)))
     await store.append(
-        log.header.branch_id, [started], expected_seq=0, lease=lease,
+        log.header.branch_id,
+        [started],
+        expected_seq=0,
+        lease=lease,
         artifacts=[PendingArtifact(request, "application/x-ndjson")],
     )
     assert await store.get_artifact(sha256_hex(request)) == request

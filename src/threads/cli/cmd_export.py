@@ -1,4 +1,5 @@
-"""``threads export BRANCH_ID [--store DIR] [-o FILE]``: the branch's export, bytes exact.
+"""``threads export BRANCH_ID [--store DIR] [-o FILE] [--inspect]``: the branch's export,
+bytes exact (``--inspect``: the stored bytes unchecked, to look at a corrupt branch).
 
 Invariant: the bytes written are exactly ``export_branch``'s (no newline translation, no
 encoding), to stdout unless ``-o`` names a file.
@@ -18,18 +19,24 @@ from threads.store.transfer import export_branch
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "export", help="write a branch's log (JSONL + head line)",
+        "export",
+        help="write a branch's log (JSONL + head line)",
         description="Write BRANCH_ID's resolved chain as JSONL plus its head line.",
     )
     parser.add_argument("branch_id", metavar="BRANCH_ID")
     add_store_option(parser)
     parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    parser.add_argument(
+        "--inspect",
+        action="store_true",
+        help="write the stored bytes as they are, unchecked (for a branch reported log_corrupt)",
+    )
     parser.set_defaults(handler=run)
 
 
 async def run(args: argparse.Namespace) -> int:
     async with opened_store(args.store) as store:
-        data = await export_branch(store, args.branch_id)
+        data = await export_branch(store, args.branch_id, inspect=args.inspect)
     if args.output is None:
         sys.stdout.flush()
         sys.stdout.buffer.write(data)

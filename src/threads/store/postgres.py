@@ -336,7 +336,10 @@ class PostgresStore:
                     (last.seq, last.hash, branch_id),
                 )
 
-    async def read_chain(self, branch_id: str) -> Chain:
+    async def _stored_chain(
+        self, branch_id: str
+    ) -> tuple[BranchInfo, list[tuple[BranchInfo, bytes, list[bytes]]]]:
+        """The resolved chain's stored bytes, segment by segment, in one snapshot, unchecked."""
         async with self._txn(snapshot=True) as conn:
             target = await _branch(conn, branch_id)
             lineage: list[tuple[BranchInfo, int | None]] = [(target, None)]
@@ -344,9 +347,18 @@ class PostgresStore:
                 child = lineage[-1][0]
                 assert child.parent_branch_id is not None
                 lineage.append((await _branch(conn, child.parent_branch_id), child.fork_at_seq))
-            segments = [await _segment(conn, info, cut) for info, cut in reversed(lineage)]
+            stored = [await _stored_segment(conn, info, cut) for info, cut in reversed(lineage)]
+        return target, stored
+
+    async def read_chain(self, branch_id: str) -> Chain:
+        target, stored = await self._stored_chain(branch_id)
+        segments = [build_segment(info, header, lines) for info, header, lines in stored]
         check_chain(target, segments)
         return Chain(target, segments)
+
+    async def stored_lines(self, branch_id: str) -> tuple[BranchInfo, list[bytes]]:
+        target, stored = await self._stored_chain(branch_id)
+        return target, [line for _, header, lines in stored for line in (header, *lines)]
 
     # ---- leases --------------------------------------------------------------------------
 
@@ -594,9 +606,11 @@ async def _lines(conn: Conn, branch_id: str, through_seq: int | None) -> list[by
     return [bytes(line) for (line,) in await cursor.fetchall()]
 
 
-async def _segment(conn: Conn, info: BranchInfo, cut: int | None) -> Segment:
+async def _stored_segment(
+    conn: Conn, info: BranchInfo, cut: int | None
+) -> tuple[BranchInfo, bytes, list[bytes]]:
     cursor = conn.cursor(binary=True)
     await cursor.execute("SELECT header_line FROM branches WHERE branch_id = %s", (info.branch_id,))
     row = await cursor.fetchone()
     assert row is not None
-    return build_segment(info, bytes(row[0]), await _lines(conn, info.branch_id, cut))
+    return info, bytes(row[0]), await _lines(conn, info.branch_id, cut)

@@ -103,6 +103,11 @@ class Store(Protocol):
         ``expected_seq`` (else ``seq_conflict``), then artifacts, events and the new head."""
         ...
 
+    async def stored_lines(self, branch_id: str) -> tuple[BranchInfo, list[bytes]]:
+        """The resolved chain's stored header and event lines exactly as they are, with no
+        check at all: for inspecting (exporting) a branch that ``read_chain`` refuses."""
+        ...
+
     async def read_chain(self, branch_id: str) -> Chain:
         """The resolved chain; ``log_corrupt`` if stored bytes no longer chain to the head."""
         ...

@@ -74,8 +74,8 @@ def decode_line(raw: bytes, branch_id: str) -> dict[str, Any]:
 def corrupt(branch_id: str, seq: int | None, cause: str) -> StoreError:
     return StoreError(
         "log_corrupt",
-        f"branch {branch_id} is corrupt ({cause}); it can be read and exported for inspection"
-        " but not run. Fork it for repair at the last good seq, or restore it from an export.",
+        f"branch {branch_id} is corrupt ({cause}); it can't be run. Export its stored bytes for"
+        " inspection (threads export --inspect), or restore it from a good export.",
         seq=seq,
     )
 

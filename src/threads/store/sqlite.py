@@ -333,6 +333,13 @@ class SQLiteStore:
         # process's writer would look like log_corrupt.
         return await self._run(self._txn(lambda conn: _read_chain(conn, branch_id), begin="BEGIN"))
 
+    async def stored_lines(self, branch_id: str) -> tuple[BranchInfo, list[bytes]]:
+        def read(conn: sqlite3.Connection) -> tuple[BranchInfo, list[bytes]]:
+            target, stored = _stored_chain(conn, branch_id)
+            return target, [line for _, header, lines in stored for line in (header, *lines)]
+
+        return await self._run(self._txn(read, begin="BEGIN"))
+
     # ---- leases --------------------------------------------------------------------------
 
     async def acquire_lease(self, branch_id: str, holder_id: str, ttl_ms: int) -> Lease:
@@ -557,7 +564,10 @@ def _segment_lines(
     return [bytes(line) for (line,) in conn.execute(sql + " ORDER BY seq", args)]
 
 
-def _read_chain(conn: sqlite3.Connection, branch_id: str) -> Chain:
+def _stored_chain(
+    conn: sqlite3.Connection, branch_id: str
+) -> tuple[BranchInfo, list[tuple[BranchInfo, bytes, list[bytes]]]]:
+    """The resolved chain's stored bytes, segment by segment, without any check."""
     target = _branch(conn, branch_id)
     lineage: list[tuple[BranchInfo, int | None]] = []
     branch, through = target, None
@@ -567,12 +577,18 @@ def _read_chain(conn: sqlite3.Connection, branch_id: str) -> Chain:
             break
         through = branch.fork_at_seq
         branch = _branch(conn, branch.parent_branch_id)
-    segments: list[Segment] = []
+    stored = []
     for info, cut in reversed(lineage):
         (header_line,) = conn.execute(
             "SELECT header_line FROM branches WHERE branch_id = ?", (info.branch_id,)
         ).fetchone()
-        segments.append(build_segment(info, bytes(header_line), _segment_lines(conn, info, cut)))
+        stored.append((info, bytes(header_line), _segment_lines(conn, info, cut)))
+    return target, stored
+
+
+def _read_chain(conn: sqlite3.Connection, branch_id: str) -> Chain:
+    target, stored = _stored_chain(conn, branch_id)
+    segments = [build_segment(info, header, lines) for info, header, lines in stored]
     check_chain(target, segments)
     return Chain(target, segments)
 

@@ -40,16 +40,21 @@ class ImportResult:
     torn_at_offset: int | None
 
 
-async def export_branch(store: Store, branch_id: str) -> bytes:
+async def export_branch(store: Store, branch_id: str, *, inspect: bool = False) -> bytes:
     """The branch's resolved chain as JSONL plus its Head line; raises ``log_corrupt`` when the
-    stored bytes no longer chain (read_chain checks that)."""
-    chain = await store.read_chain(branch_id)
-    parts: list[bytes] = []
-    for segment in chain.segments:
-        parts.append(segment.header.line)
-        parts.extend(event.line for event in segment.events)
-    parts.append(Head(branch_id, chain.branch.head_seq, chain.branch.head_hash).line())
-    return b"\n".join(parts) + b"\n"
+    stored bytes no longer chain (read_chain checks that). ``inspect=True`` writes the stored
+    bytes as they are, unchecked, with the stored head: how a corrupt branch is looked at (its
+    export then fails verification exactly where the branch is corrupt)."""
+    if inspect:
+        branch, lines = await store.stored_lines(branch_id)
+    else:
+        chain = await store.read_chain(branch_id)
+        branch = chain.branch
+        lines = [
+            line for s in chain.segments for line in (s.header.line, *(e.line for e in s.events))
+        ]
+    head = Head(branch_id, branch.head_seq, branch.head_hash).line()
+    return b"\n".join([*lines, head]) + b"\n"
 
 
 async def import_log(store: Store, data: bytes, *, tenant_id: str) -> ImportResult:
