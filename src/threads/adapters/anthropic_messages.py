@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from threads.adapters.base import DialectBase
 from threads.adapters.errors import MalformedResponseError
 from threads.adapters.wire import ToolCallAssembler, maybe, need, no_usage, sub
 from threads.models.protocol import ModelOutput, ModelRequest, StopReason, Usage
@@ -23,12 +24,8 @@ _STOP: dict[str, StopReason] = {
 }
 
 
-class MessagesDialect:
+class MessagesDialect(DialectBase):
     reserved_params = frozenset({"model", "messages", "system", "tools", "stream"})
-
-    def __init__(self, model: str, max_output_tokens: int) -> None:
-        self._model = model
-        self._max_output_tokens = max_output_tokens
 
     def render(self, request: ModelRequest, *, streaming: bool) -> dict[str, Any]:
         body: dict[str, Any] = {

@@ -49,6 +49,14 @@ class Dialect(Protocol):
     def read_complete(self, response: dict[str, Any]) -> ModelOutput: ...
 
 
+class DialectBase:
+    """What every dialect is built with: the provider's model name and the output cap it sends."""
+
+    def __init__(self, model: str, max_output_tokens: int) -> None:
+        self._model = model
+        self._max_output_tokens = max_output_tokens
+
+
 def as_dict(obj: object) -> dict[str, Any]:
     """An SDK model object (or mapping) as plain data, without its validation warnings."""
     to_dict = getattr(obj, "to_dict", None)

@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from threads.adapters.base import DialectBase
 from threads.adapters.errors import MalformedResponseError
 from threads.adapters.wire import ToolCallAssembler, maybe, need, no_usage, sub, text_of, tool_use
 from threads.models.protocol import ModelOutput, ModelRequest, StopReason, Usage
@@ -25,12 +26,8 @@ _FINISH: dict[str, StopReason] = {
 }
 
 
-class ChatDialect:
+class ChatDialect(DialectBase):
     reserved_params = frozenset({"model", "messages", "tools", "stream", "stream_options"})
-
-    def __init__(self, model: str, max_output_tokens: int) -> None:
-        self._model = model
-        self._max_output_tokens = max_output_tokens
 
     def render(self, request: ModelRequest, *, streaming: bool) -> dict[str, Any]:
         messages: list[dict[str, Any]] = []

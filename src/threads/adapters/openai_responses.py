@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from threads.adapters.base import DialectBase
 from threads.adapters.errors import MalformedResponseError
 from threads.adapters.wire import maybe, need, no_usage, sub, text_of, tool_use
 from threads.models.protocol import ModelCallError, ModelOutput, ModelRequest, StopReason, Usage
@@ -21,12 +22,8 @@ _INCOMPLETE_STOP: dict[str, StopReason] = {
 }
 
 
-class ResponsesDialect:
+class ResponsesDialect(DialectBase):
     reserved_params = frozenset({"model", "input", "instructions", "tools", "stream"})
-
-    def __init__(self, model: str, max_output_tokens: int) -> None:
-        self._model = model
-        self._max_output_tokens = max_output_tokens
 
     def render(self, request: ModelRequest, *, streaming: bool) -> dict[str, Any]:
         body: dict[str, Any] = {
