@@ -98,6 +98,9 @@ def server_error() -> Fail:
 
 
 class ScriptedModel:
+    """A ``Model`` that plays ``script`` (replies and provider errors), answers ``lookup`` from
+    ``lookup`` (keyed by model_request event id), and records every request it was sent."""
+
     provider = "scripted"
 
     def __init__(
@@ -184,21 +187,5 @@ class ScriptedModel:
         return self._lookups.get(event_id, LookupResult(status="unknown"))
 
 
-def scripted_model(
-    script: list[ScriptItem],
-    *,
-    name: str = "scripted-1",
-    context_window: int = 200_000,
-    max_output_tokens: int = 1024,
-    price: Price | None = None,
-    lookup: dict[str, LookupResult] | None = None,
-) -> ScriptedModel:
-    """A deterministic model for tests and the demo; see the module docstring."""
-    return ScriptedModel(
-        script,
-        name=name,
-        context_window=context_window,
-        max_output_tokens=max_output_tokens,
-        price=price,
-        lookup=lookup,
-    )
+# The public name: a deterministic model for tests and the demo (see the module docstring).
+scripted_model = ScriptedModel
