@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from threads import Principal, open_thread
+from threads.run.loop import CRASH_RESENDS, IN_DOUBT_REASONS
 from threads.store.sqlite import SQLiteStore
 from threads.testing.fake_service import FakeService
 
@@ -81,7 +82,8 @@ def transcript(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
 def human_decisions(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """(call_id, outcome) of every operator resolution in the log."""
     return [
-        (e["data"]["call_id"], e["data"]["outcome"]) for e in events
+        (e["data"]["call_id"], e["data"]["outcome"])
+        for e in events
         if e["type"] == "effect_resolved" and e["data"]["by"] == "human"
     ]
 
@@ -91,7 +93,8 @@ def call_keys(events: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
     branch = events[0]["branch_id"] if events else ""
     return {
         f"{branch}:{e['data']['call_id']}": (e["data"]["call_id"], e["data"]["name"])
-        for e in events if e["type"] == "tool_call"
+        for e in events
+        if e["type"] == "tool_call"
     }
 
 
@@ -106,6 +109,7 @@ class Drill:
     runs: int = 0
     kills: int = 0
     prefix_breaks: int = 0
+    resend_bound_hits: int = 0
     parked_keys: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -125,8 +129,12 @@ class Drill:
         return self.root / "store"
 
     def spec(self, **fields: Any) -> dict[str, Any]:
-        spec: dict[str, Any] = {"store": str(self.store_dir), "port": self.service.port,
-                                "profile": "drill", "label": f"run{self.runs}"}
+        spec: dict[str, Any] = {
+            "store": str(self.store_dir),
+            "port": self.service.port,
+            "profile": "drill",
+            "label": f"run{self.runs}",
+        }
         if self.clock_file is not None:
             spec["clock_file"] = str(self.clock_file)
         spec.update(fields)
@@ -139,7 +147,9 @@ class Drill:
         self.runs += 1
         proc = subprocess.run(
             [sys.executable, str(WORKER), "run", json.dumps(spec)],
-            capture_output=True, timeout=60, check=False,
+            capture_output=True,
+            timeout=60,
+            check=False,
         )
         after = log_lines(self.store_dir)
         if after[: len(before)] != before:
@@ -159,7 +169,8 @@ class Drill:
         self.runs += 1
         return subprocess.Popen(
             [sys.executable, str(WORKER), "run", json.dumps(spec)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
 
     def kill(self, proc: subprocess.Popen[bytes]) -> None:
@@ -205,8 +216,12 @@ class Drill:
         return "assume_done" if self.service.client().count(key) >= 1 else "assume_not_done"
 
     def drive(
-        self, inputs: list[str], kills: list[dict[str, Any] | None], *,
-        decide: Any = None, max_runs: int = 60,
+        self,
+        inputs: list[str],
+        kills: list[dict[str, Any] | None],
+        *,
+        decide: Any = None,
+        max_runs: int = 60,
     ) -> dict[str, Any]:
         """Run the thread until every input's turn completed; kill points are used in order
         (one per worker run, ``None`` for no kill). Parks are settled by ``decide(key)``."""
@@ -229,9 +244,33 @@ class Drill:
                     assert kind == "effect", result
                     self.parked_keys.append(key)
                     self.resolve(key, decide(key))
+            elif result["status"] == "failed" and resend_bound_reached(log_events(self.store_dir)):
+                # Crashes kept landing right after the same model_request: the loop stops
+                # resending (bounded crash resends) and ends the turn; the thread is done.
+                self.resend_bound_hits += 1
+                return {"status": "resend_bound"}
             elif result["status"] not in ("killed", "completed"):
                 raise AssertionError(f"unexpected outcome {result}")
         raise AssertionError("the thread did not finish within max_runs worker runs")
+
+
+def resend_bound_reached(events: list[dict[str, Any]]) -> bool:
+    """The log ends with a turn closed ``error`` right after more than ``CRASH_RESENDS``
+    attempts of one request were abandoned in doubt, and nothing answered in between."""
+    if not events or events[-1]["type"] != "turn_completed":
+        return False
+    if events[-1]["data"] != {"reason": "error"}:
+        return False
+    in_doubt = 0
+    for event in reversed(events[:-1]):
+        if event["type"] in ("model_response", "model_response_recovered", "user_input"):
+            break
+        if (
+            event["type"] == "model_attempt_abandoned"
+            and event["data"]["reason"] in IN_DOUBT_REASONS
+        ):
+            in_doubt += 1
+    return in_doubt > CRASH_RESENDS
 
 
 def duplicates(drill: Drill) -> dict[str, int]:
@@ -241,6 +280,5 @@ def duplicates(drill: Drill) -> dict[str, int]:
     accepted = {call for call, outcome in human_decisions(events) if outcome == "assume_not_done"}
     counts = drill.service.client().snapshot()["counts"]
     return {
-        key: n for key, n in counts.items()
-        if n > 1 and keys.get(key, ("", ""))[0] not in accepted
+        key: n for key, n in counts.items() if n > 1 and keys.get(key, ("", ""))[0] not in accepted
     }
