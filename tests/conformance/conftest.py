@@ -1,6 +1,9 @@
 """Per-kind conformance totals, printed at the end of the session:
-``conformance <kind>: N passed, N failed, N skipped``, plus which passes compared a partial
-expectation (no expected file, or an expected.json older than the fields we now compute)."""
+``conformance <kind>: N passed, N failed, N skipped`` (known failures, run as strict xfail, are
+counted as failed and named ``known``), then the summary line
+``conformance: N passed, N failed, N skipped`` over every kind, plus which passes compared a
+partial expectation (no expected file, or an expected.json older than the fields we now
+compute)."""
 
 from __future__ import annotations
 
@@ -25,7 +28,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         return
     kind = case_id.split("/", 1)[0]
     counts = _results.setdefault(kind, Counter())
-    if report.skipped:
+    if hasattr(report, "wasxfail") and report.skipped:
+        counts["failed"] += 1
+        counts["known"] += 1
+    elif report.skipped:
         counts["skipped"] += 1
     elif report.failed:
         counts["failed"] += 1
@@ -37,9 +43,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _results:
+        return
+    total: Counter[str] = Counter()
     for kind, counts in sorted(_results.items()):
+        total.update(counts)
+        known = f" ({counts['known']} known)" if counts["known"] else ""
         terminalreporter.write_line(
-            f"conformance {kind}: {counts['passed']} passed, {counts['failed']} failed, "
+            f"conformance {kind}: {counts['passed']} passed, {counts['failed']} failed{known}, "
             f"{counts['skipped']} skipped"
         )
     for why, case_ids in sorted(_partial.items()):
@@ -47,3 +58,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"conformance partial comparison, {why}: {len(case_ids)} passed case(s): "
             + ", ".join(case_ids)
         )
+    terminalreporter.write_line(
+        f"conformance: {total['passed']} passed, {total['failed']} failed, "
+        f"{total['skipped']} skipped"
+    )

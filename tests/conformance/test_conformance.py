@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 from fork import run_fork
+from known_failures import KNOWN_FAILURES
 from recover import run_recover
 from runner import KIND_RUNNERS, Case, CaseSkipped, cases_dir, discover, run_case
 
@@ -21,9 +22,26 @@ if not CASES_DIR.is_dir():
     )
 
 CASES = discover(CASES_DIR)
+PARAMS = [
+    pytest.param(
+        case,
+        id=case.case_id,
+        marks=(
+            [pytest.mark.xfail(strict=True, reason=f"known: {KNOWN_FAILURES[case.case_id]}")]
+            if case.case_id in KNOWN_FAILURES
+            else []
+        ),
+    )
+    for case in CASES
+]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.case_id for c in CASES])
+def test_known_failures_name_existing_cases() -> None:
+    """A stale entry would hide nothing and never shrink: every listed case must exist."""
+    assert set(KNOWN_FAILURES) <= {case.case_id for case in CASES}
+
+
+@pytest.mark.parametrize("case", PARAMS)
 def test_case(case: Case, record_property: Callable[[str, object], None]) -> None:
     try:
         expected = run_case(case)
