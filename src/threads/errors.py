@@ -70,6 +70,13 @@ API_CODES: frozenset[str] = frozenset(
         "invalid_argument",
         "not_pending",
         "interrupted",
+        # faults of the store's environment (never log_corrupt: the log itself may be healthy)
+        "store_busy",
+        "store_read_only",
+        "store_full",
+        "store_unavailable",
+        "store_corrupt",
+        "import_too_large",
     }
 )
 

@@ -15,7 +15,6 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-import psycopg
 import pytest
 from postgres_support import (
     drop_schema,
@@ -31,7 +30,7 @@ from threads.errors import StoreError
 from threads.store.postgres import PostgresStore, postgres
 from threads.store.protocol import Store
 from threads.store.sqlite import sqlite
-from threads.testing.sample_log import SampleLog
+from threads.testing.sample_log import USER, SampleLog
 
 TENANT = "acme"
 TTL = 30_000
@@ -139,7 +138,7 @@ async def test_racing_appends_at_one_seq_exactly_one_lands(
     started = log.started()
     rivals = []
     for i in range(6):  # every rival claims seq 2 after the same head
-        rivals.append(log.add("user_input", {"source": "api", "text": f"rival {i}"}))
+        rivals.append(log.add("user_input", {"source": "api", "text": f"rival {i}"}, USER))
         log.events.pop()
     assert {r.seq for r in rivals} == {2}
     await stores[0].append(log.header.branch_id, [started], expected_seq=0, lease=lease)
@@ -286,7 +285,8 @@ async def test_unreachable_server_fails_fast_with_the_reason() -> None:
         port = probe.getsockname()[1]
     store = postgres(f"postgresql://postgres@127.0.0.1:{port}/test", clock=FakeClock())
     try:
-        with pytest.raises(psycopg.OperationalError, match=rf"port {port} failed"):
+        with pytest.raises(StoreError, match=rf"port {port} failed") as caught:
             await asyncio.wait_for(store.list_threads(), timeout=15)
+        assert caught.value.code == "store_unavailable"
     finally:
         await store.close()

@@ -11,7 +11,7 @@ import pytest
 import threads.store.sqlite as sqlite_engine
 from threads.clock import FakeClock
 from threads.store.sqlite import sqlite
-from threads.testing.sample_log import SampleLog
+from threads.testing.sample_log import USER, SampleLog
 
 
 async def test_append_by_another_process_mid_read_is_not_log_corrupt(
@@ -24,7 +24,7 @@ async def test_append_by_another_process_mid_read_is_not_log_corrupt(
     lease = await store.acquire_lease(log.header.branch_id, "runner-1", 30_000)
     log.epoch = lease.epoch
     await store.append(log.header.branch_id, [log.started()], expected_seq=0, lease=lease)
-    late = log.add("user_input", {"source": "api", "text": "appended mid-read"})
+    late = log.add("user_input", {"source": "api", "text": "appended mid-read"}, USER)
     read_lines = sqlite_engine._segment_lines
 
     def commit_elsewhere_then_read(conn: sqlite3.Connection, *args: object) -> list[bytes]:

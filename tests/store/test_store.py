@@ -20,7 +20,7 @@ from threads.log.verify import verify_export
 from threads.store.protocol import Lease, PendingArtifact, Segment, Store
 from threads.store.sqlite import INLINE_ARTIFACT_LIMIT, sqlite
 from threads.store.transfer import export_branch
-from threads.testing.sample_log import SampleLog
+from threads.testing.sample_log import USER, SampleLog
 
 TENANT = "acme"
 TTL = 30_000
@@ -96,7 +96,7 @@ async def test_wrong_expected_seq_is_seq_conflict_and_writes_nothing(
     lease = await store.acquire_lease(log.header.branch_id, "runner-1", TTL)
     await write_turn(store, log, lease)
     before = await stored_lines(store, log.header.branch_id)
-    late = log.add("user_input", {"source": "api", "text": "again"})
+    late = log.add("user_input", {"source": "api", "text": "again"}, USER)
 
     await expect_code(
         "seq_conflict",
@@ -122,7 +122,7 @@ async def _refused_append(store: Store, log: SampleLog, lease: Lease) -> None:
     """The append under ``lease`` is ``stale_epoch`` and the branch is unchanged."""
     before = await stored_lines(store, log.header.branch_id)
     log.epoch = lease.epoch
-    event = log.add("user_input", {"source": "api", "text": "late"})
+    event = log.add("user_input", {"source": "api", "text": "late"}, USER)
     await expect_code(
         "stale_epoch",
         store.append(log.header.branch_id, [event], expected_seq=event.seq - 1, lease=lease),
@@ -303,7 +303,7 @@ async def test_edited_stored_line_is_log_corrupt_with_its_seq(
         log.header.branch_id, edited.seq, edited.line.replace(b'"attempt":1', b'"attempt":2')
     )
     error = await expect_code("log_corrupt", store.read_chain(log.header.branch_id))
-    assert error.seq == edited.seq + 1  # the next line's prev_hash no longer matches
+    assert error.seq == edited.seq  # the damaged line itself, not the next one
 
 
 async def test_a_corrupt_branch_exports_for_inspection_as_stored(

@@ -13,9 +13,9 @@ clock was injected, whose reading is then passed in instead; stored bytes are ne
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 try:
     import psycopg
@@ -30,6 +30,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the import test wi
 from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
 from threads.log.lines import Event, Header
+from threads.store.faults import fault
 from threads.store.protocol import (
     ArtifactRef,
     BranchInfo,
@@ -49,7 +50,9 @@ from threads.store.rows import (
     dropped_ref_text,
     event_rows,
     free_roots_query,
+    next_epoch,
     require_batch,
+    require_first_events,
     require_free,
     require_head,
     require_live,
@@ -61,6 +64,8 @@ from threads.store.rows import (
 )
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+P = ParamSpec("P")
+T = TypeVar("T")
 
 # The database's clock in Unix ms; ``COALESCE`` lets an injected test clock's reading win.
 _DB_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
@@ -143,6 +148,41 @@ _INSERT_EVENTS = (
 )
 
 
+# ---- faults ---------------------------------------------------------------------------------
+
+
+def pg_fault(exc: psycopg.Error) -> StoreError:
+    """A database fault as its coded ``StoreError`` (never raw psycopg, never ``log_corrupt``)."""
+    lines = str(exc).strip().splitlines()
+    detail = f"Postgres: {lines[0] if lines else type(exc).__name__}"
+    if isinstance(exc, psycopg.errors.InsufficientResources):  # disk full, out of memory
+        return fault("store_full", detail)
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return fault("store_read_only", detail)
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return fault("store_read_only", detail)
+    return fault("store_unavailable", detail)
+
+
+def _reconnecting(
+    method: Callable[Concatenate[PostgresStore, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[PostgresStore, P], Coroutine[Any, Any, T]]:
+    """Run a method that is safe to repeat once more after a lost connection (a server
+    restart, an ended backend): the pool first drops its dead connections. A second loss is
+    ``store_unavailable``."""
+
+    async def again(self: PostgresStore, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await method(self, *args, **kwargs)
+        except StoreError as exc:
+            if exc.code != "store_unavailable" or self._closed or not self._ready:
+                raise
+        await self._drop_dead_connections()
+        return await method(self, *args, **kwargs)
+
+    return again
+
+
 class PostgresStore:
     """See the module docstring. Create with ``threads.store.postgres.postgres(url)``."""
 
@@ -207,9 +247,14 @@ class PostgresStore:
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[Conn]:
-        pool = await self._open()
-        async with pool.connection() as conn:
-            yield conn
+        try:
+            pool = await self._open()
+            async with pool.connection() as conn:
+                yield conn
+        except psycopg.errors.LockNotAvailable:
+            raise  # acquire_lease answers it (branch_busy)
+        except (psycopg.OperationalError, psycopg.InternalError) as exc:
+            raise pg_fault(exc) from None
 
     @asynccontextmanager
     async def _txn(self, *, snapshot: bool = False) -> AsyncIterator[Conn]:
@@ -218,6 +263,12 @@ class PostgresStore:
             if snapshot:
                 await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             yield conn
+
+    async def _drop_dead_connections(self) -> None:
+        try:
+            await self._pool.check()
+        except psycopg.Error as exc:
+            raise pg_fault(exc) from None
 
     def _now(self) -> int | None:
         """The injected clock's reading, or None: the database's clock decides."""
@@ -239,7 +290,9 @@ class PostgresStore:
         parent_branch_id: str | None = None,
         fork_at_seq: int | None = None,
         state: str = "ready",
+        events: Sequence[Event] = (),
     ) -> None:
+        head_seq, head_hash = require_first_events(header, fork_at_seq, events)
         try:
             async with self._txn() as conn:
                 if parent_branch_id is None:
@@ -259,33 +312,42 @@ class PostgresStore:
                         fork_at_seq,
                         header.line,
                         state,
-                        fork_at_seq or 0,
-                        header.hash,
+                        head_seq,
+                        head_hash,
                     ),
                 )
+                if events:
+                    await conn.cursor().executemany(
+                        _INSERT_EVENTS, event_rows(header.branch_id, events)
+                    )
         except psycopg.IntegrityError:
             raise StoreError(
                 "seq_conflict", f"branch {header.branch_id} already exists; open it instead"
             ) from None
 
+    @_reconnecting
     async def get_branch(self, branch_id: str) -> BranchInfo:
         async with self._conn() as conn:
             return await _branch(conn, branch_id)
 
+    @_reconnecting
     async def root_branch(self, thread_id: str) -> BranchInfo:
         rows = await self._branches("thread_id = %s AND parent_branch_id IS NULL", (thread_id,))
         if not rows:
             raise NotFound(f"no thread {thread_id} in this store")
         return rows[0]
 
+    @_reconnecting
     async def list_branches(self, thread_id: str) -> list[BranchInfo]:
         return await self._branches("thread_id = %s", (thread_id,))
 
+    @_reconnecting
     async def list_threads(self, tenant_id: str | None = None) -> list[BranchInfo]:
         if tenant_id is None:
             return await self._branches("parent_branch_id IS NULL", ())
         return await self._branches("parent_branch_id IS NULL AND tenant_id = %s", (tenant_id,))
 
+    @_reconnecting
     async def list_free_threads(self) -> list[BranchInfo]:
         async with self._conn() as conn:
             cursor = await conn.execute(_FREE_ROOTS, (self._now(),))
@@ -297,6 +359,7 @@ class PostgresStore:
             cursor = await conn.execute(query.encode(), args)
             return [branch_from_row(row) for row in await cursor.fetchall()]
 
+    @_reconnecting
     async def set_branch_state(self, branch_id: str, state: str) -> None:
         async with self._conn() as conn:
             await conn.execute(
@@ -315,6 +378,32 @@ class PostgresStore:
         artifacts: Sequence[PendingArtifact] = (),
     ) -> None:
         require_batch(branch_id, lease, events)
+        written = [False]  # set once the writes (and COMMIT) may have reached the server
+        try:
+            await self._append(
+                branch_id, events=events, expected_seq=expected_seq, lease=lease,
+                artifacts=artifacts, written=written,
+            )
+        except StoreError as exc:
+            # A connection lost before any write was sent committed nothing: send it again.
+            if exc.code != "store_unavailable" or written[0] or self._closed:
+                raise
+            await self._drop_dead_connections()
+            await self._append(
+                branch_id, events=events, expected_seq=expected_seq, lease=lease,
+                artifacts=artifacts, written=written,
+            )
+
+    async def _append(
+        self,
+        branch_id: str,
+        *,
+        events: Sequence[Event],
+        expected_seq: int,
+        lease: Lease,
+        artifacts: Sequence[PendingArtifact],
+        written: list[bool],
+    ) -> None:
         # Pipelined: BEGIN + the locking read are one round trip, the writes + COMMIT another.
         async with self._conn() as conn, conn.pipeline() as pipeline, conn.transaction():
             cursor = await conn.execute(_LEASE_AND_HEAD, (self._now(), branch_id))
@@ -326,6 +415,7 @@ class PostgresStore:
                 raise stale_epoch(lease)
             require_live(row[:3], lease, int(row[3]))
             require_head(branch_id, row[4:], expected_seq, events)
+            written[0] = True
             for artifact in artifacts:
                 await _insert_artifact(conn, artifact)
             if events:
@@ -350,18 +440,21 @@ class PostgresStore:
             stored = [await _stored_segment(conn, info, cut) for info, cut in reversed(lineage)]
         return target, stored
 
+    @_reconnecting
     async def read_chain(self, branch_id: str) -> Chain:
         target, stored = await self._stored_chain(branch_id)
         segments = [build_segment(info, header, lines) for info, header, lines in stored]
         check_chain(target, segments)
         return Chain(target, segments)
 
+    @_reconnecting
     async def stored_lines(self, branch_id: str) -> tuple[BranchInfo, list[bytes]]:
         target, stored = await self._stored_chain(branch_id)
         return target, [line for _, header, lines in stored for line in (header, *lines)]
 
     # ---- leases --------------------------------------------------------------------------
 
+    @_reconnecting
     async def acquire_lease(self, branch_id: str, holder_id: str, ttl_ms: int) -> Lease:
         try:
             return await self._acquire(branch_id, holder_id, ttl_ms)
@@ -392,7 +485,7 @@ class PostgresStore:
             row, now = await _lease_row(conn, branch_id, now_param, lock=True)
             require_free(row, holder_id, now)
             lease_epoch = row[1] if row is not None else 0
-            epoch = max(lease_epoch, await _chain_epoch(conn, branch)) + 1
+            epoch = next_epoch(lease_epoch, await _chain_epoch(conn, branch))
             lease = Lease(branch_id, holder_id, epoch, now + ttl_ms)
             await conn.execute(
                 "UPDATE leases SET holder_id = %s, epoch = %s, expires_at = %s"
@@ -401,6 +494,7 @@ class PostgresStore:
             )
         return lease
 
+    @_reconnecting
     async def renew_lease(self, lease: Lease, ttl_ms: int) -> Lease:
         now_param = self._now()
         async with self._txn() as conn:
@@ -413,12 +507,14 @@ class PostgresStore:
             )
         return renewed
 
+    @_reconnecting
     async def check_lease(self, lease: Lease) -> None:
         now_param = self._now()
         async with self._conn() as conn:
             row, now = await _lease_row(conn, lease.branch_id, now_param, lock=False)
         require_live(row, lease, now)
 
+    @_reconnecting
     async def release_lease(self, lease: Lease) -> None:
         if self._closed:
             return
@@ -432,11 +528,13 @@ class PostgresStore:
 
     # ---- artifacts -----------------------------------------------------------------------
 
+    @_reconnecting
     async def put_artifact(self, data: bytes, media_type: str) -> ArtifactRef:
         async with self._conn() as conn:
             await _insert_artifact(conn, PendingArtifact(data, media_type))
         return artifact_ref(data, media_type)
 
+    @_reconnecting
     async def get_artifact(self, sha256: str) -> bytes:
         async with self._conn() as conn:
             cursor = conn.cursor(binary=True)

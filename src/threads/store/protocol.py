@@ -86,8 +86,11 @@ class Store(Protocol):
         parent_branch_id: str | None = None,
         fork_at_seq: int | None = None,
         state: str = "ready",
+        events: Sequence[Event] = (),
     ) -> None:
-        """Create a thread's root branch (and the thread) or a child branch; nothing appended."""
+        """Create a thread's root branch (and the thread) or a child branch, with its first
+        ``events`` (chaining from ``header``; e.g. ``thread_started``) in the same transaction,
+        so no crash can leave a branch that holds only its header."""
         ...
 
     async def append(

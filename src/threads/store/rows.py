@@ -2,8 +2,10 @@
 
 A stored branch is trusted only as far as its bytes still chain: ``check_chain`` re-hashes the
 resolved chain on every read and refuses a branch whose lines no longer link to the stored head
-(``log_corrupt{at_seq}``). Full admission (canonical form, schema) happens on import and verify;
-lines this implementation wrote were canonical by construction.
+(``log_corrupt{at_seq}``), and any stored line that no longer decodes into its envelope is
+``log_corrupt`` at its position. Every line a store takes passes full line admission first
+(``admit_appended``: the same ``admit_line`` an import applies), so a store holds only lines
+that verify, export and import.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from threads.errors import NotFound, StoreError
-from threads.log.canonical import canonical
+from threads.errors import LogError, NotFound, StoreError
+from threads.log.admission import admit_line
+from threads.log.canonical import MAX_SAFE_INT, canonical
 from threads.log.hashing import sha256_hex
-from threads.log.lines import Event, event_from_value, header_from_value
+from threads.log.lines import Event, Header, event_from_value, header_from_value
 from threads.store.protocol import ArtifactRef, BranchInfo, Lease, Segment
 
 SCHEMA_VERSION = 6
@@ -61,16 +64,6 @@ def unsupported_schema(version: int) -> StoreError:
     )
 
 
-def decode_line(raw: bytes, branch_id: str) -> dict[str, Any]:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        raise corrupt(branch_id, None, "a stored line is not JSON") from None
-    if not isinstance(value, dict):
-        raise corrupt(branch_id, None, "a stored line is not a JSON object")
-    return value
-
-
 def corrupt(branch_id: str, seq: int | None, cause: str) -> StoreError:
     return StoreError(
         "log_corrupt",
@@ -81,19 +74,27 @@ def corrupt(branch_id: str, seq: int | None, cause: str) -> StoreError:
 
 
 def check_chain(target: BranchInfo, segments: list[Segment]) -> None:
-    """Seq contiguity, prev_hash links and the stored head of every segment."""
+    """Seq contiguity, prev_hash links and the stored head of every segment. ``at_seq`` names
+    the damaged line: a broken link from line k to k+1 means k changed when k+1 still links to
+    what follows it, else k+1's own ``prev_hash`` changed."""
     expected_seq = 1
-    for segment in segments:
-        previous = segment.header.hash
-        for event in segment.events:
+    for index, segment in enumerate(segments):
+        links = [segment.header.hash, *(event.prev_hash for event in segment.events)]
+        lines_seq = [(segment.fork_at_seq or 0), *(event.seq for event in segment.events)]
+        hashes = [segment.header.hash, *(event.hash for event in segment.events)]
+        last = index == len(segments) - 1
+        head_hash = target.head_hash if last else None
+        for position, event in enumerate(segment.events, start=1):
             if event.seq != expected_seq:
-                raise corrupt(segment.header.branch_id, event.seq, "seq is not contiguous")
-            if event.prev_hash != previous:
-                raise corrupt(segment.header.branch_id, event.seq, "prev_hash does not chain")
-            previous = event.hash
+                raise corrupt(segment.header.branch_id, expected_seq, "seq is not contiguous")
+            if event.prev_hash != hashes[position - 1]:
+                following = links[position + 1] if position + 1 < len(links) else head_hash
+                damaged = position - 1 if following == event.hash else position
+                at_seq = lines_seq[damaged] if damaged else 0
+                raise corrupt(segment.header.branch_id, at_seq, "prev_hash does not chain")
             expected_seq += 1
-    last = segments[-1]
-    head_hash = last.events[-1].hash if last.events else last.header.hash
+    last_segment = segments[-1]
+    head_hash = last_segment.events[-1].hash if last_segment.events else last_segment.header.hash
     head_seq = expected_seq - 1
     if (head_seq, head_hash) != (target.head_seq, target.head_hash):
         raise corrupt(target.branch_id, head_seq, "stored lines do not end at the stored head")
@@ -123,6 +124,7 @@ def require_batch(branch_id: str, lease: Lease, events: Sequence[Event]) -> None
     """A batch is written under its lease's epoch, to its own branch, and chains by itself:
     a writer bug is refused here instead of being stored and later read as ``log_corrupt``."""
     require_lease_branch(lease, branch_id)
+    admit_appended(None, events)
     previous: Event | None = None
     for event in events:
         wrong = None
@@ -208,10 +210,71 @@ def same_segment(segment: Segment, header_line: bytes, stored_lines: list[bytes]
 
 
 def build_segment(info: BranchInfo, header_line: bytes, lines: list[bytes]) -> Segment:
-    """Decode one stored segment (its header and its lines through the cut)."""
-    header = header_from_value(decode_line(header_line, info.branch_id), header_line)
-    events = [event_from_value(decode_line(raw, info.branch_id), raw) for raw in lines]
+    """Decode one stored segment (its header and its lines through the cut). A line that no
+    longer decodes into a header or an envelope (a damaged byte anywhere, a key name included)
+    is ``log_corrupt`` at its position; a damaged value is caught by ``check_chain``."""
+    try:
+        header = header_from_value(_decoded(header_line), header_line)
+    except (ValueError, KeyError, TypeError):
+        raise corrupt(info.branch_id, 0, "its stored header does not decode") from None
+    first = (info.fork_at_seq or 0) + 1
+    events = []
+    for position, raw in enumerate(lines, start=first):
+        try:
+            events.append(event_from_value(_decoded(raw), raw))
+        except (ValueError, KeyError, TypeError):
+            raise corrupt(info.branch_id, position, "a stored line does not decode") from None
     return Segment(header, events, info.fork_at_seq)
+
+
+def _decoded(raw: bytes) -> dict[str, Any]:
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise TypeError("a stored line is not a JSON object")
+    return value
+
+
+def admit_appended(header: Header | None, events: Sequence[Event]) -> None:
+    """Admit each line a store is asked to take exactly as an import admits it (size, depth,
+    canonical form, safe integers, schema, id patterns): ``invalid_line`` at its seq."""
+    if header is not None:
+        admit_line(header.line, position_seq=0)
+    for event in events:
+        admitted = admit_line(event.line, position_seq=event.seq)
+        if not isinstance(admitted, Event):
+            raise LogError("invalid_line", "an appended line must be an event", seq=event.seq)
+
+
+def require_first_events(
+    header: Header, fork_at_seq: int | None, events: Sequence[Event]
+) -> tuple[int, str]:
+    """A new branch's header and first events, checked as one batch (admission, then each
+    event chaining from the header on the new branch); returns the head they end at."""
+    admit_appended(header, events)
+    seq, head_hash = fork_at_seq or 0, header.hash
+    for event in events:
+        if (event.branch_id, event.thread_id) != (header.branch_id, header.thread_id) or (
+            event.seq != seq + 1 or event.prev_hash != head_hash
+        ):
+            raise StoreError(
+                "invalid_argument",
+                f"refused branch creation: event {event.event_id} does not chain from the"
+                " new branch's header",
+            )
+        seq, head_hash = event.seq, event.hash
+    return seq, head_hash
+
+
+def next_epoch(lease_epoch: int, chain_epoch: int) -> int:
+    """The epoch a new holder gets; refused once it would leave the format's integer range."""
+    epoch = max(lease_epoch, chain_epoch) + 1
+    if epoch > MAX_SAFE_INT:
+        raise StoreError(
+            "branch_not_runnable",
+            f"this branch has used every epoch (the next would be {epoch}, past 2^53-1): no"
+            " holder can write to it any more. It can still be read, exported and verified.",
+        )
+    return epoch
 
 
 def artifact_ref(data: bytes, media_type: str) -> ArtifactRef:

@@ -19,6 +19,7 @@ from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header
+from threads.store.faults import fault, os_fault, sqlite_fault
 from threads.store.protocol import (
     ArtifactRef,
     BranchInfo,
@@ -38,7 +39,9 @@ from threads.store.rows import (
     dropped_ref_text,
     event_rows,
     free_roots_query,
+    next_epoch,
     require_batch,
+    require_first_events,
     require_free,
     require_head,
     require_live,
@@ -52,6 +55,7 @@ from threads.store.worker import StoreThread
 T = TypeVar("T")
 
 INLINE_ARTIFACT_LIMIT = 1024 * 1024  # larger artifacts go to artifacts/ as files
+DEFAULT_BUSY_TIMEOUT_MS = 30_000  # how long a write waits for another writer's lock
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS threads (
@@ -106,8 +110,15 @@ _FREE_ROOTS = free_roots_query("?", "rowid")
 class SQLiteStore:
     """See the module docstring. Create with ``threads.sqlite(path)``."""
 
-    def __init__(self, path: str | os.PathLike[str], *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    ) -> None:
         self.clock: Clock = clock or SYSTEM_CLOCK
+        self.busy_timeout_ms = busy_timeout_ms
         self.memory = str(path) == ":memory:"
         self.root = None if self.memory else Path(path)
         self._worker = StoreThread("threads-sqlite")
@@ -130,13 +141,13 @@ class SQLiteStore:
             conn = sqlite3.connect(
                 self.root / "threads.db",
                 isolation_level=None,
-                timeout=30.0,
+                timeout=self.busy_timeout_ms / 1000,
                 check_same_thread=False,
             )
             conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
         try:
             self._init_schema(conn)
         except BaseException:
@@ -147,9 +158,16 @@ class SQLiteStore:
 
     @staticmethod
     def _init_schema(conn: sqlite3.Connection) -> None:
+        """Create the tables on an empty database. A store that has them is only read here:
+        opening one must never wait for (or take) the write lock a running writer holds."""
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
+        if version != 0:
+            raise unsupported_schema(version)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]  # another opener won
             if version == 0:
                 for statement in _DDL.split(";"):
                     if statement.strip():
@@ -159,13 +177,34 @@ class SQLiteStore:
                 raise unsupported_schema(version)
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
             raise StoreError("invalid_argument", "this store is closed; open it again")
-        return await self._worker.run(lambda: fn(self._connect()))
+        return await self._worker.run(lambda: self._guarded(fn))
+
+    def _guarded(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on the connection; faults of the environment become coded errors. An
+        ``IntegrityError`` is left to the caller, for which it means a conflict."""
+        try:
+            return fn(self._connect())
+        except sqlite3.IntegrityError:
+            raise
+        except sqlite3.Error as exc:
+            error = sqlite_fault(exc)
+            if error.code == "store_unavailable" and not self._writable():
+                error = fault("store_read_only", f"SQLite: {exc}")
+            raise error from None
+        except OSError as exc:
+            raise os_fault(exc) from None
+
+    def _writable(self) -> bool:
+        """Whether the store's directory can take files (the WAL and shared-memory files
+        SQLite creates beside the database even to read it)."""
+        return self.root is None or os.access(self.root, os.W_OK)
 
     def _txn(
         self, fn: Callable[[sqlite3.Connection], T], *, begin: str = "BEGIN IMMEDIATE"
@@ -208,7 +247,10 @@ class SQLiteStore:
         parent_branch_id: str | None = None,
         fork_at_seq: int | None = None,
         state: str = "ready",
+        events: Sequence[Event] = (),
     ) -> None:
+        head_seq, head_hash = require_first_events(header, fork_at_seq, events)
+
         def create(conn: sqlite3.Connection) -> None:
             if parent_branch_id is None:
                 conn.execute(
@@ -227,9 +269,14 @@ class SQLiteStore:
                     fork_at_seq,
                     header.line,
                     state,
-                    fork_at_seq or 0,
-                    header.hash,
+                    head_seq,
+                    head_hash,
                 ),
+            )
+            conn.executemany(
+                "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
+                " epoch, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                event_rows(header.branch_id, events),
             )
 
         try:
@@ -352,7 +399,7 @@ class SQLiteStore:
             ).fetchone()
             require_free(row, holder_id, now)
             lease_epoch = row[1] if row is not None else 0
-            epoch = max(lease_epoch, _chain_epoch(conn, branch)) + 1
+            epoch = next_epoch(lease_epoch, _chain_epoch(conn, branch))
             lease = Lease(branch_id, holder_id, epoch, now + ttl_ms)
             conn.execute(
                 "INSERT INTO leases(branch_id, holder_id, epoch, expires_at) VALUES (?, ?, ?, ?)"
@@ -495,9 +542,16 @@ class SQLiteStore:
         return await self._run(self._txn(store))
 
 
-def sqlite(path: str | os.PathLike[str] = ".threads", *, clock: Clock | None = None) -> SQLiteStore:
-    """The embedded store: a directory (``threads.db`` + ``artifacts/``), or ``":memory:"``."""
-    return SQLiteStore(path, clock=clock)
+def sqlite(
+    path: str | os.PathLike[str] = ".threads",
+    *,
+    clock: Clock | None = None,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+) -> SQLiteStore:
+    """The embedded store: a directory (``threads.db`` + ``artifacts/``), or ``":memory:"``.
+    A write waits up to ``busy_timeout_ms`` for another process's write lock (then
+    ``store_busy``); reads never wait for one."""
+    return SQLiteStore(path, clock=clock, busy_timeout_ms=busy_timeout_ms)
 
 
 # ---- helpers running on the store thread ---------------------------------------------------
