@@ -12,6 +12,7 @@ from typing import Any
 
 from threads.log.canonical import JsonValue, canonical
 from threads.log.hashing import sha256_hex
+from threads.log.ids import uuid7
 
 FORMAT_LOG = "threads.log"
 FORMAT_HEAD = "threads.head"
@@ -92,6 +93,23 @@ def make_header(thread_id: str, branch_id: str, created_at: int) -> Header:
     )
     return Header(
         thread_id, branch_id, created_at, WRITER_IMPL, WRITER_VERSION, line, sha256_hex(line)
+    )
+
+
+def first_event(header: Header, type: str, data: Data, actor: Actor) -> Event:
+    """A new root branch's first event (seq 1, epoch 1, chained to ``header``), written together
+    with the header when the branch is created."""
+    return encode_event(
+        seq=1,
+        event_id=uuid7(header.created_at),
+        thread_id=header.thread_id,
+        branch_id=header.branch_id,
+        epoch=1,
+        type=type,
+        time=header.created_at,
+        actor=actor,
+        prev_hash=header.hash,
+        data=data,
     )
 
 

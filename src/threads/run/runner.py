@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from threads.errors import ConfigError, NotFound, StoreError, ThreadsError
 from threads.log.ids import uuid7
-from threads.log.lines import WRITER_IMPL, make_header
+from threads.log.lines import WRITER_IMPL, first_event, make_header
 from threads.log.reduce import Fold
 from threads.run.agent import Agent, pinned_view
 from threads.run.budget import Budget
@@ -72,7 +72,9 @@ async def start_run(
             raise ConfigError("invalid_config", "a new thread needs an input")
         thread_id = uuid7(now)
         header = make_header(thread_id, uuid7(now), now)
-        await store.create_branch(header, tenant_id=principal.tenant)
+        # The branch and its thread_started are one transaction: no crash leaves a header alone.
+        started = first_event(header, "thread_started", agent.config(), {"kind": "host"})
+        await store.create_branch(header, tenant_id=principal.tenant, events=[started])
         branch_id = header.branch_id
     else:
         try:
@@ -104,7 +106,9 @@ async def start_run(
             store, lease, fold, ttl_ms=ttl_ms, on_event=sink.event if sink else None
         )
         writer.start_renewal()
-        if new:
+        if fold.thread_started is None:
+            # A header-only branch (an older version crashed right after creating it): it was
+            # never started, so this run starts it.
             await writer.append([("thread_started", agent.config(), {"kind": "host"})])
         loop = RunLoop(
             agent,

@@ -168,9 +168,9 @@ class Worker:
         except ThreadsError as error:
             self._log(f"skip {branch.thread_id}: {error.code}: {error.message}")
             return None
-        if not has_work(fold):
-            return None
-        name = (fold.thread_started or {}).get("agent_name")
+        if not has_work(fold) or fold.thread_started is None:
+            return None  # a header-only branch has no turn: its first run with an agent starts it
+        name = fold.thread_started.get("agent_name")
         chosen = self.agents.get(str(name))
         if chosen is None:
             self._log(f"skip {branch.thread_id}: no agent named {name!r} in this worker")

@@ -20,6 +20,7 @@ from threads.log.reduce import Fold
 from threads.store.protocol import Lease, PendingArtifact, Store
 
 DEFAULT_LEASE_TTL_MS = 30_000
+TRANSIENT_FAULTS = frozenset({"store_unavailable", "store_busy"})
 
 
 class BranchWriter:
@@ -60,7 +61,10 @@ class BranchWriter:
             try:
                 self.lease = await self.store.renew_lease(self.lease, self.ttl_ms)
             except StoreError as exc:
-                self.lost = exc
+                # An unreachable or busy store says nothing about who holds the branch: try
+                # again at the next tick (the store judges expiry if it never comes back).
+                if exc.code not in TRANSIENT_FAULTS:
+                    self.lost = exc
             except Exception as exc:
                 self.lost = StoreError("stale_epoch", f"lease renewal failed: {exc}")
 
@@ -158,7 +162,9 @@ class BranchWriter:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewer
-        if self.lost is None:
+        if self.lost is None or self.lost.code != "stale_epoch":
+            # Also after a failed append: a run that ended on an error frees its branch now,
+            # not at expiry (the release only matches this holder at this epoch).
             with contextlib.suppress(StoreError):
                 await self.store.release_lease(self.lease)
 

@@ -171,7 +171,7 @@ def _reconnecting(
     restart, an ended backend): the pool first drops its dead connections. A second loss is
     ``store_unavailable``."""
 
-    async def again(self: PostgresStore, *args: P.args, **kwargs: P.kwargs) -> T:
+    async def again(self: PostgresStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return await method(self, *args, **kwargs)
         except StoreError as exc:
