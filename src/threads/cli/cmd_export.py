@@ -1,5 +1,7 @@
-"""``threads export BRANCH_ID [--store DIR] [-o FILE] [--inspect]``: the branch's export,
-bytes exact (``--inspect``: the stored bytes unchecked, to look at a corrupt branch).
+"""``threads export BRANCH_ID [--store DIR] [-o FILE] [--inspect | --bundle]``: the branch's
+export, bytes exact (``--inspect``: the stored bytes unchecked, to look at a corrupt branch;
+``--bundle``: a tar carrying the export and every artifact it references, see
+``threads.store.bundle``).
 
 Invariant: the bytes written are exactly ``export_branch``'s (no newline translation, no
 encoding), to stdout unless ``-o`` names a file.
@@ -13,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from threads.cli.support import add_store_option, opened_store
-from threads.store.transfer import export_branch
+from threads.cli.support import add_store_option, opened_store, usage_error
+from threads.store.transfer import export_branch, export_bundle
 
 
 def register(subparsers: Any) -> None:
@@ -31,12 +33,23 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="write the stored bytes as they are, unchecked (for a branch reported log_corrupt)",
     )
-    parser.set_defaults(handler=run)
+    parser.add_argument(
+        "--bundle",
+        action="store_true",
+        help="write a bundle (tar) carrying every artifact the branch references, to move it"
+        " to another store",
+    )
+    parser.set_defaults(handler=run, parser=parser)
 
 
 async def run(args: argparse.Namespace) -> int:
+    if args.bundle and args.inspect:
+        return usage_error(args.parser, "give either --bundle or --inspect, not both")
     async with opened_store(args.store) as store:
-        data = await export_branch(store, args.branch_id, inspect=args.inspect)
+        if args.bundle:
+            data = await export_bundle(store, args.branch_id)
+        else:
+            data = await export_branch(store, args.branch_id, inspect=args.inspect)
     if args.output is None:
         sys.stdout.flush()
         sys.stdout.buffer.write(data)

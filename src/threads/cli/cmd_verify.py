@@ -1,7 +1,11 @@
-"""``threads verify FILE`` (an export) and ``threads verify --store DIR [--thread ID]`` (every
-stored branch re-admitted line by line: canonical form, schema, chain, semantic rules, head).
+"""``threads verify FILE`` (an export or a bundle) and ``threads verify --store DIR [--thread
+ID]``: every stored branch re-admitted line by line (canonical form, schema, chain, semantic
+rules, head), each row's derived columns (seq, event_id, type, type_version, critical, epoch)
+compared with its line, the branch row's thread id with its header, and every artifact the
+branch references read back (present, matching its hash).
 
-Invariant: "ok" is printed only for a log that passed every check the importer applies.
+Invariant: "ok" is printed only for a log that passed every check the importer applies, and
+for a stored branch only when it could also be exported as a bundle and continued elsewhere.
 """
 
 from __future__ import annotations
@@ -12,10 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from threads.cli.support import add_store_option, describe, opened_store, report, usage_error
-from threads.errors import LogError, ThreadsError
+from threads.errors import LogError, StoreError, ThreadsError
+from threads.log.lines import Event
 from threads.log.reduce import Fold
+from threads.log.refs import referenced_artifacts
 from threads.log.verify import VerifiedExport, verify_export, verify_lines
+from threads.store.bundle import is_bundle, read_bundle
 from threads.store.protocol import BranchInfo, Store
+from threads.store.rows import derived_mismatch
+from threads.store.transfer import MAX_IMPORT_BYTES, read_bounded
 
 
 def register(subparsers: Any) -> None:
@@ -38,12 +47,24 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def verify_file(path: Path) -> int:
-    data = await asyncio.to_thread(path.read_bytes)
+    data = await asyncio.to_thread(read_bounded, path, MAX_IMPORT_BYTES)
+    carried: dict[str, bytes] | None = None
+    if is_bundle(data):
+        data, carried = read_bundle(data)  # each artifact checked against its hash
     fold = Fold()
     verified = verify_export(data, apply=fold.apply, on_header=fold.header)
     if not verified.segments:
         raise LogError("invalid_line", "the file holds no complete line", seq=0)
-    print(f"ok: {len(verified.events)} events, {head_summary(verified)}")
+    extra = ""
+    if carried is not None:
+        missing = [sha for sha in referenced_artifacts(verified.events) if sha not in carried]
+        if missing:
+            raise StoreError(
+                "artifact_missing",
+                f"the bundle lacks {len(missing)} referenced artifact(s): {', '.join(missing)}",
+            )
+        extra = f", {len(carried)} artifacts"
+    print(f"ok: {len(verified.events)} events{extra}, {head_summary(verified)}")
     return 0
 
 
@@ -87,10 +108,43 @@ async def verify_branch(store: Store, branch: BranchInfo) -> bool:
                 "head_mismatch", "the stored head does not name the last stored line",
                 seq=branch.head_seq,
             )
+        await _check_rows(store, branch, chain.segments[-1].header.thread_id)
+        artifacts = await _check_artifacts(store, chain.events)
     except ThreadsError as error:
         print(f"{branch.branch_id}: FAILED {describe(error)}")
         report(error)
         return False
     head = "verified" if branch.head_verified else "unverified (imported with a torn tail)"
-    print(f"{branch.branch_id}: ok: {len(chain.events)} events, head seq {branch.head_seq} {head}")
+    print(
+        f"{branch.branch_id}: ok: {len(chain.events)} events, {artifacts} artifacts, head seq"
+        f" {branch.head_seq} {head}"
+    )
     return True
+
+
+async def _check_rows(store: Store, branch: BranchInfo, header_thread_id: str) -> None:
+    """The columns a store derives from each line (and reads: the next epoch comes from the
+    epoch column) must say what the line says."""
+    if branch.thread_id != header_thread_id:
+        raise StoreError(
+            "log_corrupt",
+            f"the branch row names thread {branch.thread_id}, its header {header_thread_id}",
+            seq=0,
+        )
+    for row in await store.stored_rows(branch.branch_id):
+        wrong = derived_mismatch(branch.branch_id, row)
+        if wrong is not None:
+            raise StoreError(
+                "log_corrupt",
+                f"the stored row's columns disagree with its line ({wrong}); the database was"
+                " edited behind threads' back",
+                seq=row.seq,
+            )
+
+
+async def _check_artifacts(store: Store, events: list[Event]) -> int:
+    """Every referenced artifact is stored and matches its hash; returns how many."""
+    refs = referenced_artifacts(events)
+    for sha256 in refs:
+        await store.get_artifact(sha256)  # artifact_missing / artifact_corrupt
+    return len(refs)

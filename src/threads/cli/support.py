@@ -29,6 +29,16 @@ _HINTS = {
     "unsupported_format": "open it with the threads release that wrote it",
     "unsupported_critical_event": "open it with the newer threads release that wrote it",
     "invalid_config": "check the command's arguments (run it with --help)",
+    "artifact_missing": "export the branch with --bundle from the store that holds its"
+    " artifacts, and import that bundle",
+    "artifact_corrupt": "restore the artifact from a bundle of this branch (threads import)",
+    "store_busy": "another process is writing to this store; run the command again shortly",
+    "store_read_only": "check the store's file permissions, or work on a writable copy",
+    "store_full": "free disk space (nothing half-written was kept), then run again",
+    "store_corrupt": "the database file is damaged: restore it from a backup, or import its"
+    " bundles into a new store",
+    "store_unavailable": "check the path or URL given to --store and that the server answers",
+    "import_too_large": "check that FILE is an export; raise --max-bytes if it really is one",
 }
 _LOG_HINT = (
     "the file is not a valid threads export from that seq on; export the branch again from"
@@ -106,7 +116,8 @@ def report_os_error(error: OSError) -> None:
 
 def report_database_error(error: Exception) -> None:
     if isinstance(error, sqlite3.Error):
-        print(f"error: log_corrupt: the store's database cannot be read ({error})", file=sys.stderr)
+        # Stores code their faults; this is a database error from outside a store.
+        print(f"error: store_unavailable: the database cannot be used ({error})", file=sys.stderr)
         print("hint: check that --store names a threads store directory", file=sys.stderr)
         return
     lines = str(error).strip().splitlines()

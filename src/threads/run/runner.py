@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from threads.errors import ConfigError, NotFound, StoreError, ThreadsError
 from threads.log.ids import uuid7
-from threads.log.lines import WRITER_IMPL, first_event, make_header
+from threads.log.lines import WRITER_IMPL, Event, first_event, make_header
 from threads.log.reduce import Fold
 from threads.run.agent import Agent, pinned_view
 from threads.run.budget import Budget
@@ -67,6 +67,7 @@ async def start_run(
         budget.check_enforceable(agent.model)
     now = store.clock.now_ms()
     new = thread_id is None
+    created: list[Event] = []  # events written with the new branch (streamed like appended ones)
     if thread_id is None:
         if input is None:
             raise ConfigError("invalid_config", "a new thread needs an input")
@@ -75,6 +76,7 @@ async def start_run(
         # The branch and its thread_started are one transaction: no crash leaves a header alone.
         started = first_event(header, "thread_started", agent.config(), {"kind": "host"})
         await store.create_branch(header, tenant_id=principal.tenant, events=[started])
+        created.append(started)
         branch_id = header.branch_id
     else:
         try:
@@ -106,6 +108,9 @@ async def start_run(
             store, lease, fold, ttl_ms=ttl_ms, on_event=sink.event if sink else None
         )
         writer.start_renewal()
+        if sink is not None:
+            for event in created:
+                sink.event(event)
         if fold.thread_started is None:
             # A header-only branch (an older version crashed right after creating it): it was
             # never started, so this run starts it.

@@ -9,8 +9,11 @@ principal as actor, under the lease for that one append. Authority: the approver
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from threads.errors import NotFound, ThreadsError
@@ -112,10 +115,18 @@ class Thread:
     async def cost(self) -> dict[str, Any]:
         return (await self.fold()).cost()
 
-    async def export(self) -> bytes:
-        from threads.store.transfer import export_branch
+    async def export(
+        self, path: str | os.PathLike[str] | None = None, *, bundle: bool = False
+    ) -> bytes:
+        """The root branch's export (JSONL + head line); ``bundle=True`` makes it a bundle
+        carrying every artifact the branch references. Written to ``path`` when given."""
+        from threads.store.transfer import export_branch, export_bundle
 
-        return await export_branch(self.store, (await self._branch()).branch_id)
+        branch_id = (await self._branch()).branch_id
+        data = await (export_bundle if bundle else export_branch)(self.store, branch_id)
+        if path is not None:
+            await asyncio.to_thread(Path(path).write_bytes, data)
+        return data
 
     async def pending_approvals(self) -> list[PendingApproval]:
         fold = await self.fold()

@@ -38,6 +38,7 @@ from threads.store.protocol import (
     Lease,
     PendingArtifact,
     Segment,
+    StoredRow,
 )
 from threads.store.rows import (
     BRANCH_COLUMNS,
@@ -59,6 +60,7 @@ from threads.store.rows import (
     same_segment,
     segment_head,
     stale_epoch,
+    stored_row,
     unsupported_schema,
     verified_artifact,
 )
@@ -446,6 +448,17 @@ class PostgresStore:
         segments = [build_segment(info, header, lines) for info, header, lines in stored]
         check_chain(target, segments)
         return Chain(target, segments)
+
+    @_reconnecting
+    async def stored_rows(self, branch_id: str) -> list[StoredRow]:
+        async with self._conn() as conn:
+            cursor = conn.cursor(binary=True)
+            await cursor.execute(
+                "SELECT seq, event_id, type, type_version, critical, epoch, line FROM events"
+                " WHERE branch_id = %s ORDER BY seq",
+                (branch_id,),
+            )
+            return [stored_row(row) for row in await cursor.fetchall()]
 
     @_reconnecting
     async def stored_lines(self, branch_id: str) -> tuple[BranchInfo, list[bytes]]:

@@ -70,6 +70,19 @@ class Chain:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredRow:
+    """One event row as stored: the columns derived from the line, and the line."""
+
+    seq: int
+    event_id: str
+    type: str
+    type_version: int
+    critical: int
+    epoch: int
+    line: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class PendingArtifact:
     data: bytes
     media_type: str
@@ -109,6 +122,11 @@ class Store(Protocol):
     async def stored_lines(self, branch_id: str) -> tuple[BranchInfo, list[bytes]]:
         """The resolved chain's stored header and event lines exactly as they are, with no
         check at all: for inspecting (exporting) a branch that ``read_chain`` refuses."""
+        ...
+
+    async def stored_rows(self, branch_id: str) -> list[StoredRow]:
+        """The branch's own event rows (not its ancestors'), columns as stored, unchecked: what
+        ``threads verify --store`` compares with the lines."""
         ...
 
     async def read_chain(self, branch_id: str) -> Chain:

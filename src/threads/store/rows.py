@@ -19,7 +19,7 @@ from threads.log.admission import admit_line
 from threads.log.canonical import MAX_SAFE_INT, canonical
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header, event_from_value, header_from_value
-from threads.store.protocol import ArtifactRef, BranchInfo, Lease, Segment
+from threads.store.protocol import ArtifactRef, BranchInfo, Lease, Segment, StoredRow
 
 SCHEMA_VERSION = 6
 
@@ -184,6 +184,29 @@ def event_rows(branch_id: str, events: Sequence[Event]) -> list[tuple[Any, ...]]
         (branch_id, e.seq, e.event_id, e.type, e.type_version, int(e.critical), e.epoch, e.line)
         for e in events
     ]
+
+
+def stored_row(row: tuple[Any, ...]) -> StoredRow:
+    """A row of ``SELECT seq, event_id, type, type_version, critical, epoch, line``."""
+    return StoredRow(row[0], row[1], row[2], row[3], row[4], row[5], bytes(row[6]))
+
+
+def derived_mismatch(branch_id: str, row: StoredRow) -> str | None:
+    """Which stored columns of ``row`` differ from what its line says (None: all agree). The
+    columns are the ones ``event_rows`` derives, so the two can never drift apart."""
+    try:
+        event = event_from_value(_decoded(row.line), row.line)
+    except (ValueError, KeyError, TypeError):
+        return "its line does not decode"
+    names = ("seq", "event_id", "type", "type_version", "critical", "epoch")
+    stored = (row.seq, row.event_id, row.type, row.type_version, row.critical, row.epoch)
+    derived = event_rows(branch_id, [event])[0][1:7]
+    wrong = [
+        f"{name} is {have!r}, its line says {want!r}"
+        for name, have, want in zip(names, stored, derived, strict=True)
+        if have != want
+    ]
+    return "; ".join(wrong) or None
 
 
 def segment_head(segment: Segment) -> tuple[int, str]:

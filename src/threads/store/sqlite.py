@@ -27,6 +27,7 @@ from threads.store.protocol import (
     Lease,
     PendingArtifact,
     Segment,
+    StoredRow,
 )
 from threads.store.rows import (
     BRANCH_COLUMNS,
@@ -47,6 +48,7 @@ from threads.store.rows import (
     require_live,
     same_segment,
     segment_head,
+    stored_row,
     unsupported_schema,
     verified_artifact,
 )
@@ -103,6 +105,7 @@ CREATE TABLE IF NOT EXISTS artifacts (
 ) STRICT;
 """
 
+_ROW_COLUMNS = "seq, event_id, type, type_version, critical, epoch, line"
 # Roots a worker may claim (see ``Store.list_free_threads``).
 _FREE_ROOTS = free_roots_query("?", "rowid")
 
@@ -379,6 +382,16 @@ class SQLiteStore:
         # One read transaction: a head and lines read from different commits of another
         # process's writer would look like log_corrupt.
         return await self._run(self._txn(lambda conn: _read_chain(conn, branch_id), begin="BEGIN"))
+
+    async def stored_rows(self, branch_id: str) -> list[StoredRow]:
+        def read(conn: sqlite3.Connection) -> list[StoredRow]:
+            cursor = conn.execute(
+                f"SELECT {_ROW_COLUMNS} FROM events WHERE branch_id = ? ORDER BY seq",
+                (branch_id,),
+            )
+            return [stored_row(row) for row in cursor]
+
+        return await self._run(read)
 
     async def stored_lines(self, branch_id: str) -> tuple[BranchInfo, list[bytes]]:
         def read(conn: sqlite3.Connection) -> tuple[BranchInfo, list[bytes]]:

@@ -18,13 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from threads.errors import LogError, NotFound, StoreError
-from threads.log.lines import Head
+from threads.log.lines import Event, Head
 from threads.log.reduce import Fold
+from threads.log.refs import referenced_artifacts
 from threads.log.verify import Segment as VerifiedSegment
 from threads.log.verify import verify_export
+from threads.store.bundle import is_bundle, read_bundle, write_bundle
 from threads.store.protocol import ArtifactRef, Segment, Store
 
 TORN_MEDIA_TYPE = "application/octet-stream"
+MAX_IMPORT_BYTES = 512 * 1024 * 1024  # an import reads at most this much (import_too_large)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +41,9 @@ class ImportResult:
     stored: bool  # False: an identical branch was already in the store (nothing written)
     dropped_ref: ArtifactRef | None  # the torn tail's bytes, when there was one
     torn_at_offset: int | None
+    # Referenced artifacts this store still lacks (a plain JSONL import carries none; a
+    # bundle import refuses instead). The branch can't continue until they are there.
+    missing_artifacts: tuple[str, ...] = ()
 
 
 async def export_branch(store: Store, branch_id: str, *, inspect: bool = False) -> bytes:
@@ -57,8 +63,42 @@ async def export_branch(store: Store, branch_id: str, *, inspect: bool = False) 
     return b"\n".join([*lines, head]) + b"\n"
 
 
-async def import_log(store: Store, data: bytes, *, tenant_id: str) -> ImportResult:
-    """Verify ``data`` completely, then store each segment (ancestors first)."""
+async def export_bundle(store: Store, branch_id: str) -> bytes:
+    """The branch's export with every artifact it references (``threads.store.bundle``); refused
+    (``artifact_missing``, naming them) unless each is in this store and intact."""
+    chain = await store.read_chain(branch_id)
+    log = await export_branch(store, branch_id)
+    wanted = list(referenced_artifacts(chain.events))
+    if chain.branch.dropped_ref is not None:
+        wanted.append(chain.branch.dropped_ref["sha256"])
+    artifacts: dict[str, bytes] = {}
+    unusable: list[str] = []
+    for sha256 in dict.fromkeys(wanted):
+        try:
+            artifacts[sha256] = await store.get_artifact(sha256)
+        except StoreError as exc:
+            if exc.code not in ("artifact_missing", "artifact_corrupt"):
+                raise
+            unusable.append(sha256)
+    if unusable:
+        raise StoreError(
+            "artifact_missing",
+            f"this store lacks (or holds damaged) {len(unusable)} artifact(s) the branch"
+            f" references: {', '.join(unusable)}; no bundle was written. Run `threads verify"
+            " --store` to see what is damaged, or export without --bundle.",
+        )
+    return write_bundle(log, artifacts)
+
+
+async def import_log(
+    store: Store, data: bytes, *, tenant_id: str, artifacts: dict[str, bytes] | None = None
+) -> ImportResult:
+    """Verify ``data`` completely, then store each segment (ancestors first). With
+    ``artifacts`` (a bundle's, already checked against their hashes), every artifact the log
+    references must be among them or already stored, else nothing is stored
+    (``artifact_missing`` naming each); they are stored before the lines that reference them."""
+    if is_bundle(data):
+        data, artifacts = read_bundle(data)
     fold = Fold(now_ms=store.clock.now_ms())
     verified = verify_export(data, apply=fold.apply, on_header=fold.header)
     if not verified.segments:
@@ -68,6 +108,17 @@ async def import_log(store: Store, data: bytes, *, tenant_id: str) -> ImportResu
             " header. Export the branch again.",
             seq=0,
         )
+    missing = await _missing_artifacts(store, verified.events, artifacts or {})
+    if missing and artifacts is not None:
+        raise StoreError(
+            "artifact_missing",
+            f"the bundle lacks {len(missing)} artifact(s) its log references:"
+            f" {', '.join(missing)}; nothing was imported. Export the branch again with --bundle"
+            " from a store that holds them.",
+        )
+    refs = referenced_artifacts(verified.events)
+    for sha256, content in (artifacts or {}).items():
+        await store.put_artifact(content, refs.get(sha256, TORN_MEDIA_TYPE))
     *ancestors, own = verified.segments
     inspection_only = False
     parent_id: str | None = None
@@ -97,21 +148,60 @@ async def import_log(store: Store, data: bytes, *, tenant_id: str) -> ImportResu
         stored=stored,
         dropped_ref=dropped_ref,
         torn_at_offset=None if verified.torn is None else verified.torn.at_offset,
+        missing_artifacts=tuple(missing),
     )
 
 
-async def export_to_path(store: Store, branch_id: str, path: str | os.PathLike[str]) -> int:
-    """Write the export to ``path``; returns its size in bytes."""
-    data = await export_branch(store, branch_id)
+async def _missing_artifacts(
+    store: Store, events: list[Event], carried: dict[str, bytes]
+) -> list[str]:
+    """Referenced artifacts neither ``carried`` nor intact in ``store``."""
+    missing = []
+    for sha256 in referenced_artifacts(events):
+        if sha256 in carried:
+            continue
+        try:
+            await store.get_artifact(sha256)
+        except StoreError as exc:
+            if exc.code not in ("artifact_missing", "artifact_corrupt"):
+                raise
+            missing.append(sha256)
+    return missing
+
+
+async def export_to_path(
+    store: Store, branch_id: str, path: str | os.PathLike[str], *, bundle: bool = False
+) -> int:
+    """Write the export (a bundle with ``bundle=True``) to ``path``; returns its size."""
+    data = await (export_bundle if bundle else export_branch)(store, branch_id)
     await asyncio.to_thread(Path(path).write_bytes, data)
     return len(data)
 
 
 async def import_from_path(
-    store: Store, path: str | os.PathLike[str], *, tenant_id: str
+    store: Store,
+    path: str | os.PathLike[str],
+    *,
+    tenant_id: str,
+    max_bytes: int = MAX_IMPORT_BYTES,
 ) -> ImportResult:
-    data = await asyncio.to_thread(Path(path).read_bytes)
+    """Import an export or a bundle (told apart by its bytes), read up to ``max_bytes``."""
+    data = await asyncio.to_thread(read_bounded, Path(path), max_bytes)
     return await import_log(store, data, tenant_id=tenant_id)
+
+
+def read_bounded(path: Path, max_bytes: int) -> bytes:
+    """``path``'s bytes, refused (``import_too_large``) past ``max_bytes`` without reading
+    further: a device or a runaway file never fills memory."""
+    with path.open("rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise StoreError(
+            "import_too_large",
+            f"{path} holds more than {max_bytes} bytes; nothing was imported. An export is one"
+            " branch's log: check the file, or raise the limit (--max-bytes) if it is one.",
+        )
+    return data
 
 
 async def _store_ancestor(

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from threads.clock import Clock
-from threads.log.hashing import value_hash
+from threads.log.canonical import canonical
+from threads.log.hashing import sha256_hex, value_hash
 from threads.log.ids import uuid7
 from threads.log.lines import Event, Head, Header, encode_event, make_header
 
@@ -39,10 +40,25 @@ _CONFIG: dict[str, Any] = {
     "model_params": {"max_tokens": 1024},
     "tools": [_TOOL],
 }
+# The Render v1 request of every sample turn (the default question), so a store can hold it.
+REQUEST_ARTIFACT = (
+    canonical(
+        {
+            "adapter": _CONFIG["adapter"],
+            "model": _CONFIG["model"],
+            "params": _CONFIG["model_params"],
+            "system": _CONFIG["instructions"],
+            "tools": [{k: _TOOL[k] for k in ("description", "input_schema", "name")}],
+        }
+    )
+    + b"\n"
+    + canonical({"content": [{"text": "What is in README.md?", "type": "text"}], "role": "user"})
+    + b"\n"
+)
 _REQUEST_REF = {
-    "bytes": 461,
+    "bytes": len(REQUEST_ARTIFACT),
     "media_type": "application/x-ndjson",
-    "sha256": "e0920bbc2776d4bc887421295ea6ddbf1173b45d58259e4d2fb44d1dd44b4bb3",
+    "sha256": sha256_hex(REQUEST_ARTIFACT),
 }
 _DECLARED_PREFIX = {
     "bytes": 386,

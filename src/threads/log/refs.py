@@ -1,0 +1,50 @@
+"""The artifacts a log references: every ``ArtifactRef`` the format places in an event.
+
+Refs sit in a fixed set of places (spec: ``ArtifactRef`` in the events' schema): a top-level
+data field named ``ref`` or ending in ``_ref`` (request_ref, result_ref, dropped_ref,
+summary_ref, ...), and the ``ref`` of a content part (an image, a document, reasoning). Free
+JSON (tool input, model params) is never searched, so a tool argument that happens to look like
+a ref is not one. A tool call id minted by normalization (``threads.models.normalize``) names the
+artifact holding the provider's own id. Invariant: the result is in log order, without repeats.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from threads.log.lines import Event
+
+# ``pc_<sha256>``: a call id normalization minted; the artifact holds the provider's id.
+PROVIDER_CALL_ID = re.compile(r"^pc_([0-9a-f]{64})$")
+PROVIDER_CALL_ID_MEDIA_TYPE = "application/json"
+
+
+def referenced_artifacts(events: Iterable[Event]) -> dict[str, str]:
+    """sha256 → media type of each artifact ``events`` reference, once, in log order."""
+    refs: dict[str, str] = {}
+    for event in events:
+        for sha256, media_type in _refs(event.data):
+            refs.setdefault(sha256, media_type)
+    return refs
+
+
+def _refs(data: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    for key, value in data.items():
+        if key == "ref" or key.endswith("_ref"):
+            yield from _ref(value)
+    content = data.get("content")
+    for part in content if isinstance(content, list) else ():
+        if not isinstance(part, dict):
+            continue
+        yield from _ref(part.get("ref"))
+        call_id = part.get("call_id") if part.get("type") == "tool_use" else None
+        match = PROVIDER_CALL_ID.match(call_id) if isinstance(call_id, str) else None
+        if match is not None:
+            yield match.group(1), PROVIDER_CALL_ID_MEDIA_TYPE
+
+
+def _ref(value: Any) -> Iterator[tuple[str, str]]:
+    if isinstance(value, dict) and isinstance(value.get("sha256"), str):
+        yield value["sha256"], str(value.get("media_type", "application/octet-stream"))
