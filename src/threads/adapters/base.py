@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from threads.adapters.errors import MalformedResponseError, to_model_call_error
 from threads.adapters.fenced_client import TaskFenceSlot
+from threads.adapters.wire import as_provider_sees_it
 from threads.errors import ConfigError
 from threads.models.fence import Fence
 from threads.models.protocol import ModelOutput, ModelRequest, Price, TextDelta
@@ -148,7 +149,7 @@ class SdkModel:
         self, request: ModelRequest, fence: Fence
     ) -> AsyncIterator[TextDelta | ModelOutput]:
         self._slot.set(fence)
-        body = self._dialect.render(request, streaming=self._streaming)
+        body = self._dialect.render(as_provider_sees_it(request), streaming=self._streaming)
         try:
             if self._streaming:
                 reader = self._dialect.reader()

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from threads.adapters.errors import MalformedResponseError
-from threads.models.protocol import Usage
+from threads.models.protocol import ModelRequest, Usage
 
 T = TypeVar("T")
 
@@ -91,6 +91,26 @@ class ToolCallAssembler:
             index: tool_use(call.call_id, call.name, "".join(call.fragments))
             for index, call in self._calls.items()
         }
+
+
+def as_provider_sees_it(request: ModelRequest) -> ModelRequest:
+    """``request`` with each call id threads minted (for a provider id outside the call_id
+    pattern) replaced by the provider's own id: a provider only knows the ids it issued."""
+    ids = request.provider_call_ids
+    if not ids:
+        return request
+
+    def swapped(message: dict[str, Any]) -> dict[str, Any]:
+        if message["role"] == "tool":
+            return {**message, "call_id": ids.get(message["call_id"], message["call_id"])}
+        parts = [
+            {**part, "call_id": ids.get(part["call_id"], part["call_id"])}
+            if part.get("type") == "tool_use" else part
+            for part in message["content"]
+        ]
+        return {**message, "content": parts}
+
+    return replace(request, messages=[swapped(m) for m in request.messages])
 
 
 def text_of(content: list[dict[str, Any]]) -> str:

@@ -107,6 +107,9 @@ class ModelRequest:
     tools: list[ToolDefinition]
     params: dict[str, Any]
     attempt: int = 1
+    # Call ids threads minted for provider ids outside the call_id pattern → the provider's own
+    # id, which the adapter sends back in their place (see threads.models.normalize).
+    provider_call_ids: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,12 @@ from typing import TYPE_CHECKING, Any
 from threads.errors import StoreError
 from threads.log.reduce import Fold
 from threads.log.render import MEDIA_TYPE, RenderCache, render
+from threads.models.normalize import (
+    Unrecordable,
+    normalize_output,
+    provider_call_ids,
+    unrecordable_reply,
+)
 from threads.models.protocol import (
     ModelCallError,
     ModelOutput,
@@ -330,12 +336,15 @@ class RunLoop:
             ],
             params=started["model_params"],
             attempt=attempt,
+            provider_call_ids=await provider_call_ids(
+                rendered.messages, self.writer.store.get_artifact
+            ),
         )
         try:
             output = await self._call_model(request)
+            await self.record_response(request_event.event_id, output, "model_response", MODEL)
         except ModelCallError as exc:
             return await self.on_model_error(request_event.event_id, exc)
-        await self.record_response(request_event.event_id, output, "model_response", MODEL)
         return None
 
     async def _call_model(self, request: ModelRequest) -> ModelOutput:
@@ -368,6 +377,13 @@ class RunLoop:
     async def record_response(
         self, request_event_id: str, output: ModelOutput, type_: str, actor: dict[str, Any]
     ) -> None:
+        """Record the reply as the log can hold it (``threads.models.normalize``); a reply with
+        no faithful form raises ``ModelCallError(model_error)`` and nothing of it is written."""
+        try:
+            normalized = normalize_output(output, self._call_ids())
+        except Unrecordable as exc:
+            raise unrecordable_reply(str(exc)) from None
+        output = normalized.output
         data: dict[str, Any] = {
             "completeness": "complete",
             "content": output.content,
@@ -378,7 +394,18 @@ class RunLoop:
         if type_ == "model_response_recovered":
             data["provider_request_id"] = output.provider_request_id or "unknown"
         items = [(type_, data, actor), *self.calls.record_calls(output.content, request_event_id)]
-        await self.writer.append(items)
+        refusal = self.writer.refusal(items)
+        if refusal is not None:
+            raise unrecordable_reply(refusal.message)
+        artifacts = [PendingArtifact(data, media) for data, media in normalized.artifacts]
+        await self.writer.append(items, artifacts=artifacts)
+
+    def _call_ids(self) -> set[str]:
+        """Call ids already on the thread (recorded calls and every reply's tool_use parts)."""
+        ids = set(self.fold.calls)
+        for response in self.fold.responses:
+            ids.update(p["call_id"] for p in response["content"] if p.get("type") == "tool_use")
+        return ids
 
     async def on_model_error(self, request_event_id: str, exc: ModelCallError) -> RunResult | None:
         data: dict[str, Any] = {

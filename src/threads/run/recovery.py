@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from threads.models.protocol import ModelRequest, SupportsLookup
+from threads.models.protocol import ModelCallError, ModelRequest, SupportsLookup
 from threads.run.results import RunResult
 
 if TYPE_CHECKING:
@@ -57,8 +57,13 @@ class Recovery:
                 output = type(output)(
                     output.content, output.stop_reason, output.usage, answer.provider_request_id
                 )
-            await loop.record_response(event.event_id, output, "model_response_recovered", RECOVERY)
-            return True
+            try:
+                await loop.record_response(
+                    event.event_id, output, "model_response_recovered", RECOVERY
+                )
+                return True
+            except ModelCallError:
+                pass  # a recovered reply with no faithful form: abandoned as unknown below
         data: dict[str, Any] = {"reason": "crash", "request_event_id": event.event_id}
         if answer is not None and answer.status == "not_found" and answer.final:
             data["provider_outcome"] = "not_sent"

@@ -13,7 +13,8 @@ import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from threads.errors import StoreError
+from threads.errors import LogError, StoreError
+from threads.log.admission import admit_line
 from threads.log.ids import uuid7
 from threads.log.lines import Event, encode_event
 from threads.log.reduce import Fold
@@ -104,6 +105,19 @@ class BranchWriter:
             events.append(event)
             prev = event.hash
         return events
+
+    def refusal(
+        self, items: Sequence[tuple[str, dict[str, Any], dict[str, Any]]]
+    ) -> LogError | None:
+        """Why the store would refuse ``items`` (the same line admission it applies), or None;
+        nothing is written or folded. For data from outside (a model's reply), so a refused
+        reply leaves the writer usable instead of poisoned."""
+        for event in self._encode(items):
+            try:
+                admit_line(event.line, position_seq=event.seq)
+            except LogError as exc:
+                return exc
+        return None
 
     async def append(
         self,
