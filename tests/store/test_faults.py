@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from postgres_support import POSTGRES_MARKS, drop_store, execute, fetch_one, open_postgres
 
+from threads.cli.main import main
 from threads.clock import FakeClock
 from threads.errors import LogError, StoreError
 from threads.log.canonical import MAX_SAFE_INT
@@ -311,3 +312,23 @@ async def test_an_unreachable_sqlite_path_is_coded(tmp_path: Path) -> None:
     finally:
         await store.close()
 
+
+
+async def test_the_cli_lists_and_reports_faults_with_their_codes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = FakeClock()
+    setup = sqlite(tmp_path / "s", clock=clock)
+    log, _ = await _written(setup, clock)
+    await setup.close()
+    with _write_lock_held(tmp_path / "s" / "threads.db"):
+        # `threads ls` reads beside a writer that holds the lock: no wait, no error.
+        assert await asyncio.to_thread(main, ["ls", "--store", str(tmp_path / "s")]) == 0
+        assert log.header.thread_id in capsys.readouterr().out
+    (tmp_path / "s" / "threads.db").write_bytes(b"\x00" * 4096)
+    for extra in ("threads.db-wal", "threads.db-shm"):
+        (tmp_path / "s" / extra).unlink(missing_ok=True)
+    assert await asyncio.to_thread(main, ["ls", "--store", str(tmp_path / "s")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: store_corrupt")
+    assert "log_corrupt" not in err

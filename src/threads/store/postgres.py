@@ -631,26 +631,35 @@ def postgres(
 
 async def _init_schema(conn: Conn, schema: str) -> None:
     """Create the schema's tables once (hosts racing here queue on an advisory lock), or
-    refuse a schema another version of threads wrote."""
+    refuse a schema another version of threads wrote. A schema that is already set up is only
+    read: opening a store never waits on (or takes) a lock a writer could hold."""
+    if await _schema_version(conn, schema) == SCHEMA_VERSION:
+        return
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"threads:{schema}",))
         await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-        cursor = await conn.execute(
-            "SELECT 1 FROM information_schema.tables"
-            " WHERE table_schema = %s AND table_name = 'meta'",
-            (schema,),
-        )
-        if await cursor.fetchone() is None:
+        version = await _schema_version(conn, schema)
+        if version is None:
             await conn.execute(_DDL.encode())  # no parameters: one round trip for all of it
             await conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('schema_version', %s)", (str(SCHEMA_VERSION),)
             )
             return
-        cursor = await conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
-        row = await cursor.fetchone()
-        version = int(row[0]) if row is not None else 0
         if version != SCHEMA_VERSION:
             raise unsupported_schema(version)
+
+
+async def _schema_version(conn: Conn, schema: str) -> int | None:
+    """The schema's recorded version, or None when it has no ``meta`` table yet."""
+    cursor = await conn.execute(
+        "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = 'meta'",
+        (schema,),
+    )
+    if await cursor.fetchone() is None:
+        return None
+    cursor = await conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+    row = await cursor.fetchone()
+    return int(row[0]) if row is not None else 0
 
 
 async def _branch(conn: Conn, branch_id: str) -> BranchInfo:
