@@ -96,15 +96,18 @@ def make_header(thread_id: str, branch_id: str, created_at: int) -> Header:
     )
 
 
-def first_event(header: Header, type: str, data: Data, actor: Actor) -> Event:
-    """A new root branch's first event (seq 1, epoch 1, chained to ``header``), written together
-    with the header when the branch is created."""
+def first_event(
+    header: Header, type: str, data: Data, actor: Actor, *, seq: int = 1, epoch: int = 1
+) -> Event:
+    """A new branch's first event, chained to ``header`` and written together with it when the
+    branch is created: a root's (seq 1, epoch 1), or a child's ``fork`` (``seq`` at_seq + 1, at
+    the parent's epoch there)."""
     return encode_event(
-        seq=1,
+        seq=seq,
         event_id=uuid7(header.created_at),
         thread_id=header.thread_id,
         branch_id=header.branch_id,
-        epoch=1,
+        epoch=epoch,
         type=type,
         time=header.created_at,
         actor=actor,

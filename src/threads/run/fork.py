@@ -5,23 +5,21 @@ Only a quiescent, unexpired ``snapshot`` event is a fork point (``no_snapshot_bo
 ``snapshot_expired`` otherwise). The child is its own header plus a ``fork`` event at
 ``at_seq + 1`` naming the parent and the hash of the parent's snapshot line; parent rows are
 referenced, never copied, and the parent is never written. The snapshot is restored first, into
-a new sandbox, through the caller's ``restore`` capability; a fork that fails leaves no child.
+a new sandbox, through the caller's ``restore`` capability; the child and its ``fork`` event are
+one transaction, so a fork that fails (or is killed) leaves no child.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from threads.errors import LogError, NotFound, StoreError
+from threads.errors import LogError, NotFound
 from threads.log.ids import uuid7
-from threads.log.lines import make_header
-from threads.run.writer import BranchWriter
+from threads.log.lines import first_event, make_header
 from threads.store.protocol import BranchInfo, Store
 
 Restore = Callable[[dict[str, Any]], Awaitable[str]]
-FORK_LEASE_TTL_MS = 10_000
 
 
 async def fork_at(
@@ -54,30 +52,20 @@ async def fork_at(
         )
     sandbox_id = await restore(event.data)
     header = make_header(parent.thread_id, new_branch_id or uuid7(now), now)
+    data = {
+        "at_hash": event.hash,
+        "knowledge_policy": knowledge_policy,
+        "parent_branch_id": parent.branch_id,
+        "reason": "snapshot",
+        "sandbox_id": sandbox_id,
+    }
+    fork = first_event(header, "fork", data, {"kind": "host"}, seq=event.seq + 1, epoch=event.epoch)
+    # One transaction: a crash leaves either no child or a child with its fork event.
     await store.create_branch(
         header,
         tenant_id=parent.tenant_id,
         parent_branch_id=parent.branch_id,
         fork_at_seq=event.seq,
+        events=[fork],
     )
-    lease = await store.acquire_lease(header.branch_id, uuid7(now), FORK_LEASE_TTL_MS)
-    try:
-        child = await store.read_chain(header.branch_id)
-        writer = BranchWriter(store, lease, child.fold(now), ttl_ms=FORK_LEASE_TTL_MS)
-        data = {
-            "at_hash": event.hash,
-            "knowledge_policy": knowledge_policy,
-            "parent_branch_id": parent.branch_id,
-            "reason": "snapshot",
-            "sandbox_id": sandbox_id,
-        }
-        await writer.append([("fork", data, {"kind": "host"})])
-    except BaseException:
-        # Never resume an interrupted fork: the child is marked failed and never runs.
-        with contextlib.suppress(StoreError):
-            await store.set_branch_state(header.branch_id, "fork_failed")
-        raise
-    finally:
-        with contextlib.suppress(StoreError):
-            await store.release_lease(lease)
     return header.branch_id
