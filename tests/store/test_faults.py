@@ -18,19 +18,23 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from postgres_support import POSTGRES_MARKS, drop_store, execute, fetch_one, open_postgres
 
+from threads import agent
 from threads.cli.main import main
 from threads.clock import FakeClock
 from threads.errors import LogError, StoreError
 from threads.log.canonical import MAX_SAFE_INT
 from threads.log.lines import encode_event
+from threads.store.faults import fault
 from threads.store.protocol import Lease, Store
-from threads.store.sqlite import sqlite
+from threads.store.sqlite import SQLiteStore, sqlite
 from threads.store.transfer import import_log
 from threads.testing.sample_log import USER, SampleLog
+from threads.testing.scripted import say, scripted_model
 
 TENANT = "acme"
 TTL = 30_000
@@ -332,3 +336,34 @@ async def test_the_cli_lists_and_reports_faults_with_their_codes(
     err = capsys.readouterr().err
     assert err.startswith("error: store_corrupt")
     assert "log_corrupt" not in err
+
+
+class _FullAfter(SQLiteStore):
+    """A store whose disk fills after ``appends`` appends (a fault-injecting wrapper)."""
+
+    def __init__(self, path: Path, appends: int) -> None:
+        super().__init__(path, clock=FakeClock())
+        self.left = appends
+
+    async def append(self, *args: Any, **kwargs: Any) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise fault("store_full", "injected: no space left on device")
+        await super().append(*args, **kwargs)
+
+
+async def test_a_run_that_ends_on_a_store_fault_says_so_and_frees_its_thread(
+    tmp_path: Path,
+) -> None:
+    store = _FullAfter(tmp_path / "s", appends=1)
+    bot = agent(name="t", model=scripted_model([say("hello")]))
+    try:
+        with pytest.raises(StoreError) as caught:
+            await bot.run("hi", store=store)
+        assert caught.value.code == "store_full"
+        [root] = await store.list_threads()
+        # Released at once, not at expiry: another holder takes it without moving the clock.
+        lease = await store.acquire_lease(root.branch_id, "next-holder", TTL)
+        assert lease.holder_id == "next-holder"
+    finally:
+        await store.close()
