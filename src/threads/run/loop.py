@@ -397,7 +397,7 @@ class RunLoop:
         refusal = self.writer.refusal(items)
         if refusal is not None:
             raise unrecordable_reply(refusal.message)
-        artifacts = [PendingArtifact(data, media) for data, media in normalized.artifacts]
+        artifacts = [PendingArtifact(blob, media) for blob, media in normalized.artifacts]
         await self.writer.append(items, artifacts=artifacts)
 
     def _call_ids(self) -> set[str]:
