@@ -387,14 +387,32 @@ class PostgresStore:
                 artifacts=artifacts, written=written,
             )
         except StoreError as exc:
-            # A connection lost before any write was sent committed nothing: send it again.
-            if exc.code != "store_unavailable" or written[0] or self._closed:
+            if exc.code != "store_unavailable" or self._closed:
                 raise
             await self._drop_dead_connections()
+            # Lost before any write was sent: nothing was committed. Lost after: ask the store
+            # whether the batch landed (stale_epoch if another holder took over meanwhile).
+            if written[0] and await self._landed(branch_id, events, expected_seq, lease):
+                return
             await self._append(
                 branch_id, events=events, expected_seq=expected_seq, lease=lease,
                 artifacts=artifacts, written=written,
             )
+
+    async def _landed(
+        self, branch_id: str, events: Sequence[Event], expected_seq: int, lease: Lease
+    ) -> bool:
+        """After a connection was lost mid-append: did the batch commit? The lease is checked
+        first, so while it holds nobody else can have moved the head."""
+        await self.check_lease(lease)
+        branch = await self.get_branch(branch_id)
+        if events and (branch.head_seq, branch.head_hash) == (events[-1].seq, events[-1].hash):
+            return True
+        if branch.head_seq == expected_seq:
+            return False
+        raise StoreError(
+            "seq_conflict", "the branch moved while the connection was lost; re-read it"
+        )
 
     async def _append(
         self,
