@@ -70,6 +70,9 @@ async def test_an_always_timing_out_idempotent_tool_parks_after_its_bound(
     assert isinstance(result, Parked)
     assert result.reason == "effect_unknown"
     assert [p.kind for p in result.pending] == ["effect"]
+    detail = result.pending[0].detail
+    assert detail is not None
+    assert "outcome unknown (timeout) after 4 dispatch(es), all the tool allows (4)" in detail
     assert [attempt for _, attempt in sent] == [1, 2, 3, 4]
     assert len({key for key, _ in sent}) == 1  # one effect key for every attempt
     events = await result.thread.timeline()
@@ -213,6 +216,44 @@ async def test_a_restart_in_the_middle_of_a_backoff_waits_until_not_before(
         assert len(of_type(events, "retry_scheduled")) == 1  # the recorded wait, not a new one
     finally:
         await store.close()
+
+
+async def test_a_resend_after_a_crash_does_not_wait(store: SQLiteStore) -> None:
+    attempts: list[int] = []
+    inside = asyncio.Event()
+
+    async def send(args: Note, ctx: Any) -> str:
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            inside.set()
+            await asyncio.Event().wait()  # the process dies in here
+        return "sent"
+
+    def bot() -> Any:
+        send_tool = tool(
+            name="send",
+            description="Send.",
+            input=Note,
+            execute=send,
+            effect="idempotent",
+            dedup_window_ms=3_600_000,
+        )
+        return agent(
+            name="t",
+            model=scripted_model([use(call("send", "c1", text="hi")), say("done")]),
+            tools=[send_tool],
+        )
+
+    task = asyncio.create_task(bot().run("go", store=store, principal=ALICE))
+    await inside.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    [thread] = await store.list_threads()
+    done = await bot().run(None, store=store, thread=thread.thread_id, principal=ALICE)
+    assert isinstance(done, Completed)
+    assert attempts == [1, 2]
+    assert not of_type(await done.thread.timeline(), "retry_scheduled")
 
 
 async def test_a_restart_after_not_before_does_not_wait(tmp_path: Path) -> None:

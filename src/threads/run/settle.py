@@ -11,9 +11,10 @@ ever allow another dispatch, always with the same effect key and ``attempt + 1``
 ``settle`` records what it proved and returns what comes next: ``Retry`` (the scheduler
 dispatches again), ``Closed`` (the call has its result) or ``Parked`` (a person decides). It never
 dispatches. Every resend it decides on its own is bounded and waited for: a call that has had
-``tool.max_attempts`` dispatches parks instead, and the resolution that allows a resend is
-recorded together with its ``retry_scheduled`` (backoff doubling from ``tool.retry_backoff_ms``),
-which a later run honours until ``not_before``.
+``tool.max_attempts`` dispatches parks instead, and the resolution that allows a resend after a
+timeout or transport error is recorded together with its ``retry_scheduled`` (backoff doubling
+from ``tool.retry_backoff_ms``), which a later run honours until ``not_before``. A resend after
+a crash (``crash_after_begin``) does not wait: the restart took its own time.
 """
 
 from __future__ import annotations
@@ -244,7 +245,9 @@ async def _resend(rt: Runtime, call: Call, tool: Tool, by: str) -> Settled:
         return await park(rt, call)
     resolved = {"by": by, "call_id": call.call_id, "outcome": "safe_to_retry"}
     drafts = [Draft("effect_resolved", resolved, RECOVERY)]
-    delay = backoff_ms(tool, call.attempt)
+    # A crash is no sign the provider is struggling, and the restart took its own time: only a
+    # resend after a timeout or transport error (seen by a live run) waits.
+    delay = 0 if call.unknown_reason == "crash_after_begin" else backoff_ms(tool, call.attempt)
     not_before = None
     if delay > 0:
         assert call.begin_event is not None  # an effect in doubt was begun

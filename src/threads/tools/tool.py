@@ -153,8 +153,9 @@ def tool(
 
     ``max_attempts``: how many times threads dispatches one call's effect on its own (the first
     send and every resend it decides; an operator's ``assume_not_done`` always gets its one
-    send). ``retry_backoff_ms``: the wait before the first resend, doubled for each further
-    one (at most a minute); each wait is recorded as ``retry_scheduled``.
+    send). ``retry_backoff_ms``: the wait before the first resend after a timeout or transport
+    error, doubled for each further one (at most a minute); each wait is recorded as
+    ``retry_scheduled``. A resend after a crash does not wait.
 
     ``settle_ms``: how long after a takeover a request that an earlier holder of the thread (a
     frozen or partitioned process that lost its lease) already had in flight may still reach
