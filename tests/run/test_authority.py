@@ -31,6 +31,7 @@ from threads.run.control import control_writer
 from threads.run.drafts import resumed_data
 from threads.store.sqlite import SQLiteStore
 from threads.testing.scripted import call, say, scripted_model, use
+from threads.tools.tool import DEFAULT_SETTLE_MS
 
 ALICE = Principal("api", "acme", "alice")  # starts every thread here
 BOB = Principal("api", "acme", "bob")  # an approver when the agent names him
@@ -88,6 +89,14 @@ async def parked_approval(store: SQLiteStore, sent: list[str], **kwargs: Any) ->
     assert isinstance(parked, Parked)
     assert parked.reason == "awaiting_approval"
     return bot, parked.thread.id
+
+
+def past_the_window(store: SQLiteStore) -> None:
+    """The run that parked took over from a dead one: wait out the zombie window (there is no
+    zombie here) so that assume_not_done is accepted."""
+    clock = store.clock
+    assert isinstance(clock, FakeClock)
+    clock.advance(DEFAULT_SETTLE_MS + 1)
 
 
 async def head(store: SQLiteStore, thread_id: str) -> int:
@@ -154,6 +163,7 @@ async def test_the_agents_approvers_decide_and_the_starter_does_not(store: SQLit
     [thread] = await store.list_threads()
     knows_agent = await open_thread(store, thread.thread_id, agent=bot)
     await refused(store, thread.thread_id, knows_agent.resolve_parked(key, "assume_done", ALICE))
+    past_the_window(store)
     await knows_agent.resolve_parked(key, "assume_not_done", BOB)
     done = await bot.run(None, store=store, thread=thread.thread_id, principal=ALICE)
     assert isinstance(done, Completed)
@@ -166,6 +176,7 @@ async def test_a_starters_resolution_the_agent_does_not_allow_is_not_acted_on(
     sent: list[str] = []
     bot, key = await parked_effect(store, sent, approvers=[BOB])
     [thread] = await store.list_threads()
+    past_the_window(store)
     # a handle that does not know the agent lets the starter through (the rule's fallback) ...
     await Thread(store, thread.thread_id).resolve_parked(key, "assume_not_done", ALICE)
     # ... and the run, which knows the agent, treats that resolution as not made
@@ -220,6 +231,7 @@ async def test_a_resolution_forged_by_a_stranger_is_not_acted_on(
     events = await Thread(store, thread.thread_id).timeline()
     assert not [e for e in events if e.type == "tool_result"]
     # the starter's own decision then stands
+    past_the_window(store)
     await Thread(store, thread.thread_id).resolve_parked(key, "assume_not_done", ALICE)
     done = await bot.run(None, store=store, thread=thread.thread_id, principal=ALICE)
     assert isinstance(done, Completed)

@@ -27,7 +27,6 @@ from threads.run.holders import earlier_holder, iso
 from threads.run.park_info import effect_park_detail
 from threads.run.permissions import check_rule, rule_matches
 from threads.store.protocol import BranchInfo, Store
-from threads.store.transfer import export_branch
 from threads.tools.tool import DEFAULT_SETTLE_MS
 
 
@@ -132,6 +131,9 @@ class Thread:
         return (await self.fold()).cost()
 
     async def export(self) -> bytes:
+        # Imported here: export pulls in the JSON Schema validator, which no run needs.
+        from threads.store.transfer import export_branch
+
         return await export_branch(self.store, (await self._branch()).branch_id)
 
     async def pending_approvals(self) -> list[PendingApproval]:
