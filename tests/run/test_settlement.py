@@ -160,10 +160,8 @@ class RecordingClock(FakeClock):
         await super().sleep_ms(ms)
 
 
-async def test_a_restart_in_the_middle_of_a_backoff_waits_until_not_before(
-    tmp_path: Path,
-) -> None:
-    attempts: list[int] = []
+def timing_out_once(attempts: list[int]) -> Any:
+    """An idempotent tool whose first send times out (5 s backoff) and whose resend works."""
 
     async def send(args: Note, ctx: Any) -> str:
         attempts.append(ctx.attempt)
@@ -171,43 +169,54 @@ async def test_a_restart_in_the_middle_of_a_backoff_waits_until_not_before(
             raise TimeoutError("no answer")
         return "sent"
 
-    tools = [
-        tool(
-            name="send",
-            description="Send.",
-            input=Note,
-            execute=send,
-            effect="idempotent",
-            dedup_window_ms=3_600_000,
-            retry_backoff_ms=5000,
-        )
-    ]
+    send_tool = tool(
+        name="send",
+        description="Send.",
+        input=Note,
+        execute=send,
+        effect="idempotent",
+        dedup_window_ms=3_600_000,
+        retry_backoff_ms=5000,
+    )
     script = [use(call("send", "c1", text="hi")), say("done")]
+    return agent(name="t", model=scripted_model(script), tools=[send_tool])
+
+
+async def died_in_a_backoff(store_dir: Path, attempts: list[int]) -> tuple[str, int]:
+    """Run until the first resend's wait, then die there; the thread id and its not_before."""
     stalling = StallingClock()
-    first_store = sqlite(tmp_path / "store", clock=stalling)
-    bot = agent(name="t", model=scripted_model(script), tools=tools)
-    task = asyncio.create_task(bot.run("go", store=first_store, principal=ALICE))
-    await stalling.waiting.wait()
-    task.cancel()  # the process dies while it waits
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    [thread] = await first_store.list_threads()
-    await first_store.close()
-
-    handle_store = sqlite(tmp_path / "store", clock=FakeClock(stalling.now_ms()))
-    timeline = await (await open_thread(handle_store, thread.thread_id)).timeline()
+    store = sqlite(store_dir, clock=stalling)
+    try:
+        task = asyncio.create_task(
+            timing_out_once(attempts).run("go", store=store, principal=ALICE)
+        )
+        await stalling.waiting.wait()
+        task.cancel()  # the process dies while it waits
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        [thread] = await store.list_threads()
+        timeline = await (await open_thread(store, thread.thread_id)).timeline()
+    finally:
+        await store.close()
     [retry] = of_type(timeline, "retry_scheduled")
-    not_before = retry.data["not_before"]
-    await handle_store.close()
+    return thread.thread_id, retry.data["not_before"]
 
-    # restarted 2 s into the 5 s wait: it waits out the remaining 3 s, then resends
-    clock = RecordingClock(not_before - 3000)
+
+@pytest.mark.parametrize("restart_ms_before_not_before", [3000, -60_000])
+async def test_a_restart_waits_only_until_the_recorded_not_before(
+    tmp_path: Path, restart_ms_before_not_before: int
+) -> None:
+    attempts: list[int] = []
+    thread_id, not_before = await died_in_a_backoff(tmp_path / "store", attempts)
+    # restarted 2 s into the 5 s wait it waits out the remaining 3 s; after it, not at all
+    clock = RecordingClock(not_before - restart_ms_before_not_before)
     store = sqlite(tmp_path / "store", clock=clock)
     try:
-        bot = agent(name="t", model=scripted_model(script), tools=tools)
-        done = await bot.run(None, store=store, thread=thread.thread_id, principal=ALICE)
+        done = await timing_out_once(attempts).run(
+            None, store=store, thread=thread_id, principal=ALICE
+        )
         assert isinstance(done, Completed)
-        assert sum(clock.slept) == 3000
+        assert sum(clock.slept) == max(restart_ms_before_not_before, 0)
         assert attempts == [1, 2]
         events = await done.thread.timeline()
         second = of_type(events, "effect_begin")[-1]
@@ -254,51 +263,6 @@ async def test_a_resend_after_a_crash_does_not_wait(store: SQLiteStore) -> None:
     assert isinstance(done, Completed)
     assert attempts == [1, 2]
     assert not of_type(await done.thread.timeline(), "retry_scheduled")
-
-
-async def test_a_restart_after_not_before_does_not_wait(tmp_path: Path) -> None:
-    attempts: list[int] = []
-
-    async def send(args: Note, ctx: Any) -> str:
-        attempts.append(ctx.attempt)
-        if ctx.attempt == 1:
-            raise TimeoutError("no answer")
-        return "sent"
-
-    tools = [
-        tool(
-            name="send",
-            description="Send.",
-            input=Note,
-            execute=send,
-            effect="idempotent",
-            dedup_window_ms=3_600_000,
-        )
-    ]
-    script = [use(call("send", "c1", text="hi")), say("done")]
-    stalling = StallingClock()
-    first_store = sqlite(tmp_path / "store", clock=stalling)
-    task = asyncio.create_task(
-        agent(name="t", model=scripted_model(script), tools=tools).run(
-            "go", store=first_store, principal=ALICE
-        )
-    )
-    await stalling.waiting.wait()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    [thread] = await first_store.list_threads()
-    await first_store.close()
-    clock = RecordingClock(stalling.now_ms() + 60_000)
-    store = sqlite(tmp_path / "store", clock=clock)
-    try:
-        bot = agent(name="t", model=scripted_model(script), tools=tools)
-        done = await bot.run(None, store=store, thread=thread.thread_id, principal=ALICE)
-        assert isinstance(done, Completed)
-        assert clock.slept == []
-        assert attempts == [1, 2]
-    finally:
-        await store.close()
 
 
 def test_the_bound_and_backoff_are_checked_when_the_tool_is_defined() -> None:

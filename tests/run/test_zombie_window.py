@@ -176,27 +176,43 @@ def mailer(
     return agent(name="mail", model=scripted_model(script), tools=[send_email])
 
 
+async def frozen_in_the_send(
+    store: SQLiteStore, clock: FakeClock, provider: Provider, frozen: asyncio.Event
+) -> tuple[asyncio.Task[Any], str]:
+    """A first holder stuck inside its send (until ``frozen`` is set) past its lease; the task
+    and the thread id."""
+    inside = asyncio.Event()
+    bot = mailer(provider, frozen=frozen, inside=inside)
+    holder = asyncio.create_task(bot.run("go", store=store, principal=ALICE))
+    await inside.wait()
+    [thread] = await store.list_threads()
+    clock.advance(TTL_MS + 1)
+    return holder, thread.thread_id
+
+
+async def died_in_the_send(store: SQLiteStore, clock: FakeClock, provider: Provider) -> str:
+    """The same holder, SIGKILLed instead: it never sends."""
+    holder, thread_id = await frozen_in_the_send(store, clock, provider, asyncio.Event())
+    holder.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await holder
+    return thread_id
+
+
 async def test_a_final_not_found_is_not_trusted_while_an_earlier_holder_may_send(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     provider = Provider()
-    frozen, inside = asyncio.Event(), asyncio.Event()
+    frozen = asyncio.Event()
     first_store = sqlite(tmp_path / "store", clock=clock)
     second_store = sqlite(tmp_path / "store", clock=clock)  # another process, same store
     try:
-        zombie = asyncio.create_task(
-            mailer(provider, frozen=frozen, inside=inside).run(
-                "go", store=first_store, principal=ALICE
-            )
-        )
-        await inside.wait()
-        [thread] = await first_store.list_threads()
-        clock.advance(TTL_MS + 1)  # the first holder froze past its lease
+        zombie, thread_id = await frozen_in_the_send(first_store, clock, provider, frozen)
         taken_over = clock.now_ms()
 
         # the second runner takes over: the lookup says not found, but the first may still send
         second = await mailer(provider).run(
-            None, store=second_store, thread=thread.thread_id, principal=ALICE
+            None, store=second_store, thread=thread_id, principal=ALICE
         )
         assert isinstance(second, Parked)
         assert second.reason == "effect_unknown"
@@ -207,19 +223,19 @@ async def test_a_final_not_found_is_not_trusted_while_an_earlier_holder_may_send
         assert provider.applied == {}
 
         # the operator checks the provider during the freeze: assume_not_done is refused
-        handle = Thread(second_store, thread.thread_id)
-        head = (await second_store.root_branch(thread.thread_id)).head_seq
+        handle = Thread(second_store, thread_id)
+        head = (await second_store.root_branch(thread_id)).head_seq
         with pytest.raises(ControlError) as refused:
             await handle.resolve_parked(pending.id, "assume_not_done", ALICE)
         assert refused.value.code == "holder_may_be_running"
-        assert (await second_store.root_branch(thread.thread_id)).head_seq == head
+        assert (await second_store.root_branch(thread_id)).head_seq == head
         [listed] = await handle.parked_effects()
         assert "may still be running" in listed.detail
 
         # a run inside the window does not send either
         clock.advance(SETTLE_MS // 2)
         again = await mailer(provider).run(
-            None, store=second_store, thread=thread.thread_id, principal=ALICE
+            None, store=second_store, thread=thread_id, principal=ALICE
         )
         assert isinstance(again, Parked)
 
@@ -233,11 +249,11 @@ async def test_a_final_not_found_is_not_trusted_while_an_earlier_holder_may_send
         # after the window a run looks again, finds the zombie's send, and never resends
         clock.set(taken_over + SETTLE_MS + 1)
         done = await mailer(provider).run(
-            None, store=second_store, thread=thread.thread_id, principal=ALICE
+            None, store=second_store, thread=thread_id, principal=ALICE
         )
         assert isinstance(done, Completed)
         assert provider.applied == {pending.id: 1}  # 0 duplicates
-        events = await Thread(second_store, thread.thread_id).timeline()
+        events = await Thread(second_store, thread_id).timeline()
         assert [e.data["outcome"] for e in events if e.type == "effect_resolved"] == [
             "confirmed_success"
         ]
@@ -250,31 +266,20 @@ async def test_after_the_window_a_final_not_found_resends_once(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     provider = Provider()
-    frozen, inside = asyncio.Event(), asyncio.Event()
     first_store = sqlite(tmp_path / "store", clock=clock)
     second_store = sqlite(tmp_path / "store", clock=clock)
     try:
-        zombie = asyncio.create_task(
-            mailer(provider, frozen=frozen, inside=inside).run(
-                "go", store=first_store, principal=ALICE
-            )
-        )
-        await inside.wait()
-        [thread] = await first_store.list_threads()
-        zombie.cancel()  # this one really died: it never sends
-        with pytest.raises(asyncio.CancelledError):
-            await zombie
-        clock.advance(TTL_MS + 1)
+        thread_id = await died_in_the_send(first_store, clock, provider)
         parked = await mailer(provider).run(
-            None, store=second_store, thread=thread.thread_id, principal=ALICE
+            None, store=second_store, thread=thread_id, principal=ALICE
         )
         assert isinstance(parked, Parked)  # threads can't tell a death from a freeze
         clock.advance(SETTLE_MS + 1)
-        handle = Thread(second_store, thread.thread_id)
+        handle = Thread(second_store, thread_id)
         [listed] = await handle.parked_effects()
         assert "window ended" in listed.detail
         done = await mailer(provider).run(
-            None, store=second_store, thread=thread.thread_id, principal=ALICE
+            None, store=second_store, thread=thread_id, principal=ALICE
         )
         assert isinstance(done, Completed)
         assert provider.applied == {parked.pending[0].id: 1}
@@ -338,21 +343,10 @@ async def test_the_operator_listing_says_an_earlier_holder_may_be_running(
     tmp_path: Path, clock: FakeClock, capsys: pytest.CaptureFixture[str]
 ) -> None:
     provider = Provider()
-    frozen, inside = asyncio.Event(), asyncio.Event()
     store = sqlite(tmp_path / "store", clock=clock)
     try:
-        zombie = asyncio.create_task(
-            mailer(provider, frozen=frozen, inside=inside).run("go", store=store, principal=ALICE)
-        )
-        await inside.wait()
-        [thread] = await store.list_threads()
-        zombie.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await zombie
-        clock.advance(TTL_MS + 1)
-        parked = await mailer(provider).run(
-            None, store=store, thread=thread.thread_id, principal=ALICE
-        )
+        thread_id = await died_in_the_send(store, clock, provider)
+        parked = await mailer(provider).run(None, store=store, thread=thread_id, principal=ALICE)
         assert isinstance(parked, Parked)
     finally:
         await store.close()
@@ -361,7 +355,7 @@ async def test_the_operator_listing_says_an_earlier_holder_may_be_running(
         cli_main,
         [
             "approvals",
-            thread.thread_id,
+            thread_id,
             "--store",
             str(tmp_path / "store"),
             "--tenant",
