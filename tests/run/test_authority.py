@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from test_written_logs import assert_export_is_valid
 
 from threads import (
     Completed,
@@ -236,6 +237,7 @@ async def test_a_resolution_forged_by_a_stranger_is_not_acted_on(
     done = await bot.run(None, store=store, thread=thread.thread_id, principal=ALICE)
     assert isinstance(done, Completed)
     assert sent == [key, key]
+    await assert_export_is_valid(Thread(store, thread.thread_id))
 
 
 @pytest.mark.parametrize("kind", ["approval_granted", "approval_denied"])
@@ -271,3 +273,4 @@ async def test_a_decision_forged_by_a_stranger_is_not_acted_on(
     done = await bot.run(None, store=store, thread=thread_id, principal=ALICE)
     assert isinstance(done, Completed)
     assert len(sent) == 1
+    await assert_export_is_valid(Thread(store, thread_id))

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from test_written_logs import assert_export_is_valid
 
 from threads import (
     Completed,
@@ -87,6 +88,7 @@ async def test_an_always_timing_out_idempotent_tool_parks_after_its_bound(
         assert next_begin.time >= retry.data["not_before"]  # the wait was honoured
     assert clock.now_ms() - started >= 7000  # waited on the fake clock, not in real time
     assert of_type(events, "parked")[-1].data["reason"] == "effect_unknown"
+    await assert_export_is_valid(result.thread)
     # a further run does not send again
     again = await bot.run(None, store=store, thread=result.thread.id, principal=ALICE)
     assert isinstance(again, Parked)

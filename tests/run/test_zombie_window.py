@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from test_written_logs import assert_export_is_valid
 
 from threads import (
     Completed,
@@ -257,6 +258,7 @@ async def test_a_final_not_found_is_not_trusted_while_an_earlier_holder_may_send
         assert [e.data["outcome"] for e in events if e.type == "effect_resolved"] == [
             "confirmed_success"
         ]
+        await assert_export_is_valid(Thread(second_store, thread_id))
     finally:
         await first_store.close()
         await second_store.close()
