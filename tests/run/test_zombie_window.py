@@ -35,6 +35,7 @@ from threads import (
 from threads.cli.main import main as cli_main
 from threads.models.protocol import ModelCallError
 from threads.run.agent import Agent
+from threads.run.worker import Worker
 from threads.store.sqlite import SQLiteStore
 from threads.testing.scripted import Fail, call, say, scripted_model, use
 
@@ -432,3 +433,21 @@ async def test_a_lost_lease_is_never_released_by_the_old_holder(
     with pytest.raises(StoreError) as busy:  # the thief's lease survived the old run's end
         await store.acquire_lease(thread.branch_id, "third", TTL_MS)
     assert busy.value.code == "branch_busy"
+
+
+async def test_a_worker_runs_a_window_park_again_once_the_window_is_over(
+    store: SQLiteStore, clock: FakeClock
+) -> None:
+    provider = Provider()
+    thread_id = await died_in_the_send(store, clock, provider)
+    parked = await mailer(provider).run(None, store=store, thread=thread_id, principal=ALICE)
+    assert isinstance(parked, Parked)
+    worker = Worker(store, [mailer(provider)])
+    assert (await worker.run_once()).runs == 0  # the window is still open: nothing to do
+    assert (await worker.run_once()).runs == 0  # and it is not re-read for nothing
+    clock.advance(SETTLE_MS + 1)
+    stats = await worker.run_once()
+    assert stats.runs == 1
+    assert stats.outcomes == {"completed": 1}
+    assert provider.applied == {parked.pending[0].id: 1}
+    assert (await worker.run_once()).runs == 1  # done: no further run

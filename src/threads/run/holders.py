@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from threads.log.reduce import Call, Fold
+from threads.tools.tool import Tool
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,29 @@ def earlier_holder(
     if taken_over_at is None:
         return None
     return EarlierHolder(begin.epoch, taken_over_at + settle_ms)
+
+
+def window_park_ends(fold: Fold, call: Call, tool: Tool | None) -> int | None:
+    """When the park of ``call`` stops standing, if the zombie window made it (a ``final``
+    not-found while an earlier holder could still be sending): the end of that window. None
+    for any other park: a person decides those."""
+    if (
+        call.effect != "unknown"
+        or call.effect_class != "reconcilable"
+        or tool is None
+        or tool.reconcile is None
+        or tool.reconcile.finality != "final"
+    ):
+        return None
+    holder = earlier_holder(fold, call, tool.settle_ms)
+    address = {"id": call.effect_key, "kind": "effect"}
+    park = next(
+        (e for e in reversed(fold.events) if e.type == "parked" and e.data["address"] == address),
+        None,
+    )
+    if holder is None or park is None or park.time >= holder.until:
+        return None
+    return holder.until
 
 
 def iso(ms: int) -> str:

@@ -26,7 +26,7 @@ from threads.errors import StoreError
 from threads.log.reduce import Call
 from threads.run.authority import human_resolution, recorded_refusal
 from threads.run.drafts import RECOVERY, Draft, resumed_data
-from threads.run.holders import EarlierHolder, earlier_holder, iso
+from threads.run.holders import EarlierHolder, earlier_holder, iso, window_park_ends
 from threads.run.record import close, stored_text
 from threads.run.runtime import Runtime
 from threads.store.protocol import PendingArtifact
@@ -187,23 +187,11 @@ async def _window_closed(rt: Runtime, call: Call) -> bool:
     """A park the zombie window made (a final not-found while an earlier holder could still be
     sending) ends once the window is over: the park is resumed and the lookup asked again.
     Any other park stands."""
-    tool = rt.spec.tool_named(call.name)
-    if (
-        call.effect != "unknown"
-        or call.effect_class != "reconcilable"
-        or tool is None
-        or tool.reconcile is None
-        or tool.reconcile.finality != "final"
-    ):
-        return False
-    holder = earlier_holder(rt.fold, call, tool.settle_ms)
     address = rt.fold.parks.get(("effect", call.effect_key))
-    if holder is None or address is None or rt.now() < holder.until:
-        return False
+    ends = window_park_ends(rt.fold, call, rt.spec.tool_named(call.name))
+    if address is None or ends is None or rt.now() < ends:
+        return False  # not a window park (a person decides), or its window is still open
     parked_at = resumed_data(rt.fold, address)
-    park_event = next(e for e in rt.fold.events if e.event_id == parked_at["cause_event_id"])
-    if park_event.time >= holder.until:
-        return False  # parked after the window: the lookup could not tell, a person decides
     await rt.writer.append([Draft("resumed", parked_at, RECOVERY)])
     return True
 
