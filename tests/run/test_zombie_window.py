@@ -118,7 +118,7 @@ async def test_ctx_http_checks_the_lease_before_every_request(
     assert isinstance(result, Failed)
     assert result.error.code == "stale_epoch"
     assert hits == ["/send/1"]  # the second request never left
-    assert epochs == [1]
+    assert epochs == [2]  # the branch was created with thread_started at epoch 1; this holder is 2
 
 
 async def test_ctx_epoch_grows_with_each_holder(store: SQLiteStore) -> None:
@@ -220,7 +220,7 @@ async def test_a_final_not_found_is_not_trusted_while_an_earlier_holder_may_send
         assert second.reason == "effect_unknown"
         [pending] = second.pending
         assert pending.detail is not None
-        assert "earlier holder of this thread (epoch 1) may still be running" in pending.detail
+        assert "earlier holder of this thread (epoch 2) may still be running" in pending.detail
         assert "assume_not_done is refused" in pending.detail
         assert provider.applied == {}
 
@@ -371,7 +371,7 @@ async def test_the_operator_listing_says_an_earlier_holder_may_be_running(
     out = capsys.readouterr().out
     assert f"parked {parked.pending[0].id}" in out
     assert "send_email" in out
-    assert "earlier holder (epoch 1)" in out
+    assert "earlier holder (epoch 2)" in out
 
 
 async def test_a_run_that_fails_hands_its_lease_back(store: SQLiteStore) -> None:
@@ -384,7 +384,7 @@ async def test_a_run_that_fails_hands_its_lease_back(store: SQLiteStore) -> None
     branch = await store.root_branch(failed.thread.id)
     # free at once, without waiting out the TTL
     lease = await store.acquire_lease(branch.branch_id, "next-runner", TTL_MS)
-    assert lease.epoch == 2
+    assert lease.epoch == 3  # thread_started (with the branch) 1, the failed run 2
 
 
 async def test_a_run_that_raises_hands_its_lease_back(store: SQLiteStore) -> None:
