@@ -38,6 +38,14 @@ from threads.store.protocol import (
     PendingArtifact,
     Segment,
 )
+from threads.store.receipts import (
+    RECEIPT_COLUMNS,
+    UNFINISHED_RECEIPTS,
+    RunReceipt,
+    key_taken,
+    receipt_from_row,
+    receipts_ddl,
+)
 from threads.store.rows import (
     BRANCH_COLUMNS,
     SCHEMA_VERSION,
@@ -313,6 +321,7 @@ class PostgresStore:
         expected_seq: int,
         lease: Lease,
         artifacts: Sequence[PendingArtifact] = (),
+        receipt: RunReceipt | None = None,
     ) -> None:
         require_batch(branch_id, lease, events)
         # Pipelined: BEGIN + the locking read are one round trip, the writes + COMMIT another.
@@ -335,6 +344,27 @@ class PostgresStore:
                     "UPDATE branches SET head_seq = %s, head_hash = %s WHERE branch_id = %s",
                     (last.seq, last.hash, branch_id),
                 )
+            if receipt is not None:
+                await _insert_receipt(conn, pipeline, receipt)
+
+    # ---- idempotency receipts ------------------------------------------------------------
+
+    async def get_receipt(
+        self, tenant_id: str, operation: str, idempotency_key: str
+    ) -> RunReceipt | None:
+        async with self._conn() as conn:
+            cursor = await conn.execute(
+                f"SELECT {RECEIPT_COLUMNS} FROM run_receipts WHERE tenant_id = %s"
+                " AND operation = %s AND idempotency_key = %s".encode(),
+                (tenant_id, operation, idempotency_key),
+            )
+            row = await cursor.fetchone()
+        return None if row is None else receipt_from_row(row)
+
+    async def unfinished_receipts(self) -> list[RunReceipt]:
+        async with self._conn() as conn:
+            cursor = await conn.execute(UNFINISHED_RECEIPTS.encode())
+            return [receipt_from_row(r) for r in await cursor.fetchall()]
 
     async def _stored_chain(
         self, branch_id: str
@@ -534,12 +564,25 @@ async def _init_schema(conn: Conn, schema: str) -> None:
             await conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('schema_version', %s)", (str(SCHEMA_VERSION),)
             )
-            return
-        cursor = await conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
-        row = await cursor.fetchone()
-        version = int(row[0]) if row is not None else 0
-        if version != SCHEMA_VERSION:
-            raise unsupported_schema(version)
+        else:
+            cursor = await conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+            row = await cursor.fetchone()
+            version = int(row[0]) if row is not None else 0
+            if version != SCHEMA_VERSION:
+                raise unsupported_schema(version)
+        # Added after schemas of this version existed: created in place, nothing migrates.
+        await conn.execute(receipts_ddl("text", "bigint").encode())
+
+
+async def _insert_receipt(conn: Conn, pipeline: psycopg.AsyncPipeline, receipt: RunReceipt) -> None:
+    cursor = await conn.execute(
+        f"INSERT INTO run_receipts({RECEIPT_COLUMNS})"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING".encode(),
+        receipt.row(),
+    )
+    await pipeline.sync()
+    if cursor.rowcount != 1:
+        raise key_taken(receipt)  # rolls the append back with it
 
 
 async def _branch(conn: Conn, branch_id: str) -> BranchInfo:

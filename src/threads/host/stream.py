@@ -1,0 +1,138 @@
+"""``GET .../runs/{run_id}/events``: one run's committed events as Server-Sent Events.
+
+Framing is the reference host's: ``id: <seq>`` and ``data: <JCS JSON>`` per committed event
+(``{"kind":"event","event":...}``), then one ``{"kind":"result","run_id","result"}`` without an
+id, and the stream ends. A run's events go from its ``user_input`` through the
+``turn_completed`` that closes its turn (or, while it goes on, up to the next ``user_input``).
+Invariant: events are sent in seq order, each once, starting after the client's resume point,
+so a reconnect with ``Last-Event-ID`` has no gap and no duplicate. Subscribing never starts,
+resumes or appends anything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from threads.errors import ThreadsError
+from threads.host.hub import IDLE_S, POLL_S
+from threads.host.runs import Runs
+from threads.log.canonical import canonical
+from threads.log.lines import Event
+from threads.log.reduce import Fold
+from threads.store.protocol import BranchInfo, Chain
+
+
+@dataclass(frozen=True, slots=True)
+class RunRef:
+    branch: BranchInfo
+    run_seq: int
+    run_id: str
+
+
+async def find_run(runs: Runs, thread_id: str, tenant: str, run_id: str) -> RunRef | None:
+    """The branch of ``thread_id`` (this tenant's) whose own segment has ``run_id``'s input."""
+    store = runs.store
+    branches = await store.list_branches(thread_id)
+    for branch in branches:
+        if branch.tenant_id != tenant or branch.state == "forking":
+            continue
+        chain = await store.read_chain(branch.branch_id)
+        for event in chain.segments[-1].events:
+            if event.event_id == run_id and event.type == "user_input":
+                return RunRef(branch, event.seq, run_id)
+    return None
+
+
+def frame(payload: dict[str, Any], seq: int | None = None) -> bytes:
+    head = f"id: {seq}\n" if seq is not None else ""
+    return head.encode() + b"data: " + canonical(payload) + b"\n\n"
+
+
+def event_frame(event: Event) -> bytes:
+    return frame({"kind": "event", "event": json.loads(event.line)}, event.seq)
+
+
+def outcome(
+    run_events: list[Event], fold: Fold, runs: Runs, branch_id: str
+) -> dict[str, Any] | None:
+    """The run's result as the log tells it, or None while it is still going."""
+    closing = next((e for e in run_events if e.type == "turn_completed"), None)
+    if closing is not None:
+        return _ended(closing, run_events, fold)
+    if fold.parks and not runs.holds(branch_id):
+        parked = next(e for e in reversed(run_events) if e.type == "parked")
+        return {
+            "status": "parked",
+            "reason": parked.data["reason"],
+            "pending": [{"kind": kind, "id": ident} for kind, ident in fold.parks],
+        }
+    refused = runs.refused.get(branch_id)
+    if refused is not None and not runs.holds(branch_id) and fold.turn is not None:
+        return {"status": "failed", "error": {"code": refused.code, "message": refused.message}}
+    return None
+
+
+def _ended(closing: Event, run_events: list[Event], fold: Fold) -> dict[str, Any]:
+    reason = closing.data["reason"]
+    if reason in ("end_turn", "max_output"):
+        response = next((e for e in reversed(run_events) if e.type == "model_response"), None)
+        content = response.data["content"] if response is not None else []
+        text = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+        return {"status": "completed", "output": text}
+    if reason == "cancelled":
+        return {"status": "cancelled"}
+    if reason == "budget_exhausted":
+        exceeded = next((e for e in reversed(run_events) if e.type == "budget_exceeded"), None)
+        return {"status": "budget_exhausted", "budget": exceeded.data if exceeded else {}}
+    code = closing.data.get("code") or "model_error"
+    return {"status": "failed", "error": {"code": code, "message": f"the turn ended: {reason}"}}
+
+
+def run_slice(chain: Chain, run_seq: int) -> list[Event]:
+    """The run's events: its input through its turn's end (or the next input)."""
+    own = chain.segments[-1].events
+    out: list[Event] = []
+    for event in own:
+        if event.seq < run_seq:
+            continue
+        if event.seq > run_seq and event.type == "user_input":
+            break
+        out.append(event)
+        if event.type == "turn_completed":
+            break
+    return out
+
+
+async def subscribe(runs: Runs, ref: RunRef, after_seq: int) -> AsyncIterator[bytes]:
+    store, hub = runs.store, runs.hub
+    branch_id = ref.branch.branch_id
+    sent, head = after_seq, -1
+    events: list[Event] = []
+    fold: Fold | None = None
+    while True:
+        seen = hub.version(branch_id)
+        try:
+            info = await store.get_branch(branch_id)
+            if info.head_seq != head or fold is None:
+                head = info.head_seq
+                chain = await store.read_chain(branch_id)
+                fold = chain.fold(store.clock.now_ms())
+                events = run_slice(chain, ref.run_seq)
+        except ThreadsError:
+            return  # the branch became unreadable: close without a result
+        for event in events:
+            if event.seq > sent:
+                sent = event.seq
+                yield event_frame(event)
+        result = outcome(events, fold, runs, branch_id)
+        if result is not None:
+            yield frame({"kind": "result", "result": result, "run_id": ref.run_id})
+            return
+        if runs.stopping:
+            return
+        # Our own run wakes us on every append (and when it ends); a branch written
+        # elsewhere is polled.
+        await hub.wait(branch_id, seen, IDLE_S if runs.holds(branch_id) else POLL_S)

@@ -1,0 +1,71 @@
+"""Agents the host tests serve (``threads serve host_agents:agents``).
+
+``greeter`` only talks; ``payer`` must be approved before ``wire_money`` runs; ``mailer``'s
+``send_email`` times out after sending, so its run parks ``effect_unknown`` for a person;
+``waiter`` blocks in a tool on a fake-service gate (``THREADS_HOST_PORT``) until the test
+opens it, so a run can be caught while it is going.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from pydantic import BaseModel
+
+from threads import EffectUnknown, Permissions, agent, tool
+from threads.run.agent import Agent
+from threads.testing.fake_service import ServiceClient
+from threads.testing.scripted import call, say, scripted_model, use
+
+
+class Email(BaseModel):
+    to: str
+
+
+class Amount(BaseModel):
+    amount: int
+
+
+class Gate(BaseModel):
+    name: str
+
+
+async def send_email(args: Email, ctx: Any) -> str:
+    raise EffectUnknown("the mail server timed out after accepting the message")
+
+
+async def wire_money(args: Amount, ctx: Any) -> str:
+    return f"wired {args.amount}"
+
+
+async def wait_gate(args: Gate, ctx: Any) -> str:
+    client = ServiceClient(int(os.environ["THREADS_HOST_PORT"]), "host")
+    await asyncio.to_thread(client.wait_gate, args.name)
+    return "the gate opened"
+
+
+def agents() -> list[Agent]:
+    return [
+        agent(name="greeter", model=scripted_model([say(f"hello {n}") for n in range(1, 40)])),
+        agent(
+            name="payer",
+            model=scripted_model([use(call("wire_money", amount=5)), say("paid")]),
+            tools=[tool(name="wire_money", description="Wire money.", input=Amount,
+                        execute=wire_money, effect="unguarded")],
+            permissions=Permissions(ask=("wire_money",)),
+        ),
+        agent(
+            name="mailer",
+            model=scripted_model([use(call("send_email", to="c@example.com")), say("mailed")]),
+            tools=[tool(name="send_email", description="Email.", input=Email,
+                        execute=send_email)],
+        ),
+        agent(
+            name="waiter",
+            model=scripted_model([use(call("wait_gate", name="g")), say("waited")]),
+            tools=[tool(name="wait_gate", description="Wait.", input=Gate, execute=wait_gate,
+                        effect="read_only")],
+        ),
+    ]
