@@ -47,6 +47,7 @@ class HostServer:
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    clients: list[httpx.Client] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -64,7 +65,8 @@ class HostServer:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(self.process.stderr.read().decode() if self.process.stderr else "")
+                err = self.process.stderr.read() if self.process.stderr else b""
+                raise RuntimeError(err.decode())
             try:
                 httpx.get(self.url + "/openapi.json", timeout=1)
                 return
@@ -81,7 +83,14 @@ class HostServer:
 
     def client(self, token: str | None = "alice-token") -> httpx.Client:
         headers = {"authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+        client = httpx.Client(base_url=self.url, headers=headers, timeout=30)
+        self.clients.append(client)
+        return client
+
+    def close_clients(self) -> None:
+        for client in self.clients:
+            client.close()
+        self.clients.clear()
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +112,16 @@ def server(tmp_path_factory: pytest.TempPathFactory, service: FakeService) -> It
     try:
         yield srv
     finally:
+        srv.close_clients()
         if srv.process is not None:
             srv.stop()
+
+
+@pytest.fixture(autouse=True)
+def _close_clients(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if "server" in request.fixturenames:
+        request.getfixturevalue("server").close_clients()
 
 
 def sse(client: httpx.Client, path: str, **headers: str) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from threads.run import cancel as in_process_cancel
 from threads.run.agent import Agent
 from threads.run.permissions import Permissions
 from threads.run.principal import Principal
-from threads.run.results import ErrorInfo, Failed
+from threads.run.results import ErrorInfo, Failed, RunResult
 from threads.run.worker import has_work, turn_principal
 from threads.store.protocol import BranchInfo, Store
 
@@ -46,6 +46,7 @@ class Runs:
         self.log = log
         self.stopping = False
         self.running: dict[str, asyncio.Task[None]] = {}  # branch_id -> its run
+        self._loops: dict[str, asyncio.Task[RunResult]] = {}  # branch_id -> the run loop's task
         self.refused: dict[str, ErrorInfo] = {}  # branch_id -> a run refused before appending
         self._retry: set[tuple[str, str]] = set()  # (thread_id, branch_id) lost to a lease
         self._reopener: asyncio.Task[None] | None = None
@@ -75,7 +76,9 @@ class Runs:
             self.log(f"resume {thread_id}: {error.code}: {error.message}")
             return
         agent = self.agent_for(fold)
-        if not has_work(fold) or agent is None:
+        # A cancel barrier on a parked turn is work too: the run releases what it can.
+        cancelling = fold.turn is not None and fold.turn.cancel_event is not None
+        if agent is None or not (has_work(fold) or cancelling):
             return
         self.launch(agent, branch, fold)
 
@@ -98,6 +101,7 @@ class Runs:
             async with agent.stream(
                 None, thread=target, store=self.store, principal=principal, ceiling=self.ceiling
             ) as stream:
+                self._loops[branch_id] = stream.result
                 async for item in stream:
                     if isinstance(item, Event):
                         self.hub.notify(branch_id)
@@ -116,6 +120,7 @@ class Runs:
             self._failed(thread_id, branch_id, ErrorInfo("crashed", f"{type(error).__name__}"))
         finally:
             self.running.pop(branch_id, None)
+            self._loops.pop(branch_id, None)
             self.hub.notify(branch_id)
 
     def _failed(self, thread_id: str, branch_id: str, error: ErrorInfo) -> None:
@@ -130,7 +135,7 @@ class Runs:
     async def cancel_in_process(self, branch_id: str) -> bool:
         """Ask this host's run of ``branch_id`` to record the durable cancel barrier at its
         next step boundary; False when no run of ours drives it."""
-        task = self.running.get(branch_id)
+        task = self._loops.get(branch_id)
         if task is None:
             return False
         await in_process_cancel.request_cancel_from_inside(cast("asyncio.Task[object]", task))
