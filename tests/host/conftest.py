@@ -144,3 +144,10 @@ def parse_sse(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
         elif line == "" and "data" in current:
             yield current
             current = {"id": None}
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    from test_host_drill import SUMMARY
+
+    for line in SUMMARY:
+        terminalreporter.write_line(line)

@@ -1,0 +1,174 @@
+"""Host crash drill: runs started over HTTP with effectful tools; the host is SIGKILLed at a
+random moment mid-run and started again on the same store.
+
+After the restart every run must finish or park with a reason, no effect may have been applied
+twice (the fake service, in its own process, counts applications per effect key), a retried
+POST with the same key must replay the same run, and an SSE client cut by the kill that
+reconnects with ``Last-Event-ID`` must get the rest of its run with no gap and no duplicate.
+The dead host's leases are expired by editing the lease rows (no waiting on a clock).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import TOKENS, HostServer, parse_sse, sse
+
+from threads.testing.fake_service import FakeService
+
+pytestmark = [pytest.mark.drill, pytest.mark.timeout(300)]
+SUMMARY: list[str] = []
+RUNS_PER_ROUND = 6
+SEEDS = (11, 12, 13)
+
+
+class Follower(threading.Thread):
+    """Reads one run's stream until the connection ends; keeps every message it got."""
+
+    def __init__(self, url: str, path: str, after: int | None = None) -> None:
+        super().__init__(daemon=True)
+        self.url, self.path, self.after = url, path, after
+        self.messages: list[dict[str, Any]] = []
+
+    def run(self) -> None:
+        headers = {"authorization": "Bearer alice-token"}
+        if self.after is not None:
+            headers["last-event-id"] = str(self.after)
+        try:
+            with httpx.Client(base_url=self.url, timeout=60) as client, client.stream(
+                "GET", self.path, headers=headers
+            ) as response:
+                for message in parse_sse(response.iter_lines()):
+                    self.messages.append(message)
+        except httpx.HTTPError:
+            pass  # the host died under us: what we got is what we keep
+
+
+def expire_leases(store: Path) -> None:
+    conn = sqlite3.connect(store / "threads.db")
+    try:
+        with conn:
+            conn.execute("UPDATE leases SET expires_at = 0")
+    finally:
+        conn.close()
+
+
+def run_events(store: Path, branch_id: str, run_seq: int) -> list[tuple[int, str]]:
+    conn = sqlite3.connect(store / "threads.db")
+    try:
+        rows = conn.execute(
+            "SELECT seq, type FROM events WHERE branch_id = ? AND seq >= ? ORDER BY seq",
+            (branch_id, run_seq),
+        ).fetchall()
+    finally:
+        conn.close()
+    return [(int(seq), str(kind)) for seq, kind in rows]
+
+
+def turn_reason(store: Path, branch_id: str) -> str:
+    conn = sqlite3.connect(store / "threads.db")
+    try:
+        (line,) = conn.execute(
+            "SELECT line FROM events WHERE branch_id = ? AND type = 'turn_completed'"
+            " ORDER BY seq DESC LIMIT 1", (branch_id,),
+        ).fetchone()
+    finally:
+        conn.close()
+    return str(json.loads(line)["data"]["reason"])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_host_sigkill_mid_run(tmp_path: Path, seed: int) -> None:
+    choose = random.Random(seed)
+    service = FakeService.start()
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps(TOKENS))
+    server = HostServer(tmp_path / "store", tokens, service.port, module="drill_agents:agents")
+    try:
+        server.start()
+        alice = server.client()
+        keys = [f"drill-{seed}-{n}" for n in range(RUNS_PER_ROUND)]
+        body = {"agent": "drill", "input": "refund order 42"}
+        accepted: dict[str, dict[str, Any]] = {}
+        follower: Follower | None = None
+        kill_after = choose.randint(2, 25)  # events the followed run committed before the kill
+        for key in keys:
+            response = alice.post("/v1/runs", json=body, headers={"idempotency-key": key})
+            assert response.status_code == 202, response.text
+            accepted[key] = response.json()
+            if follower is None:
+                a = accepted[key]
+                follower = Follower(server.url, f"/v1/threads/{a['thread_id']}/runs/{a['run_id']}"
+                                    "/events")
+                follower.start()
+        assert follower is not None
+        deadline = time.monotonic() + 60
+        while len(follower.messages) < kill_after and time.monotonic() < deadline:
+            time.sleep(0.001)  # watching our own client, not a lease: kill at that event
+        server.stop(signal.SIGKILL)
+        server.close_clients()
+        follower.join(timeout=30)
+        cut = [m for m in follower.messages if m["id"] is not None]
+        finished_before_kill = any(m["data"]["kind"] == "result" for m in follower.messages)
+
+        expire_leases(server.store)
+        server.start()
+        alice = server.client()
+        outcomes: dict[str, str] = {}
+        for key in keys:  # the client retries every POST with its key: the same run comes back
+            again = alice.post("/v1/runs", json=body, headers={"idempotency-key": key})
+            assert (again.status_code, again.json()) == (202, accepted[key])
+            a = accepted[key]
+            messages = sse(alice, f"/v1/threads/{a['thread_id']}/runs/{a['run_id']}/events")
+            result = messages[-1]["data"]
+            assert result["kind"] == "result"
+            status = result["result"]["status"]
+            if status == "parked":
+                assert result["result"]["reason"] == "effect_unknown"
+                assert result["result"]["pending"]
+            elif status == "failed":  # recovery closed a turn the crash left with nothing open
+                tail = run_events(server.store, a["branch_id"], 1)[-1]
+                assert tail[1] == "turn_completed"
+                assert turn_reason(server.store, a["branch_id"]) == "interrupted"
+            else:
+                assert status == "completed", result
+            outcomes[key] = status if status != "failed" else "interrupted"
+
+        # The cut stream, resumed from the last id it saw: the rest, no gap, no duplicate.
+        first = accepted[keys[0]]
+        path = f"/v1/threads/{first['thread_id']}/runs/{first['run_id']}/events"
+        resumed = Follower(server.url, path, after=cut[-1]["id"] if cut else 0)
+        resumed.run()
+        ids = [m["id"] for m in cut + resumed.messages if m["id"] is not None]
+        assert resumed.messages[-1]["data"]["kind"] == "result"
+        branch_events = run_events(server.store, first["branch_id"], ids[0])
+        end = next((i for i, (_, kind) in enumerate(branch_events) if kind == "turn_completed"),
+                   len(branch_events) - 1)
+        assert ids == [seq for seq, _ in branch_events[: end + 1]]
+
+        counts = service.client().snapshot()["counts"]
+        duplicates = {key: n for key, n in counts.items() if n > 1}
+        assert duplicates == {}
+        SUMMARY.append(
+            f"host drill seed={seed}: runs={len(keys)} kills=1 kill_after_events={kill_after}"
+            f" completed={sum(s == 'completed' for s in outcomes.values())}"
+            f" parked={sum(s == 'parked' for s in outcomes.values())}"
+            f" interrupted={sum(s == 'interrupted' for s in outcomes.values())}"
+            f" effects={sum(counts.values())} duplicates={len(duplicates)}"
+            f" stream_cut_at={len(cut)} resumed={len(ids) - len(cut)}"
+            f"{' (run had ended before the kill)' if finished_before_kill else ''}"
+        )
+    finally:
+        server.close_clients()
+        if server.process is not None:
+            server.stop()
+        service.stop()
