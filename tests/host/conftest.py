@@ -147,7 +147,7 @@ def parse_sse(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    from test_host_drill import SUMMARY
-
-    for line in SUMMARY:
-        terminalreporter.write_line(line)
+    for name in ("test_host_drill", "test_openapi_fuzz"):
+        module = sys.modules.get(name)
+        for line in getattr(module, "SUMMARY", []):
+            terminalreporter.write_line(line)

@@ -11,11 +11,11 @@ The dead host's leases are expired by editing the lease rows (no waiting on a cl
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import sqlite3
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +28,18 @@ from threads.testing.fake_service import FakeService
 pytestmark = [pytest.mark.drill, pytest.mark.timeout(300)]
 SUMMARY: list[str] = []
 RUNS_PER_ROUND = 6
-SEEDS = (11, 12, 13)
+SEEDS = (11, 12, 13, 14)
 
 
 class Follower(threading.Thread):
-    """Reads one run's stream until the connection ends; keeps every message it got."""
+    """Reads one run's stream until the connection ends; keeps every message it got. With
+    ``kill`` = (n, pid) it SIGKILLs the host as soon as it holds the run's nth event."""
 
-    def __init__(self, url: str, path: str, after: int | None = None) -> None:
+    def __init__(
+        self, url: str, path: str, after: int | None = None, kill: tuple[int, int] | None = None
+    ) -> None:
         super().__init__(daemon=True)
-        self.url, self.path, self.after = url, path, after
+        self.url, self.path, self.after, self.kill = url, path, after, kill
         self.messages: list[dict[str, Any]] = []
 
     def run(self) -> None:
@@ -49,6 +52,8 @@ class Follower(threading.Thread):
             ) as response:
                 for message in parse_sse(response.iter_lines()):
                     self.messages.append(message)
+                    if self.kill is not None and len(self.messages) == self.kill[0]:
+                        os.kill(self.kill[1], signal.SIGKILL)
         except httpx.HTTPError:
             pass  # the host died under us: what we got is what we keep
 
@@ -99,24 +104,24 @@ def test_host_sigkill_mid_run(tmp_path: Path, seed: int) -> None:
         keys = [f"drill-{seed}-{n}" for n in range(RUNS_PER_ROUND)]
         body = {"agent": "drill", "input": "refund order 42"}
         accepted: dict[str, dict[str, Any]] = {}
-        follower: Follower | None = None
-        kill_after = choose.randint(2, 25)  # events the followed run committed before the kill
-        for key in keys:
-            response = alice.post("/v1/runs", json=body, headers={"idempotency-key": key})
-            assert response.status_code == 202, response.text
-            accepted[key] = response.json()
-            if follower is None:
-                a = accepted[key]
-                follower = Follower(server.url, f"/v1/threads/{a['thread_id']}/runs/{a['run_id']}"
-                                    "/events")
-                follower.start()
-        assert follower is not None
-        deadline = time.monotonic() + 60
-        while len(follower.messages) < kill_after and time.monotonic() < deadline:
-            time.sleep(0.001)  # watching our own client, not a lease: kill at that event
-        server.stop(signal.SIGKILL)
+        kill_after = choose.randint(2, 25)  # the followed run's events before the kill
+        response = alice.post("/v1/runs", json=body, headers={"idempotency-key": keys[0]})
+        assert response.status_code == 202, response.text
+        a = accepted[keys[0]] = response.json()
+        assert server.process is not None
+        follower = Follower(server.url, f"/v1/threads/{a['thread_id']}/runs/{a['run_id']}/events",
+                            kill=(kill_after, server.process.pid))
+        follower.start()
+        for key in keys[1:]:  # the kill lands somewhere in here, or in the runs after
+            try:
+                response = alice.post("/v1/runs", json=body, headers={"idempotency-key": key})
+            except httpx.HTTPError:
+                break  # the host died: the client retries after the restart
+            if response.status_code == 202:
+                accepted[key] = response.json()
+        follower.join(timeout=60)
+        assert server.stop(signal.SIGKILL) is not None  # reaped (killed by the follower)
         server.close_clients()
-        follower.join(timeout=30)
         cut = [m for m in follower.messages if m["id"] is not None]
         finished_before_kill = any(m["data"]["kind"] == "result" for m in follower.messages)
 
@@ -126,7 +131,8 @@ def test_host_sigkill_mid_run(tmp_path: Path, seed: int) -> None:
         outcomes: dict[str, str] = {}
         for key in keys:  # the client retries every POST with its key: the same run comes back
             again = alice.post("/v1/runs", json=body, headers={"idempotency-key": key})
-            assert (again.status_code, again.json()) == (202, accepted[key])
+            assert again.status_code == 202, again.text
+            assert accepted.setdefault(key, again.json()) == again.json()
             a = accepted[key]
             messages = sse(alice, f"/v1/threads/{a['thread_id']}/runs/{a['run_id']}/events")
             result = messages[-1]["data"]

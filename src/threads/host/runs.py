@@ -104,7 +104,7 @@ class Runs:
                 self._loops[branch_id] = stream.result
                 async for item in stream:
                     if isinstance(item, Event):
-                        self.hub.notify(branch_id)
+                        self.hub.notify(branch_id, [item])
                 result = await stream.result
             if isinstance(result, Failed):
                 self._failed(thread_id, branch_id, result.error)
@@ -121,6 +121,7 @@ class Runs:
         finally:
             self.running.pop(branch_id, None)
             self._loops.pop(branch_id, None)
+            self.hub.forget(branch_id)
             self.hub.notify(branch_id)
 
     def _failed(self, thread_id: str, branch_id: str, error: ErrorInfo) -> None:

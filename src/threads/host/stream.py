@@ -21,8 +21,7 @@ from threads.host.hub import IDLE_S, POLL_S
 from threads.host.runs import Runs
 from threads.log.canonical import canonical
 from threads.log.lines import Event
-from threads.log.reduce import Fold
-from threads.store.protocol import BranchInfo, Chain
+from threads.store.protocol import BranchInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,27 +54,36 @@ def event_frame(event: Event) -> bytes:
     return frame({"kind": "event", "event": json.loads(event.line)}, event.seq)
 
 
-def outcome(
-    run_events: list[Event], fold: Fold, runs: Runs, branch_id: str
-) -> dict[str, Any] | None:
-    """The run's result as the log tells it, or None while it is still going."""
+def outcome(run_events: list[Event], runs: Runs, branch_id: str) -> dict[str, Any] | None:
+    """The run's result as the log tells it, or None while it is still going. Every park of
+    the run's turn is in its own events: a parked turn takes no new input."""
     closing = next((e for e in run_events if e.type == "turn_completed"), None)
     if closing is not None:
-        return _ended(closing, run_events, fold)
-    if fold.parks and not runs.holds(branch_id):
-        parked = next(e for e in reversed(run_events) if e.type == "parked")
+        return _ended(closing, run_events)
+    held = runs.holds(branch_id)
+    parks: dict[tuple[str, str], Event] = {}
+    for event in run_events:
+        if event.type in ("parked", "resumed"):
+            address = event.data["address"]
+            key = (address["kind"], address["id"])
+            if event.type == "parked":
+                parks[key] = event
+            else:
+                parks.pop(key, None)
+    if parks and not held:
+        last = max(parks.values(), key=lambda e: e.seq)
         return {
             "status": "parked",
-            "reason": parked.data["reason"],
-            "pending": [{"kind": kind, "id": ident} for kind, ident in fold.parks],
+            "reason": last.data["reason"],
+            "pending": [{"kind": kind, "id": ident} for kind, ident in parks],
         }
     refused = runs.refused.get(branch_id)
-    if refused is not None and not runs.holds(branch_id) and fold.turn is not None:
+    if refused is not None and not held:
         return {"status": "failed", "error": {"code": refused.code, "message": refused.message}}
     return None
 
 
-def _ended(closing: Event, run_events: list[Event], fold: Fold) -> dict[str, Any]:
+def _ended(closing: Event, run_events: list[Event]) -> dict[str, Any]:
     reason = closing.data["reason"]
     if reason in ("end_turn", "max_output"):
         response = next((e for e in reversed(run_events) if e.type == "model_response"), None)
@@ -91,19 +99,18 @@ def _ended(closing: Event, run_events: list[Event], fold: Fold) -> dict[str, Any
     return {"status": "failed", "error": {"code": code, "message": f"the turn ended: {reason}"}}
 
 
-def run_slice(chain: Chain, run_seq: int) -> list[Event]:
-    """The run's events: its input through its turn's end (or the next input)."""
-    own = chain.segments[-1].events
-    out: list[Event] = []
-    for event in own:
-        if event.seq < run_seq:
+def run_slice(candidates: list[Event], run_seq: int, into: list[Event]) -> bool:
+    """Add the run's events among ``candidates`` (in seq order) to ``into``: its input through
+    its turn's end, or up to the next input. True once the slice is complete."""
+    for event in candidates:
+        if event.seq < run_seq or (into and event.seq <= into[-1].seq):
             continue
         if event.seq > run_seq and event.type == "user_input":
-            break
-        out.append(event)
+            return True
+        into.append(event)
         if event.type == "turn_completed":
-            break
-    return out
+            return True
+    return False
 
 
 async def subscribe(runs: Runs, ref: RunRef, after_seq: int) -> AsyncIterator[bytes]:
@@ -111,28 +118,32 @@ async def subscribe(runs: Runs, ref: RunRef, after_seq: int) -> AsyncIterator[by
     branch_id = ref.branch.branch_id
     sent, head = after_seq, -1
     events: list[Event] = []
-    fold: Fold | None = None
+    complete = False
     while True:
         seen = hub.version(branch_id)
+        last = events[-1].seq if events else ref.run_seq - 1
+        fresh = None if complete else hub.since(branch_id, last)
         try:
-            info = await store.get_branch(branch_id)
-            if info.head_seq != head or fold is None:
-                head = info.head_seq
-                chain = await store.read_chain(branch_id)
-                fold = chain.fold(store.clock.now_ms())
-                events = run_slice(chain, ref.run_seq)
+            if fresh is not None:
+                complete = run_slice(fresh, ref.run_seq, events)
+            elif not complete:
+                info = await store.get_branch(branch_id)
+                if info.head_seq != head:
+                    head = info.head_seq
+                    chain = await store.read_chain(branch_id)
+                    complete = run_slice(chain.segments[-1].events, ref.run_seq, events)
         except ThreadsError:
             return  # the branch became unreadable: close without a result
         for event in events:
             if event.seq > sent:
                 sent = event.seq
                 yield event_frame(event)
-        result = outcome(events, fold, runs, branch_id)
+        result = outcome(events, runs, branch_id)
         if result is not None:
             yield frame({"kind": "result", "result": result, "run_id": ref.run_id})
             return
-        if runs.stopping:
-            return
+        if complete or runs.stopping:
+            return  # the run's slice ended without an outcome we can tell (a later input)
         # Our own run wakes us on every append (and when it ends); a branch written
         # elsewhere is polled.
         await hub.wait(branch_id, seen, IDLE_S if runs.holds(branch_id) else POLL_S)

@@ -74,7 +74,10 @@ function who(actor) {
 function summary(event) {
   const d = event.data;
   switch (event.type) {
+    case "thread_started":
+      return "agent " + d.agent_name + "; tools: " + ((d.tools || []).map((t) => t.name + " (" + t.effect_class + ")").join(", ") || "none");
     case "user_input": return d.text || "";
+    case "model_request": return "attempt " + d.attempt;
     case "model_response":
       return (d.content || []).map((p) => p.type === "text" ? p.text : "→ " + p.name).join(" ");
     case "tool_call": return d.name + " " + JSON.stringify(d.input);
