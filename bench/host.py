@@ -13,7 +13,8 @@ through ``Agent.stream``. We print p50/p99 of:
   store, so both figures include that wait; the difference is what HTTP and SSE add.
 
 The server is a real ``threads serve`` process on loopback with a fresh SQLite store. Usage:
-``python bench/host.py [RUNS]``. Timings are printed, never asserted.
+``python bench/host.py [RUNS]``. Timings are printed, never asserted. A last line gives the
+same figures for runs one at a time, where the store is not the bottleneck.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from threads.run.principal import Principal
 from threads.testing.scripted import call, say, scripted_model, use
 
 RUNS = int(sys.argv[1]) if __name__ == "__main__" and len(sys.argv) > 1 else 200
+ALONE = 20  # runs one at a time first: the stream's own delay, without store contention
 TOKEN = "bench-token"
 WHO = {"issuer": "bench", "tenant": "bench", "subject": "bench"}
 
@@ -64,7 +66,7 @@ def now_ms() -> float:
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 async def http_run(client: httpx.AsyncClient, starts: list[float], delays: list[float]) -> None:
@@ -89,12 +91,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def over_http(root: Path) -> tuple[list[float], list[float], float]:
+async def over_http(
+    root: Path,
+) -> tuple[list[float], list[float], float, tuple[list[float], list[float]]]:
     tokens = root / "tokens.json"
     tokens.write_text(json.dumps({TOKEN: WHO}))
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
-    server = subprocess.Popen(
+    server = subprocess.Popen(  # noqa: ASYNC220 - started once, before any timing
         [sys.executable, "-m", "threads.cli", "serve", "host:agents", "--store",
          str(root / "http-store"), "--port", str(port), "--tokens", str(tokens)],
         env=env, stdout=subprocess.DEVNULL,
@@ -110,11 +114,14 @@ async def over_http(root: Path) -> tuple[list[float], list[float], float]:
                     break
                 except httpx.TransportError:
                     await asyncio.sleep(0.05)  # the server is still binding its port
+            alone: tuple[list[float], list[float]] = ([], [])
+            for _ in range(ALONE):
+                await http_run(client, *alone)
             starts: list[float] = []
             delays: list[float] = []
             began = time.perf_counter()
             await asyncio.gather(*(http_run(client, starts, delays) for _ in range(RUNS)))
-            return starts, delays, time.perf_counter() - began
+            return starts, delays, time.perf_counter() - began, alone
     finally:
         server.terminate()
         server.wait(timeout=60)
@@ -153,11 +160,14 @@ def line(label: str, starts: list[float], delays: list[float], elapsed: float) -
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        http = await over_http(root)
+        starts, delays, elapsed, alone = await over_http(root)
         local = await in_process(root)
     print(f"{RUNS} concurrent runs (scripted model, one read_only tool call each), SQLite")
-    print(line("HTTP+SSE", *http))
+    print(line("HTTP+SSE", starts, delays, elapsed))
     print(line("in-process", *local))
+    print(f"one run at a time over HTTP ({ALONE} runs): start p50 {pct(alone[0], 50):.1f} ms,"
+          f" commit→client p50 {pct(alone[1], 50):.1f} ms p99 {pct(alone[1], 99):.1f} ms"
+          f" ({len(alone[1])} events)")
 
 
 if __name__ == "__main__":

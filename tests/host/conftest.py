@@ -48,6 +48,7 @@ class HostServer:
     process: subprocess.Popen[bytes] | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     clients: list[httpx.Client] = field(default_factory=list)
+    argv: list[str] | None = None  # another server command than ``threads serve``
 
     @property
     def url(self) -> str:
@@ -56,10 +57,13 @@ class HostServer:
     def start(self) -> None:
         env = {**os.environ, "THREADS_HOST_PORT": str(self.service_port),
                "PYTHONPATH": str(HERE), **self.extra_env}
+        argv = self.argv or [
+            sys.executable, "-m", "threads.cli", "serve", self.module, "--store",
+            str(self.store), "--port", str(self.port), "--tokens", str(self.tokens),
+            "--grace-ms", "2000",
+        ]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "threads.cli", "serve", self.module, "--store",
-             str(self.store), "--port", str(self.port), "--tokens", str(self.tokens),
-             "--grace-ms", "2000"],
+            argv,
             cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + 30

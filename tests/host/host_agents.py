@@ -2,6 +2,7 @@
 
 ``greeter`` only talks; ``payer`` must be approved before ``wire_money`` runs; ``mailer``'s
 ``send_email`` times out after sending, so its run parks ``effect_unknown`` for a person;
+``demo`` (with a sandbox that restores) owns imported logs to fork;
 ``waiter`` blocks in a tool on a fake-service gate (``THREADS_HOST_PORT``) until the test
 opens it, so a run can be caught while it is going.
 """
@@ -46,8 +47,17 @@ async def wait_gate(args: Gate, ctx: Any) -> str:
     return "the gate opened"
 
 
+class Restorer:
+    """A sandbox that can restore a snapshot: what a fork over HTTP needs."""
+
+    async def restore(self, snapshot: dict[str, Any]) -> str:
+        return f"sbx-from-{snapshot['snapshot_id']}"
+
+
 def agents() -> list[Agent]:
     return [
+        # Owns the imported sample logs (agent_name "demo") the fork tests fork.
+        agent(name="demo", model=scripted_model([say("forked")]), sandbox=Restorer()),
         agent(name="greeter", model=scripted_model([say(f"hello {n}") for n in range(1, 40)])),
         agent(
             name="payer",

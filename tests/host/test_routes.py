@@ -282,3 +282,64 @@ def test_bad_input(server: HostServer) -> None:
     assert code(alice.get("/elsewhere")) == (404, "not_found")
     assert code(alice.delete("/v1/runs")) == (404, "not_found")
     assert alice.get("/openapi.json").json()["openapi"].startswith("3.")
+
+
+def _import(server: HostServer, log: Any) -> None:
+    import asyncio
+
+    from threads.store.sqlite import sqlite
+    from threads.store.transfer import import_log
+
+    async def go() -> None:
+        store = sqlite(server.store)
+        try:
+            await import_log(store, log.export(), tenant_id="acme")
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+
+
+def test_fork_points_and_forks(server: HostServer) -> None:
+    from threads.clock import FakeClock
+    from threads.log.hashing import value_hash
+    from threads.testing.sample_log import _CONFIG, SampleLog
+
+    log = SampleLog(FakeClock())
+    log.started()
+    log.turn()
+    snapshot = log.snapshot()
+    _import(server, log)
+    alice, t = server.client(), f"/v1/threads/{log.header.thread_id}"
+    (point,) = alice.get(f"{t}/fork-points").json()
+    assert point["event_id"] == snapshot.event_id
+    assert point["seq"] == snapshot.seq
+    assert point["branch_id"] == log.header.branch_id
+    assert point["snapshot"]["snapshot_id"] == "snap_01"
+    entries = alice.get(f"{t}/timeline").json()["entries"]
+    assert [e["fork_point"] for e in entries] == [e["event"]["seq"] == snapshot.seq
+                                                  for e in entries]
+    assert code(alice.post(f"{t}/forks", json={"event_id": "nope"})) == (
+        409, "no_snapshot_boundary")
+    forked = alice.post(f"{t}/forks", json={"event_id": snapshot.event_id})
+    assert forked.status_code == 201, forked.text
+    child = forked.json()
+    assert child["thread_id"] == log.header.thread_id
+    branches = alice.get(f"{t}/branches").json()
+    assert {"branch_id": child["branch_id"], "parent_branch_id": log.header.branch_id,
+            "fork_at_seq": snapshot.seq, "mode": "live", "runnable": True} in branches
+    fork_line = alice.get(f"{t}/timeline?branch_id={child['branch_id']}").json()["entries"][-1]
+    assert fork_line["event"]["type"] == "fork"
+    assert fork_line["event"]["data"]["sandbox_id"] == "sbx-from-snap_01"
+    assert code(server.client("eve-token").post(f"{t}/forks", json={
+        "event_id": snapshot.event_id})) == (404, "not_found")
+
+    # A thread no agent of this host owns has no sandbox to restore into.
+    ghost = SampleLog(FakeClock())
+    config = {**_CONFIG, "agent_name": "ghost"}
+    ghost.add("thread_started", {**config, "config_hash": value_hash(config)})
+    ghost.turn()
+    point = ghost.snapshot()
+    _import(server, ghost)
+    assert code(alice.post(f"/v1/threads/{ghost.header.thread_id}/forks",
+                           json={"event_id": point.event_id})) == (409, "sandbox_required")

@@ -63,5 +63,5 @@ def test_resolve_a_parked_effect_from_the_web_page(server: HostServer, tmp_path:
         finally:
             browser.close()
     assert (shots / "web-timeline-resolved.png").stat().st_size > 0
-    events = [e["event"]["type"] for e in alice.get(f"/v1/threads/{tid}/timeline").json()["entries"]]
-    assert events[-1] == "turn_completed"
+    entries = alice.get(f"/v1/threads/{tid}/timeline").json()["entries"]
+    assert entries[-1]["event"]["type"] == "turn_completed"
