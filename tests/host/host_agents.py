@@ -10,7 +10,9 @@ opens it, so a run can be caught while it is going.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import threading
 from typing import Any
 
 from pydantic import BaseModel
@@ -42,8 +44,18 @@ async def wire_money(args: Amount, ctx: Any) -> str:
 
 
 async def wait_gate(args: Gate, ctx: Any) -> str:
+    """Wait on a daemon thread, so a host that cancels this run can still exit."""
     client = ServiceClient(int(os.environ["THREADS_HOST_PORT"]), "host")
-    await asyncio.to_thread(client.wait_gate, args.name)
+    loop = asyncio.get_running_loop()
+    opened: asyncio.Future[None] = loop.create_future()
+
+    def wait() -> None:
+        client.wait_gate(args.name)
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(lambda: opened.done() or opened.set_result(None))
+
+    threading.Thread(target=wait, daemon=True).start()
+    await opened
     return "the gate opened"
 
 

@@ -109,6 +109,7 @@ CREATE TABLE IF NOT EXISTS artifacts (
 
 # Roots a worker may claim (see ``Store.list_free_threads``).
 _FREE_ROOTS = free_roots_query("?", "rowid")
+_RECEIPTS_DDL = receipts_ddl("TEXT", "INTEGER", " STRICT")
 
 
 class SQLiteStore:
@@ -120,6 +121,7 @@ class SQLiteStore:
         self.root = None if self.memory else Path(path)
         self._worker = StoreThread("threads-sqlite")
         self._conn: sqlite3.Connection | None = None
+        self._receipts_ready = False
         self._closed = False
 
     def __repr__(self) -> str:
@@ -165,8 +167,6 @@ class SQLiteStore:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             elif version != SCHEMA_VERSION:
                 raise unsupported_schema(version)
-            # Added after stores of this version existed: created in place, nothing migrates.
-            conn.execute(receipts_ddl("TEXT", "INTEGER", " STRICT"))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -312,6 +312,8 @@ class SQLiteStore:
         receipt: RunReceipt | None = None,
     ) -> None:
         require_batch(branch_id, lease, events)
+        if receipt is not None:
+            await self._receipts()
         large = [a for a in artifacts if len(a.data) > INLINE_ARTIFACT_LIMIT]
         for artifact in large:
             await self._run(_file_writer(self, artifact.data))
@@ -343,9 +345,22 @@ class SQLiteStore:
 
     # ---- idempotency receipts ------------------------------------------------------------
 
+    async def _receipts(self) -> None:
+        """Create ``run_receipts`` on first use: only a host needs it, and stores of this
+        version that lack it get it in place (nothing migrates)."""
+        if not self._receipts_ready:
+
+            def create(conn: sqlite3.Connection) -> None:
+                conn.execute(_RECEIPTS_DDL)
+
+            await self._run(self._txn(create))
+            self._receipts_ready = True
+
     async def get_receipt(
         self, tenant_id: str, operation: str, idempotency_key: str
     ) -> RunReceipt | None:
+        await self._receipts()
+
         def find(conn: sqlite3.Connection) -> RunReceipt | None:
             row = conn.execute(
                 f"SELECT {RECEIPT_COLUMNS} FROM run_receipts"
@@ -357,6 +372,8 @@ class SQLiteStore:
         return await self._run(find)
 
     async def unfinished_receipts(self) -> list[RunReceipt]:
+        await self._receipts()
+
         def rows(conn: sqlite3.Connection) -> list[RunReceipt]:
             return [receipt_from_row(tuple(r)) for r in conn.execute(UNFINISHED_RECEIPTS)]
 
