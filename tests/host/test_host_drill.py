@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import TOKENS, HostServer, parse_sse, sse
+from host_support import TOKENS, HostServer, parse_sse, sse
 
 from threads.testing.fake_service import FakeService
 

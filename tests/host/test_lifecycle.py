@@ -10,7 +10,7 @@ import subprocess
 import uuid
 
 import pytest
-from conftest import HostServer, sse
+from host_support import HostServer, sse
 
 from threads.testing.fake_service import FakeService
 

@@ -12,7 +12,7 @@ from typing import Any
 import hypothesis
 import pytest
 import schemathesis
-from conftest import HostServer
+from host_support import HostServer
 from hypothesis import HealthCheck, given, settings
 
 pytestmark = pytest.mark.timeout(300)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import HERE, TOKENS, HostServer, free_port, sse
+from host_support import HERE, TOKENS, HostServer, free_port, sse
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import HostServer, sse
+from host_support import HostServer, sse
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from starlette.requests import HTTPConnection
 
 from threads.errors import ConfigError
-from threads.run.principal import LOCAL_OPERATOR, Principal
+from threads.principal import LOCAL_OPERATOR, Principal
 
 Authenticate = Callable[[HTTPConnection], Awaitable[Principal | None] | Principal | None]
 

@@ -22,8 +22,8 @@ from threads.host.auth import Authenticate
 from threads.host.failure import HostError
 from threads.host.runs import Runs
 from threads.log.reduce import Fold
+from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.agent import Agent
-from threads.run.principal import LOCAL_OPERATOR, Principal
 from threads.store.protocol import BranchInfo, Chain
 
 M = TypeVar("M", bound=BaseModel)

@@ -29,9 +29,10 @@ from threads.host.failure import HostError
 from threads.host.http import Context, ThreadView, body_of, branch_param, owning_agent, thread_view
 from threads.log.ids import uuid7
 from threads.log.lines import Event
+from threads.principal import Principal
+from threads.run.authority import may_decide
 from threads.run.fork import fork_at
-from threads.run.principal import Principal
-from threads.run.thread import Thread, may_decide
+from threads.run.thread import Thread
 
 CANCEL_WAIT_S = 2.0  # how long a cancel of our own run waits to answer with its event id
 
@@ -141,10 +142,9 @@ async def post_cancel(ctx: Context, request: Request, principal: Principal) -> R
     view = await _root_view(ctx, request, principal)
     agent = owning_agent(ctx, view)
     branch_id = view.branch.branch_id
-    if ctx.runs.holds(branch_id):
-        if not may_decide(view.fold, principal, agent.approvers):
-            raise HostError("forbidden", "only this thread's approvers or starter may cancel it")
-        await ctx.runs.cancel_in_process(branch_id)
+    if not may_decide(view.fold, principal, agent.approvers):
+        raise HostError("forbidden", "only this thread's approvers or starter may cancel it")
+    if ctx.runs.cancel_in_process(branch_id):
         event = await _wait_for(ctx, view, lambda e: e.type == "cancel_requested")
         if event is None:
             return JSONResponse({"item_key": uuid7(ctx.runs.store.clock.now_ms())}, 202)

@@ -10,7 +10,7 @@ from threads.host.failure import HostError
 from threads.host.http import Context, body_of
 from threads.host.start import check_key, start_run
 from threads.host.stream import find_run, subscribe
-from threads.run.principal import Principal
+from threads.principal import Principal
 
 
 async def post_run(ctx: Context, request: Request, principal: Principal) -> Response:

@@ -17,7 +17,7 @@ from threads.host.bodies import (
     TimelineEntry,
 )
 from threads.host.http import Context, ThreadView, branch_param, thread_view
-from threads.run.principal import Principal
+from threads.principal import Principal
 from threads.run.thread import Thread
 
 LIST_LIMIT = 200

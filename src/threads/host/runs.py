@@ -12,17 +12,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
-from typing import cast
 
 from threads.errors import NotFound, ThreadsError
 from threads.host.hub import Hub
 from threads.log.lines import Event
 from threads.log.reduce import Fold
-from threads.run import cancel as in_process_cancel
+from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.permissions import Permissions
-from threads.run.principal import Principal
-from threads.run.results import ErrorInfo, Failed, RunResult
+from threads.run.results import ErrorInfo, Failed
+from threads.run.runner import RunOptions, start_run
+from threads.run.runtime import CancelSignal
+from threads.run.streaming import RunStream
 from threads.run.worker import has_work, turn_principal
 from threads.store.protocol import BranchInfo, Store
 
@@ -46,7 +47,7 @@ class Runs:
         self.log = log
         self.stopping = False
         self.running: dict[str, asyncio.Task[None]] = {}  # branch_id -> its run
-        self._loops: dict[str, asyncio.Task[RunResult]] = {}  # branch_id -> the run loop's task
+        self._cancels: dict[str, CancelSignal] = {}  # branch_id -> its run's in-process cancel
         self.refused: dict[str, ErrorInfo] = {}  # branch_id -> a run refused before appending
         self._retry: set[tuple[str, str]] = set()  # (thread_id, branch_id) lost to a lease
         self._reopener: asyncio.Task[None] | None = None
@@ -97,15 +98,17 @@ class Runs:
     async def _drive(
         self, agent: Agent, thread_id: str, branch_id: str, target: str, principal: Principal
     ) -> None:
+        cancel = CancelSignal()
+        stream = RunStream()
+        options = RunOptions(target, self.store, principal=principal, ceiling=self.ceiling)
+        task = asyncio.create_task(start_run(agent, None, options, sink=stream, cancel=cancel))
+        stream.attach(task)
+        self._cancels[branch_id] = cancel
         try:
-            async with agent.stream(
-                None, thread=target, store=self.store, principal=principal, ceiling=self.ceiling
-            ) as stream:
-                self._loops[branch_id] = stream.result
-                async for item in stream:
-                    if isinstance(item, Event):
-                        self.hub.notify(branch_id, [item])
-                result = await stream.result
+            async for item in stream:
+                if isinstance(item, Event):
+                    self.hub.notify(branch_id, [item])
+            result = await task
             if isinstance(result, Failed):
                 self._failed(thread_id, branch_id, result.error)
             else:
@@ -119,8 +122,12 @@ class Runs:
         except Exception as error:  # one thread's bug must not take the host down
             self._failed(thread_id, branch_id, ErrorInfo("crashed", f"{type(error).__name__}"))
         finally:
+            if not task.done():
+                task.cancel()  # the host is stopping: the run releases its lease as it unwinds
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             self.running.pop(branch_id, None)
-            self._loops.pop(branch_id, None)
+            self._cancels.pop(branch_id, None)
             self.hub.forget(branch_id)
             self.hub.notify(branch_id)
 
@@ -133,13 +140,14 @@ class Runs:
 
     # ---- cancel a run of ours --------------------------------------------------------------
 
-    async def cancel_in_process(self, branch_id: str) -> bool:
+    def cancel_in_process(self, branch_id: str) -> bool:
         """Ask this host's run of ``branch_id`` to record the durable cancel barrier at its
-        next step boundary; False when no run of ours drives it."""
-        task = self._loops.get(branch_id)
-        if task is None:
+        next step boundary (tools running now see ``ctx.cancelled``); False when no run of ours
+        drives it."""
+        cancel = self._cancels.get(branch_id)
+        if cancel is None:
             return False
-        await in_process_cancel.request_cancel_from_inside(cast("asyncio.Task[object]", task))
+        cancel.request()
         return True
 
     # ---- start and stop --------------------------------------------------------------------

@@ -23,9 +23,10 @@ from threads.log.hashing import sha256_hex
 from threads.log.ids import uuid7
 from threads.log.lines import WRITER_IMPL, make_header
 from threads.log.reduce import Fold
-from threads.run.agent import Agent, pinned_view
+from threads.principal import Principal
+from threads.run.agent import Agent
 from threads.run.budget import Budget
-from threads.run.principal import Principal
+from threads.run.config import pinned_view
 from threads.run.writer import BranchWriter
 from threads.store.protocol import BranchInfo
 from threads.store.receipts import START_RUN, RunReceipt, principal_key
