@@ -64,7 +64,6 @@ def agents() -> list[Agent]:
         use(call("refund", amount=2)),
         use(call("send_email", to="c@example.com")),
         say("all done"),
-        say("all done"),  # the loop may ask once more after parking a call (see host_agents)
     ]
     return [agent(
         name="drill",

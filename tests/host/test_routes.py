@@ -343,3 +343,29 @@ def test_fork_points_and_forks(server: HostServer) -> None:
     _import(server, ghost)
     assert code(alice.post(f"/v1/threads/{ghost.header.thread_id}/forks",
                            json={"event_id": point.event_id})) == (409, "sandbox_required")
+
+
+def test_concurrent_posts_with_one_key_start_one_run(server: HostServer) -> None:
+    """Eight callers race one key: every one gets the same 202 and one run exists."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    key, text = str(uuid.uuid4()), f"race {uuid.uuid4()}"
+    clients = [server.client() for _ in range(8)]
+
+    def post(client: httpx.Client) -> tuple[int, dict[str, Any]]:
+        response = start(client, {"agent": "greeter", "input": text}, key=key)
+        return response.status_code, response.json()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(post, clients))
+    assert {status for status, _ in answers} == {202}
+    assert len({json.dumps(body, sort_keys=True) for _, body in answers}) == 1
+    run = answers[0][1]
+    inputs = [e for e in timeline(clients[0], run["thread_id"]) if e["type"] == "user_input"]
+    assert [e["event_id"] for e in inputs] == [run["run_id"]]
+    others = [t for t in clients[0].get("/v1/threads").json() if t["head_seq"] > 0]
+    started = []
+    for summary in others:
+        events = timeline(clients[0], summary["thread_id"])
+        started += [e for e in events if e["type"] == "user_input" and e["data"]["text"] == text]
+    assert len(started) == 1  # the losers' appends were rolled back with their receipts
