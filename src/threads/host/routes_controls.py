@@ -30,7 +30,7 @@ from threads.host.http import Context, ThreadView, body_of, branch_param, owning
 from threads.log.ids import uuid7
 from threads.log.lines import Event
 from threads.principal import Principal
-from threads.run.authority import may_decide
+from threads.run.authority import refusal
 from threads.run.fork import fork_at
 from threads.run.thread import Thread
 
@@ -51,7 +51,7 @@ async def _root_view(ctx: Context, request: Request, principal: Principal) -> Th
 
 def _handle(ctx: Context, view: ThreadView, principal: Principal) -> Thread:
     agent = owning_agent(ctx, view)
-    return Thread(ctx.runs.store, view.thread_id, principal=principal, approvers=agent.approvers)
+    return Thread(ctx.runs.store, view.thread_id, principal=principal, agent=agent)
 
 
 async def _appended(
@@ -142,8 +142,11 @@ async def post_cancel(ctx: Context, request: Request, principal: Principal) -> R
     view = await _root_view(ctx, request, principal)
     agent = owning_agent(ctx, view)
     branch_id = view.branch.branch_id
-    if not may_decide(view.fold, principal, agent.approvers):
-        raise HostError("forbidden", "only this thread's approvers or starter may cancel it")
+    refused = refusal(
+        view.fold, principal, tenant=view.root.tenant_id, agent_approvers=agent.approvers
+    )
+    if refused is not None:
+        raise HostError("forbidden", refused)
     if ctx.runs.cancel_in_process(branch_id):
         event = await _wait_for(ctx, view, lambda e: e.type == "cancel_requested")
         if event is None:
