@@ -40,6 +40,14 @@ from threads.store.protocol import (
     Segment,
     StoredRow,
 )
+from threads.store.receipts import (
+    RECEIPT_COLUMNS,
+    UNFINISHED_RECEIPTS,
+    RunReceipt,
+    key_taken,
+    receipt_from_row,
+    receipts_ddl,
+)
 from threads.store.rows import (
     BRANCH_COLUMNS,
     SCHEMA_VERSION,
@@ -134,6 +142,8 @@ CREATE TABLE artifacts (
 )
 """
 
+_RECEIPTS_DDL = receipts_ddl("text", "bigint")
+
 _LEASE = f"SELECT holder_id, epoch, expires_at, {_NOW} FROM leases WHERE branch_id = %s"
 _LEASE_FOR_UPDATE = _LEASE + " FOR UPDATE"
 # Locks the lease row and the branch row together (the only statement that takes both).
@@ -213,6 +223,7 @@ class PostgresStore:
         )
         self._app = f"threads:{self.schema}"[:63]  # marks this schema's sessions
         self._ready = False
+        self._receipts_ready = False
         self._closed = False
         self._open_lock = asyncio.Lock()
 
@@ -378,13 +389,16 @@ class PostgresStore:
         expected_seq: int,
         lease: Lease,
         artifacts: Sequence[PendingArtifact] = (),
+        receipt: RunReceipt | None = None,
     ) -> None:
         require_batch(branch_id, lease, events)
+        if receipt is not None:
+            await self._receipts()
         written = [False]  # set once the writes (and COMMIT) may have reached the server
         try:
             await self._append(
                 branch_id, events=events, expected_seq=expected_seq, lease=lease,
-                artifacts=artifacts, written=written,
+                artifacts=artifacts, receipt=receipt, written=written,
             )
         except StoreError as exc:
             if exc.code != "store_unavailable" or self._closed:
@@ -396,7 +410,7 @@ class PostgresStore:
                 return
             await self._append(
                 branch_id, events=events, expected_seq=expected_seq, lease=lease,
-                artifacts=artifacts, written=written,
+                artifacts=artifacts, receipt=receipt, written=written,
             )
 
     async def _landed(
@@ -422,6 +436,7 @@ class PostgresStore:
         expected_seq: int,
         lease: Lease,
         artifacts: Sequence[PendingArtifact],
+        receipt: RunReceipt | None,
         written: list[bool],
     ) -> None:
         # Pipelined: BEGIN + the locking read are one round trip, the writes + COMMIT another.
@@ -445,6 +460,40 @@ class PostgresStore:
                     "UPDATE branches SET head_seq = %s, head_hash = %s WHERE branch_id = %s",
                     (last.seq, last.hash, branch_id),
                 )
+            if receipt is not None:
+                await _insert_receipt(conn, pipeline, receipt)
+
+    # ---- idempotency receipts ------------------------------------------------------------
+
+    async def _receipts(self) -> None:
+        """Create ``run_receipts`` on first use: only a host needs it, and stores of this
+        version that lack it get it in place (nothing migrates)."""
+        if self._receipts_ready:
+            return
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
+                               (f"threads:{self.schema}",))
+            await conn.execute(_RECEIPTS_DDL.encode())
+        self._receipts_ready = True
+
+    async def get_receipt(
+        self, tenant_id: str, operation: str, idempotency_key: str
+    ) -> RunReceipt | None:
+        await self._receipts()
+        async with self._conn() as conn:
+            cursor = await conn.execute(
+                f"SELECT {RECEIPT_COLUMNS} FROM run_receipts WHERE tenant_id = %s"
+                " AND operation = %s AND idempotency_key = %s".encode(),
+                (tenant_id, operation, idempotency_key),
+            )
+            row = await cursor.fetchone()
+        return None if row is None else receipt_from_row(row)
+
+    async def unfinished_receipts(self) -> list[RunReceipt]:
+        await self._receipts()
+        async with self._conn() as conn:
+            cursor = await conn.execute(UNFINISHED_RECEIPTS.encode())
+            return [receipt_from_row(r) for r in await cursor.fetchall()]
 
     async def _stored_chain(
         self, branch_id: str
@@ -678,6 +727,17 @@ async def _schema_version(conn: Conn, schema: str) -> int | None:
     cursor = await conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
     row = await cursor.fetchone()
     return int(row[0]) if row is not None else 0
+
+
+async def _insert_receipt(conn: Conn, pipeline: psycopg.AsyncPipeline, receipt: RunReceipt) -> None:
+    cursor = await conn.execute(
+        f"INSERT INTO run_receipts({RECEIPT_COLUMNS})"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING".encode(),
+        receipt.row(),
+    )
+    await pipeline.sync()
+    if cursor.rowcount != 1:
+        raise key_taken(receipt)  # rolls the append back with it
 
 
 async def _branch(conn: Conn, branch_id: str) -> BranchInfo:
