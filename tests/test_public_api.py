@@ -9,6 +9,17 @@ import sys
 import threads
 
 PUBLIC = {
+    "EffectClass",
+    "EffectStatus",
+    "ForkPoint",
+    "ParkKind",
+    "ParkReason",
+    "Resolution",
+    "RunStatus",
+    "ThreadCost",
+    "ThreadState",
+    "ThreadStatus",
+    "ThreadUsage",
     "LOCAL_OPERATOR",
     "Agent",
     "Budget",

@@ -9,6 +9,7 @@ from threads.clock import Clock, FakeClock, SystemClock
 from threads.errors import ConfigError, LogError, StoreError, ThreadsError
 from threads.errors import NotFound as NotFoundError
 from threads.log.lines import Event
+from threads.log.reduce import EffectStatus, ParkKind, ThreadStatus
 from threads.models.protocol import Model, ModelCallError, ModelOutput, Price, TextDelta, Usage
 from threads.run.agent import Agent, agent
 from threads.run.budget import Budget
@@ -20,13 +21,17 @@ from threads.run.results import (
     Completed,
     Failed,
     Parked,
+    ParkReason,
     Pending,
     RunResult,
+    RunStatus,
 )
-from threads.run.thread import ControlError, PendingApproval, Thread, open_thread
+from threads.run.thread import ControlError, PendingApproval, Resolution, Thread, open_thread
+from threads.run.views import ForkPoint, ThreadCost, ThreadState, ThreadUsage
 from threads.store.protocol import Store
 from threads.store.sqlite import sqlite
 from threads.tools.tool import (
+    EffectClass,
     EffectUnknown,
     Found,
     LookupUnknown,
@@ -49,10 +54,13 @@ __all__ = [
     "Completed",
     "ConfigError",
     "ControlError",
+    "EffectClass",
+    "EffectStatus",
     "EffectUnknown",
     "Event",
     "Failed",
     "FakeClock",
+    "ForkPoint",
     "Found",
     "LogError",
     "LookupUnknown",
@@ -61,6 +69,8 @@ __all__ = [
     "ModelOutput",
     "NotFound",
     "NotFoundError",
+    "ParkKind",
+    "ParkReason",
     "Parked",
     "Pending",
     "PendingApproval",
@@ -68,13 +78,19 @@ __all__ = [
     "Price",
     "Principal",
     "Reconcile",
+    "Resolution",
     "RunContext",
     "RunResult",
+    "RunStatus",
     "Store",
     "StoreError",
     "SystemClock",
     "TextDelta",
     "Thread",
+    "ThreadCost",
+    "ThreadState",
+    "ThreadStatus",
+    "ThreadUsage",
     "ThreadsError",
     "Tool",
     "Usage",

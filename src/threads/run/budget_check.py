@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from threads.log.lines import Event
 from threads.log.reduce import usage_cost
-from threads.run.budget import Budget
+from threads.run.budget import Budget, BudgetLimit, BudgetScope
 from threads.run.results import BudgetExhausted, BudgetInfo
 
 if TYPE_CHECKING:
@@ -86,9 +86,9 @@ class BudgetGuard:
             spend.cost_nanos += bound_cost
         return spend
 
-    def _scopes(self, loop: RunLoop) -> list[tuple[str, Budget, list[Event]]]:
+    def _scopes(self, loop: RunLoop) -> list[tuple[BudgetScope, Budget, list[Event]]]:
         fold = loop.fold
-        scopes: list[tuple[str, Budget, list[Event]]] = []
+        scopes: list[tuple[BudgetScope, Budget, list[Event]]] = []
         if self.agent.budget is not None:
             scopes.append(("thread", self.agent.budget, fold.events))
         turn = fold.turn
@@ -112,7 +112,7 @@ class BudgetGuard:
         bound_in, bound_out, bound_cost = self._bounds()
         for scope, budget, events in self._scopes(loop):
             spend = self.spend(events)
-            checks: list[tuple[str, int | None, int]] = [
+            checks: list[tuple[BudgetLimit, int | None, int]] = [
                 ("max_model_requests", budget.max_model_requests, spend.model_requests + 1),
                 ("max_input_tokens", budget.max_input_tokens, spend.input_tokens + bound_in),
                 ("max_output_tokens", budget.max_output_tokens, spend.output_tokens + bound_out),
@@ -135,7 +135,14 @@ class BudgetGuard:
         return None
 
     async def _exceeded(
-        self, loop: RunLoop, scope: str, limit: str, value: int, observed: int, *, upper: bool
+        self,
+        loop: RunLoop,
+        scope: BudgetScope,
+        limit: BudgetLimit,
+        value: int,
+        observed: int,
+        *,
+        upper: bool,
     ) -> BudgetExhausted:
         data: dict[str, Any] = {
             "limit": limit,

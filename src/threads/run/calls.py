@@ -18,7 +18,7 @@ from threads.log.canonical import canonical
 from threads.log.ids import uuid7
 from threads.log.reduce import Call
 from threads.run.principal import Principal
-from threads.run.results import Parked, Pending, RunResult
+from threads.run.results import Parked, ParkReason, Pending, RunResult
 from threads.run.settle import Settler
 from threads.run.thread import may_decide, resumed_data
 from threads.store.protocol import PendingArtifact
@@ -160,7 +160,7 @@ class CallRunner:
         """Settle or run every pending call in call order; stop at the first park."""
         await self.release_approval_parks()
         parked: list[Pending] = []
-        reason = "effect_unknown"
+        reason: ParkReason = "effect_unknown"
         for call in self.loop.fold.pending_calls():
             await self.loop.honour_cancel_request()
             if call.result is not None:

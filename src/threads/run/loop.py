@@ -35,6 +35,7 @@ from threads.run.results import (
     ErrorInfo,
     Failed,
     Parked,
+    ParkReason,
     Pending,
     RunResult,
 )
@@ -227,7 +228,7 @@ class RunLoop:
 
     def parked(self) -> Parked:
         pending = [Pending(kind, ident) for kind, ident in self.fold.parks]
-        reasons = {
+        reasons: dict[str, ParkReason] = {
             "approval": "awaiting_approval",
             "effect": "effect_unknown",
             "input": "awaiting_input",

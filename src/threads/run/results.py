@@ -6,16 +6,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from threads.log.reduce import ParkKind
+from threads.run.budget import BudgetLimit, BudgetScope
+
 if TYPE_CHECKING:
     from threads.run.thread import Thread
+
+ParkReason = Literal["awaiting_approval", "effect_unknown", "awaiting_input"]
+RunStatus = Literal["completed", "parked", "failed", "budget_exhausted", "cancelled"]
 
 
 @dataclass(frozen=True, slots=True)
 class Pending:
     """What a parked run waits on: ``approval`` (id = challenge_id), ``effect`` (id =
-    effect_key) or ``input`` (id = call_id)."""
+    effect_key) or ``input`` (id = call_id). The other kinds the log format names are parks
+    written by the TypeScript implementation."""
 
-    kind: str
+    kind: ParkKind
     id: str
 
 
@@ -28,10 +35,10 @@ class ErrorInfo:
 
 @dataclass(frozen=True, slots=True)
 class BudgetInfo:
-    limit: str
+    limit: BudgetLimit
     limit_value: int
     observed: int
-    scope: str
+    scope: BudgetScope
     observed_is_upper_bound: bool
 
 
@@ -45,7 +52,7 @@ class Completed:
 @dataclass(frozen=True, slots=True)
 class Parked:
     thread: Thread
-    reason: str
+    reason: ParkReason
     pending: list[Pending]
     status: Literal["parked"] = field(default="parked", init=False)
 

@@ -17,10 +17,23 @@ from threads.errors import NotFound, ThreadsError
 from threads.log.lines import Event
 from threads.log.reduce import Call, Fold
 from threads.run.principal import Principal
+from threads.run.views import (
+    ForkPoint,
+    ThreadCost,
+    ThreadState,
+    ThreadUsage,
+    cost_of,
+    fork_points_of,
+    state_of,
+    usage_of,
+)
 from threads.store.protocol import BranchInfo, Store
 
 if TYPE_CHECKING:
     from threads.run.fork import Restore
+
+
+Resolution = Literal["assume_done", "assume_not_done"]
 
 
 class ControlError(ThreadsError):
@@ -69,17 +82,16 @@ class Thread:
     async def timeline(self) -> list[Event]:
         return list((await self.fold()).events)
 
-    async def state(self) -> dict[str, Any]:
-        return (await self.fold()).state()
+    async def state(self) -> ThreadState:
+        return state_of(await self.fold())
 
     async def branches(self) -> list[BranchInfo]:
         await self._branch()
         return await self.store.list_branches(self.id)
 
-    async def fork_points(self) -> list[dict[str, Any]]:
+    async def fork_points(self) -> list[ForkPoint]:
         """Quiescent, unexpired snapshots: where ``fork`` may start a child branch."""
-        fork_points: list[dict[str, Any]] = (await self.fold()).state()["fork_points"]
-        return fork_points
+        return list(fork_points_of(await self.fold()))
 
     async def fork(
         self,
@@ -101,16 +113,12 @@ class Thread:
             knowledge_policy=knowledge_policy,
         )
 
-    async def usage(self) -> dict[str, Any]:
-        fold = await self.fold()
-        return {
-            **fold.state()["usage"],
-            "model_requests": fold.model_requests,
-            "turns_completed": fold.turns_completed,
-        }
+    async def usage(self) -> ThreadUsage:
+        return usage_of(await self.fold())
 
-    async def cost(self) -> dict[str, Any]:
-        return (await self.fold()).cost()
+    async def cost(self) -> ThreadCost:
+        """Spend read back from the log; unknown (``priced`` false) without a model price."""
+        return cost_of(await self.fold())
 
     async def export(self) -> bytes:
         from threads.store.transfer import export_branch
@@ -152,7 +160,7 @@ class Thread:
     async def resolve_parked(
         self,
         effect_key: str,
-        decision: Literal["assume_done", "assume_not_done"],
+        decision: Resolution,
         principal: Principal,
     ) -> None:
         """Settle a parked effect: ``assume_done`` (it happened: continue without sending it) or
