@@ -183,7 +183,7 @@ def agent(
     if not isinstance(model, Model):
         raise ConfigError(
             "invalid_config",
-            "model must implement threads.models.Model (e.g. threads.openai.openai(...) or"
+            "model must implement threads.Model (e.g. threads.openai.openai(...) or"
             " threads.testing.scripted_model(...))",
         )
     seen: set[str] = set()

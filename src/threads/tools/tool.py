@@ -1,4 +1,8 @@
-"""``tool(...)``: a named, typed action the model may call, with its effect class.
+"""``tool``: a named, typed action the model may call, with its effect class.
+
+Two spellings make the same ``Tool``: ``@tool`` / ``@tool(effect=...)`` on a typed function (name
+from the function, description from its docstring, input model from its parameters; see
+``threads.tools.signature``), or ``tool(name=..., description=..., input=Model, execute=fn)``.
 
 The effect class is how threads settles a call that a crash left in doubt: ``read_only`` (run it
 again), ``idempotent`` (resend with the same ``effect_key`` inside ``dedup_window_ms``),
@@ -9,17 +13,31 @@ proven gone), ``unguarded`` (the default: park for a person). Misconfiguration r
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from pydantic import BaseModel
 
 from threads.errors import ConfigError
-from threads.run.principal import Principal
+from threads.tools.context import RunContext
+from threads.tools.signature import Execute, as_async, from_function
+
+__all__ = [
+    "EFFECT_CLASSES",
+    "EffectClass",
+    "EffectUnknown",
+    "Found",
+    "LookupOutcome",
+    "LookupUnknown",
+    "NotFound",
+    "Reconcile",
+    "RunContext",  # defined in threads.tools.context, named here with the rest of a tool's API
+    "Tool",
+    "tool",
+]
 
 EffectClass = Literal["read_only", "idempotent", "reconcilable", "sandbox_local", "unguarded"]
 EFFECT_CLASSES: tuple[str, ...] = (
@@ -57,22 +75,6 @@ LookupOutcome = Found[Any] | NotFound | LookupUnknown
 
 
 @dataclass(frozen=True, slots=True)
-class RunContext:
-    """What a tool's ``execute`` (and a reconcile ``lookup``) may see of the run. ``deps`` are
-    the caller's and are never logged. ``effect_key`` is stable across retries of this call:
-    pass it to your provider as its idempotency key."""
-
-    deps: Any
-    thread_id: str
-    branch_id: str
-    principal: Principal
-    call_id: str
-    effect_key: str
-    attempt: int
-    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-@dataclass(frozen=True, slots=True)
 class Reconcile:
     """``lookup(effect_key, ctx)`` answers whether an in-doubt call happened. ``finality``
     ``final`` means a ``NotFound`` proves it never did; ``nonfinal`` parks on ``NotFound``."""
@@ -93,10 +95,13 @@ class EffectUnknown(Exception):  # noqa: N818 - it names the outcome, like the w
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Tool:
+    """A defined tool. ``execute`` is always async here: a sync function given to ``tool``
+    runs in a worker thread behind it."""
+
     name: str
     description: str
     input: type[BaseModel]
-    execute: Callable[[Any, RunContext], Awaitable[Any]]
+    execute: Execute
     runs: Literal["host", "sandbox"]
     effect: EffectClass
     dedup_window_ms: int | None
@@ -115,28 +120,115 @@ class Tool:
         return spec
 
 
+Runs = Literal["host", "sandbox"]
+Finality = Literal["final", "nonfinal"]
+
+
+@overload
+def tool(fn: Callable[..., object], /) -> Tool: ...
+
+
+@overload
 def tool(
     *,
     name: str,
     description: str,
     input: type[BaseModel],
-    execute: Callable[[Any, RunContext], Awaitable[Any]],
-    runs: Literal["host", "sandbox"] = "host",
+    execute: Callable[[Any, RunContext], object],
+    runs: Runs = "host",
     effect: EffectClass = "unguarded",
     dedup_window_ms: int | None = None,
     reconcile: Reconcile | None = None,
-) -> Tool:
-    """Define a tool; every mistake is a ``ConfigError`` now rather than a surprise mid-run."""
+) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    runs: Runs = "host",
+    effect: EffectClass = "unguarded",
+    dedup_window_ms: int | None = None,
+    reconcile: Reconcile | None = None,
+) -> Callable[[Callable[..., object]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., object] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input: type[BaseModel] | None = None,
+    execute: Callable[[Any, RunContext], object] | None = None,
+    runs: Runs = "host",
+    effect: EffectClass = "unguarded",
+    dedup_window_ms: int | None = None,
+    reconcile: Reconcile | None = None,
+) -> Tool | Callable[[Callable[..., object]], Tool]:
+    """Define a tool, as a decorator (``@tool``, ``@tool(effect="read_only")``) on a typed
+    function, or explicitly with ``name``, ``description``, ``input`` and ``execute``. Every
+    mistake is a ``ConfigError`` now rather than a surprise mid-run."""
+    options = _Options(runs, effect, dedup_window_ms, reconcile)
+    if input is not None or execute is not None:
+        if fn is not None or input is None or execute is None:
+            raise ConfigError(
+                "invalid_config",
+                "the explicit form takes name=, description=, input= and execute= together;"
+                " or decorate a typed function with @tool",
+            )
+        if not callable(execute):
+            raise ConfigError("invalid_config", f"tool {name}: execute must be a function")
+        return _define(name, description, input, as_async(execute), options)
+
+    def decorate(function: Callable[..., object]) -> Tool:
+        if not callable(function):
+            raise ConfigError("invalid_config", "@tool decorates a function")
+        tool_name = name if name is not None else getattr(function, "__name__", "")
+        _check_name(tool_name)
+        made = from_function(function, tool_name)
+        text = description if description is not None else made.docstring
+        return _define(tool_name, text, made.input, made.execute, options)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    runs: Runs
+    effect: EffectClass
+    dedup_window_ms: int | None
+    reconcile: Reconcile | None
+
+
+def _check_name(name: object) -> None:
     if not isinstance(name, str) or not TOOL_NAME.match(name):
         raise ConfigError(
-            "invalid_config", f"tool name {name!r} must match ^[a-z][a-z0-9_]{{0,63}}$"
+            "invalid_config",
+            f"tool name {name!r} must match ^[a-z][a-z0-9_]{{0,63}}$ (rename the function,"
+            " or pass name=)",
         )
+
+
+def _define(
+    name: str | None,
+    description: str | None,
+    input: type[BaseModel],
+    execute: Execute,
+    options: _Options,
+) -> Tool:
+    _check_name(name)
+    assert isinstance(name, str)
     if not description:
-        raise ConfigError("invalid_config", f"tool {name}: a description is required")
+        raise ConfigError(
+            "invalid_config",
+            f"tool {name}: a description is required (a docstring, or description=)",
+        )
     if not (isinstance(input, type) and issubclass(input, BaseModel)):
         raise ConfigError("invalid_config", f"tool {name}: input must be a Pydantic model class")
-    if not inspect.iscoroutinefunction(execute):
-        raise ConfigError("invalid_config", f"tool {name}: execute must be an async function")
+    runs, effect = options.runs, options.effect
+    dedup_window_ms, reconcile = options.dedup_window_ms, options.reconcile
     if runs not in ("host", "sandbox"):
         raise ConfigError("invalid_config", f"tool {name}: runs must be 'host' or 'sandbox'")
     if effect not in EFFECT_CLASSES:
