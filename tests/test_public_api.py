@@ -36,6 +36,7 @@ PUBLIC = {
     "FakeClock",
     "Found",
     "LogError",
+    "LookupOutcome",
     "LookupUnknown",
     "Model",
     "ModelCallError",
