@@ -25,8 +25,10 @@ logger = logging.getLogger("threads")
 
 try:  # the API only: which SDK and exporter (if any) is the application's choice
     from opentelemetry import trace as otel_trace
-except ImportError:  # pragma: no cover - exercised by the test that blocks the import
-    otel_trace = None  # type: ignore[assignment]
+
+    TRACING = True
+except ImportError:  # the test that blocks the import runs this
+    TRACING = False
 
 Attribute = str | int | bool
 
@@ -49,7 +51,7 @@ NO_SPAN = _NoSpan()
 def span(name: str, attributes: dict[str, Attribute]) -> Iterator[Span]:
     """A span named ``name`` (nested in the current one), ended when the block ends; an
     exception escaping the block is recorded on it and re-raised."""
-    if otel_trace is None:
+    if not TRACING:
         yield NO_SPAN
         return
     tracer = otel_trace.get_tracer("threads")
@@ -60,7 +62,7 @@ def span(name: str, attributes: dict[str, Attribute]) -> Iterator[Span]:
 def outcome(current: Span, value: str, *, error: bool = False) -> None:
     """Record how the spanned step ended (``threads.outcome``); errors also set the status."""
     current.set_attribute("threads.outcome", value)
-    if error and otel_trace is not None and hasattr(current, "set_status"):
+    if error and TRACING and hasattr(current, "set_status"):
         current.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, value))
 
 

@@ -9,7 +9,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from threads.run.principal import Principal
+from threads.principal import Principal
 
 
 @dataclass(frozen=True, slots=True)
