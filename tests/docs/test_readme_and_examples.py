@@ -27,7 +27,7 @@ BLOCKS = python_blocks(README.read_text())
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHROPIC"))}
     env.update(PLACEHOLDER_KEYS)
-    env["PYTHONPATH"] = str(GUARD)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(GUARD), env.get("PYTHONPATH")) if p)
     return env
 
 
