@@ -78,3 +78,17 @@ class Cancelled:
 
 
 RunResult = Completed | Parked | Failed | BudgetExhausted | Cancelled
+
+
+def describe(result: RunResult) -> str:
+    """What a log line about ``result`` adds to its status: what a park waits on, why a run
+    failed, which budget ran out ("" when the status says it all)."""
+    if isinstance(result, Parked):
+        waits = ", ".join(f"{p.kind} {p.id}" for p in result.pending)
+        return f"{result.reason}, waiting on {waits}"
+    if isinstance(result, Failed):
+        return f"{result.error.code}: {result.error.message}"
+    if isinstance(result, BudgetExhausted):
+        budget = result.budget
+        return f"{budget.limit} {budget.observed} > {budget.limit_value} ({budget.scope})"
+    return ""
