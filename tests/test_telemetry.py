@@ -229,3 +229,21 @@ def test_threads_runs_without_opentelemetry(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, check=True,
     )
     assert done.stdout.strip() == "completed"
+
+
+async def test_a_tool_that_raises_is_logged_with_its_traceback(
+    store: SQLiteStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    @tool(effect="read_only")
+    def explode() -> str:
+        """Fails."""
+        raise RuntimeError("disk on fire")
+
+    caplog.set_level(logging.INFO, logger="threads")
+    model = scripted_model([use(call("explode")), say("sorry")])
+    result = await agent(name="b", model=model, tools=[explode]).run("go", store=store)
+    assert isinstance(result, Completed)
+    [record] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "explode" in record.getMessage()
+    assert record.exc_info is not None
+    assert "disk on fire" in str(record.exc_info[1])

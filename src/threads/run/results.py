@@ -24,6 +24,7 @@ class Pending:
 
     kind: ParkKind
     id: str
+    detail: str | None = None  # for an effect: what the operator should know before resolving
 
 
 @dataclass(frozen=True, slots=True)

@@ -163,9 +163,6 @@ def _execute(fn: Callable[..., object], context_param: str | None) -> Execute:
         kwargs: dict[str, object] = dict(args)  # validated, coerced field values
         if context_param is not None:
             kwargs[context_param] = ctx
-        value = await call(**kwargs)
-        if isinstance(value, BaseModel):
-            return value.model_dump(mode="json")
-        return value
+        return await call(**kwargs)  # a model it returns is encoded like any result
 
     return execute

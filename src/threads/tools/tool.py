@@ -48,6 +48,9 @@ EFFECT_CLASSES: tuple[str, ...] = (
     "unguarded",
 )
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_RETRY_BACKOFF_MS = 1000
+DEFAULT_SETTLE_MS = 60_000
 
 V = TypeVar("V")
 
@@ -106,6 +109,9 @@ class Tool:
     effect: EffectClass
     dedup_window_ms: int | None
     reconcile: Reconcile | None
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS
+    settle_ms: int = DEFAULT_SETTLE_MS
 
     def spec(self) -> dict[str, Any]:
         """The ToolSpec pinned in thread_started (and rendered to the model)."""
@@ -139,6 +145,9 @@ def tool(
     effect: EffectClass = "unguarded",
     dedup_window_ms: int | None = None,
     reconcile: Reconcile | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+    settle_ms: int = DEFAULT_SETTLE_MS,
 ) -> Tool: ...
 
 
@@ -151,6 +160,9 @@ def tool(
     effect: EffectClass = "unguarded",
     dedup_window_ms: int | None = None,
     reconcile: Reconcile | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+    settle_ms: int = DEFAULT_SETTLE_MS,
 ) -> Callable[[Callable[..., object]], Tool]: ...
 
 
@@ -166,11 +178,28 @@ def tool(
     effect: EffectClass = "unguarded",
     dedup_window_ms: int | None = None,
     reconcile: Reconcile | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+    settle_ms: int = DEFAULT_SETTLE_MS,
 ) -> Tool | Callable[[Callable[..., object]], Tool]:
     """Define a tool, as a decorator (``@tool``, ``@tool(effect="read_only")``) on a typed
     function, or explicitly with ``name``, ``description``, ``input`` and ``execute``. Every
-    mistake is a ``ConfigError`` now rather than a surprise mid-run."""
-    options = _Options(runs, effect, dedup_window_ms, reconcile)
+    mistake is a ``ConfigError`` now rather than a surprise mid-run.
+
+    ``max_attempts``: how many times threads dispatches one call's effect on its own (the first
+    send and every resend it decides; an operator's ``assume_not_done`` always gets its one
+    send). ``retry_backoff_ms``: the wait before the first resend after a timeout or transport
+    error, doubled for each further one (at most a minute); each wait is recorded as
+    ``retry_scheduled``. A resend after a crash does not wait.
+
+    ``settle_ms``: how long after a takeover a request that an earlier holder of the thread (a
+    frozen or partitioned process that lost its lease) already had in flight may still reach
+    your provider. Until the takeover is that old, a ``final`` not-found is not trusted (the call
+    parks) and an operator's ``assume_not_done`` is refused. Make it longer than the timeout of
+    the client the tool sends with (``ctx.http``: 30 s)."""
+    options = _Options(
+        runs, effect, dedup_window_ms, reconcile, max_attempts, retry_backoff_ms, settle_ms
+    )
     if input is not None or execute is not None:
         if fn is not None or input is None or execute is None:
             raise ConfigError(
@@ -200,6 +229,9 @@ class _Options:
     effect: EffectClass
     dedup_window_ms: int | None
     reconcile: Reconcile | None
+    max_attempts: int
+    retry_backoff_ms: int
+    settle_ms: int
 
 
 def _check_name(name: object) -> None:
@@ -264,4 +296,26 @@ def _define(
         raise ConfigError(
             "invalid_config", f"tool {name}: effect='sandbox_local' needs runs='sandbox'"
         )
-    return Tool(name, description, input, execute, runs, effect, dedup_window_ms, reconcile)
+    _check_count(name, "max_attempts", options.max_attempts, minimum=1)
+    _check_count(name, "retry_backoff_ms", options.retry_backoff_ms, minimum=0)
+    _check_count(name, "settle_ms", options.settle_ms, minimum=0)
+    return Tool(
+        name,
+        description,
+        input,
+        execute,
+        runs,
+        effect,
+        dedup_window_ms,
+        reconcile,
+        options.max_attempts,
+        options.retry_backoff_ms,
+        options.settle_ms,
+    )
+
+
+def _check_count(tool_name: str, what: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(
+            "invalid_config", f"tool {tool_name}: {what} must be an integer >= {minimum}"
+        )
