@@ -14,10 +14,8 @@ OUTPUT_QUESTIONS = "5. structured output and ask_user questions"
 PROJECTIONS = "6. projections of features written by the TypeScript implementation"
 
 KNOWN_FAILURES: dict[str, str] = {
-    "recover/calls-concurrent-reads-recorded-like-sequential": CALL_ORDER,
     "recover/calls-mixed-decisions-recorded-in-part-order": CALL_ORDER,
     "recover/calls-recorded-then-authorized-resumes": CALL_ORDER,
-    "recover/calls-recording-resumes-after-response": CALL_ORDER,
     "recover/calls-recording-resumes-mid-response": CALL_ORDER,
     "recover/content-unsupported-before-dispatch": STOP_REASONS,
     "recover/context-window-exceeded-ends-turn": STOP_REASONS,
