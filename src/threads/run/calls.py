@@ -376,7 +376,6 @@ class CallRunner:
             blob = text.encode("utf-8")
             ref = artifact_ref(blob, "text/plain")
             artifacts.append(PendingArtifact(blob, "text/plain"))
-            self.loop.remember_ref(ref["sha256"], text)  # it may still be held, not yet stored
         await self.writer.append(
             [
                 (

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from threads.errors import StoreError
 from threads.log.reduce import Fold
-from threads.log.render import MEDIA_TYPE, RenderCache, render
+from threads.log.render import MEDIA_TYPE, RenderCache, event_refs, render
 from threads.models.protocol import (
     ModelCallError,
     ModelOutput,
@@ -88,7 +88,8 @@ class RunLoop:
         self.budget = BudgetGuard(agent, run_budget)
         self.recovering = False
         self.cancel_wanted = False
-        self._refs: dict[str, str] = {}
+        self._artifacts: dict[str, bytes] = {}
+        self._artifacts_seen = 0
         self._render_cache = RenderCache()
 
     @property
@@ -268,21 +269,22 @@ class RunLoop:
             return 1
         return last.attempt + 1
 
-    def remember_ref(self, sha256: str, text: str) -> None:
-        self._refs[sha256] = text
-
-    async def _resolve_refs(self) -> dict[str, str]:
-        """Texts of tool results stored only by artifact (too large to inline), for rendering."""
-        for event in self.fold.events:
-            ref = event.data.get("ref") if event.type == "tool_result" else None
-            if (
-                ref is not None
-                and not event.data.get("content")
-                and ref["sha256"] not in self._refs
-            ):
-                data = await self.writer.store.get_artifact(ref["sha256"])
-                self._refs[ref["sha256"]] = data.decode("utf-8", errors="replace")
-        return self._refs
+    async def _render_artifacts(self) -> dict[str, bytes]:
+        """The artifacts the next request's Render v1 reads or verifies (images, reasoning
+        blocks, injected text); one the store lacks is left out, so render names its event."""
+        for event in self.fold.events[self._artifacts_seen :]:
+            for ref in event_refs(event):
+                if ref["sha256"] in self._artifacts:
+                    continue
+                try:
+                    self._artifacts[ref["sha256"]] = await self.writer.store.get_artifact(
+                        ref["sha256"]
+                    )
+                except StoreError as exc:
+                    if exc.code != "artifact_missing":
+                        raise
+        self._artifacts_seen = len(self.fold.events)
+        return self._artifacts
 
     async def model_step(self) -> RunResult | None:
         in_doubt = self._retries(IN_DOUBT_REASONS)
@@ -299,11 +301,7 @@ class RunLoop:
         started = self.fold.thread_started
         assert started is not None
         rendered = render(
-            started,
-            self.fold.tools,
-            self.fold.events,
-            await self._resolve_refs(),
-            self._render_cache,
+            started, self.fold.events, await self._render_artifacts(), self._render_cache
         )
         attempt = self.next_attempt()
         [request_event] = await self.writer.append(
