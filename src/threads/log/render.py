@@ -17,7 +17,7 @@ the events before the request and those artifacts' bytes; nothing here does I/O.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -272,22 +272,26 @@ class RenderCache:
     request renders only the events appended since the previous one."""
 
     def __init__(self) -> None:
-        self._events: list[Event] | None = None
+        self._last: Event | None = None  # the last event fed, to recognise a longer log
         self._seen = 0
         self._lines = _Lines()
 
-    def feed(self, events: list[Event], artifacts: Artifacts) -> _Lines:
-        if events is not self._events or len(events) < self._seen:
-            self._events, self._seen, self._lines = events, 0, _Lines()
+    def feed(self, events: Sequence[Event], artifacts: Artifacts) -> _Lines:
+        grown = len(events) >= self._seen and (
+            self._seen == 0 or events[self._seen - 1] is self._last
+        )
+        if not grown:
+            self._seen, self._lines = 0, _Lines()
         for event in events[self._seen :]:
             self._lines.feed(event, artifacts)
         self._seen = len(events)
+        self._last = events[-1] if events else None
         return self._lines
 
 
 def render(
     started: Mapping[str, Any],
-    events: list[Event],
+    events: Sequence[Event],
     artifacts: Artifacts | None = None,
     cache: RenderCache | None = None,
 ) -> Rendered:

@@ -1,7 +1,8 @@
 """The thread handle: inspect and control a thread from any process, with only the store and
 its id (no agent needed).
 
-Reads (``timeline``, ``state``, ``usage``, ``cost``, ``pending_approvals``) reduce the log.
+Reads (``timeline``, ``state``, ``usage``, ``cost``, ``pending_approvals``) reduce the log;
+``replay`` re-renders every recorded model request and compares it with what was recorded.
 Controls (``approve``, ``deny``, ``resolve_parked``, ``cancel``) append one event with the
 principal as actor, under the lease for that one append. Authority: the approvers given to
 ``open_thread``, else the principal who started the thread; another tenant is never allowed.
@@ -16,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from threads.errors import NotFound, ThreadsError
 from threads.log.lines import Event
 from threads.log.reduce import Call, Fold
+from threads.log.replay import Replayed
 from threads.run.principal import Principal
+from threads.run.replay import replay_branch
 from threads.store.protocol import BranchInfo, Store
 
 if TYPE_CHECKING:
@@ -111,6 +114,13 @@ class Thread:
 
     async def cost(self) -> dict[str, Any]:
         return (await self.fold()).cost()
+
+    async def replay(self) -> Replayed:
+        """Re-render every recorded model request from the log and compare it byte for byte
+        with what was recorded (``request_ref``, ``declared_prefix``), without calling a model.
+        ``Replayed.mismatch`` is the first request that differs (``request_hash_mismatch``,
+        ``prefix_changed``) or an artifact rendering needs (``artifact_missing``, ...)."""
+        return await replay_branch(self.store, (await self._branch()).branch_id)
 
     async def export(self) -> bytes:
         from threads.store.transfer import export_branch
