@@ -12,20 +12,9 @@ import argparse
 import sys
 from typing import Any
 
-from threads.cli.support import add_store_option, opened_store
+from threads.cli.support import add_store_option, hint, opened_store
 from threads.log.replay import Replayed
 from threads.run.replay import replay_branch
-
-_HINTS = {
-    "request_hash_mismatch": "the recorded request is not what the log before it renders: the"
-    " log or an artifact changed after it was written, or another renderer wrote it; export the"
-    " branch and compare its request artifacts",
-    "prefix_changed": "a request declares another line 0 than its settings epoch renders; the"
-    " thread's pinned config or a settings_changed was altered",
-    "artifact_missing": "the store lacks an artifact the log references; import it or restore"
-    " the store from a backup",
-    "artifact_corrupt": "an artifact the log references is damaged; restore it from a backup",
-}
 
 
 def register(subparsers: Any) -> None:
@@ -51,9 +40,7 @@ async def run(args: argparse.Namespace) -> int:
             print(prefix + summary(replayed))
             if replayed.mismatch is not None:
                 failed += 1
-                hint = _HINTS.get(replayed.mismatch.code)
-                if hint is not None:
-                    print(f"hint: {hint}", file=sys.stderr)
+                print(f"hint: {hint(replayed.mismatch.code)}", file=sys.stderr)
     return 1 if failed else 0
 
 
