@@ -50,6 +50,8 @@ PUBLIC = {
     "Price",
     "Principal",
     "Reconcile",
+    "ReplayMismatch",
+    "Replayed",
     "RunContext",
     "RunResult",
     "Store",
