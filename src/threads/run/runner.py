@@ -26,6 +26,7 @@ from threads.run.principal import LOCAL_OPERATOR, Principal
 from threads.run.results import ErrorInfo, Failed, RunResult
 from threads.run.thread import Thread
 from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter
+from threads.store.lease_wait import acquire_waiting, check_wait
 from threads.store.protocol import Chain, Store
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ class RunOptions:
     principal: Principal | None = None
     lease_ttl_ms: int | None = None
     ceiling: Permissions | None = None
+    wait: bool | float = False
 
 
 async def start_run(
@@ -65,6 +67,7 @@ async def start_run(
     thread_id = options.thread
     if budget is not None:
         budget.check_enforceable(agent.model)
+    check_wait(options.wait)
     now = store.clock.now_ms()
     new = thread_id is None
     if thread_id is None:
@@ -85,7 +88,7 @@ async def start_run(
         branch_id = branch.branch_id
     handle = Thread(store, thread_id, principal=principal, approvers=agent.approvers)
     try:
-        lease = await store.acquire_lease(branch_id, uuid7(now), ttl_ms)
+        lease = await acquire_waiting(store, branch_id, uuid7(now), ttl_ms, wait=options.wait)
     except StoreError as exc:
         return Failed(handle, ErrorInfo(exc.code, exc.message))
     writer: BranchWriter | None = None
