@@ -112,7 +112,7 @@ def provably_gone(holder: Holder) -> bool:
     here = this_host()
     if holder.host is None or holder.pid is None or holder.start_ticks is None:
         return False
-    if here.boot_id is None or holder.host != here:
+    if here.boot_id is None or here.pid_namespace is None or holder.host != here:
         return False
     if holder.pid == os.getpid():
         return False  # this process: a live holder by definition
