@@ -1,21 +1,23 @@
 """Operator controls: ``threads approvals|approve|deny|resolve|cancel THREAD ...``.
 
-Each control appends one event with the operator principal (``--tenant``/``--subject``, issuer
-``cli``) as actor, under the thread's lease for that one append: a live run holding the thread
-makes it fail ``branch_busy``. Refusals are coded errors (exit 1); run the thread again after.
+The CLI acts as the operator the API uses by default (``api/local/operator``) unless
+``--issuer/--tenant/--subject`` say otherwise. Each control goes through the thread handle's own
+controls, so the CLI is held to the same authority rule as the API (the thread's approvers, else
+the principal who started it; never another tenant), and appends one event with the operator as
+actor under the thread's lease for that one append: a live run holding the thread makes it fail
+``branch_busy``. Refusals are coded errors (exit 1); run the thread again after.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from threads.cli.support import add_store_option, opened_store
+from threads.cli import render
+from threads.cli.support import add_operator_options, add_store_option, opened_store, operator
 from threads.run.principal import Principal
-from threads.run.thread import Thread, open_thread
-
-DEFAULT_TENANT = "local"
-DEFAULT_SUBJECT = "operator"
+from threads.run.thread import PendingApproval, Thread, open_thread
 
 
 def register(subparsers: Any) -> None:
@@ -49,30 +51,48 @@ def _command(subparsers: Any, name: str, help_: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("thread", metavar="THREAD")
     add_store_option(parser)
-    parser.add_argument("--tenant", default=DEFAULT_TENANT, help="operator's tenant")
-    parser.add_argument("--subject", default=DEFAULT_SUBJECT, help="operator's name")
+    add_operator_options(parser)
     return parser
-
-
-def operator(args: argparse.Namespace) -> Principal:
-    return Principal(issuer="cli", tenant=args.tenant, subject=args.subject)
 
 
 async def run_approvals(args: argparse.Namespace) -> int:
     async with opened_store(args.store) as store:
         thread = await open_thread(store, args.thread, principal=operator(args))
-        for p in await thread.pending_approvals():
-            print(
-                f"{p.challenge_id}  call={p.call_id}  tool={p.tool}  args_hash={p.args_hash}"
-                f"  expires_at={p.expires_at}"
-            )
+        pending = await thread.pending_approvals()
+        now = store.clock.now_ms()
+    if not pending:
+        print("no approvals pending on this thread")
+    for i, approval in enumerate(pending):
+        if i:
+            print()
+        print("\n".join(approval_lines(approval, now)))
     return 0
 
 
-async def _act(args: argparse.Namespace, action: Any, done: str) -> int:
+def approval_lines(approval: PendingApproval, now_ms: int) -> list[str]:
+    """One approval as an approver reads it: what would run, with which arguments, who asked,
+    and until when the decision can be made."""
+    return [
+        f"challenge   {approval.challenge_id}",
+        f"tool        {approval.tool} (effect {approval.effect_class}, call {approval.call_id})",
+        "arguments",
+        render.arguments(approval.input, indent="  "),
+        f"args hash   {approval.args_hash}",
+        f"asked by    {render.principal(approval.requested_by)}",
+        f"expires     {render.when(approval.expires_at, now_ms)}",
+        f"decide with threads approve {approval.challenge_id} --args-hash {approval.args_hash}"
+        f" (or threads deny {approval.challenge_id} --reason ...)",
+    ]
+
+
+Action = Callable[[Thread, Principal], Awaitable[None]]
+
+
+async def _act(args: argparse.Namespace, action: Action, done: str) -> int:
+    who = operator(args)
     async with opened_store(args.store) as store:
-        thread: Thread = await open_thread(store, args.thread, principal=operator(args))
-        await action(thread, operator(args))
+        thread = await open_thread(store, args.thread, principal=who)
+        await action(thread, who)
     print(done)
     return 0
 
@@ -95,7 +115,10 @@ async def run_resolve(args: argparse.Namespace) -> int:
     async def act(thread: Thread, who: Principal) -> None:
         await thread.resolve_parked(args.effect_key, args.decision, who)
 
-    return await _act(args, act, f"resolved {args.effect_key} ({args.decision})")
+    return await _act(
+        args, act, f"resolved {args.effect_key} ({args.decision}); run the thread again"
+        " (or let a worker pick it up) to continue",
+    )
 
 
 async def run_cancel(args: argparse.Namespace) -> int:
