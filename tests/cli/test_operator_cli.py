@@ -245,14 +245,15 @@ def test_timeline_follow_prints_what_another_process_commits(
 
 
 def test_a_closed_pipe_is_quiet(story: Path) -> None:
-    thread = start("one").stdout.split()[0]
-    assert start("two", thread).returncode == 0
-    piped = subprocess.run(
-        f"{sys.executable} -m threads.cli timeline {thread} --store store | head -n 1",
-        shell=True, capture_output=True, text=True, env=env(), timeout=60, check=False,
-    )
-    assert piped.stdout.startswith("branch ")
-    assert piped.stderr == ""
+    # An input line of 100 kB: more than a pipe holds, so the writer meets the closed pipe.
+    thread = start("x" * 100_000).stdout.split()[0]
+    for argv in (["timeline", thread], ["timeline", thread, "--json"], ["export", thread]):
+        piped = subprocess.run(
+            f"{sys.executable} -m threads.cli {' '.join(argv)} --store store | head -c 100",
+            shell=True, capture_output=True, text=True, env=env(), timeout=60, check=False,
+        )
+        assert len(piped.stdout) == 100, argv
+        assert piped.stderr == "", argv
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
