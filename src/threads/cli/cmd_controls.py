@@ -16,7 +16,7 @@ from typing import Any
 
 from threads.cli import render
 from threads.cli.support import add_operator_options, add_store_option, opened_store, operator
-from threads.run.principal import Principal
+from threads.principal import Principal
 from threads.run.thread import PendingApproval, Thread, open_thread
 
 

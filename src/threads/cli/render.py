@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from threads.run.principal import Principal
+from threads.principal import Principal
 from threads.store.holder import parse, provably_gone
 from threads.store.protocol import LeaseState
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from threads.errors import ConfigError, NotFound, ThreadsError
-from threads.run.principal import LOCAL_OPERATOR, Principal
+from threads.principal import LOCAL_OPERATOR, Principal
 from threads.store.protocol import BranchInfo, Store
 from threads.store.sqlite import sqlite
 
