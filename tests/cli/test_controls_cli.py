@@ -110,7 +110,7 @@ def test_the_default_operator_decides_a_thread_started_the_default_way(
     assert main(["approve", thread, challenge, *store_of(store_dir)]) == 1
     refused(capsys, "approval_duplicate")
     assert main(["approvals", thread, *store_of(store_dir)]) == 0
-    assert capsys.readouterr().out == "no approvals pending on this thread\n"
+    assert capsys.readouterr().out == "no approvals pending and no effects parked on this thread\n"
 
 
 def test_another_identity_is_given_with_issuer_tenant_subject(

@@ -17,11 +17,13 @@ from typing import Any
 from threads.cli import render
 from threads.cli.support import add_operator_options, add_store_option, opened_store, operator
 from threads.principal import Principal
-from threads.run.thread import PendingApproval, Thread, open_thread
+from threads.run.thread import ParkedEffect, PendingApproval, Thread, open_thread
 
 
 def register(subparsers: Any) -> None:
-    approvals = _command(subparsers, "approvals", "list the pending approvals of a thread")
+    approvals = _command(
+        subparsers, "approvals", "list the pending approvals and parked effects of a thread"
+    )
     approvals.set_defaults(handler=run_approvals)
     approve = _command(subparsers, "approve", "grant a pending approval")
     approve.add_argument("challenge", metavar="CHALLENGE")
@@ -59,13 +61,12 @@ async def run_approvals(args: argparse.Namespace) -> int:
     async with opened_store(args.store) as store:
         thread = await open_thread(store, args.thread, principal=operator(args))
         pending = await thread.pending_approvals()
+        parked = await thread.parked_effects()
         now = store.clock.now_ms()
-    if not pending:
-        print("no approvals pending on this thread")
-    for i, approval in enumerate(pending):
-        if i:
-            print()
-        print("\n".join(approval_lines(approval, now)))
+    if not pending and not parked:
+        print("no approvals pending and no effects parked on this thread")
+    blocks = [approval_lines(a, now) for a in pending] + [parked_lines(e) for e in parked]
+    print("\n\n".join("\n".join(block) for block in blocks), end="\n" if blocks else "")
     return 0
 
 
@@ -82,6 +83,17 @@ def approval_lines(approval: PendingApproval, now_ms: int) -> list[str]:
         f"expires     {render.when(approval.expires_at, now_ms)}",
         f"decide with threads approve {approval.challenge_id} --args-hash {approval.args_hash}"
         f" (or threads deny {approval.challenge_id} --reason ...)",
+    ]
+
+
+def parked_lines(effect: ParkedEffect) -> list[str]:
+    """A parked effect as an operator reads it before resolving it."""
+    return [
+        f"parked {effect.effect_key}",
+        f"  tool    {effect.tool} (call {effect.call_id}, attempts {effect.attempts})",
+        f"  detail  {effect.detail}",
+        f"  decide with threads resolve THREAD {effect.effect_key} --assume-done"
+        " (or --assume-not-done)",
     ]
 
 
