@@ -88,7 +88,8 @@ class _State:
                 return {"count": self.counts.get(req["key"], 0)}
             if op == "snapshot":
                 return {"counts": dict(self.counts), "requests": dict(self.requests),
-                        "log": list(self.log), "waiting": dict(self.waiting)}
+                        "values": dict(self.values), "log": list(self.log),
+                        "waiting": dict(self.waiting)}
         return {"error": f"unknown op {op!r}"}
 
 
