@@ -1,11 +1,15 @@
 """The drills' own checks can fail: ``tool_message_problems`` and ``duplicate_counts`` on small
-hand-made logs (no processes) flag each way a tool message can disagree with the service."""
+hand-made logs (no processes) flag each way a tool message can disagree with the service; the
+fake service's HTTP face refuses a send with an older fencing token."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import httpx
 from drill_harness import ASSUMED_DONE, duplicate_counts, tool_message_problems
+
+from threads.testing.fake_service import FakeService
 
 BRANCH = "b1"
 
@@ -82,3 +86,22 @@ def test_a_wrong_look_up_answer_is_flagged() -> None:
     events = log(("c1", "look_up", "executed", "account a2 is open"))
     [problem] = tool_message_problems(events, service({}, {}))
     assert "look-up" in problem
+
+
+def test_the_service_refuses_an_older_fencing_token(service: FakeService) -> None:
+    """The HTTP face counts what arrives and refuses a send from an earlier epoch."""
+    url = f"http://127.0.0.1:{service.http_port}"
+    body = {"kind": "email", "value": "emailed", "dedup": False, "who": "t"}
+    with httpx.Client(base_url=url) as http:
+        newer = http.post("/apply", json={**body, "key": "b9:c1",
+                                          "fence": {"scope": "b9", "epoch": 3}})
+        older = http.post("/apply", json={**body, "key": "b9:c2",
+                                          "fence": {"scope": "b9", "epoch": 2}})
+        found = http.get("/lookup", params={"key": "b9:c1"})
+    assert newer.status_code == 200
+    assert older.status_code == 409
+    assert found.json() == {"found": True, "value": "emailed"}
+    snapshot = service.client().snapshot()
+    assert snapshot["counts"].get("b9:c1") == 1
+    assert "b9:c2" not in snapshot["counts"]
+    assert [h["key"] for h in snapshot["http"]] == ["b9:c1", "b9:c2", "b9:c1"]
