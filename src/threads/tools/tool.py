@@ -19,7 +19,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel
 
 from threads.errors import ConfigError
-from threads.run.principal import Principal
+from threads.principal import Principal
 
 EffectClass = Literal["read_only", "idempotent", "reconcilable", "sandbox_local", "unguarded"]
 EFFECT_CLASSES: tuple[str, ...] = (
