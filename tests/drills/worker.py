@@ -243,8 +243,12 @@ def build_agent(spec: dict[str, Any]) -> Agent:
              effect="read_only"),
         tool(name="charge_card", description="Charge the card.", input=Amount, execute=charge,
              effect="idempotent", dedup_window_ms=DAY_MS),
+        # settle_ms=0: most drills SIGKILL their workers, and a killed worker sends nothing
+        # more, so a final not-found is trusted as soon as the thread is taken over; the
+        # zombie drill freezes a holder instead and declares the window (``settle_ms``).
         tool(name="refund", description="Refund a charge.", input=Amount, execute=refund,
-             effect="reconcilable", reconcile=Reconcile(lookup_applied, finality="final")),
+             effect="reconcilable", reconcile=Reconcile(lookup_applied, finality="final"),
+             settle_ms=spec.get("settle_ms", 0)),
         tool(name="transfer", description="Move money between accounts.", input=Amount,
              execute=transfer, effect="reconcilable",
              reconcile=Reconcile(lookup_applied, finality="nonfinal")),

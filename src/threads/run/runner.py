@@ -31,6 +31,7 @@ from threads.run.thread import Thread
 from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter
 from threads.store.protocol import Chain, Store
 from threads.store.sqlite import sqlite
+from threads.tools.http import ToolHttp
 
 
 def default_store() -> Store:
@@ -85,12 +86,13 @@ async def start_run(
         if branch.tenant_id != principal.tenant:
             raise NotFound(f"no thread {thread_id} for tenant {principal.tenant}")
         branch_id = branch.branch_id
-    handle = Thread(store, thread_id, principal=principal, approvers=agent.approvers)
+    handle = Thread(store, thread_id, principal=principal, agent=agent)
     try:
         lease = await store.acquire_lease(branch_id, uuid7(now), ttl_ms)
     except StoreError as exc:
         return Failed(handle, ErrorInfo(exc.code, exc.message))
     writer: BranchWriter | None = None
+    http: ToolHttp | None = None
     try:
         try:
             chain = await store.read_chain(branch_id)
@@ -106,6 +108,7 @@ async def start_run(
             store, lease, fold, ttl_ms=ttl_ms, on_event=sink.event if sink else None
         )
         writer.start_renewal()
+        http = ToolHttp(writer)
         if new:
             await writer.append([("thread_started", agent.config(), {"kind": "host"})])
         rt = Runtime(
@@ -120,10 +123,13 @@ async def start_run(
             sink=sink,
             dropped_ref=chain.branch.dropped_ref,
             sleep=model_step.RETRY_SLEEP,
+            http=http,
             cancel=cancel or CancelSignal(),
         )
         return await drive(rt, input, recovering=not new)
     finally:
+        if http is not None:
+            await http.aclose()
         if writer is not None:
             await writer.close()
         else:
