@@ -48,9 +48,10 @@ from drill_harness import (
 )
 from worker import OffsetClock
 
-from threads import open_thread
+from threads import ControlError, Thread, open_thread
 from threads.store.sqlite import SQLiteStore
 from threads.testing.fake_service import FakeService
+from threads.tools.tool import DEFAULT_SETTLE_MS
 
 pytestmark = pytest.mark.drill
 
@@ -223,7 +224,6 @@ class Batch:
     async def _operator_pass(self) -> None:
         """Settle every parked effect as an operator who checks the service first."""
         store = SQLiteStore(self.store_dir, clock=OffsetClock(str(self.clock_file)))
-        client = self.service.client()
         try:
             for thread_id in self.threads.values():
                 if not self.events(thread_id):
@@ -232,11 +232,23 @@ class Batch:
                 fold = await thread.fold()
                 for kind, key in list(fold.parks):
                     assert kind == "effect", fold.parks
-                    decision = "assume_done" if client.count(key) >= 1 else "assume_not_done"
-                    await thread.resolve_parked(key, decision, STARTER)
+                    try:
+                        await self._resolve(thread, key)
+                    except ControlError as exc:
+                        # an earlier holder may still be sending until its window ends: the
+                        # holders here were SIGKILLed, so the operator waits it out (the clock
+                        # moves) and checks the service again
+                        if exc.code != "holder_may_be_running":
+                            raise
+                        self.advance(DEFAULT_SETTLE_MS + 1)
+                        await self._resolve(thread, key)
                     self.parks += 1
         finally:
             await store.close()
+
+    async def _resolve(self, thread: Thread, key: str) -> None:
+        applied = self.service.client().count(key) >= 1
+        await thread.resolve_parked(key, "assume_done" if applied else "assume_not_done", STARTER)
 
 
 def audit(batch: Batch, baseline: list[tuple[str, str]]) -> dict[str, Any]:

@@ -91,6 +91,8 @@ def result_last_script(name: str) -> list[Any]:
 
 def drill_script(spec: dict[str, Any]) -> list[Any]:
     profile = spec.get("profile", "drill")
+    if profile == "one_call":
+        return [use(call(spec["tool"], **TOOL_ARGS[spec["tool"]])), say("all done"), say("bye")]
     if profile == "race":
         return [item for _ in range(RACE_TURNS) for item in
                 (use(call("charge_card", amount=1)), say("ok"))]
@@ -203,15 +205,49 @@ def build_agent(spec: dict[str, Any]) -> Agent:
         if kill.get("in_execute") == name and executed[name] == kill.get("nth", 1):
             die()
 
+    http_port = spec.get("http_port")
+    freeze = spec.get("freeze") or {}
+
+    def hold_before_send(name: str) -> None:
+        """``freeze`` at ``before_send``: wait at its gate inside the tool. A blocking call, as
+        a careless tool makes one: the run's event loop, and so its lease renewal, stop too."""
+        if freeze.get("tool") == name and freeze.get("at") == "before_send":
+            client.wait_gate(freeze["gate"])
+
+    async def send(name: str, kind: str, ctx: Any, value: str, *, dedup: bool) -> str:
+        """Apply at the service: over the line protocol, or (``http_port``) through the run's
+        fenced ``ctx.http`` with ``ctx.epoch`` as the fencing token. ``freeze`` at
+        ``in_flight`` has the service hold the request before applying it."""
+        hold_before_send(name)
+        if http_port is None:
+            return client.apply(kind, ctx.effect_key, value, dedup=dedup)
+        body = {"kind": kind, "key": ctx.effect_key, "value": value, "dedup": dedup,
+                "who": client.who, "fence": {"scope": ctx.branch_id, "epoch": ctx.epoch}}
+        if freeze.get("tool") == name and freeze.get("at") == "in_flight":
+            body["hold"] = freeze["gate"]
+        answer = await ctx.http.post(f"http://127.0.0.1:{http_port}/apply", json=body)
+        answer.raise_for_status()
+        return str(answer.json()["value"])
+
+    async def read(ctx: Any, key: str) -> str | None:
+        if http_port is None:
+            return client.lookup(key)
+        answer = await ctx.http.get(f"http://127.0.0.1:{http_port}/lookup",
+                                    params={"key": key, "who": client.who})
+        answer.raise_for_status()
+        found = answer.json()
+        return str(found["value"]) if found["found"] else None
+
     async def look_up(args: Account, ctx: Any) -> str:
-        client.lookup(f"balance:{args.account}")
+        hold_before_send("look_up")
+        await read(ctx, f"balance:{args.account}")
         if spec.get("gate"):
             client.wait_gate(spec["gate"])
         after_apply("look_up")
         return f"account {args.account} is open"
 
     async def charge(args: Amount, ctx: Any) -> str:
-        value = client.apply("charge", ctx.effect_key, f"charged {args.amount}", dedup=True)
+        value = await send("charge_card", "charge", ctx, f"charged {args.amount}", dedup=True)
         after_apply("charge_card")
         race = ctx.deps.get("race") if isinstance(ctx.deps, dict) else None
         if race is not None:
@@ -219,22 +255,22 @@ def build_agent(spec: dict[str, Any]) -> Agent:
         return value
 
     async def refund(args: Amount, ctx: Any) -> str:
-        value = client.apply("refund", ctx.effect_key, f"refunded {args.amount}", dedup=False)
+        value = await send("refund", "refund", ctx, f"refunded {args.amount}", dedup=False)
         after_apply("refund")
         return value
 
     async def lookup_applied(key: str, ctx: Any) -> Found[str] | NotFound:
-        value = client.lookup(key)
+        value = await read(ctx, key)
         return NotFound() if value is None else Found(value)
 
     async def transfer(args: Amount, ctx: Any) -> str:
-        value = client.apply("transfer", ctx.effect_key, f"transferred {args.amount}",
-                             dedup=False)
+        value = await send("transfer", "transfer", ctx, f"transferred {args.amount}",
+                           dedup=False)
         after_apply("transfer")
         return value
 
     async def send_email(args: Email, ctx: Any) -> str:
-        value = client.apply("email", ctx.effect_key, f"emailed {args.to}", dedup=False)
+        value = await send("send_email", "email", ctx, f"emailed {args.to}", dedup=False)
         after_apply("send_email")
         return value
 
@@ -295,6 +331,7 @@ def outcome(result: Any, store: KillingStore) -> dict[str, Any]:
     store.refused.clear()
     if result.status == "parked":
         out["pending"] = [[p.kind, p.id] for p in result.pending]
+        out["details"] = [getattr(p, "detail", None) for p in result.pending]
     if result.status == "failed":
         out["error"] = result.error.code
     if result.status == "completed":

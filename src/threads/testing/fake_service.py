@@ -13,8 +13,9 @@ also speaks HTTP on a second loopback port (``http_port``), for tools that send 
 fenced client (``ctx.http``): ``POST /apply`` takes the ``apply`` fields as a JSON body, ``GET
 /lookup?key=`` answers like ``lookup``. An HTTP ``apply`` may carry a fencing token (``fence``:
 ``{"scope": s, "epoch": n}``): the service refuses (409, nothing applied) any token older than the
-newest it has seen for that scope, the way a provider that accepts the run's epoch does. Every
-HTTP request that arrived is logged (``snapshot()["http"]``).
+newest it has seen for that scope, the way a provider that accepts the run's epoch does; with
+``hold`` (a gate name) it waits at that gate first, like a request still on the wire. Every HTTP
+request the service processed is logged (``snapshot()["http"]``, with what it refused).
 
     service = FakeService.start()          # spawns ``python -m threads.testing.fake_service``
     client = ServiceClient(service.port)   # usable from any process that knows the port
@@ -52,14 +53,19 @@ class _State:
         self.http: list[dict[str, Any]] = []
 
     def fenced_apply(self, req: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """An HTTP apply: refused when its fencing token is older than one already seen."""
+        """An HTTP apply: refused when its fencing token is older than one already seen. With
+        ``hold``, the request first waits at that gate (a request still on the wire)."""
+        if req.get("hold"):
+            self.wait_gate(req["hold"])
         fence = req.get("fence")
         with self.lock:
-            self.http.append({"path": "/apply", "key": req["key"], "who": req.get("who", ""),
-                              "fence": fence})
+            entry = {"path": "/apply", "key": req["key"], "who": req.get("who", ""),
+                     "fence": fence, "refused": None}
+            self.http.append(entry)
             if fence is not None:
                 newest = self.fences.get(fence["scope"], fence["epoch"])
                 if fence["epoch"] < newest:
+                    entry["refused"] = "stale_epoch"
                     return 409, {"refused": "stale_epoch", "newest": newest}
                 self.fences[fence["scope"]] = fence["epoch"]
             return 200, self.apply(req)
@@ -146,9 +152,11 @@ class _HTTPHandler(BaseHTTPRequestHandler):
         if url.path != "/lookup":
             self._answer(404, {"error": f"no route {self.path}"})
             return
-        key = parse_qs(url.query).get("key", [""])[0]
+        query = parse_qs(url.query)
+        key, who = query.get("key", [""])[0], query.get("who", [""])[0]
         with self.state.lock:
-            self.state.http.append({"path": "/lookup", "key": key, "who": "", "fence": None})
+            self.state.http.append({"path": "/lookup", "key": key, "who": who, "fence": None,
+                                    "refused": None})
         self._answer(200, self.state.handle({"op": "lookup", "key": key}))
 
     def _answer(self, status: int, answer: dict[str, Any]) -> None:
