@@ -331,7 +331,7 @@ def outcome(result: Any, store: KillingStore) -> dict[str, Any]:
     store.refused.clear()
     if result.status == "parked":
         out["pending"] = [[p.kind, p.id] for p in result.pending]
-        out["details"] = [getattr(p, "detail", None) for p in result.pending]
+        out["details"] = [p.detail for p in result.pending]
     if result.status == "failed":
         out["error"] = result.error.code
     if result.status == "completed":
