@@ -27,6 +27,7 @@ from threads.cli import (
     cmd_import,
     cmd_lease,
     cmd_ls,
+    cmd_replay,
     cmd_serve,
     cmd_timeline,
     cmd_verify,
@@ -42,7 +43,8 @@ from threads.cli.support import (
 from threads.errors import ThreadsError
 
 COMMANDS: list[ModuleType] = [
-    cmd_demo, cmd_ls, cmd_lease, cmd_timeline, cmd_export, cmd_import, cmd_verify, cmd_controls,
+    cmd_demo, cmd_ls, cmd_lease, cmd_timeline, cmd_export, cmd_import, cmd_verify, cmd_replay,
+    cmd_controls,
     cmd_worker, cmd_serve,
 ]
 

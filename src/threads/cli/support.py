@@ -40,6 +40,14 @@ _HINTS = {
     "not_parked": "run `threads timeline THREAD` to see what the thread is waiting on",
     "not_pending": "run `threads approvals THREAD` to see what waits for a decision",
     "approval_mismatch": "run `threads approvals THREAD` and pass the args hash shown there",
+    "request_hash_mismatch": "the recorded request is not what the log before it renders: the"
+    " log or an artifact changed after it was written, or another renderer wrote it; run"
+    " `threads replay THREAD_ID` and compare the request's artifact",
+    "prefix_changed": "a request declares another line 0 than its settings epoch renders; the"
+    " pinned config or a settings_changed was altered after the request was written",
+    "artifact_missing": "the store lacks an artifact the log references; import it, or restore"
+    " the store from a backup",
+    "artifact_corrupt": "an artifact the log references is damaged; restore it from a backup",
 }
 _LOG_HINT = (
     "the file is not a valid threads export from that seq on; export the branch again from"
@@ -156,8 +164,13 @@ def error_line(code_and_message: str, what_to_do: str | None) -> str:
 
 
 def report(error: ThreadsError) -> None:
-    hint = _LOG_HINT if error.code in _LOG_CODES else _HINTS.get(error.code)
-    print(error_line(describe(error), hint), file=sys.stderr)
+    print(error_line(describe(error), hint(error.code)), file=sys.stderr)
+
+
+def hint(code: str) -> str:
+    """What to do next about an error with this code."""
+    found = _LOG_HINT if code in _LOG_CODES else _HINTS.get(code)
+    return found or "run `threads --help` for usage"
 
 
 def report_os_error(error: OSError) -> None:
