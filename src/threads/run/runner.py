@@ -28,6 +28,7 @@ from threads.run.runtime import CancelSignal, Runtime
 from threads.run.streaming import RunStream
 from threads.run.thread import Thread
 from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter
+from threads.store.lease_wait import acquire_waiting, check_wait
 from threads.store.protocol import Chain, Store
 from threads.store.sqlite import sqlite
 from threads.tools.http import ToolHttp
@@ -48,6 +49,7 @@ class RunOptions:
     principal: Principal | None = None
     lease_ttl_ms: int | None = None
     ceiling: Permissions | None = None
+    wait: bool | float = False
 
 
 async def start_run(
@@ -83,6 +85,7 @@ async def _start_run(
     thread_id = options.thread
     if budget is not None:
         budget.check_enforceable(agent.model)
+    check_wait(options.wait)
     now = store.clock.now_ms()
     new = thread_id is None
     if thread_id is None:
@@ -104,7 +107,7 @@ async def _start_run(
     handle = Thread(store, thread_id, principal=principal, agent=agent)
     telemetry.run_started(span, agent.name, thread_id, branch_id, new=new)
     try:
-        lease = await store.acquire_lease(branch_id, uuid7(now), ttl_ms)
+        lease = await acquire_waiting(store, branch_id, uuid7(now), ttl_ms, wait=options.wait)
     except StoreError as exc:
         return Failed(handle, ErrorInfo(exc.code, exc.message))
     writer: BranchWriter | None = None
