@@ -5,6 +5,7 @@ cancellation, budgets and branch_busy."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from threads import (
     tool,
 )
 from threads.log.lines import Event
+from threads.log.render import prefix_digest, prefix_line
 from threads.store.sqlite import SQLiteStore
 from threads.testing.scripted import call, say, scripted_model, use
 
@@ -112,8 +114,8 @@ async def test_read_only_and_effectful_sequences(store: SQLiteStore) -> None:
     assert applied[0] == "read:a"
     assert applied[1].startswith("write:b:")
     state = await result.thread.state()
-    assert state["status"] == "idle"
-    assert [e["status"] for e in state["effects"]] == ["committed"]
+    assert state.status == "idle"
+    assert [e.status for e in state.effects] == ["committed"]
 
 
 async def test_invalid_input_never_runs_the_tool(store: SQLiteStore) -> None:
@@ -192,12 +194,12 @@ async def test_handle_works_from_another_process(store: SQLiteStore, tmp_path: P
         "hi", store=store, principal=ALICE
     )
     script = (
-        "import asyncio, json, sys\n"
+        "import asyncio, dataclasses, json, sys\n"
         "from threads import open_thread, sqlite\n"
         "async def main():\n"
         "    s = sqlite(sys.argv[1])\n"
         "    t = await open_thread(s, sys.argv[2])\n"
-        "    print(json.dumps(await t.state()))\n"
+        "    print(json.dumps(dataclasses.asdict(await t.state())))\n"
         "    await s.close()\n"
         "asyncio.run(main())\n"
     )
@@ -210,7 +212,8 @@ async def test_handle_works_from_another_process(store: SQLiteStore, tmp_path: P
         timeout=60,
     )
     state = json.loads(out.stdout)
-    assert state == await result.thread.state()
+    here = dataclasses.asdict(await result.thread.state())
+    assert state == json.loads(json.dumps(here))
     assert state["turns_completed"] == 1
 
 
@@ -349,7 +352,11 @@ async def test_budget_stops_before_sending(store: SQLiteStore) -> None:
     assert types(timeline)[-2:] == ["budget_exceeded", "turn_completed"]
 
 
-async def test_a_large_tool_result_reaches_the_model_whole(store: SQLiteStore) -> None:
+async def test_a_large_tool_result_is_spilled_and_the_model_sees_its_preview(
+    store: SQLiteStore,
+) -> None:
+    """Render v1 (as upstream): a result without content shows the model exactly its preview;
+    the full output is kept as the result's artifact."""
     big = "x" * (200 * 1024)
 
     async def dump(args: Path_, ctx: Any) -> str:
@@ -368,8 +375,9 @@ async def test_a_large_tool_result_reaches_the_model_whole(store: SQLiteStore) -
     [res] = [e for e in await result.thread.timeline() if e.type == "tool_result"]
     assert "ref" in res.data  # stored as an artifact, not inline in the line
     assert len(res.line) < 4096
+    assert await store.get_artifact(res.data["ref"]["sha256"]) == big.encode()
     [tool_message] = [m for m in model.requests[-1].messages if m["role"] == "tool"]
-    assert tool_message["content"][0]["text"] == big
+    assert tool_message["content"] == [{"type": "text", "text": res.data["preview"]}]
 
 
 class _HangingModel:
@@ -449,7 +457,8 @@ async def test_calls_a_crashed_writer_never_recorded_are_recorded_first(
                 "model_request",
                 {
                     "attempt": 1,
-                    "declared_prefix": {"bytes": 1, "sha256": "0" * 64},
+                    # line 0 must be the thread's own (C7); the request bytes are not replayed
+                    "declared_prefix": prefix_digest(prefix_line(writer.fold.thread_started)),
                     "request_ref": {
                         "bytes": 1,
                         "media_type": "application/x-ndjson",
@@ -513,7 +522,7 @@ async def test_a_fork_runs_on_from_its_snapshot(store: SQLiteStore) -> None:
     [snap] = await writer.append([("snapshot", snapshot, {"kind": "host"})])
     await store.release_lease(writer.lease)
     handle = await open_thread(store, first.thread.id)
-    assert [p["snapshot_event_id"] for p in await handle.fork_points()] == [snap.event_id]
+    assert [p.snapshot_event_id for p in await handle.fork_points()] == [snap.event_id]
 
     async def restore(data: dict[str, Any]) -> str:
         return f"restored-{data['snapshot_id']}"

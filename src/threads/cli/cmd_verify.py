@@ -1,11 +1,14 @@
 """``threads verify FILE`` (an export or a bundle) and ``threads verify --store DIR [--thread
 ID]``: every stored branch re-admitted line by line (canonical form, schema, chain, semantic
 rules, head), each row's derived columns (seq, event_id, type, type_version, critical, epoch)
-compared with its line, the branch row's thread id with its header, and every artifact the
-branch references read back (present, matching its hash).
+compared with its line, the branch row's thread id with its header, every artifact the branch
+references read back (present, matching its hash), then replayed: every recorded model request
+re-rendered and compared with what was recorded.
 
-Invariant: "ok" is printed only for a log that passed every check the importer applies, and
-for a stored branch only when it could also be exported as a bundle and continued elsewhere.
+A plain export carries no artifacts, so ``verify FILE`` replays the requests it can and says
+where it stopped when a request needs an artifact. Invariant: "ok" is printed only for a log
+that passed every check the importer applies and whose replay found no mismatch, and for a
+stored branch only when it could also be exported as a bundle and continued elsewhere.
 """
 
 from __future__ import annotations
@@ -15,12 +18,15 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from threads.cli.cmd_replay import requests
 from threads.cli.support import add_store_option, describe, opened_store, report, usage_error
 from threads.errors import LogError, StoreError, ThreadsError
 from threads.log.lines import Event
 from threads.log.reduce import Fold
 from threads.log.refs import referenced_artifacts
+from threads.log.replay import Replayed, replay
 from threads.log.verify import VerifiedExport, verify_export, verify_lines
+from threads.run.replay import replay_branch
 from threads.store.bundle import is_bundle, read_bundle
 from threads.store.protocol import BranchInfo, Store
 from threads.store.rows import derived_mismatch
@@ -64,8 +70,22 @@ async def verify_file(path: Path) -> int:
                 f"the bundle lacks {len(missing)} referenced artifact(s): {', '.join(missing)}",
             )
         extra = f", {len(carried)} artifacts"
-    print(f"ok: {len(verified.events)} events{extra}, {head_summary(verified)}")
+    replayed = replay(verified.events, carried or {})
+    mismatch = replayed.mismatch
+    if mismatch is not None and mismatch.code != "artifact_missing":
+        raise LogError(mismatch.code, mismatch.message, seq=mismatch.seq)
+    summary = f"{head_summary(verified)}, {replay_summary(replayed)}"
+    print(f"ok: {len(verified.events)} events{extra}, {summary}")
     return 0
+
+
+def replay_summary(replayed: Replayed) -> str:
+    if replayed.mismatch is None:
+        return f"{requests(replayed.requests)} replayed"
+    return (
+        f"{requests(replayed.requests)} replayed, the rest not (seq {replayed.mismatch.seq} needs"
+        " an artifact an export does not carry; import it and run `threads replay`)"
+    )
 
 
 def head_summary(verified: VerifiedExport) -> str:
@@ -110,6 +130,10 @@ async def verify_branch(store: Store, branch: BranchInfo) -> bool:
             )
         await _check_rows(store, branch, chain.segments[-1].header.thread_id)
         artifacts = await _check_artifacts(store, chain.events)
+        replayed = await replay_branch(store, branch.branch_id)
+        if replayed.mismatch is not None:
+            mismatch = replayed.mismatch
+            raise LogError(mismatch.code, mismatch.message, seq=mismatch.seq)
     except ThreadsError as error:
         print(f"{branch.branch_id}: FAILED {describe(error)}")
         report(error)
@@ -117,7 +141,7 @@ async def verify_branch(store: Store, branch: BranchInfo) -> bool:
     head = "verified" if branch.head_verified else "unverified (imported with a torn tail)"
     print(
         f"{branch.branch_id}: ok: {len(chain.events)} events, {artifacts} artifacts, head seq"
-        f" {branch.head_seq} {head}"
+        f" {branch.head_seq} {head}, {requests(replayed.requests)} replayed"
     )
     return True
 

@@ -13,8 +13,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from threads import telemetry
 from threads.errors import StoreError
-from threads.log.render import MEDIA_TYPE, render
+from threads.log.render import MEDIA_TYPE, event_refs, render
 from threads.models.normalize import (
     Unrecordable,
     normalize_output,
@@ -60,9 +61,7 @@ async def model_step(rt: Runtime) -> RunResult | None:
         return exhausted
     started = rt.fold.thread_started
     assert started is not None
-    rendered = render(
-        started, rt.fold.tools, rt.fold.events, await _stored_texts(rt), rt.memo.cache
-    )
+    rendered = render(started, rt.fold.events, await _render_artifacts(rt), rt.memo.cache)
     attempt = _next_attempt(rt)
     data = {
         "attempt": attempt,
@@ -84,11 +83,26 @@ async def model_step(rt: Runtime) -> RunResult | None:
         attempt=attempt,
         provider_call_ids=await provider_call_ids(rendered.messages, rt.writer.store.get_artifact),
     )
-    try:
-        output = await _call_model(rt, request)
-        await record_response(rt, request_event.event_id, output, "model_response", MODEL)
-    except ModelCallError as exc:
-        return await _on_model_error(rt, request_event.event_id, exc)
+    model = rt.spec.model
+    with telemetry.model_span(
+        rt.writer.thread_id, request_event.event_id, attempt, model.provider, model.name
+    ) as span:
+        try:
+            output = await _call_model(rt, request)
+        except ModelCallError as exc:
+            telemetry.outcome(span, exc.reason, error=True)
+            failure: ModelCallError | None = exc
+        else:
+            telemetry.outcome(span, "response")
+            telemetry.model_usage(span, output.usage)
+            failure = None
+    if failure is None:
+        try:
+            await record_response(rt, request_event.event_id, output, "model_response", MODEL)
+        except ModelCallError as exc:  # a reply the log can't hold faithfully: nothing recorded
+            failure = exc
+    if failure is not None:
+        return await _on_model_error(rt, request_event.event_id, failure)
     return None
 
 
@@ -104,15 +118,21 @@ def _next_attempt(rt: Runtime) -> int:
     return last.attempt + 1
 
 
-async def _stored_texts(rt: Runtime) -> dict[str, str]:
-    """Texts of tool results stored only by artifact (too large to inline), for rendering."""
-    texts = rt.memo.texts
-    for event in rt.fold.events:
-        ref = event.data.get("ref") if event.type == "tool_result" else None
-        if ref is not None and not event.data.get("content") and ref["sha256"] not in texts:
-            data = await rt.writer.store.get_artifact(ref["sha256"])
-            texts[ref["sha256"]] = data.decode("utf-8", errors="replace")
-    return texts
+async def _render_artifacts(rt: Runtime) -> dict[str, bytes]:
+    """The artifacts the next request's Render v1 reads or verifies (images, reasoning blocks,
+    injected text); one the store lacks is left out, so render names the event that needs it."""
+    memo = rt.memo
+    for event in rt.fold.events[memo.seen :]:
+        for ref in event_refs(event):
+            if ref["sha256"] in memo.artifacts:
+                continue
+            try:
+                memo.artifacts[ref["sha256"]] = await rt.writer.store.get_artifact(ref["sha256"])
+            except StoreError as exc:
+                if exc.code != "artifact_missing":
+                    raise
+    memo.seen = len(rt.fold.events)
+    return memo.artifacts
 
 
 async def _call_model(rt: Runtime, request: ModelRequest) -> ModelOutput:
@@ -203,6 +223,7 @@ async def _on_model_error(
             "request_event_id": request_event_id,
         }
         await rt.writer.append([Draft("retry_scheduled", retry, HOST)])
+        telemetry.retry_wait(rt.writer.thread_id, delay, exc.reason)
         await rt.sleep(delay / 1000)
         return None
     if exc.provider_outcome == "unknown" and exc.code is None:

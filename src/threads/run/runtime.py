@@ -4,7 +4,7 @@ It is frozen: a step reads the run's writer (and through it the folded log), its
 its handle, the principal, the injected clock and sleep, and returns what it decided as a value.
 The few things in it that change while a run goes on are owned objects with one job each: the
 writer (lease, fenced append), the ``CancelSignal`` (a Ctrl-C asked for a cancel) and the
-``RenderMemo`` (texts of large results, render cache). Nothing in it points back at a loop.
+``RenderMemo`` (artifacts rendering reads, render cache). Nothing in it points back at a loop.
 """
 
 from __future__ import annotations
@@ -37,30 +37,38 @@ class CancelSignal:
 
     def __init__(self) -> None:
         self.wanted = False
-        self._in_flight: set[asyncio.Event] = set()
+        self._in_flight: dict[asyncio.Event, str] = {}
 
     def request(self) -> None:
         self.wanted = True
         for event in self._in_flight:
             event.set()
 
-    def tool_started(self) -> asyncio.Event:
+    def tool_started(self, name: str) -> asyncio.Event:
         event = asyncio.Event()
         if self.wanted:
             event.set()
-        self._in_flight.add(event)
+        self._in_flight[event] = name
         return event
 
     def tool_ended(self, event: asyncio.Event) -> None:
-        self._in_flight.discard(event)
+        self._in_flight.pop(event, None)
+
+    def waiting_on(self) -> str:
+        """What a cancel still waits for, in words for the person who asked for it."""
+        tools = sorted(set(self._in_flight.values()))
+        if tools:
+            return f"Waiting for {', '.join(tools)} to finish (it sees ctx.cancelled set)"
+        return "Waiting for the step in progress (a model reply, or a write to the log) to end"
 
 
 @dataclass(slots=True)
 class RenderMemo:
-    """What rendering remembers between requests of one run: the texts of results stored only
-    by artifact (some may still be held, not yet stored), and the render cache."""
+    """What rendering remembers between requests of one run: the artifacts rendered parts
+    read (and how many events were scanned for them), and the render cache."""
 
-    texts: dict[str, str] = field(default_factory=dict)
+    artifacts: dict[str, bytes] = field(default_factory=dict)
+    seen: int = 0
     cache: RenderCache = field(default_factory=RenderCache)
 
 

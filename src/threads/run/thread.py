@@ -1,7 +1,8 @@
 """The thread handle: inspect and control a thread from any process, with only the store and
 its id (no agent needed).
 
-Reads (``timeline``, ``state``, ``usage``, ``cost``, ``pending_approvals``) reduce the log.
+Reads (``timeline``, ``state``, ``usage``, ``cost``, ``pending_approvals``) reduce the log;
+``replay`` re-renders every recorded model request and compares it with what was recorded.
 Controls (``approve``, ``deny``, ``resolve_parked``, ``cancel``) append one event with the
 principal as actor, under the lease for that one append. Authority is one rule
 (``threads.run.authority``): the agent's approvers (when the handle knows the agent), else the
@@ -20,6 +21,7 @@ from typing import Any, Literal
 from threads.errors import ConfigError, NotFound, ThreadsError
 from threads.log.lines import Event
 from threads.log.reduce import Call, Fold
+from threads.log.replay import Replayed
 from threads.principal import Principal
 from threads.run.authority import refusal
 from threads.run.config import AgentSpec
@@ -29,8 +31,21 @@ from threads.run.fork import Restore, fork_at
 from threads.run.holders import earlier_holder, iso
 from threads.run.park_info import effect_park_detail
 from threads.run.permissions import check_rule, rule_matches
+from threads.run.replay import replay_branch
+from threads.run.views import (
+    ForkPoint,
+    ThreadCost,
+    ThreadState,
+    ThreadUsage,
+    cost_of,
+    fork_points_of,
+    state_of,
+    usage_of,
+)
 from threads.store.protocol import BranchInfo, Store
 from threads.tools.tool import DEFAULT_SETTLE_MS
+
+Resolution = Literal["assume_done", "assume_not_done"]
 
 
 class ControlError(ThreadsError):
@@ -51,12 +66,18 @@ class ParkedEffect:
 
 @dataclass(frozen=True, slots=True)
 class PendingApproval:
+    """What an approver decides on: the tool, its arguments (``input``), its effect class, the
+    hash a grant binds to, who asked (the principal of the turn that made the call, if any)
+    and when the request expires (Unix ms; it counts as denied after)."""
+
     challenge_id: str
     call_id: str
     tool: str
     input: dict[str, Any]
     args_hash: str
     expires_at: int
+    effect_class: str
+    requested_by: Principal | None
 
 
 class Thread:
@@ -92,17 +113,16 @@ class Thread:
     async def timeline(self) -> list[Event]:
         return list((await self.fold()).events)
 
-    async def state(self) -> dict[str, Any]:
-        return (await self.fold()).state()
+    async def state(self) -> ThreadState:
+        return state_of(await self.fold())
 
     async def branches(self) -> list[BranchInfo]:
         await self._branch()
         return await self.store.list_branches(self.id)
 
-    async def fork_points(self) -> list[dict[str, Any]]:
+    async def fork_points(self) -> list[ForkPoint]:
         """Quiescent, unexpired snapshots: where ``fork`` may start a child branch."""
-        fork_points: list[dict[str, Any]] = (await self.fold()).state()["fork_points"]
-        return fork_points
+        return list(fork_points_of(await self.fold()))
 
     async def fork(
         self,
@@ -122,16 +142,19 @@ class Thread:
             knowledge_policy=knowledge_policy,
         )
 
-    async def usage(self) -> dict[str, Any]:
-        fold = await self.fold()
-        return {
-            **fold.state()["usage"],
-            "model_requests": fold.model_requests,
-            "turns_completed": fold.turns_completed,
-        }
+    async def usage(self) -> ThreadUsage:
+        return usage_of(await self.fold())
 
-    async def cost(self) -> dict[str, Any]:
-        return (await self.fold()).cost()
+    async def cost(self) -> ThreadCost:
+        """Spend read back from the log; unknown (``priced`` false) without a model price."""
+        return cost_of(await self.fold())
+
+    async def replay(self) -> Replayed:
+        """Re-render every recorded model request from the log and compare it byte for byte
+        with what was recorded (``request_ref``, ``declared_prefix``), without calling a model.
+        ``Replayed.mismatch`` is the first request that differs (``request_hash_mismatch``,
+        ``prefix_changed``) or an artifact rendering needs (``artifact_missing``, ...)."""
+        return await replay_branch(self.store, (await self._branch()).branch_id)
 
     async def export(
         self, path: str | os.PathLike[str] | None = None, *, bundle: bool = False
@@ -166,6 +189,8 @@ class Thread:
                         call.input,
                         approval.args_hash,
                         approval.expires_at,
+                        call.effect_class,
+                        _asked_by(fold, call.seq),
                     )
                 )
         return out
@@ -200,7 +225,7 @@ class Thread:
     async def resolve_parked(
         self,
         effect_key: str,
-        decision: Literal["assume_done", "assume_not_done"],
+        decision: Resolution,
         principal: Principal,
     ) -> None:
         """Settle a parked effect: ``assume_done`` (it happened: continue without sending it) or
@@ -335,6 +360,17 @@ class Thread:
             await writer.append(
                 [("cancel_requested", data, {"kind": "user", "principal": principal.to_wire()})]
             )
+
+
+def _asked_by(fold: Fold, seq: int) -> Principal | None:
+    """The principal of the input that opened the turn a call at ``seq`` belongs to."""
+    opened = None
+    for event in fold.events:
+        if event.seq >= seq:
+            break
+        if event.type == "user_input":
+            opened = event.actor.get("principal")
+    return Principal.from_wire(opened) if isinstance(opened, dict) else None
 
 
 def _check_open(call: Call, args_hash: str | None, now_ms: int) -> None:

@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from threads import telemetry
 from threads.errors import LogError, StoreError
 from threads.log.admission import admit_line
 from threads.log.ids import uuid7
@@ -178,6 +179,7 @@ class BranchWriter:
                 raise
         self._held.clear()
         self._held_artifacts.clear()
+        telemetry.committed(self.thread_id, batch)
         if self.on_event is not None:
             for event in batch:
                 self.on_event(event)

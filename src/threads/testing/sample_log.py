@@ -1,8 +1,9 @@
 """Sample logs for tests, benchmarks and demos: a tiny writer of valid root and child branches.
 
 ``SampleLog`` mints schema-valid events the way the run loop writes them (``encode_event``,
-contiguous seq, ``prev_hash`` = hash of the previous line of the segment, one epoch per writer),
-so what it builds passes full admission, chaining and the semantic rules of reduce.
+contiguous seq, ``prev_hash`` = hash of the previous line of the segment, one epoch per writer,
+each request the Render v1 of the log before it), so what it builds passes full admission,
+chaining, the semantic rules of reduce and replay.
 Invariant: ``lines()`` / ``export()`` are byte-identical to what a store would hold and export.
 """
 
@@ -12,10 +13,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from threads.clock import Clock
-from threads.log.canonical import canonical
-from threads.log.hashing import sha256_hex, value_hash
+from threads.log.hashing import value_hash
 from threads.log.ids import uuid7
 from threads.log.lines import Event, Head, Header, encode_event, make_header
+from threads.log.render import render
 
 USER = {"kind": "user", "principal": {"issuer": "api", "subject": "alice", "tenant": "local"}}
 HOST = {"kind": "host"}
@@ -40,32 +41,6 @@ _CONFIG: dict[str, Any] = {
     "model_params": {"max_tokens": 1024},
     "tools": [_TOOL],
 }
-# The Render v1 request of every sample turn (the default question), so a store can hold it.
-REQUEST_ARTIFACT = (
-    canonical(
-        {
-            "adapter": _CONFIG["adapter"],
-            "model": _CONFIG["model"],
-            "params": _CONFIG["model_params"],
-            "system": _CONFIG["instructions"],
-            "tools": [{k: _TOOL[k] for k in ("description", "input_schema", "name")}],
-        }
-    )
-    + b"\n"
-    + canonical({"content": [{"text": "What is in README.md?", "type": "text"}], "role": "user"})
-    + b"\n"
-)
-_REQUEST_REF = {
-    "bytes": len(REQUEST_ARTIFACT),
-    "media_type": "application/x-ndjson",
-    "sha256": sha256_hex(REQUEST_ARTIFACT),
-}
-_DECLARED_PREFIX = {
-    "bytes": 386,
-    "sha256": "862106e35a5b98c8953a59e6e4e8e547992d3931eb45cc87eb7aadf1ad3af715",
-}
-
-
 class SampleLog:
     """One branch being written: its header, its own events, and (for a child) its parent
     through the fork point. Call ``turn()`` etc. to add events; ``epoch`` may be raised to the
@@ -81,6 +56,7 @@ class SampleLog:
         self.header: Header = make_header(root, uuid7(clock.now_ms()), clock.now_ms())
         self.fork_at_seq = parent.last_seq if parent is not None else None
         self.events: list[Event] = []
+        self.artifacts: dict[str, bytes] = {}  # sha256 -> the Render v1 bytes of each request
 
     # ---- writing -------------------------------------------------------------------------
 
@@ -116,9 +92,17 @@ class SampleLog:
     def turn(self, text: str = "What is in README.md?", reply: str = "One heading.") -> list[Event]:
         """A whole turn: user_input, model_request, model_response (end_turn), turn_completed."""
         first = self.add("user_input", {"source": "api", "text": text}, USER)
+        events = [e for _, segment in self.segments() for e in segment]
+        started = next(e.data for e in events if e.type == "thread_started")
+        rendered = render(started, events)  # the request's Render v1, so replay matches it
+        self.artifacts[rendered.request_ref()["sha256"]] = rendered.data
         request = self.add(
             "model_request",
-            {"attempt": 1, "declared_prefix": _DECLARED_PREFIX, "request_ref": _REQUEST_REF},
+            {
+                "attempt": 1,
+                "declared_prefix": rendered.declared_prefix(),
+                "request_ref": rendered.request_ref(),
+            },
         )
         response = self.add(
             "model_response",
