@@ -1,0 +1,21 @@
+"""Sandbox fixtures: a local sandbox provider under the test's own directory.
+
+Tests that need bubblewrap skip (saying why) on a machine without it; everything else about the
+sandbox is exercised for real: real namespaces, real processes, real files.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from threads.sandbox.local import BWRAP, LocalSandbox, local
+
+
+@pytest.fixture
+def provider(tmp_path: Path) -> LocalSandbox:
+    if not os.access(BWRAP, os.X_OK):
+        pytest.skip(f"bubblewrap is not installed at {BWRAP} (apt-get install bubblewrap)")
+    return local(tmp_path / "sandboxes", cpu_seconds=20, memory_mb=512, pids=64)
