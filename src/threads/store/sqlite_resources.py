@@ -1,15 +1,16 @@
 """The resource ledger (``threads.store.resources``) kept in a SQLite store's ``threads.db``.
 
-The ``resources`` table is created on first use if the store predates it (an additive table;
-the store's schema version is unchanged). Every owner move runs in one ``BEGIN IMMEDIATE``
-transaction that checks the owner's lease first; every gc move checks its claim the same way.
+The ``resources`` table is additive (``threads.store.sqlite_tables``). Every owner move runs in
+one ``BEGIN IMMEDIATE`` transaction that checks the owner's lease first; every gc move checks
+its claim the same way.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from threads.errors import ConfigError, NotFound, StoreError
 from threads.store.protocol import Lease
@@ -21,6 +22,9 @@ from threads.store.resources import (
     next_state,
 )
 from threads.store.sqlite import SQLiteStore, _check_lease
+from threads.store.sqlite_tables import transaction
+
+T = TypeVar("T")
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS resources (
@@ -48,18 +52,9 @@ class SQLiteResources:
 
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
-        self._ready = False
 
-    async def _txn(self, fn: Any) -> Any:
-        store = self.store
-
-        def run(conn: sqlite3.Connection) -> Any:
-            if not self._ready:
-                conn.executescript(_DDL)  # outside any transaction: it commits on its own
-                self._ready = True
-            return store._txn(fn)(conn)
-
-        return await store._run(run)
+    async def _txn(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await transaction(self.store, _DDL, fn)
 
     async def resource_pending(
         self,
@@ -81,8 +76,7 @@ class SQLiteResources:
             )
             return _row(conn, operation_key)
 
-        result: Resource = await self._txn(insert)
-        return result
+        return await self._txn(insert)
 
     async def resource_move(
         self,
@@ -126,8 +120,7 @@ class SQLiteResources:
             )
             return _row(conn, operation_key)
 
-        result: Resource = await self._txn(apply)
-        return result
+        return await self._txn(apply)
 
     async def resource_touch(self, operation_key: str, *, lease: Lease, expires_at: int) -> bool:
         now = self.store.clock.now_ms()
@@ -142,8 +135,7 @@ class SQLiteResources:
             )
             return cursor.rowcount == 1
 
-        result: bool = await self._txn(touch)
-        return result
+        return await self._txn(touch)
 
     async def resource_claim(self, operation_key: str, claim: str, *, now: int) -> bool:
         def cas(conn: sqlite3.Connection) -> bool:
@@ -154,8 +146,7 @@ class SQLiteResources:
             )
             return cursor.rowcount == 1
 
-        result: bool = await self._txn(cas)
-        return result
+        return await self._txn(cas)
 
     async def resource_claim_holds(self, operation_key: str, claim: str) -> bool:
         def holds(conn: sqlite3.Connection) -> bool:
@@ -166,8 +157,7 @@ class SQLiteResources:
             ).fetchone()
             return found is not None
 
-        result: bool = await self._txn(holds)
-        return result
+        return await self._txn(holds)
 
     async def resources(
         self, *, owner_branch_id: str | None = None, tenant_id: str | None = None
@@ -183,16 +173,14 @@ class SQLiteResources:
                 args.append(tenant_id)
             return [_resource(r) for r in conn.execute(sql + " ORDER BY resource_id", args)]
 
-        result: list[Resource] = await self._txn(rows)
-        return result
+        return await self._txn(rows)
 
     async def collectable_resources(self, *, now: int) -> list[Resource]:
         def rows(conn: sqlite3.Connection) -> list[Resource]:
             sql = f"SELECT {RESOURCE_COLUMNS} FROM resources WHERE " + _COLLECTABLE
             return [_resource(r) for r in conn.execute(sql + " ORDER BY resource_id", (now,))]
 
-        result: list[Resource] = await self._txn(rows)
-        return result
+        return await self._txn(rows)
 
 
 _LEDGERS: weakref.WeakKeyDictionary[SQLiteStore, SQLiteResources] = weakref.WeakKeyDictionary()

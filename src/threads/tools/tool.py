@@ -19,7 +19,9 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel
 
 from threads.errors import ConfigError
+from threads.memory import MemoryHandle
 from threads.run.principal import Principal
+from threads.sandbox.handle import SandboxHandle
 
 EffectClass = Literal["read_only", "idempotent", "reconcilable", "sandbox_local", "unguarded"]
 EFFECT_CLASSES: tuple[str, ...] = (
@@ -70,6 +72,8 @@ class RunContext:
     effect_key: str
     attempt: int
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    sandbox: SandboxHandle | None = None  # the run's sandbox, for tools with runs="sandbox"
+    memory: MemoryHandle | None = None  # the agent's memory, scoped to this run's user
 
 
 @dataclass(frozen=True, slots=True)
