@@ -10,10 +10,10 @@ from threads.errors import ConfigError, LogError, StoreError, ThreadsError
 from threads.errors import NotFound as NotFoundError
 from threads.log.lines import Event
 from threads.models.protocol import Model, ModelCallError, ModelOutput, Price, TextDelta, Usage
+from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.agent import Agent, agent
 from threads.run.budget import Budget
 from threads.run.permissions import Permissions
-from threads.run.principal import LOCAL_OPERATOR, Principal
 from threads.run.results import (
     BudgetExhausted,
     Cancelled,

@@ -20,7 +20,7 @@ from typing import Any, Literal, NoReturn, Protocol, runtime_checkable
 from urllib.parse import quote
 
 from threads.errors import ConfigError
-from threads.run.principal import Principal
+from threads.principal import Principal
 
 MEM0_REFUSAL = (
     "mem0() can't be fenced: its SDK sends requests with its own HTTP clients that threads can't"

@@ -18,7 +18,7 @@ from threads.adapters.base import SdkModel
 from threads.anthropic import anthropic
 from threads.log.lines import Event
 from threads.openai import openai
-from threads.run import loop as run_loop
+from threads.run import model_step as run_loop
 from threads.run.agent import Agent
 from threads.store.sqlite import SQLiteStore
 from threads.testing.fake_providers import (

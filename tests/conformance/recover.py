@@ -35,9 +35,9 @@ from threads.models.protocol import (
     TextDelta,
     Usage,
 )
+from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.agent import Agent
 from threads.run.permissions import Decision, Permissions
-from threads.run.principal import LOCAL_OPERATOR, Principal
 from threads.run.results import Failed, RunResult
 from threads.run.runner import _refusal
 from threads.run.thread import Thread

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from threads import Principal, open_thread
-from threads.run.loop import CRASH_RESENDS, IN_DOUBT_REASONS
+from threads.run.model_step import CRASH_RESENDS, IN_DOUBT_REASONS
 from threads.store.sqlite import SQLiteStore
 from threads.testing.fake_service import FakeService
 

@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from threads.cli.support import add_store_option, opened_store
-from threads.run.principal import Principal
+from threads.principal import Principal
 from threads.run.thread import Thread, open_thread
 
 DEFAULT_TENANT = "local"

@@ -1,8 +1,9 @@
 """``agent(...)``: a pure description of an agent (name, model, instructions, tools, policy).
 
-An ``Agent`` holds no state; ``run``/``run_sync``/``stream`` hand it to the runner with a store.
-Its pinned config (``config()``) is what ``thread_started`` records and what a later run of the
-same thread must match: a config change starts a new thread.
+An ``Agent`` is an ``AgentSpec`` (``threads.run.config``) that holds no state; ``run``,
+``run_sync`` and ``stream`` hand it to the runner with a store. Its pinned config (``config()``)
+is what ``thread_started`` records and what a later run of the same thread must match. Nothing
+below this module imports it: the steps of a run see the ``AgentSpec``.
 """
 
 from __future__ import annotations
@@ -11,77 +12,26 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from threads.errors import ConfigError
-from threads.log.hashing import value_hash
 from threads.models.protocol import Model
+from threads.principal import Principal
 from threads.run.budget import Budget
+from threads.run.config import AgentSpec
 from threads.run.permissions import Permissions
-from threads.run.principal import Principal
+from threads.run.results import RunResult
+from threads.run.runner import RunOptions, run_blocking, start_run
+from threads.run.streaming import RunStream
+from threads.store.protocol import Store
 from threads.tools.tool import Tool
 
-if TYPE_CHECKING:
-    from threads.run.results import RunResult
-    from threads.run.streaming import RunStream
-    from threads.store.protocol import Store
-
 AGENT_NAME_MAX = 128
-PINNED_KEYS = ("adapter", "instructions", "model", "model_params", "tools")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Agent:
-    name: str
-    model: Model
-    instructions: str
-    tools: tuple[Tool, ...]
-    budget: Budget | None
-    permissions: Permissions
-    approvers: tuple[Principal, ...] | None
-    sandbox: Any
-    memory: Any
-
-    def tool_named(self, name: str) -> Tool | None:
-        for t in self.tools:
-            if t.name == name:
-                return t
-        return None
-
-    def config(self) -> dict[str, Any]:
-        """thread_started's data (without config_hash): what this agent pins a thread to."""
-        data: dict[str, Any] = {
-            "adapter": self.model.adapter_ref(),
-            "agent_name": self.name,
-            "instructions": self.instructions,
-            "model": {"name": self.model.name, "provider": self.model.provider},
-            "model_params": self.model.params(),
-            "tools": [t.spec() for t in self.tools],
-        }
-        policy = self.policy()
-        if policy:
-            data["policy"] = policy
-        data["config_hash"] = config_hash(data)
-        return data
-
-    def policy(self) -> dict[str, Any]:
-        policy: dict[str, Any] = {}
-        model = self.model
-        entry: dict[str, Any] = {
-            "context_window": model.context_window,
-            "input_billing_bound": "context_window",
-            "max_output_tokens": model.max_output_tokens,
-            "name": model.name,
-            "provider": model.provider,
-        }
-        if model.price is not None:
-            entry["price"] = model.price.to_wire()
-            policy["currency"] = model.price.currency
-        policy["models"] = [entry]
-        if self.budget is not None:
-            policy["budget"] = self.budget.to_wire()
-        policy["permissions"] = self.permissions.to_wire()
-        return policy
+class Agent(AgentSpec):
+    """An ``AgentSpec`` that can start runs. Made by ``agent(...)``."""
 
     async def run(
         self,
@@ -102,8 +52,6 @@ class Agent:
         ``ceiling``: a run-level ``Permissions`` that can only narrow the agent's (each call is
         decided under both, the stricter wins). It is not recorded in the log: pass it again
         on every run of the thread; calls decided earlier are checked against it again."""
-        from threads.run.runner import RunOptions, start_run
-
         options = RunOptions(thread, store, deps, budget, principal, lease_ttl_ms, ceiling)
         return await start_run(self, input, options)
 
@@ -120,8 +68,6 @@ class Agent:
         ceiling: Permissions | None = None,
     ) -> RunResult:
         """Blocking ``run``. Ctrl-C cancels the run durably (``cancel_requested`` is recorded)."""
-        from threads.run.runner import RunOptions, run_blocking
-
         options = RunOptions(thread, store, deps, budget, principal, lease_ttl_ms, ceiling)
         return run_blocking(self, input, options)
 
@@ -140,9 +86,6 @@ class Agent:
     ) -> AsyncIterator[RunStream]:
         """Live items while the run works: committed ``Event``s and ``TextDelta``s (deltas are
         shown, never recorded). ``await s.result`` gives the outcome."""
-        from threads.run.runner import RunOptions, start_run
-        from threads.run.streaming import RunStream
-
         stream = RunStream()
         options = RunOptions(thread, store, deps, budget, principal, lease_ttl_ms, ceiling)
         task = asyncio.create_task(start_run(self, input, options, sink=stream))
@@ -154,15 +97,6 @@ class Agent:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-
-
-def config_hash(data: dict[str, Any]) -> str:
-    return value_hash({k: v for k, v in data.items() if k != "config_hash"})
-
-
-def pinned_view(started: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a thread's config that must not change between runs."""
-    return {k: started.get(k) for k in PINNED_KEYS}
 
 
 def agent(

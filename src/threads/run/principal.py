@@ -1,29 +1,6 @@
-"""``Principal``: a verified identity (issuer, tenant, subject) recorded as the actor of every
-decision a person makes. Tenants isolate: a principal never acts on another tenant's thread."""
+"""Kept so ``from threads.principal import Principal`` still works: ``Principal`` lives in
+``threads.principal``, below every layer that records who acted (tools, runs, the CLI)."""
 
-from __future__ import annotations
+from threads.principal import LOCAL_OPERATOR, Principal
 
-from dataclasses import dataclass
-from typing import Any
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    issuer: str
-    tenant: str
-    subject: str
-
-    def __post_init__(self) -> None:
-        for name in ("issuer", "tenant", "subject"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise ValueError(f"Principal.{name} must be a non-empty string")
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"issuer": self.issuer, "subject": self.subject, "tenant": self.tenant}
-
-    @classmethod
-    def from_wire(cls, value: dict[str, Any]) -> Principal:
-        return cls(value["issuer"], value["tenant"], value["subject"])
-
-
-LOCAL_OPERATOR = Principal(issuer="api", tenant="local", subject="operator")
+__all__ = ["LOCAL_OPERATOR", "Principal"]

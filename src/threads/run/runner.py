@@ -12,29 +12,28 @@ import asyncio
 import contextlib
 import signal
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from threads.errors import ConfigError, NotFound, StoreError, ThreadsError
 from threads.log.ids import uuid7
 from threads.log.lines import WRITER_IMPL, make_header
 from threads.log.reduce import Fold
-from threads.run.agent import Agent, pinned_view
+from threads.principal import LOCAL_OPERATOR, Principal
+from threads.run import model_step
 from threads.run.budget import Budget
-from threads.run.loop import RunLoop
+from threads.run.config import AgentSpec, pinned_view
+from threads.run.loop import drive
 from threads.run.permissions import Permissions
-from threads.run.principal import LOCAL_OPERATOR, Principal
 from threads.run.results import ErrorInfo, Failed, RunResult
+from threads.run.runtime import CancelSignal, Runtime
+from threads.run.streaming import RunStream
 from threads.run.thread import Thread
 from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter
 from threads.store.protocol import Chain, Store
-
-if TYPE_CHECKING:
-    from threads.run.streaming import RunStream
+from threads.store.sqlite import sqlite
 
 
 def default_store() -> Store:
-    from threads.store.sqlite import sqlite
-
     return sqlite(".threads")
 
 
@@ -52,12 +51,15 @@ class RunOptions:
 
 
 async def start_run(
-    agent: Agent,
+    agent: AgentSpec,
     input: str | None,
     options: RunOptions,
     *,
     sink: RunStream | None = None,
+    cancel: CancelSignal | None = None,
 ) -> RunResult:
+    """Take the thread's lease, refuse what must be refused, build the ``Runtime`` and drive
+    it. ``cancel``: how ``run_sync`` passes a Ctrl-C in."""
     store = options.store if options.store is not None else default_store()
     principal = options.principal or LOCAL_OPERATOR
     budget, deps, ceiling = options.budget, options.deps, options.ceiling
@@ -106,18 +108,21 @@ async def start_run(
         writer.start_renewal()
         if new:
             await writer.append([("thread_started", agent.config(), {"kind": "host"})])
-        loop = RunLoop(
-            agent,
-            writer,
-            handle,
-            deps=deps,
+        rt = Runtime(
+            writer=writer,
+            spec=agent,
+            thread=handle,
             principal=principal,
+            deps=deps,
+            permissions=agent.permissions.narrowed(ceiling),
+            ceiling=ceiling,
             run_budget=budget,
             sink=sink,
             dropped_ref=chain.branch.dropped_ref,
-            ceiling=ceiling,
+            sleep=model_step.RETRY_SLEEP,
+            cancel=cancel or CancelSignal(),
         )
-        return await loop.drive(input, recovering=not new)
+        return await drive(rt, input, recovering=not new)
     finally:
         if writer is not None:
             await writer.close()
@@ -145,7 +150,7 @@ def _refusal(chain: Chain, fold: Fold) -> ErrorInfo | None:
     return None
 
 
-def _check_pinned(agent: Agent, fold: Fold) -> None:
+def _check_pinned(agent: AgentSpec, fold: Fold) -> None:
     started = fold.thread_started
     if started is None:
         return
@@ -162,11 +167,12 @@ def _check_pinned(agent: Agent, fold: Fold) -> None:
         )
 
 
-def run_blocking(agent: Agent, input: str | None, options: RunOptions) -> RunResult:
+def run_blocking(agent: AgentSpec, input: str | None, options: RunOptions) -> RunResult:
     """``run_sync``: Ctrl-C records ``cancel_requested`` and lets the run end ``Cancelled``."""
 
     async def main() -> RunResult:
-        task = asyncio.create_task(start_run(agent, input, options))
+        cancel = CancelSignal()
+        task = asyncio.create_task(start_run(agent, input, options, cancel=cancel))
         loop = asyncio.get_running_loop()
         interrupted = asyncio.Event()
 
@@ -181,9 +187,7 @@ def run_blocking(agent: Agent, input: str | None, options: RunOptions) -> RunRes
             if task in done:
                 waiter.cancel()
                 return task.result()
-            from threads.run.cancel import request_cancel_from_inside
-
-            await request_cancel_from_inside(task)
+            cancel.request()
             return await task
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError):

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from threads.errors import NotFound, ThreadsError
+from threads.errors import ConfigError, NotFound, ThreadsError
 from threads.log.lines import Event
 from threads.log.reduce import Call, Fold
-from threads.run.principal import Principal
+from threads.principal import Principal
+from threads.run.authority import may_decide
+from threads.run.control import control_writer
+from threads.run.drafts import resumed_data
+from threads.run.fork import Restore, fork_at
+from threads.run.permissions import check_rule, rule_matches
 from threads.store.protocol import BranchInfo, Store
-
-if TYPE_CHECKING:
-    from threads.run.fork import Restore
+from threads.store.transfer import export_branch
 
 
 class ControlError(ThreadsError):
@@ -90,8 +93,6 @@ class Thread:
         knowledge_policy: Literal["pinned", "current"] = "pinned",
     ) -> str:
         """Fork at a snapshot (see ``threads.run.fork``); returns the child branch's id."""
-        from threads.run.fork import fork_at
-
         return await fork_at(
             self.store,
             await self._branch(),
@@ -113,8 +114,6 @@ class Thread:
         return (await self.fold()).cost()
 
     async def export(self) -> bytes:
-        from threads.store.transfer import export_branch
-
         return await export_branch(self.store, (await self._branch()).branch_id)
 
     async def pending_approvals(self) -> list[PendingApproval]:
@@ -160,8 +159,6 @@ class Thread:
         records that a person accepted the risk of a duplicate). Run the thread again after."""
         if decision not in ("assume_done", "assume_not_done"):
             raise ControlError("invalid_argument", "decision is 'assume_done' or 'assume_not_done'")
-        from threads.run.control import control_writer
-
         branch = await self._branch()
         async with control_writer(self.store, branch.branch_id) as writer:
             fold = writer.fold
@@ -220,8 +217,6 @@ class Thread:
         args_hash: str | None = None,
         remember_rule: str | None = None,
     ) -> None:
-        from threads.run.control import control_writer
-
         branch = await self._branch()
         async with control_writer(self.store, branch.branch_id) as writer:
             fold = writer.fold
@@ -253,8 +248,6 @@ class Thread:
 
     async def cancel(self, principal: Principal, reason: str | None = None) -> None:
         """Record a durable cancel barrier; the next run of the thread carries it out."""
-        from threads.run.control import control_writer
-
         branch = await self._branch()
         async with control_writer(self.store, branch.branch_id) as writer:
             fold = writer.fold
@@ -272,24 +265,6 @@ class Thread:
             await writer.append(
                 [("cancel_requested", data, {"kind": "user", "principal": principal.to_wire()})]
             )
-
-
-def resumed_data(fold: Fold, address: dict[str, Any]) -> dict[str, Any]:
-    """``resumed``'s data for a park: its address and the ``parked`` event it ends."""
-    park = next(
-        e for e in reversed(fold.events) if e.type == "parked" and e.data["address"] == address
-    )
-    return {"address": dict(address), "cause_event_id": park.event_id}
-
-
-def may_decide(fold: Fold, principal: Principal, approvers: Sequence[Principal] | None) -> bool:
-    """Approval authority: one of ``approvers`` when given, else the principal who started the
-    thread (its first ``user_input``). Tenants are checked by the caller."""
-    if approvers is not None:
-        return principal in approvers
-    root = next((e for e in fold.events if e.type == "user_input"), None)
-    starter = root.actor.get("principal") if root is not None else None
-    return starter is None or Principal.from_wire(starter) == principal
 
 
 def _check_open(call: Call, args_hash: str | None, now_ms: int) -> None:
@@ -310,9 +285,6 @@ def _check_open(call: Call, args_hash: str | None, now_ms: int) -> None:
 
 
 def _check_remember_rule(rule: str) -> None:
-    from threads.errors import ConfigError
-    from threads.run.permissions import check_rule
-
     try:
         check_rule(rule)
     except ConfigError as exc:
@@ -320,8 +292,6 @@ def _check_remember_rule(rule: str) -> None:
 
 
 def _check_rule_covers(rule: str, call: Call) -> None:
-    from threads.run.permissions import rule_matches
-
     if not rule_matches(rule, call.name, call.input):
         raise ControlError(
             "invalid_argument",

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from threads.errors import ConfigError, ThreadsError
 from threads.log.reduce import Fold
+from threads.principal import Principal
 from threads.run.agent import Agent
-from threads.run.principal import Principal
 from threads.run.results import Failed, RunResult
 from threads.store.protocol import BranchInfo, Store
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from threads.errors import ConfigError
 from threads.memory import MemoryHandle
-from threads.run.principal import Principal
+from threads.principal import Principal
 from threads.sandbox.handle import SandboxHandle
 
 EffectClass = Literal["read_only", "idempotent", "reconcilable", "sandbox_local", "unguarded"]

@@ -1,0 +1,29 @@
+"""``Principal``: a verified identity (issuer, tenant, subject) recorded as the actor of every
+decision a person makes. Tenants isolate: a principal never acts on another tenant's thread."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    issuer: str
+    tenant: str
+    subject: str
+
+    def __post_init__(self) -> None:
+        for name in ("issuer", "tenant", "subject"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ValueError(f"Principal.{name} must be a non-empty string")
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"issuer": self.issuer, "subject": self.subject, "tenant": self.tenant}
+
+    @classmethod
+    def from_wire(cls, value: dict[str, Any]) -> Principal:
+        return cls(value["issuer"], value["tenant"], value["subject"])
+
+
+LOCAL_OPERATOR = Principal(issuer="api", tenant="local", subject="operator")

@@ -1,0 +1,103 @@
+"""Admitting tool calls: record each ``tool_use`` of a reply as ``tool_call`` with what can be
+decided at once (an unknown tool or invalid input closes it ``not_executed``; otherwise the
+permission decision, and an approval request for an ``ask``), and the checks made again right
+before a call runs (the run's ceiling, and that a grant came from someone allowed to give it).
+
+Everything here returns drafts or a reason; nothing is appended or dispatched here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from threads.log.hashing import value_hash
+from threads.log.ids import uuid7
+from threads.log.reduce import Call
+from threads.principal import Principal
+from threads.run.authority import may_decide
+from threads.run.drafts import HOST, Draft, tool_result_data
+from threads.run.runtime import Runtime
+from threads.tools.tool import Tool
+
+APPROVAL_TTL_MS = 24 * 60 * 60 * 1000
+
+
+def record_calls(rt: Runtime, content: list[dict[str, Any]], request_event_id: str) -> list[Draft]:
+    """``tool_call`` drafts for every ``tool_use`` part, each followed by what can be decided
+    now: an error result (unknown tool, invalid input) or the permission decision."""
+    drafts: list[Draft] = []
+    for part in content:
+        if part.get("type") != "tool_use":
+            continue
+        call_id, name, args = part["call_id"], part["name"], part["input"]
+        data = {
+            "call_id": call_id,
+            "input": args,
+            "name": name,
+            "request_event_id": request_event_id,
+        }
+        drafts.append(Draft("tool_call", data, HOST))
+        drafts.extend(admit(rt, call_id, name, args))
+    return drafts
+
+
+def admit(rt: Runtime, call_id: str, name: str, args: dict[str, Any]) -> list[Draft]:
+    """The decision drafts for one call: a ``not_executed`` result, or ``permission_decision``
+    (+ ``approval_requested`` for an ask, + a ``denied`` result for a deny)."""
+    tool = rt.spec.tool_named(name)
+    if tool is None or rt.fold.tool_spec(name) is None:
+        return [_not_executed(call_id, f"not executed: unknown tool {name}")]
+    try:
+        tool.input.model_validate(args)
+    except ValidationError as exc:
+        return [_not_executed(call_id, f"invalid input for {name}: {validation_summary(exc)}")]
+    decision = rt.permissions.decide(name, args, tool.effect, rt.fold.thread_rules)
+    drafts = [Draft("permission_decision", decision.to_wire(call_id), HOST)]
+    if decision.decision == "deny":
+        why = decision.reason or "not permitted by " + (decision.rule_id or "policy")
+        result = tool_result_data(call_id, f"denied: {why}", origin="denied", is_error=True)
+        drafts.append(Draft("tool_result", result, HOST))
+    elif decision.decision == "ask":
+        now = rt.now()
+        request = {
+            "args_hash": value_hash(args),
+            "call_id": call_id,
+            "challenge_id": uuid7(now),
+            "expires_at": now + APPROVAL_TTL_MS,
+        }
+        drafts.append(Draft("approval_requested", request, HOST))
+    return drafts
+
+
+def refusal_at_dispatch(rt: Runtime, call: Call, tool: Tool) -> str | None:
+    """Checked again right before a call runs, with what this run knows: the run's ceiling
+    (re-supplied by the caller on every run), and that a grant came from one of the agent's
+    approvers (else the thread's starter)."""
+    if rt.ceiling is not None:
+        decided = rt.ceiling.decide(call.name, call.input, tool.effect)
+        if decided.decision == "deny":
+            why = decided.reason or f"not permitted by {decided.rule_id or 'policy'}"
+            return f"denied by the run's permission ceiling: {why}"
+    approval = call.approval
+    if approval is not None and approval.state == "granted":
+        by = approval.decided_by
+        if by is None or not may_decide(rt.fold, Principal.from_wire(by), rt.spec.approvers):
+            who = by.get("subject") if by is not None else "nobody"
+            return f"denied: the grant by {who} is not accepted: not an approver of this agent"
+    return None
+
+
+def validation_summary(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:5]:
+        where = ".".join(str(p) for p in error["loc"]) or "input"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def _not_executed(call_id: str, text: str) -> Draft:
+    return Draft(
+        "tool_result", tool_result_data(call_id, text, origin="not_executed", is_error=True), HOST
+    )

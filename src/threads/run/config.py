@@ -1,0 +1,85 @@
+"""``AgentSpec``: what an agent is (model, instructions, tools, policy, approvers), as a frozen
+value, and the config it pins a thread to.
+
+``config()`` is ``thread_started``'s data; a later run of the thread must match its pinned view
+(``pinned_view``): a config change starts a new thread. ``threads.run.agent.Agent`` is this
+value plus the ``run``/``run_sync``/``stream`` facades, so every step of a run depends on this
+module, never on the facade that starts runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from threads.log.hashing import value_hash
+from threads.models.protocol import Model
+from threads.principal import Principal
+from threads.run.budget import Budget
+from threads.run.permissions import Permissions
+from threads.tools.tool import Tool
+
+PINNED_KEYS = ("adapter", "instructions", "model", "model_params", "tools")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AgentSpec:
+    name: str
+    model: Model
+    instructions: str
+    tools: tuple[Tool, ...]
+    budget: Budget | None
+    permissions: Permissions
+    approvers: tuple[Principal, ...] | None
+    sandbox: Any
+    memory: Any
+
+    def tool_named(self, name: str) -> Tool | None:
+        for t in self.tools:
+            if t.name == name:
+                return t
+        return None
+
+    def config(self) -> dict[str, Any]:
+        """thread_started's data: what this agent pins a thread to."""
+        data: dict[str, Any] = {
+            "adapter": self.model.adapter_ref(),
+            "agent_name": self.name,
+            "instructions": self.instructions,
+            "model": {"name": self.model.name, "provider": self.model.provider},
+            "model_params": self.model.params(),
+            "tools": [t.spec() for t in self.tools],
+        }
+        policy = self.policy()
+        if policy:
+            data["policy"] = policy
+        data["config_hash"] = config_hash(data)
+        return data
+
+    def policy(self) -> dict[str, Any]:
+        policy: dict[str, Any] = {}
+        model = self.model
+        entry: dict[str, Any] = {
+            "context_window": model.context_window,
+            "input_billing_bound": "context_window",
+            "max_output_tokens": model.max_output_tokens,
+            "name": model.name,
+            "provider": model.provider,
+        }
+        if model.price is not None:
+            entry["price"] = model.price.to_wire()
+            policy["currency"] = model.price.currency
+        policy["models"] = [entry]
+        if self.budget is not None:
+            policy["budget"] = self.budget.to_wire()
+        policy["permissions"] = self.permissions.to_wire()
+        return policy
+
+
+def config_hash(data: dict[str, Any]) -> str:
+    return value_hash({k: v for k, v in data.items() if k != "config_hash"})
+
+
+def pinned_view(started: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a thread's config that must not change between runs."""
+    return {k: started.get(k) for k in PINNED_KEYS}

@@ -1,0 +1,55 @@
+"""Drafts: the events a run step wants appended, before the writer gives them seq, epoch and
+hash. A ``Draft`` is a ``(type, data, actor)`` triple (a tuple, so the writer takes it as is).
+
+This module also holds the actor values a run writes and the builders of event data that more
+than one step writes. It imports only the log layer, so every step may use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from threads.log.reduce import Fold
+
+HOST: dict[str, Any] = {"kind": "host"}
+MODEL: dict[str, Any] = {"kind": "model"}
+RECOVERY: dict[str, Any] = {"kind": "recovery"}
+TOOL: dict[str, Any] = {"kind": "tool"}
+
+PREVIEW_CHARS = 512
+INLINE_RESULT_BYTES = 64 * 1024
+
+
+class Draft(NamedTuple):
+    type: str
+    data: dict[str, Any]
+    actor: dict[str, Any]
+
+
+def tool_result_data(
+    call_id: str, text: str, *, origin: str, is_error: bool, ref: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``tool_result``'s data: a preview always; the full text inline, or by ``ref`` when it was
+    stored as an artifact."""
+    data: dict[str, Any] = {
+        "call_id": call_id,
+        "completeness": "complete",
+        "is_error": is_error,
+        "origin": origin,
+        "preview": text[:PREVIEW_CHARS],
+    }
+    if len(text) > PREVIEW_CHARS:
+        if ref is not None:
+            data["ref"] = ref
+        else:
+            data["content"] = [{"type": "text", "text": text}]
+    return data
+
+
+def resumed_data(fold: Fold, address: dict[str, Any]) -> dict[str, Any]:
+    """``resumed``'s data for a park: its address and the ``parked`` event it ends."""
+    park = next(
+        e for e in reversed(fold.events) if e.type == "parked" and e.data["address"] == address
+    )
+    return {"address": dict(address), "cause_event_id": park.event_id}
+

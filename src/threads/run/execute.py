@@ -1,0 +1,68 @@
+"""Dispatching one authorized call: make ``effect_begin`` durable (effectful classes), pass the
+fence, run the tool, record its outcome. Returns ``Done`` (a ``tool_result`` was recorded) or
+``InDoubt`` (an ``effect_unknown`` was recorded: the effect may or may not have happened).
+
+Dispatch never settles: what to do with an ``InDoubt`` call is the scheduler's next step
+(``threads.run.calls``), decided by ``threads.run.settle``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from threads.log.reduce import Call
+from threads.run.drafts import HOST, TOOL, Draft
+from threads.run.record import close, commit, result_text
+from threads.run.runtime import Runtime
+from threads.tools.tool import EffectUnknown, Tool
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The call's ``tool_result`` is recorded (it may be an error result)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InDoubt:
+    """``effect_unknown`` is recorded for the call, with this reason."""
+
+    reason: str
+
+
+async def dispatch(rt: Runtime, call: Call, tool: Tool) -> Done | InDoubt:
+    """Run the tool now, once. Effectful classes make ``effect_begin`` durable first."""
+    args = tool.input.model_validate(call.input)
+    attempt = call.attempt + 1
+    effectful = tool.effect != "read_only"
+    if effectful:
+        await rt.writer.append(
+            [Draft("effect_begin", {"attempt": attempt, "call_id": call.call_id}, HOST)]
+        )
+    await rt.writer.check()
+    cancelled = rt.cancel.tool_started()
+    ctx = rt.tool_context(call, attempt, cancelled)
+    in_doubt: str | None = None
+    try:
+        value = await tool.execute(args, ctx)
+        text, is_error = result_text(value), False
+    except EffectUnknown as exc:
+        text, is_error = f"error: {exc}", True
+        in_doubt = exc.reason
+    except (TimeoutError, ConnectionError) as exc:
+        text, is_error = f"error: {type(exc).__name__}: {exc}", True
+        in_doubt = "timeout" if isinstance(exc, TimeoutError) else "transport_error"
+    except Exception as exc:
+        text, is_error = f"error: {type(exc).__name__}: {exc}", True
+    finally:
+        rt.cancel.tool_ended(cancelled)
+    if effectful and in_doubt is not None:
+        await rt.writer.append(
+            [Draft("effect_unknown", {"call_id": call.call_id, "reason": in_doubt}, HOST)]
+        )
+        return InDoubt(in_doubt)
+    if effectful:
+        await commit(rt, call, text)
+    # The result rides with the next append (the next model_request): nothing is sent before
+    # then, and the fence check before any send flushes it.
+    await close(rt, call, text, origin="executed", is_error=is_error, actor=TOOL, hold=True)
+    return Done()

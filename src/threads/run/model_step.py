@@ -1,0 +1,197 @@
+"""One model request: render the log (Render v1 artifact), make ``model_request`` durable before
+dispatch, stream the reply through the fence, record ``model_response`` with its tool calls.
+
+A failed request is recorded as ``model_attempt_abandoned``; a rate limit waits a recorded
+``retry_scheduled`` and the next step resends; a request left in doubt is resent at most
+``CRASH_RESENDS`` times per reply; anything else ends the turn ``Failed``. The step returns
+``None`` when the turn goes on, else the run's outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from threads.errors import StoreError
+from threads.log.render import MEDIA_TYPE, render
+from threads.models.protocol import (
+    ModelCallError,
+    ModelOutput,
+    ModelRequest,
+    TextDelta,
+    ToolDefinition,
+)
+from threads.run import budget_check
+from threads.run.admit import record_calls
+from threads.run.drafts import HOST, MODEL, Draft
+from threads.run.results import ErrorInfo, Failed, RunResult
+from threads.run.runtime import Runtime
+from threads.run.turn import fail_turn
+from threads.store.protocol import PendingArtifact
+
+MAX_RATE_LIMIT_RETRIES = 5
+MAX_RETRY_AFTER_MS = 60_000
+CRASH_RESENDS = 2  # resends of a request whose outcome is unknown, per model reply
+IN_DOUBT_REASONS = ("crash", "server_error", "timeout", "stream_broken")
+# How a run waits out a recorded retry delay when none is injected; looked up per run, so a test
+# can monkeypatch it (runs started by ``Agent.run`` have no other way to take a sleep).
+RETRY_SLEEP: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+
+async def model_step(rt: Runtime) -> RunResult | None:
+    in_doubt = _retries(rt, IN_DOUBT_REASONS)
+    if in_doubt > CRASH_RESENDS:
+        return await fail_turn(
+            rt,
+            "model_error",
+            f"the model request was left in doubt {in_doubt} times in a row (crashes,"
+            " timeouts, 5xx or cut streams after sending); threads stops resending rather"
+            " than pay for it again. Check the provider, then run the thread again.",
+        )
+    exhausted = await budget_check.before_request(rt)
+    if exhausted is not None:
+        return exhausted
+    started = rt.fold.thread_started
+    assert started is not None
+    rendered = render(
+        started, rt.fold.tools, rt.fold.events, await _stored_texts(rt), rt.memo.cache
+    )
+    attempt = _next_attempt(rt)
+    data = {
+        "attempt": attempt,
+        "declared_prefix": rendered.declared_prefix(),
+        "request_ref": rendered.request_ref(),
+    }
+    [request_event] = await rt.writer.append(
+        [Draft("model_request", data, HOST)],
+        artifacts=[PendingArtifact(rendered.data, MEDIA_TYPE)],
+    )
+    request = ModelRequest(
+        request_key=f"{rt.writer.branch_id}:{request_event.event_id}",
+        system=started["instructions"],
+        messages=rendered.messages,
+        tools=[
+            ToolDefinition(t["name"], t["description"], t["input_schema"]) for t in rt.fold.tools
+        ],
+        params=started["model_params"],
+        attempt=attempt,
+    )
+    try:
+        output = await _call_model(rt, request)
+    except ModelCallError as exc:
+        return await _on_model_error(rt, request_event.event_id, exc)
+    await record_response(rt, request_event.event_id, output, "model_response", MODEL)
+    return None
+
+
+def _next_attempt(rt: Runtime) -> int:
+    """1 for a fresh request; n + 1 when it resends the turn's last attempt, which was abandoned
+    (rate limited, in doubt after a crash, ...)."""
+    last = rt.fold.last_attempt
+    turn = rt.fold.turn
+    if last is None or turn is None or last.outcome in (None, "response"):
+        return 1
+    if last.event.seq < turn.input_event.seq:
+        return 1
+    return last.attempt + 1
+
+
+async def _stored_texts(rt: Runtime) -> dict[str, str]:
+    """Texts of tool results stored only by artifact (too large to inline), for rendering."""
+    texts = rt.memo.texts
+    for event in rt.fold.events:
+        ref = event.data.get("ref") if event.type == "tool_result" else None
+        if ref is not None and not event.data.get("content") and ref["sha256"] not in texts:
+            data = await rt.writer.store.get_artifact(ref["sha256"])
+            texts[ref["sha256"]] = data.decode("utf-8", errors="replace")
+    return texts
+
+
+async def _call_model(rt: Runtime, request: ModelRequest) -> ModelOutput:
+    output: ModelOutput | None = None
+    try:
+        async for item in rt.spec.model.stream(request, rt.writer):
+            if isinstance(item, TextDelta):
+                if rt.sink is not None:
+                    rt.sink.delta(item)
+            else:
+                output = item
+    except StoreError as exc:
+        if exc.code == "stale_epoch":
+            raise ModelCallError(
+                exc.message,
+                reason="provider_error",
+                provider_outcome="not_sent",
+                code="stale_epoch",
+            ) from exc
+        raise
+    if output is None:
+        raise ModelCallError(
+            "the model ended its stream without a response",
+            reason="stream_broken",
+            provider_outcome="unknown",
+            code="model_error",
+        )
+    return output
+
+
+async def record_response(
+    rt: Runtime, request_event_id: str, output: ModelOutput, type_: str, actor: dict[str, Any]
+) -> None:
+    """The reply and, in the same append, its tool calls with what can be decided at once."""
+    data: dict[str, Any] = {
+        "completeness": "complete",
+        "content": output.content,
+        "request_event_id": request_event_id,
+        "stop_reason": output.stop_reason,
+        "usage": output.usage.to_wire(),
+    }
+    if type_ == "model_response_recovered":
+        data["provider_request_id"] = output.provider_request_id or "unknown"
+    drafts = [Draft(type_, data, actor), *record_calls(rt, output.content, request_event_id)]
+    await rt.writer.append(drafts)
+
+
+async def _on_model_error(
+    rt: Runtime, request_event_id: str, exc: ModelCallError
+) -> RunResult | None:
+    data: dict[str, Any] = {
+        "provider_outcome": exc.provider_outcome,
+        "reason": exc.reason,
+        "request_event_id": request_event_id,
+    }
+    if exc.http_status is not None:
+        data["http_status"] = exc.http_status
+    if exc.retry_after_ms is not None:
+        data["retry_after_ms"] = exc.retry_after_ms
+    if exc.code == "stale_epoch":
+        return Failed(rt.thread, ErrorInfo("stale_epoch", exc.message))
+    await rt.writer.append([Draft("model_attempt_abandoned", data, HOST)])
+    if exc.retryable and _retries(rt, ("rate_limited", "overloaded")) <= MAX_RATE_LIMIT_RETRIES:
+        delay = min(exc.retry_after_ms or 1000, MAX_RETRY_AFTER_MS)
+        retry = {
+            "basis": "retry_after" if exc.retry_after_ms is not None else "backoff",
+            "delay_ms": delay,
+            "not_before": rt.now() + delay,
+            "request_event_id": request_event_id,
+        }
+        await rt.writer.append([Draft("retry_scheduled", retry, HOST)])
+        await rt.sleep(delay / 1000)
+        return None
+    if exc.provider_outcome == "unknown" and exc.code is None:
+        return None  # resent by the next model_step, which enforces CRASH_RESENDS
+    if exc.code in ("context_exhausted", "model_unavailable"):
+        return await fail_turn(rt, exc.code, exc.message, exc.code)
+    return await fail_turn(rt, exc.code or "model_error", exc.message)
+
+
+def _retries(rt: Runtime, reasons: tuple[str, ...]) -> int:
+    """Abandoned attempts with one of ``reasons`` since the turn's last model reply."""
+    count = 0
+    for event in reversed(rt.fold.events):
+        if event.type in ("model_response", "model_response_recovered", "user_input"):
+            break
+        if event.type == "model_attempt_abandoned" and event.data["reason"] in reasons:
+            count += 1
+    return count

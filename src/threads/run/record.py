@@ -1,0 +1,72 @@
+"""Recording a call's outcome: ``effect_commit`` (the effect happened, its result stored as an
+artifact) and ``tool_result`` (inline, or by artifact when over ``INLINE_RESULT_BYTES``), and
+reading a stored result back.
+
+A result is recorded at most once per call (the reducer refuses a second); every path that ends
+a call (executed, materialized from a commit, settled, denied, not executed) comes through here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from threads.log.canonical import canonical
+from threads.log.reduce import Call
+from threads.run.drafts import HOST, INLINE_RESULT_BYTES, Draft, tool_result_data
+from threads.run.runtime import Runtime
+from threads.store.protocol import PendingArtifact
+from threads.store.rows import artifact_ref
+
+
+def result_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return canonical(value).decode("utf-8")
+
+
+async def commit(rt: Runtime, call: Call, text: str) -> None:
+    data = text.encode("utf-8")
+    ref = artifact_ref(data, "text/plain")
+    await rt.writer.append(
+        [Draft("effect_commit", {"call_id": call.call_id, "result_ref": ref}, HOST)],
+        artifacts=[PendingArtifact(data, "text/plain")],
+    )
+
+
+async def close(
+    rt: Runtime,
+    call: Call,
+    text: str,
+    *,
+    origin: str,
+    actor: dict[str, Any],
+    is_error: bool | None = None,
+    hold: bool = False,
+) -> None:
+    """Append the call's ``tool_result``. ``is_error`` defaults by origin (only an executed or
+    materialized result is a success). ``hold``: see ``BranchWriter.append``."""
+    error = (
+        is_error
+        if is_error is not None
+        else origin
+        not in (
+            "executed",
+            "materialized_from_commit",
+        )
+    )
+    artifacts: list[PendingArtifact] = []
+    ref = None
+    blob = text.encode("utf-8")
+    if len(blob) > INLINE_RESULT_BYTES:
+        ref = artifact_ref(blob, "text/plain")
+        artifacts.append(PendingArtifact(blob, "text/plain"))
+        rt.memo.texts[ref["sha256"]] = text  # it may still be held, not yet stored
+    data = tool_result_data(call.call_id, text, origin=origin, is_error=error, ref=ref)
+    await rt.writer.append([Draft("tool_result", data, actor)], artifacts=artifacts, hold=hold)
+
+
+async def stored_text(rt: Runtime, ref: dict[str, Any] | None) -> str:
+    if ref is None:
+        return ""
+    data = await rt.writer.store.get_artifact(ref["sha256"])
+    return data.decode("utf-8", errors="replace")

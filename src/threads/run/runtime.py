@@ -1,0 +1,102 @@
+"""``Runtime``: the one value every step of a run is a function of.
+
+It is frozen: a step reads the run's writer (and through it the folded log), its agent spec,
+its handle, the principal, the injected clock and sleep, and returns what it decided as a value.
+The few things in it that change while a run goes on are owned objects with one job each: the
+writer (lease, fenced append), the ``CancelSignal`` (a Ctrl-C asked for a cancel) and the
+``RenderMemo`` (texts of large results, render cache). Nothing in it points back at a loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from threads.log.reduce import Call, Fold
+from threads.log.render import RenderCache
+from threads.principal import Principal
+from threads.run.budget import Budget
+from threads.run.config import AgentSpec
+from threads.run.drafts import RECOVERY
+from threads.run.permissions import Permissions
+from threads.run.streaming import RunStream
+from threads.run.thread import Thread
+from threads.run.writer import BranchWriter
+from threads.tools.tool import RunContext
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class CancelSignal:
+    """An in-process cancel (Ctrl-C on ``run_sync``): the run records ``cancel_requested`` at its
+    next step boundary, and tools running now see ``ctx.cancelled`` set."""
+
+    def __init__(self) -> None:
+        self.wanted = False
+        self._in_flight: set[asyncio.Event] = set()
+
+    def request(self) -> None:
+        self.wanted = True
+        for event in self._in_flight:
+            event.set()
+
+    def tool_started(self) -> asyncio.Event:
+        event = asyncio.Event()
+        if self.wanted:
+            event.set()
+        self._in_flight.add(event)
+        return event
+
+    def tool_ended(self, event: asyncio.Event) -> None:
+        self._in_flight.discard(event)
+
+
+@dataclass(slots=True)
+class RenderMemo:
+    """What rendering remembers between requests of one run: the texts of results stored only
+    by artifact (some may still be held, not yet stored), and the render cache."""
+
+    texts: dict[str, str] = field(default_factory=dict)
+    cache: RenderCache = field(default_factory=RenderCache)
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    writer: BranchWriter
+    spec: AgentSpec
+    thread: Thread
+    principal: Principal
+    deps: Any
+    permissions: Permissions  # the agent's, narrowed by the run's ceiling
+    ceiling: Permissions | None
+    run_budget: Budget | None
+    sink: RunStream | None
+    dropped_ref: dict[str, Any] | None
+    sleep: Sleep
+    cancel: CancelSignal = field(default_factory=CancelSignal)
+    memo: RenderMemo = field(default_factory=RenderMemo)
+    recovering: bool = False  # settling what a crash left: steps act as ``recovery``
+
+    @property
+    def fold(self) -> Fold:
+        return self.writer.fold
+
+    def now(self) -> int:
+        return self.writer.store.clock.now_ms()
+
+    def actor(self, kind: str = "host") -> dict[str, Any]:
+        return RECOVERY if self.recovering else {"kind": kind}
+
+    def tool_context(self, call: Call, attempt: int, cancelled: asyncio.Event) -> RunContext:
+        return RunContext(
+            deps=self.deps,
+            thread_id=self.writer.thread_id,
+            branch_id=self.writer.branch_id,
+            principal=self.principal,
+            call_id=call.call_id,
+            effect_key=call.effect_key,
+            attempt=attempt,
+            cancelled=cancelled,
+        )

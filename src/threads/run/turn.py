@@ -1,0 +1,76 @@
+"""The open turn, read and ended: what the model last said, whether it asked for tools, and the
+drafts that end a turn (``turn_completed`` for an error, a carried-out cancel) or record a
+Ctrl-C as the durable cancel barrier. Each ending returns the run's outcome as a value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from threads.log.reduce import Fold
+from threads.run.drafts import HOST, Draft
+from threads.run.results import Cancelled, ErrorInfo, Failed, Parked, Pending
+from threads.run.runtime import Runtime
+
+PARK_REASONS = {
+    "approval": "awaiting_approval",
+    "effect": "effect_unknown",
+    "input": "awaiting_input",
+}
+CODED_ERRORS = ("transport_fence_unsupported", "content_unsupported")
+
+
+def last_text(fold: Fold) -> str:
+    if not fold.responses:
+        return ""
+    return "".join(
+        p.get("text", "") for p in fold.responses[-1]["content"] if p.get("type") == "text"
+    )
+
+
+def answered(fold: Fold) -> bool:
+    """The last transcript item is a model reply that asked for no tool."""
+    if not fold.transcript or fold.transcript[-1][0] != "assistant":
+        return False
+    return not any(part.get("type") == "tool_use" for part in fold.responses[-1]["content"])
+
+
+def last_stop(fold: Fold) -> str:
+    return str(fold.responses[-1]["stop_reason"]) if fold.responses else "end_turn"
+
+
+def parked_result(rt: Runtime) -> Parked:
+    pending = [Pending(kind, ident) for kind, ident in rt.fold.parks]
+    first_kind = next(iter(rt.fold.parks))[0]
+    return Parked(rt.thread, PARK_REASONS.get(first_kind, "effect_unknown"), pending)
+
+
+async def honour_cancel_request(rt: Runtime) -> None:
+    """Record a Ctrl-C (``run_sync``) as the durable ``cancel_requested`` barrier."""
+    turn = rt.fold.turn
+    if rt.cancel.wanted and turn is not None and turn.cancel_event is None:
+        actor = {"kind": "user", "principal": rt.principal.to_wire()}
+        data = {"reason": "interrupted (Ctrl-C)", "scope": "turn"}
+        await rt.writer.append([Draft("cancel_requested", data, actor)])
+
+
+async def finish_cancelled(rt: Runtime) -> Cancelled:
+    turn = rt.fold.turn
+    assert turn is not None
+    assert turn.cancel_event is not None
+    await rt.writer.append(
+        [
+            Draft("cancelled", {"request_event_id": turn.cancel_event.event_id}, HOST),
+            Draft("turn_completed", {"reason": "cancelled"}, HOST),
+        ]
+    )
+    return Cancelled(rt.thread)
+
+
+async def fail_turn(rt: Runtime, code: str, message: str, reason: str = "error") -> Failed:
+    data: dict[str, Any] = {"reason": reason}
+    if reason == "error" and code in CODED_ERRORS:
+        data["code"] = code
+    if rt.fold.turn is not None and rt.fold.open_attempt is None:
+        await rt.writer.append([Draft("turn_completed", data, HOST)])
+    return Failed(rt.thread, ErrorInfo(code, message))
