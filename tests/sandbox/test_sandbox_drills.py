@@ -166,7 +166,7 @@ def test_sigkill_mid_command_is_interrupted_never_rerun(tmp_path: Path) -> None:
     workspace = drill.wait_for("started", worker)
     namespace = command_namespace(workspace)
     worker.send_signal(signal.SIGKILL)
-    worker.wait()
+    worker.communicate(timeout=60)
     FIGURES["kills"] += 1
     drill.advance(LEASE_TTL_MS + 1)
 
@@ -188,24 +188,25 @@ def test_sigkill_mid_command_is_interrupted_never_rerun(tmp_path: Path) -> None:
 def test_sigkill_between_create_and_record_leaks_nothing(tmp_path: Path) -> None:
     drill = SandboxDrill(tmp_path)
     worker = drill.spawn(input="go", kill_after_create=True)
-    worker.wait()
+    worker.communicate(timeout=60)
     assert worker.returncode == -signal.SIGKILL
     FIGURES["kills"] += 1
     assert len(drill.workspaces()) == 1
     assert [r.state for r in drill.ledger()] == ["pending"]  # written before the create
     drill.advance(LEASE_TTL_MS + 1)
 
-    # The rerun finds the sandbox by its key and uses it; nothing is created twice.
-    worker = drill.spawn(thread=drill.thread_id(), input=None)
-    workspace = drill.wait_for("started", worker)
-    worker.send_signal(signal.SIGKILL)
-    worker.wait()
-    FIGURES["kills"] += 1
-    drill.advance(LEASE_TTL_MS + 1)
-    assert drill.run(thread=drill.thread_id(), input=None)["status"] == "completed"
-    assert len(drill.workspaces()) == 1
-    assert [(r.kind, r.state) for r in drill.ledger()] == [("sandbox", "live")]
-    assert (workspace / "runs").read_text().splitlines() == ["start"]
+    # The crash hit inside the bash call (its sandbox is made on first use, after
+    # effect_begin). The rerun finds the sandbox by its key, adopts it (nothing is created
+    # twice), proves the call's command never ran, and records it interrupted.
+    (made,) = drill.workspaces()
+    again = drill.run(thread=drill.thread_id(), input=None)
+    assert again["status"] == "completed", again
+    assert drill.workspaces() == [made]
+    assert [(r.kind, r.state, r.ref) for r in drill.ledger()] == [
+        ("sandbox", "live", made.parent.name)
+    ]
+    assert resolutions(drill.events(again["thread"])) == [("interrupted", "sandbox_terminated")]
+    assert not (made / "runs").exists()
 
     report = drill.gc_after_expiry()
     assert len(report.released) == 1

@@ -22,6 +22,7 @@ from threads.run.control import control_writer
 from threads.run.drafts import resumed_data
 from threads.run.fork import Restore, fork_at
 from threads.run.permissions import check_rule, rule_matches
+from threads.sandbox.protocol import Sandbox
 from threads.store.protocol import BranchInfo, Store
 from threads.store.transfer import export_branch
 
@@ -87,7 +88,7 @@ class Thread:
     async def fork(
         self,
         at_event_id: str,
-        restore: Restore,
+        restore: Restore | Sandbox,
         *,
         new_branch_id: str | None = None,
         knowledge_policy: Literal["pinned", "current"] = "pinned",

@@ -39,6 +39,7 @@ class RunSandbox:
             resources_of(store), provider, store.clock, tenant_id, lease_of, self.ctx
         )
         self._session: SandboxSession | None = None
+        self.last_manifest: str | None = None  # of the branch's last snapshot ("" for none)
 
     async def session(self) -> SandboxSession:
         if self._session is None:
@@ -55,8 +56,9 @@ class RunSandbox:
         return await terminate_all(await self.session(), effect_key, self.ctx)
 
     async def snapshot_if_changed(self, last_manifest: str | None) -> SnapshotData | None:
-        """A verified snapshot when the workspace differs from ``last_manifest``, else None."""
-        if "filesystem" not in self.provider.info.capture_classes:
+        """A verified snapshot when this run used the sandbox and its workspace differs from
+        ``last_manifest``; else None."""
+        if self._session is None or "filesystem" not in self.provider.info.capture_classes:
             return None
         session = await self.session()
         if await session.manifest_hash(self.ctx) == last_manifest:

@@ -135,6 +135,21 @@ class SnapshotData:
         }
 
 
+def snapshot_data(event: Mapping[str, object]) -> SnapshotData:
+    """The ``SnapshotData`` a ``snapshot`` event's data records."""
+    expires = event.get("expires_at")
+    quiesced = event.get("quiesced")
+    return SnapshotData(
+        snapshot_id=str(event["snapshot_id"]),
+        provider=str(event["provider"]),
+        sandbox_id=str(event["sandbox_id"]),
+        capture_class=str(event["capture_class"]),
+        expires_at=expires if isinstance(expires, int) else None,
+        manifest_hash=str(event["manifest_hash"]),
+        quiesced=quiesced if isinstance(quiesced, dict) else {},
+    )
+
+
 @runtime_checkable
 class SandboxSession(Protocol):
     """One live sandbox. Paths are absolute and normalized (else ``invalid_path``)."""

@@ -109,7 +109,9 @@ async def _list_files(args: ListFiles, ctx: RunContext) -> str:
     return "\n".join(lines) if lines else f"{args.path} is empty"
 
 
-def sandbox_tools() -> tuple[Tool, ...]:
+def sandbox_tools(*, enforced: bool = True) -> tuple[Tool, ...]:
+    """The four tools. Where the sandbox can't block the network, a command may act beyond it,
+    so they are ``unguarded`` (an in-doubt call parks) instead of ``sandbox_local``."""
     def make(
         name: str,
         description: str,
@@ -118,7 +120,7 @@ def sandbox_tools() -> tuple[Tool, ...]:
     ) -> Tool:
         return tool(
             name=name, description=description, input=model, execute=execute,
-            runs="sandbox", effect="sandbox_local",
+            runs="sandbox", effect="sandbox_local" if enforced else "unguarded",
         )
 
     return (
@@ -131,5 +133,3 @@ def sandbox_tools() -> tuple[Tool, ...]:
              ListFiles, _list_files),
     )
 
-
-BUILTIN_NAMES = ("bash", "read_file", "write_file", "list_files")
