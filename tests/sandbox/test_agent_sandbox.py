@@ -207,3 +207,30 @@ def test_setup_refuses_what_a_run_could_not_keep(provider: LocalSandbox) -> None
 
 async def _noop(args: Label, ctx: Any) -> str:
     return "ok"
+
+
+async def test_in_doubt_calls_park_when_no_sandbox_can_answer(
+    store: SQLiteStore, provider: LocalSandbox
+) -> None:
+    """No ledger row for the branch (the call never reached a sandbox, or the thread came from
+    another store), or a sandbox that vanished: nothing can prove the command gone, so park."""
+    import shutil
+
+    from threads import EffectUnknown
+
+    async def before_any_sandbox(args: Label, ctx: Any) -> str:
+        raise EffectUnknown("lost before the sandbox was even made")
+
+    async def sandbox_vanishes(args: Label, ctx: Any) -> str:
+        await (await ctx.sandbox.exec(["true"])).wait()
+        shutil.rmtree(provider.root / "sandboxes")
+        raise EffectUnknown("lost, and its sandbox with it")
+
+    for execute in (before_any_sandbox, sandbox_vanishes):
+        doubtful = tool(name="doubtful", description="d", input=Label, execute=execute,
+                        runs="sandbox", effect="sandbox_local")
+        bot = agent(name="d", model=scripted_model([use(call("doubtful", name="x"))]),
+                    tools=[doubtful], sandbox=provider)
+        result = await bot.run("go", store=store)
+        assert result.status == "parked", (execute.__name__, result)
+        assert result.reason == "effect_unknown"

@@ -16,6 +16,7 @@ from threads.sandbox.ledger import Owner
 from threads.sandbox.protocol import (
     Sandbox,
     SandboxContext,
+    SandboxError,
     SandboxSession,
     SnapshotData,
     Termination,
@@ -50,10 +51,22 @@ class RunSandbox:
         return SandboxHandle(self.session, self.ctx, effect_key)
 
     async def terminate(self, effect_key: str) -> Termination:
-        """Prove the commands of the call ``effect_key`` gone (or answer ``unknown``)."""
+        """Prove the commands of the call ``effect_key`` gone, or answer ``unknown``. Only the
+        branch's own sandbox can answer: when it is released the release proved it; when the
+        ledger knows no sandbox of the branch (an imported thread, another store) or its
+        sandbox vanished, nothing here can tell."""
         if self.provider.info.termination != "confirmed":
             return "unknown"
-        return await terminate_all(await self.session(), effect_key, self.ctx)
+        try:
+            session = self._session or await self.owner.attached()
+        except SandboxError as exc:
+            if exc.code == "resource_unknown":
+                return "unknown"
+            raise
+        if session is None:
+            return "terminated" if await self.owner.all_released() else "unknown"
+        self._session = session
+        return await terminate_all(session, effect_key, self.ctx)
 
     async def snapshot_if_changed(self, last_manifest: str | None) -> SnapshotData | None:
         """A verified snapshot when this run used the sandbox and its workspace differs from

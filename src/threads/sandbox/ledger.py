@@ -102,9 +102,20 @@ class Owner:
 
     async def sandbox_session(self) -> SandboxSession:
         """The branch's sandbox: its live one (kept alive longer), or a new one."""
+        try:
+            session = await self.attached()
+        except SandboxError as exc:
+            if exc.code != "resource_unknown":
+                raise
+            session = None  # its sandbox vanished: the row is released, a new one made
+        return session if session is not None else await self.create()
+
+    async def attached(self) -> SandboxSession | None:
+        """The branch's live sandbox, attached and kept alive longer; None when it has none.
+        A live row whose sandbox is not there any more is released and reported as
+        ``resource_unknown``: what ran in it can't be known from here."""
         await self.settle_pending()
-        rows = await self.resources.resources(owner_branch_id=self.branch_id)
-        for row in rows:
+        for row in await self.resources.resources(owner_branch_id=self.branch_id):
             if row.kind != "sandbox" or row.state != "live" or row.ref is None:
                 continue
             expires = self.clock.now_ms() + self.lifetime_ms
@@ -118,7 +129,19 @@ class Owner:
                 if exc.code != "not_found":
                     raise
                 await self.release(row.operation_key, "sandbox", row.ref)
-        return await self.create()
+                raise SandboxError(
+                    "resource_unknown", f"sandbox {row.ref} of this branch is gone"
+                ) from exc
+        return None
+
+    async def all_released(self) -> bool:
+        """The branch had sandboxes and every one was released (a release proves that nothing
+        runs in it any more)."""
+        rows = [
+            r for r in await self.resources.resources(owner_branch_id=self.branch_id)
+            if r.kind == "sandbox" and r.provider == self.sandbox.info.provider
+        ]
+        return bool(rows) and all(r.state == "released" for r in rows)
 
     async def create(self) -> SandboxSession:
         key = await self._pending("sandbox")

@@ -335,6 +335,8 @@ class LocalSession:
 
     async def terminate(self, process_key: str, ctx: SandboxContext) -> Termination:
         await ctx.fence()
+        if not self.records.directory.is_dir():
+            return "unknown"  # the sandbox itself is gone: its records can't speak any more
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, prove_gone, self.records.read(process_key))
 
