@@ -20,7 +20,7 @@ from threads.errors import ConfigError, StoreError
 from threads.log.hashing import sha256_hex
 from threads.memory import SEARCH_DEFAULT_K, Fence, MemoryRecord, MemoryScope
 from threads.store.sqlite import SQLiteStore
-from threads.store.sqlite_tables import transaction
+from threads.store.sqlite_tables import one_per_store, transaction
 
 T = TypeVar("T")
 
@@ -67,10 +67,7 @@ class LocalMemory:
                 "local_memory() keeps memories in a SQLite store; run this agent on"
                 " threads.sqlite(...) or choose another memory provider",
             )
-        bound = _BOUND.get(store)
-        if bound is None:
-            bound = _BOUND[store] = StoreMemory(store)
-        return bound
+        return one_per_store(_BOUND, store, StoreMemory)
 
 
 _BOUND: weakref.WeakKeyDictionary[SQLiteStore, StoreMemory] = weakref.WeakKeyDictionary()

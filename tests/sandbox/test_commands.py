@@ -3,31 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
+from namespaces import live_members
 
 from threads.sandbox import OPEN_CONTEXT as CTX
 from threads.sandbox import SandboxError
 from threads.sandbox.local import LocalSandbox
-from threads.sandbox.procs import is_alive, read_stat
-
-
-def _in_namespace(inode: int) -> list[int]:
-    """Live (not zombie) host pids in pid namespace ``inode``: the kernel's view, nothing the
-    guest wrote."""
-    pids = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                link = os.readlink(f"/proc/{name}/ns/pid")
-            except OSError:
-                continue
-            stat = read_stat(int(name))
-            if link == f"pid:[{inode}]" and stat is not None and stat[0] not in "ZX":
-                pids.append(int(name))
-    return pids
+from threads.sandbox.procs import is_alive
 
 
 async def test_output_streams_and_stdin(provider: LocalSandbox) -> None:
@@ -56,13 +40,13 @@ async def test_terminate_from_the_record_alone_proves_every_process_gone(
     assert record is not None
     assert record.state == "running"
     assert record.pid_namespace
-    members = _in_namespace(record.pid_namespace)
+    members = live_members(record.pid_namespace)
     assert len(members) >= 4  # init, sh, and the sleeps
 
     # Recovery in another process knows only the directory: a fresh provider object.
     fresh = await LocalSandbox(provider.root, provider.limits).attach(session.id, CTX)
     assert await fresh.terminate("b:c1", CTX) == "terminated"
-    assert _in_namespace(record.pid_namespace) == []
+    assert live_members(record.pid_namespace) == []
     assert record.init is not None
     assert not is_alive(record.init)
     assert await run.wait() == -9

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from namespaces import live_members
 
 from threads.clock import FakeClock
 from threads.sandbox.gc import collect
 from threads.sandbox.ledger import DEFAULT_LIFETIME_MS
 from threads.sandbox.local import BWRAP, local
-from threads.sandbox.procs import read_stat
 from threads.sandbox.supervisor import Records
 from threads.store.sqlite import sqlite
 from threads.store.sqlite_resources import resources_of
@@ -132,21 +132,6 @@ class SandboxDrill:
                 await store.close()
 
         return asyncio.run(run())
-
-
-def live_members(namespace: int) -> list[int]:
-    pids = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            link = os.readlink(f"/proc/{name}/ns/pid")
-        except OSError:
-            continue
-        stat = read_stat(int(name))
-        if link == f"pid:[{namespace}]" and stat is not None and stat[0] not in "ZX":
-            pids.append(int(name))
-    return pids
 
 
 def command_namespace(workspace: Path) -> int:

@@ -9,7 +9,7 @@ same for snapshots and forks. The ``pending`` row always commits before the prov
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from threads.clock import Clock
@@ -144,28 +144,39 @@ class Owner:
         return bool(rows) and all(r.state == "released" for r in rows)
 
     async def create(self) -> SandboxSession:
-        key = await self._pending("sandbox")
-        try:
-            session = await self.sandbox.create(key, self.ctx)
-        except SandboxError as exc:
-            ref = await self._after_failed_create(key, exc)
-            if ref is None:
-                raise
-            return await self.sandbox.attach(ref, self.ctx)
-        await self._live(key, session.id)
+        session, _ = await self._make(lambda key: self.sandbox.create(key, self.ctx))
         return session
 
     async def restore(self, snapshot: SnapshotData) -> SandboxSession:
+        """A new sandbox holding ``snapshot``; a restore whose answer was lost and that is
+        found by its key is checked against the manifest before it is used."""
+        session, found = await self._make(
+            lambda key: self.sandbox.restore(snapshot, key, self.ctx)
+        )
+        if found and await session.manifest_hash(self.ctx) != snapshot.manifest_hash:
+            row = await self._row_of(session.id)
+            await self.release(row.operation_key, "sandbox", session.id)
+            raise SandboxError(
+                "snapshot_manifest_mismatch",
+                f"the sandbox restored from {snapshot.snapshot_id} does not hold its manifest",
+            )
+        return session
+
+    async def _make(
+        self, make: Callable[[str], Awaitable[SandboxSession]]
+    ) -> tuple[SandboxSession, bool]:
+        """Commit the pending row, ask the provider, record what it made (or settle the row).
+        True with the session when it was found by its key after its answer was lost."""
         key = await self._pending("sandbox")
         try:
-            session = await self.sandbox.restore(snapshot, key, self.ctx)
+            session = await make(key)
         except SandboxError as exc:
             ref = await self._after_failed_create(key, exc)
             if ref is None:
                 raise
-            return await self.sandbox.attach(ref, self.ctx)
+            return await self.sandbox.attach(ref, self.ctx), True
         await self._live(key, session.id)
-        return session
+        return session, False
 
     async def _after_failed_create(self, key: str, exc: SandboxError) -> str | None:
         """Settle the row of a create that raised; the ref when a lost answer is found."""

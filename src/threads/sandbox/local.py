@@ -28,6 +28,7 @@ from typing import Literal
 
 from threads.log.hashing import sha256_hex
 from threads.sandbox import manifest as trees
+from threads.sandbox.durable import write_durably
 from threads.sandbox.limits import Limits, pids_cgroup, remove_cgroup
 from threads.sandbox.procs import identify, is_alive
 from threads.sandbox.protocol import (
@@ -174,9 +175,9 @@ class LocalSandbox:
     def keep_snapshot(self, snapshot_id: str, data: bytes, manifest: str) -> None:
         sha = sha256_hex(data)
         with self._snapshot_lock():
-            _write_durably(self._archive_path(sha), data)
+            write_durably(self._archive_path(sha), data)
             ref = json.dumps({"archive": sha, "manifest_hash": manifest}).encode("utf-8")
-            _write_durably(self._snapshot_ref(snapshot_id), ref)
+            write_durably(self._snapshot_ref(snapshot_id), ref)
 
     def _archive_of(self, snapshot_id: str) -> bytes:
         try:
@@ -553,20 +554,6 @@ def _inside(path: str) -> str:
     if path != WORKSPACE and not path.startswith(WORKSPACE + "/"):
         raise SandboxError("invalid_path", f"{path!r} is outside {WORKSPACE}")
     return path
-
-
-def _write_durably(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def local(

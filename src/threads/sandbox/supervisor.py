@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from threads.log.hashing import sha256_hex
+from threads.sandbox.durable import write_durably
 from threads.sandbox.procs import ProcessId, find_by_argv, is_alive, kill, wait_gone
 from threads.sandbox.protocol import Termination
 
@@ -86,18 +87,7 @@ class Records:
 
     def write(self, record: Record) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        target = self.path(record.process_key)
-        tmp = target.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(record.to_json(), f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-        fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_durably(self.path(record.process_key), json.dumps(record.to_json()).encode())
 
     def read(self, process_key: str) -> Record | None:
         try:

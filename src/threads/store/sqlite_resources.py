@@ -22,7 +22,7 @@ from threads.store.resources import (
     next_state,
 )
 from threads.store.sqlite import SQLiteStore, _check_lease
-from threads.store.sqlite_tables import transaction
+from threads.store.sqlite_tables import one_per_store, transaction
 
 T = TypeVar("T")
 
@@ -201,10 +201,7 @@ def resources_of(store: object) -> SQLiteResources:
             "sandboxes need the resource ledger, which only the SQLite store keeps so far;"
             " use threads.sqlite(...) for agents with a sandbox",
         )
-    ledger = _LEDGERS.get(store)
-    if ledger is None:
-        ledger = _LEDGERS[store] = SQLiteResources(store)
-    return ledger
+    return one_per_store(_LEDGERS, store, SQLiteResources)
 
 
 def _owner(conn: sqlite3.Connection, lease: Lease, tenant_id: str, now: int) -> None:

@@ -2,7 +2,8 @@
 
 ``transaction(store, ddl, fn)`` makes sure the tables of ``ddl`` exist (``IF NOT EXISTS``; a
 store created before them gains them on first use, its schema version unchanged), then runs
-``fn`` in one ``BEGIN IMMEDIATE`` transaction on the store's own thread.
+``fn`` in one ``BEGIN IMMEDIATE`` transaction on the store's own thread. ``one_per_store``
+keeps one view object (a ledger, a memory) per open store.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TypeVar
 from threads.store.sqlite import SQLiteStore
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 _CREATED: weakref.WeakKeyDictionary[SQLiteStore, set[str]] = weakref.WeakKeyDictionary()
 
@@ -29,3 +31,13 @@ async def transaction(store: SQLiteStore, ddl: str, fn: Callable[[sqlite3.Connec
         return store._txn(fn)(conn)
 
     return await store._run(run)
+
+
+def one_per_store(
+    cache: weakref.WeakKeyDictionary[SQLiteStore, V], store: SQLiteStore,
+    make: Callable[[SQLiteStore], V],
+) -> V:
+    view = cache.get(store)
+    if view is None:
+        view = cache[store] = make(store)
+    return view
