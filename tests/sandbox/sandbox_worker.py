@@ -3,13 +3,15 @@
 ``python sandbox_worker.py SPEC`` runs ``Agent.run`` once and prints its outcome as a JSON line.
 SPEC is JSON: ``store``, ``sandboxes`` (the local sandbox root), ``clock_file`` (a millisecond
 offset the parent moves, so leases expire without sleeping), ``thread`` (id or null),
-``input`` (text or null), ``script`` (``bash`` or ``two_step``), ``kill_after_create`` (SIGKILL
-this process right after the provider created a sandbox, before the ledger records it).
+``input`` (text or null), ``script`` (``bash``, ``two_step`` or ``three``),
+``kill_after_create`` (SIGKILL this process right after the provider created a sandbox, before
+the ledger records it).
 
 The ``bash`` script asks for one command that appends a line to ``/workspace/runs`` (so a
 re-run shows up as a second line), marks ``/workspace/started`` and sleeps; the ``two_step``
 script calls a ``runs="sandbox"`` tool that runs a long command and then a second one, so a
-holder frozen during the first can show whether the fence refuses the second.
+holder frozen during the first can show whether the fence refuses the second; ``three`` runs
+three short commands, each appending its own word, with a snapshot at the turn's end.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from threads.testing.scripted import call, say, scripted_model, use
 
 STARTER = Principal(issuer="api", tenant="drill", subject="alice")
 LEASE_TTL_MS = 5_000
+THREE = ("one", "two", "three")
 LONG_COMMAND = "echo start >> /workspace/runs; touch /workspace/started; sleep 60;" \
     " echo end >> /workspace/runs"
 
@@ -75,6 +78,11 @@ def build(spec: dict[str, Any]) -> Any:
                      execute=two_step, runs="sandbox", effect="sandbox_local")
         return agent(name="drill", model=scripted_model(
             [use(call("two_step", label="x")), say("done")]), tools=[steps], sandbox=provider)
+    if spec["script"] == "three":
+        steps = [use(call("bash", command=f"echo {word} >> /workspace/runs; sleep 0.4"))
+                 for word in THREE]
+        return agent(name="drill", model=scripted_model([*steps, say("done")]),
+                     sandbox=provider, snapshots=True)
     return agent(name="drill", model=scripted_model(
         [use(call("bash", command=LONG_COMMAND)), say("done")]), sandbox=provider)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -32,7 +33,10 @@ from threads.store.transfer import export_branch
 
 WORKER = Path(__file__).with_name("sandbox_worker.py")
 LEASE_TTL_MS = 5_000
-FIGURES: dict[str, int] = {"kills": 0, "stops": 0, "leaked_sandboxes": 0, "reruns": 0}
+TRIALS = int(os.environ.get("THREADS_SANDBOX_DRILL_TRIALS", "6"))
+FIGURES: dict[str, int] = {
+    "kills": 0, "stops": 0, "interrupted_calls": 0, "leaked_sandboxes": 0, "reruns": 0,
+}
 
 pytestmark = [
     pytest.mark.drill,
@@ -46,6 +50,7 @@ class SandboxDrill:
         self.store = root / "store"
         self.sandboxes = root / "sandboxes"
         self.clock_file = root / "clock_offset_ms"
+        root.mkdir(parents=True, exist_ok=True)
         self.clock_file.write_text("0")
 
     def advance(self, ms: int) -> None:
@@ -89,11 +94,17 @@ class SandboxDrill:
         raise AssertionError(f"the worker never wrote {name}")
 
     def thread_id(self) -> str:
-        async def find() -> str:
+        (thread,) = self.threads()
+        return thread
+
+    def threads(self) -> list[str]:
+        if not (self.store / "threads.db").exists():
+            return []
+
+        async def find() -> list[str]:
             store = sqlite(self.store)
             try:
-                (root,) = await store.list_threads()
-                return root.thread_id
+                return [root.thread_id for root in await store.list_threads()]
             finally:
                 await store.close()
 
@@ -160,6 +171,7 @@ def test_sigkill_mid_command_is_interrupted_never_rerun(tmp_path: Path) -> None:
     assert live_members(namespace) == []
     events = drill.events(again["thread"])
     assert resolutions(events) == [("interrupted", "sandbox_terminated")]
+    FIGURES["interrupted_calls"] += 1
     result = next(e for e in events if e["type"] == "tool_result")
     assert result["data"]["origin"] == "interrupted"
     assert result["data"]["is_error"] is True
@@ -222,3 +234,45 @@ def test_a_frozen_holder_is_fenced_out_of_its_sandbox(tmp_path: Path) -> None:
     events = drill.events(taken["thread"])
     assert resolutions(events) == [("interrupted", "sandbox_terminated")]
     assert (workspace / "runs").read_text().splitlines() == ["start"]
+
+
+def test_kills_at_random_times_never_rerun_a_command_or_leak(tmp_path: Path) -> None:
+    seed = int(os.environ.get("THREADS_DRILL_SEED") or random.SystemRandom().randrange(2**32))
+    print(f"sandbox random drill seed={seed}")
+    rng = random.Random(seed)
+    for trial in range(TRIALS):
+        drill = SandboxDrill(tmp_path / f"t{trial}")
+        worker = drill.spawn(input="three commands", script="three")
+        drill.wait_for("runs", worker)  # the first command started
+        time.sleep(rng.uniform(0.0, 1.6))  # then a random moment of the run, not a lease wait
+        worker.send_signal(signal.SIGKILL)
+        worker.communicate(timeout=60)
+        FIGURES["kills"] += 1
+        threads = drill.threads()
+        if not threads:
+            continue  # killed before the thread existed: nothing to recover
+        drill.advance(LEASE_TTL_MS + 1)
+        done = drill.run(thread=threads[0], input=None, script="three")
+        assert done["status"] == "completed", (seed, trial, done)
+        events = drill.events(done["thread"])
+        words = [line for ws in drill.workspaces() if (ws / "runs").exists()
+                 for line in (ws / "runs").read_text().splitlines()]
+        reruns = len(words) - len(set(words))
+        FIGURES["reruns"] += reruns
+        assert reruns == 0, (seed, trial, words)
+        origins = [e["data"]["origin"] for e in events if e["type"] == "tool_result"]
+        assert len(origins) == 3, (seed, trial, origins)
+        executed = origins.count("executed")
+        FIGURES["interrupted_calls"] += origins.count("interrupted")
+        assert executed <= len(set(words)) <= 3, (seed, trial, origins, words)
+        assert len(drill.workspaces()) == 1, (seed, trial)  # one sandbox, never a second
+        for workspace in drill.workspaces():
+            for record in Records(workspace.parent / "supervisor").all():
+                if record.pid_namespace is not None:
+                    assert live_members(record.pid_namespace) == [], (seed, trial)
+        drill.gc_after_expiry()
+        leaked = len(drill.workspaces())
+        FIGURES["leaked_sandboxes"] += leaked
+        assert leaked == 0, (seed, trial)
+        snapshot_dir = drill.sandboxes / "snapshots" / "refs"
+        assert not snapshot_dir.exists() or list(snapshot_dir.iterdir()) == [], (seed, trial)
