@@ -29,7 +29,8 @@ from pydantic import BaseModel
 
 from threads import Principal, agent, tool
 from threads.sandbox import SandboxContext
-from threads.sandbox.local import LocalSandbox, LocalSession, local
+from threads.sandbox.local import LocalSandbox, local
+from threads.sandbox.local_session import LocalSession
 from threads.store.sqlite import sqlite
 from threads.testing.scripted import call, say, scripted_model, use
 

@@ -15,7 +15,8 @@ from threads.log.lines import make_header
 from threads.sandbox import SandboxContext, SandboxError
 from threads.sandbox.gc import collect
 from threads.sandbox.ledger import DEFAULT_LIFETIME_MS, Owner
-from threads.sandbox.local import LocalSandbox, LocalSession
+from threads.sandbox.local import LocalSandbox
+from threads.sandbox.local_session import LocalSession
 from threads.store.protocol import Lease
 from threads.store.sqlite import SQLiteStore, sqlite
 from threads.store.sqlite_resources import SQLiteResources, resources_of
