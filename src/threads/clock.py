@@ -1,9 +1,14 @@
-"""Time as threads reads it: an injected ``Clock`` so tests move time instead of sleeping."""
+"""Time as threads reads it: an injected ``Clock`` so tests move time instead of sleeping.
+
+A clock may also say how to wait (``sleep_ms``): a run that waits out a recorded delay waits on
+its store's clock, so a ``FakeClock`` moves forward instead of the test sleeping.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 class Clock(Protocol):
@@ -12,9 +17,21 @@ class Clock(Protocol):
         ...
 
 
+@runtime_checkable
+class SleepingClock(Protocol):
+    def now_ms(self) -> int: ...
+
+    async def sleep_ms(self, ms: int) -> None:
+        """Return once ``ms`` have passed on this clock."""
+        ...
+
+
 class SystemClock:
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+    async def sleep_ms(self, ms: int) -> None:
+        await asyncio.sleep(ms / 1000)
 
 
 class FakeClock:
@@ -31,6 +48,19 @@ class FakeClock:
 
     def set(self, now_ms: int) -> None:
         self._now = now_ms
+
+    async def sleep_ms(self, ms: int) -> None:
+        """Waiting on a fake clock moves it: the test never sleeps."""
+        self._now += max(ms, 0)
+        await asyncio.sleep(0)
+
+
+async def sleep_on(clock: Clock, ms: int) -> None:
+    """Wait ``ms`` on ``clock``: its own ``sleep_ms`` when it has one, else real time."""
+    if isinstance(clock, SleepingClock):
+        await clock.sleep_ms(ms)
+    else:
+        await asyncio.sleep(ms / 1000)
 
 
 SYSTEM_CLOCK = SystemClock()

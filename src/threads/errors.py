@@ -61,6 +61,7 @@ API_CODES: frozenset[str] = frozenset(
         "not_found",
         "forbidden",
         "not_parked",
+        "holder_may_be_running",
         "invalid_config",
         "duplicate_name",
         "capability_missing",

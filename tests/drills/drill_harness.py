@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from threads import Principal, open_thread
+from threads import ControlError, Principal, open_thread
 from threads.run.model_step import CRASH_RESENDS, IN_DOUBT_REASONS
 from threads.store.sqlite import SQLiteStore
 from threads.testing.fake_service import FakeService
+from threads.tools.tool import DEFAULT_SETTLE_MS
 
 WORKER = Path(__file__).with_name("worker.py")
 STARTER = Principal(issuer="api", tenant="drill", subject="alice")
@@ -211,6 +212,17 @@ class Drill:
         finally:
             await store.close()
 
+    def settle_park(self, key: str, decide: Any) -> None:
+        """Resolve a park; while an earlier holder may still be sending (``assume_not_done``
+        refused), a careful operator waits the window out and checks the service again."""
+        try:
+            self.resolve(key, decide(key))
+        except ControlError as error:
+            if error.code != "holder_may_be_running":
+                raise
+            self.advance(DEFAULT_SETTLE_MS + 1)
+            self.resolve(key, decide(key))
+
     def operator_decision(self, key: str) -> str:
         """What a careful operator decides: check the service, then say what happened."""
         return "assume_done" if self.service.client().count(key) >= 1 else "assume_not_done"
@@ -243,7 +255,7 @@ class Drill:
                 for kind, key in result["pending"]:
                     assert kind == "effect", result
                     self.parked_keys.append(key)
-                    self.resolve(key, decide(key))
+                    self.settle_park(key, decide)
             elif result["status"] == "failed" and resend_bound_reached(log_events(self.store_dir)):
                 # Crashes kept landing right after the same model_request: the loop stops
                 # resending (bounded crash resends) and ends the turn; the thread is done.

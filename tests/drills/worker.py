@@ -191,8 +191,11 @@ def build_agent(spec: dict[str, Any]) -> Agent:
              effect="read_only"),
         tool(name="charge_card", description="Charge the card.", input=Amount, execute=charge,
              effect="idempotent", dedup_window_ms=DAY_MS),
+        # settle_ms=0: these drills SIGKILL their workers, and a killed worker sends nothing
+        # more, so a final not-found is trusted as soon as the thread is taken over.
         tool(name="refund", description="Refund a charge.", input=Amount, execute=refund,
-             effect="reconcilable", reconcile=Reconcile(lookup_refund, finality="final")),
+             effect="reconcilable", reconcile=Reconcile(lookup_refund, finality="final"),
+             settle_ms=0),
         tool(name="send_email", description="Email the customer.", input=Email,
              execute=send_email),
     ]

@@ -236,14 +236,22 @@ async def test_agent_approvers_are_enforced(store: SQLiteStore) -> None:
     with pytest.raises(ControlError) as starter:
         await parked.thread.approve(pending.challenge_id, ALICE)
     assert starter.value.code == "forbidden"
-    # a handle opened without approvers falls back to the starter; the run then checks the
-    # grant against the agent's approvers at consumption and refuses it
+    # a handle opened without the agent falls back to the starter; the run then checks the
+    # grant against the agent's approvers before acting on it: it counts as not made, and the
+    # call waits on a new challenge
     bare = await open_thread(store, parked.thread.id)
     await bare.approve(pending.challenge_id, ALICE)
+    again = await bot.run(None, store=store, thread=parked.thread.id, principal=ALICE)
+    assert isinstance(again, Parked)
+    assert again.reason == "awaiting_approval"
+    assert applied == []
+    assert results(await bare.timeline()) == []
+    [fresh] = await bare.pending_approvals()
+    assert fresh.challenge_id != pending.challenge_id
+    await (await open_thread(store, parked.thread.id, agent=bot)).approve(fresh.challenge_id, BOB)
     done = await bot.run(None, store=store, thread=parked.thread.id, principal=ALICE)
     assert isinstance(done, Completed)
-    assert applied == []
-    assert "not an approver" in results(await bare.timeline())[0]["preview"]
+    assert len(applied) == 1
 
 
 async def test_an_agent_approver_grant_runs_the_call(store: SQLiteStore) -> None:
@@ -251,7 +259,7 @@ async def test_an_agent_approver_grant_runs_the_call(store: SQLiteStore) -> None
     bot = writer_bot(applied, [use(call("write_file", path="a")), say("ok")],
                      permissions=Permissions(ask=("write_file",)), approvers=[BOB])
     parked = await parked_for_approval(store, bot)
-    handle = await open_thread(store, parked.thread.id, approvers=[BOB])
+    handle = await open_thread(store, parked.thread.id, agent=bot, approvers=[BOB])
     [pending] = await handle.pending_approvals()
     await handle.approve(pending.challenge_id, BOB)
     done = await bot.run(None, store=store, thread=parked.thread.id, principal=ALICE)

@@ -269,6 +269,8 @@ async def test_assume_not_done_resends_with_the_same_key(store: SQLiteStore) -> 
     parked = await bot.run(None, store=store, thread=thread_id, principal=ALICE)
     assert isinstance(parked, Parked)
     handle = await open_thread(store, thread_id)
+    assert isinstance(store.clock, FakeClock)
+    store.clock.advance(60_001)  # past the zombie window: the holder that began it is gone
     await handle.resolve_parked(parked.pending[0].id, "assume_not_done", ALICE)
     done = await bot.run(None, store=store, thread=thread_id, principal=ALICE)
     assert isinstance(done, Completed)

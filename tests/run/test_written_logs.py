@@ -105,3 +105,15 @@ async def test_our_logs_pass_the_conformance_schema(store: SQLiteStore) -> None:
     for number, line in enumerate(data.splitlines(), start=1):
         errors = list(validator.iter_errors(json.loads(line)))
         assert not errors, f"line {number}: {errors[0].message}"
+
+
+async def assert_export_is_valid(handle: Any) -> None:
+    """The thread exports, our verifier accepts it, and each line fits the shared schema."""
+    data = await handle.export()
+    assert verify_export(data).head_verified
+    if SCHEMA.exists():
+        jsonschema = pytest.importorskip("jsonschema")
+        validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text(encoding="utf-8")))
+        for number, line in enumerate(data.splitlines(), start=1):
+            errors = list(validator.iter_errors(json.loads(line)))
+            assert not errors, f"line {number}: {errors[0].message}"

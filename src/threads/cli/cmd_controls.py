@@ -19,7 +19,9 @@ DEFAULT_SUBJECT = "operator"
 
 
 def register(subparsers: Any) -> None:
-    approvals = _command(subparsers, "approvals", "list the pending approvals of a thread")
+    approvals = _command(
+        subparsers, "approvals", "list the pending approvals and parked effects of a thread"
+    )
     approvals.set_defaults(handler=run_approvals)
     approve = _command(subparsers, "approve", "grant a pending approval")
     approve.add_argument("challenge", metavar="CHALLENGE")
@@ -66,6 +68,9 @@ async def run_approvals(args: argparse.Namespace) -> int:
                 f"{p.challenge_id}  call={p.call_id}  tool={p.tool}  args_hash={p.args_hash}"
                 f"  expires_at={p.expires_at}"
             )
+        for e in await thread.parked_effects():
+            print(f"parked {e.effect_key}  call={e.call_id}  tool={e.tool}  attempts={e.attempts}")
+            print(f"  {e.detail}")
     return 0
 
 

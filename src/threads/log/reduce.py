@@ -53,6 +53,8 @@ class Call:
     result_ref: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
     parked: bool = False
+    begin_event: Event | None = None  # the last effect_begin (its epoch: who dispatched it)
+    retry_not_before: int | None = None  # a retry_scheduled after that attempt: wait until
 
     @property
     def effect_key(self) -> str:
@@ -365,10 +367,24 @@ def _on_model_attempt_abandoned(fold: Fold, event: Event) -> None:
 
 
 def _on_retry_scheduled(fold: Fold, event: Event) -> None:
-    attempt = fold.attempts.get(event.data["request_event_id"])
-    if attempt is None:
-        raise _fail(event, "retry_scheduled names no model_request")
-    attempt.retry_not_before = event.data["not_before"]
+    """The wait before resending a model request, or an effect (then ``request_event_id`` names
+    the attempt's ``effect_begin``)."""
+    named = event.data["request_event_id"]
+    attempt = fold.attempts.get(named)
+    if attempt is not None:
+        attempt.retry_not_before = event.data["not_before"]
+        return
+    call = next(
+        (
+            c
+            for c in reversed([fold.calls[i] for i in fold.effect_order])
+            if c.begin_event is not None and c.begin_event.event_id == named
+        ),
+        None,
+    )
+    if call is None:
+        raise _fail(event, "retry_scheduled names no model_request or effect_begin")
+    call.retry_not_before = event.data["not_before"]
 
 
 def _on_tool_call(fold: Fold, event: Event) -> None:
@@ -413,7 +429,12 @@ def _on_approval_requested(fold: Fold, event: Event) -> None:
 def _on_approval_decided(fold: Fold, event: Event) -> None:
     data = event.data
     call = fold.approvals.get(data["challenge_id"])
-    if call is None or call.approval is None or call.call_id != data["call_id"]:
+    if (
+        call is None
+        or call.approval is None
+        or call.call_id != data["call_id"]
+        or call.approval.challenge_id != data["challenge_id"]  # superseded by a new challenge
+    ):
         raise _fail(event, f"{event.type} names no open approval challenge")
     approval = call.approval
     if approval.state != "open":
@@ -460,6 +481,8 @@ def _on_effect_begin(fold: Fold, event: Event) -> None:
         fold.effect_order.append(call.call_id)
     call.effect = "begun"
     call.resolution = None
+    call.begin_event = event
+    call.retry_not_before = None
 
 
 def _on_effect_commit(fold: Fold, event: Event) -> None:
@@ -480,7 +503,10 @@ def _on_effect_unknown(fold: Fold, event: Event) -> None:
 
 def _on_effect_resolved(fold: Fold, event: Event) -> None:
     call = fold._call(event)
-    if call.effect not in ("begun", "unknown"):
+    # A resolution the run did not accept (its principal may not decide) leaves the effect
+    # parked again: a person may then resolve it anew.
+    reopened = call.effect == "resolved" and call.parked
+    if call.effect not in ("begun", "unknown") and not reopened:
         raise _fail(event, "effect_resolved for an effect that is not in doubt")
     call.effect = "resolved"
     call.resolution = event.data["outcome"]

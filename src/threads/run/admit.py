@@ -1,7 +1,8 @@
 """Admitting tool calls: record each ``tool_use`` of a reply as ``tool_call`` with what can be
 decided at once (an unknown tool or invalid input closes it ``not_executed``; otherwise the
 permission decision, and an approval request for an ``ask``), and the checks made again right
-before a call runs (the run's ceiling, and that a grant came from someone allowed to give it).
+before a call runs: the run's ceiling, and that a recorded grant or denial came from someone the
+authority rule allows (else the decision counts as not made and a new challenge is asked).
 
 Everything here returns drafts or a reason; nothing is appended or dispatched here.
 """
@@ -14,9 +15,8 @@ from pydantic import ValidationError
 
 from threads.log.hashing import value_hash
 from threads.log.ids import uuid7
-from threads.log.reduce import Call
-from threads.principal import Principal
-from threads.run.authority import may_decide
+from threads.log.reduce import Approval, Call
+from threads.run.authority import recorded_refusal
 from threads.run.drafts import HOST, Draft, tool_result_data
 from threads.run.runtime import Runtime
 from threads.tools.tool import Tool
@@ -71,22 +71,47 @@ def admit(rt: Runtime, call_id: str, name: str, args: dict[str, Any]) -> list[Dr
     return drafts
 
 
-def refusal_at_dispatch(rt: Runtime, call: Call, tool: Tool) -> str | None:
-    """Checked again right before a call runs, with what this run knows: the run's ceiling
-    (re-supplied by the caller on every run), and that a grant came from one of the agent's
-    approvers (else the thread's starter)."""
-    if rt.ceiling is not None:
-        decided = rt.ceiling.decide(call.name, call.input, tool.effect)
-        if decided.decision == "deny":
-            why = decided.reason or f"not permitted by {decided.rule_id or 'policy'}"
-            return f"denied by the run's permission ceiling: {why}"
-    approval = call.approval
-    if approval is not None and approval.state == "granted":
-        by = approval.decided_by
-        if by is None or not may_decide(rt.fold, Principal.from_wire(by), rt.spec.approvers):
-            who = by.get("subject") if by is not None else "nobody"
-            return f"denied: the grant by {who} is not accepted: not an approver of this agent"
-    return None
+def ceiling_refusal(rt: Runtime, call: Call, tool: Tool) -> str | None:
+    """Checked again right before a call runs: the run's ceiling (re-supplied by the caller on
+    every run) may deny what was decided earlier."""
+    if rt.ceiling is None:
+        return None
+    decided = rt.ceiling.decide(call.name, call.input, tool.effect)
+    if decided.decision != "deny":
+        return None
+    why = decided.reason or f"not permitted by {decided.rule_id or 'policy'}"
+    return f"denied by the run's permission ceiling: {why}"
+
+
+def decision_refusal(rt: Runtime, approval: Approval) -> str | None:
+    """Why a recorded grant or denial must be treated as not made (its principal may not decide
+    for this thread under the authority rule), or None when it stands."""
+    return recorded_refusal(
+        rt.fold, approval.decided_by, tenant=rt.principal.tenant, agent_approvers=rt.spec.approvers
+    )
+
+
+def reopened_approval(rt: Runtime, call: Call) -> tuple[str, list[Draft]]:
+    """A new approval challenge for ``call`` and the park on it: what a run records when the
+    decision it found was not made by someone allowed to make it."""
+    now = rt.now()
+    challenge_id = uuid7(now)
+    expires_at = now + APPROVAL_TTL_MS
+    request = {
+        "args_hash": call.args_hash,
+        "call_id": call.call_id,
+        "challenge_id": challenge_id,
+        "expires_at": expires_at,
+    }
+    park = {
+        "address": {"id": challenge_id, "kind": "approval"},
+        "expires_at": expires_at,
+        "reason": "awaiting_approval",
+    }
+    return challenge_id, [
+        Draft("approval_requested", request, HOST),
+        Draft("parked", park, rt.actor()),
+    ]
 
 
 def validation_summary(exc: ValidationError) -> str:

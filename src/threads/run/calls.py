@@ -9,17 +9,20 @@ call stack grows with attempts.
 
 from __future__ import annotations
 
+import logging
+
 from threads.log.reduce import Call
 from threads.run import settle
-from threads.run.admit import admit, refusal_at_dispatch
+from threads.run.admit import admit, ceiling_refusal, decision_refusal, reopened_approval
 from threads.run.drafts import HOST, Draft, resumed_data, tool_result_data
 from threads.run.execute import InDoubt, dispatch
 from threads.run.record import close
 from threads.run.results import Parked, Pending, RunResult
 from threads.run.runtime import Runtime
-from threads.run.turn import honour_cancel_request
+from threads.run.turn import honour_cancel_request, pending_for
 from threads.tools.tool import Tool
 
+log = logging.getLogger("threads")
 EXPIRED = "denied: the approval request expired (approval_expired)"
 
 
@@ -34,7 +37,7 @@ async def run_pending(rt: Runtime) -> RunResult | None:
             continue
         if call.effect is not None:
             if await settle_until_closed(rt, call):
-                parked.append(Pending("effect", call.effect_key))
+                parked.append(pending_for(rt, "effect", call.effect_key))
             continue
         if parked:
             continue  # nothing new starts while something is parked
@@ -59,6 +62,8 @@ async def settle_until_closed(rt: Runtime, call: Call) -> bool:
             return True
         tool = rt.spec.tool_named(call.name)
         assert tool is not None  # settle returns Retry only for a tool this agent has
+        if outcome.not_before is not None:
+            await rt.wait_until(outcome.not_before)
         if not isinstance(await dispatch(rt, call, tool), InDoubt):
             return False
 
@@ -112,7 +117,7 @@ def _never_runs(rt: Runtime, call: Call, tool: Tool | None) -> str | None:
 
 
 async def _authorized_start(rt: Runtime, call: Call, tool: Tool) -> Pending | None:
-    refusal = refusal_at_dispatch(rt, call, tool)
+    refusal = ceiling_refusal(rt, call, tool)
     if refusal is not None and (call.decision == "allow" or call.approval is not None):
         await close(rt, call, refusal, origin="denied", actor=HOST)
         return None
@@ -121,6 +126,13 @@ async def _authorized_start(rt: Runtime, call: Call, tool: Tool) -> Pending | No
     approval = call.approval
     if call.decision != "ask" or approval is None:
         return None
+    if approval.state != "open" and (why := decision_refusal(rt, approval)) is not None:
+        log.warning(
+            "call %s: the %s decision is not accepted (%s)", call.call_id, approval.state, why
+        )
+        challenge_id, drafts = reopened_approval(rt, call)
+        await rt.writer.append(drafts)
+        return Pending("approval", challenge_id)
     if approval.state == "granted":
         return await _run(rt, call, tool)
     if approval.state == "denied":
@@ -143,7 +155,7 @@ async def _authorized_start(rt: Runtime, call: Call, tool: Tool) -> Pending | No
 async def _run(rt: Runtime, call: Call, tool: Tool) -> Pending | None:
     """Dispatch a call for the first time; one left in doubt is settled at once."""
     if isinstance(await dispatch(rt, call, tool), InDoubt) and await settle_until_closed(rt, call):
-        return Pending("effect", call.effect_key)
+        return pending_for(rt, "effect", call.effect_key)
     return None
 
 

@@ -2,19 +2,24 @@
 fence, run the tool, record its outcome. Returns ``Done`` (a ``tool_result`` was recorded) or
 ``InDoubt`` (an ``effect_unknown`` was recorded: the effect may or may not have happened).
 
-Dispatch never settles: what to do with an ``InDoubt`` call is the scheduler's next step
+A tool's exception is logged (logger ``threads``, with its traceback) as well as shown to the
+model. Dispatch never settles: what to do with an ``InDoubt`` call is the scheduler's next step
 (``threads.run.calls``), decided by ``threads.run.settle``.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from threads.log.reduce import Call
 from threads.run.drafts import HOST, TOOL, Draft
-from threads.run.record import close, commit, result_text
+from threads.run.record import close, commit
 from threads.run.runtime import Runtime
+from threads.tools.encode import describe_exception, result_text
 from threads.tools.tool import EffectUnknown, Tool
+
+log = logging.getLogger("threads")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,15 +49,21 @@ async def dispatch(rt: Runtime, call: Call, tool: Tool) -> Done | InDoubt:
     in_doubt: str | None = None
     try:
         value = await tool.execute(args, ctx)
-        text, is_error = result_text(value), False
     except EffectUnknown as exc:
-        text, is_error = f"error: {exc}", True
         in_doubt = exc.reason
+        text, is_error = f"error: {describe_exception(exc)}", True
+        log.warning("tool %s (call %s): effect unknown", tool.name, call.call_id, exc_info=exc)
     except (TimeoutError, ConnectionError) as exc:
-        text, is_error = f"error: {type(exc).__name__}: {exc}", True
         in_doubt = "timeout" if isinstance(exc, TimeoutError) else "transport_error"
+        text, is_error = f"error: {describe_exception(exc)}", True
+        log.warning("tool %s (call %s): %s", tool.name, call.call_id, in_doubt, exc_info=exc)
     except Exception as exc:
-        text, is_error = f"error: {type(exc).__name__}: {exc}", True
+        text, is_error = f"error: {describe_exception(exc)}", True
+        log.error("tool %s (call %s) raised", tool.name, call.call_id, exc_info=exc)
+    else:
+        # Outside the try: once execute returned, the effect may have happened, so a value
+        # that can't be encoded is still a success (result_text says so, and never raises).
+        text, is_error = result_text(value), False
     finally:
         rt.cancel.tool_ended(cancelled)
     if effectful and in_doubt is not None:

@@ -2,6 +2,7 @@
 artifact) and ``tool_result`` (inline, or by artifact when over ``INLINE_RESULT_BYTES``), and
 reading a stored result back.
 
+Every text is made valid UTF-8 first (``valid_text``), so no result can fail to encode here.
 A result is recorded at most once per call (the reducer refuses a second); every path that ends
 a call (executed, materialized from a commit, settled, denied, not executed) comes through here.
 """
@@ -10,22 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from threads.log.canonical import canonical
 from threads.log.reduce import Call
 from threads.run.drafts import HOST, INLINE_RESULT_BYTES, Draft, tool_result_data
 from threads.run.runtime import Runtime
 from threads.store.protocol import PendingArtifact
 from threads.store.rows import artifact_ref
-
-
-def result_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return canonical(value).decode("utf-8")
+from threads.tools.encode import valid_text
 
 
 async def commit(rt: Runtime, call: Call, text: str) -> None:
-    data = text.encode("utf-8")
+    data = valid_text(text).encode("utf-8")
     ref = artifact_ref(data, "text/plain")
     await rt.writer.append(
         [Draft("effect_commit", {"call_id": call.call_id, "result_ref": ref}, HOST)],
@@ -56,6 +51,7 @@ async def close(
     )
     artifacts: list[PendingArtifact] = []
     ref = None
+    text = valid_text(text)
     blob = text.encode("utf-8")
     if len(blob) > INLINE_RESULT_BYTES:
         ref = artifact_ref(blob, "text/plain")

@@ -17,6 +17,7 @@ class Pending:
 
     kind: str
     id: str
+    detail: str | None = None  # for an effect: what the operator should know before resolving
 
 
 @dataclass(frozen=True, slots=True)

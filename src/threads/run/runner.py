@@ -35,6 +35,7 @@ from threads.sandbox.protocol import Sandbox
 from threads.store.protocol import Chain, Store
 from threads.store.sqlite import sqlite
 from threads.store.sqlite_resources import resources_of
+from threads.tools.http import ToolHttp
 
 
 def default_store() -> Store:
@@ -90,12 +91,13 @@ async def start_run(
         if branch.tenant_id != principal.tenant:
             raise NotFound(f"no thread {thread_id} for tenant {principal.tenant}")
         branch_id = branch.branch_id
-    handle = Thread(store, thread_id, principal=principal, approvers=agent.approvers)
+    handle = Thread(store, thread_id, principal=principal, agent=agent)
     try:
         lease = await store.acquire_lease(branch_id, uuid7(now), ttl_ms)
     except StoreError as exc:
         return Failed(handle, ErrorInfo(exc.code, exc.message))
     writer: BranchWriter | None = None
+    http: ToolHttp | None = None
     try:
         try:
             chain = await store.read_chain(branch_id)
@@ -111,6 +113,7 @@ async def start_run(
             store, lease, fold, ttl_ms=ttl_ms, on_event=sink.event if sink else None
         )
         writer.start_renewal()
+        http = ToolHttp(writer)
         if new:
             await writer.append([("thread_started", agent.config(), {"kind": "host"})])
         rt = Runtime(
@@ -125,12 +128,15 @@ async def start_run(
             sink=sink,
             dropped_ref=chain.branch.dropped_ref,
             sleep=model_step.RETRY_SLEEP,
+            http=http,
             cancel=cancel or CancelSignal(),
             sandbox=_run_sandbox(agent, store, principal, writer),
             memory=_run_memory(agent, store, principal, writer),
         )
         return await drive(rt, input, recovering=not new)
     finally:
+        if http is not None:
+            await http.aclose()
         if writer is not None:
             await writer.close()
         else:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from threads.clock import sleep_on
 from threads.log.reduce import Call, Fold
 from threads.log.render import RenderCache
 from threads.memory import MemoryHandle
@@ -26,6 +27,7 @@ from threads.run.streaming import RunStream
 from threads.run.thread import Thread
 from threads.run.writer import BranchWriter
 from threads.sandbox.binding import RunSandbox
+from threads.tools.http import ToolHttp
 from threads.tools.tool import RunContext
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -77,6 +79,7 @@ class Runtime:
     sink: RunStream | None
     dropped_ref: dict[str, Any] | None
     sleep: Sleep
+    http: ToolHttp  # ctx.http, fenced by ``writer``
     cancel: CancelSignal = field(default_factory=CancelSignal)
     memo: RenderMemo = field(default_factory=RenderMemo)
     recovering: bool = False  # settling what a crash left: steps act as ``recovery``
@@ -89,6 +92,13 @@ class Runtime:
 
     def now(self) -> int:
         return self.writer.store.clock.now_ms()
+
+    async def wait_until(self, not_before: int) -> None:
+        """Wait on the store's clock until ``not_before``, keeping the lease: in steps of a third
+        of its TTL, renewed after each (a fake clock jumps; a real one renews anyway)."""
+        while (remaining := not_before - self.now()) > 0:
+            await sleep_on(self.writer.store.clock, min(remaining, max(self.writer.ttl_ms // 3, 1)))
+            await self.writer.renew()
 
     def actor(self, kind: str = "host") -> dict[str, Any]:
         return RECOVERY if self.recovering else {"kind": kind}
@@ -103,6 +113,8 @@ class Runtime:
             effect_key=call.effect_key,
             attempt=attempt,
             cancelled=cancelled,
+            epoch=self.writer.epoch,
+            http_client=self.http.client,
             sandbox=None if self.sandbox is None else self.sandbox.handle(call.effect_key),
             memory=self.memory,
         )

@@ -3,37 +3,51 @@
 Order of proof: a recorded commit (materialize its result) → a recorded resolution → the effect
 class pinned at call time: ``idempotent`` resends with the same key inside the dedup window
 counted from the FIRST attempt; ``reconcilable`` asks ``lookup`` and trusts a not-found only when
-finality is ``final``; ``sandbox_local`` is interrupted once its process is proven gone;
+finality is ``final`` and no earlier holder may still be sending (``threads.run.holders``);
+``sandbox_local`` is interrupted once its process is proven gone;
 ``unguarded`` and unknown tools park. Only ``safe_to_retry``, ``not_sent`` and ``assume_not_done``
 ever allow another dispatch, always with the same effect key and ``attempt + 1``.
 
 ``settle`` records what it proved and returns what comes next: ``Retry`` (the scheduler
 dispatches again), ``Closed`` (the call has its result) or ``Parked`` (a person decides). It never
-dispatches.
+dispatches. Every resend it decides on its own is bounded and waited for: a call that has had
+``tool.max_attempts`` dispatches parks instead, and the resolution that allows a resend after a
+timeout or transport error is recorded together with its ``retry_scheduled`` (backoff doubling
+from ``tool.retry_backoff_ms``), which a later run honours until ``not_before``. A resend after
+a crash (``crash_after_begin``) does not wait: the restart took its own time.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from threads.errors import StoreError
 from threads.log.reduce import Call
-from threads.run.drafts import RECOVERY, Draft
-from threads.run.record import close, result_text, stored_text
+from threads.run.authority import human_resolution, recorded_refusal
+from threads.run.drafts import RECOVERY, Draft, resumed_data
+from threads.run.holders import EarlierHolder, earlier_holder, iso, window_park_ends
+from threads.run.record import close, stored_text
 from threads.run.runtime import Runtime
 from threads.sandbox.protocol import SandboxError
 from threads.store.protocol import PendingArtifact
 from threads.store.rows import artifact_ref
+from threads.tools.encode import result_text
 from threads.tools.tool import Found, LookupOutcome, LookupUnknown, NotFound, Tool
 
+log = logging.getLogger("threads")
 PARK_TTL_MS = 24 * 60 * 60 * 1000
 PROVIDER_CLOCK_SKEW_MS = 1000
+MAX_RETRY_DELAY_MS = 60_000
 RETRY_RESOLUTIONS = ("safe_to_retry", "not_sent", "assume_not_done")
 
 
 @dataclass(frozen=True, slots=True)
 class Retry:
-    """A resolution that allows another dispatch is recorded: send again, same key."""
+    """A resolution that allows another dispatch is recorded: send again, same key, not before
+    ``not_before`` (a recorded ``retry_scheduled``) when it is set."""
+
+    not_before: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +70,7 @@ async def settle(rt: Runtime, call: Call) -> Settled:
         return Closed()
     if call.effect == "resolved":
         return await _after_resolution(rt, call)
-    if call.parked:
+    if call.parked and not await _window_closed(rt, call):
         return Parked()
     if call.effect == "begun":
         unknown = {"call_id": call.call_id, "reason": "crash_after_begin"}
@@ -68,7 +82,7 @@ async def settle(rt: Runtime, call: Call) -> Settled:
     if effect_class == "read_only":
         return Retry()
     if effect_class == "idempotent":
-        return await _idempotent(rt, call)
+        return await _idempotent(rt, call, tool)
     if effect_class == "reconcilable":
         return await _reconcile(rt, call, tool)
     if effect_class == "sandbox_local":
@@ -77,6 +91,23 @@ async def settle(rt: Runtime, call: Call) -> Settled:
 
 
 async def _after_resolution(rt: Runtime, call: Call) -> Settled:
+    human = human_resolution(rt.fold, call.call_id)
+    if human is not None:
+        why = recorded_refusal(
+            rt.fold,
+            human.actor.get("principal"),
+            tenant=rt.principal.tenant,
+            agent_approvers=rt.spec.approvers,
+        )
+        if why is not None:
+            # Not made: the effect stays in doubt, parked again for someone allowed to decide.
+            log.warning(
+                "call %s: the %s resolution is not accepted (%s)",
+                call.call_id,
+                call.resolution,
+                why,
+            )
+            return await park(rt, call)
     outcome = call.resolution
     if outcome == "confirmed_success":
         text = await stored_text(rt, call.result_ref)
@@ -85,7 +116,7 @@ async def _after_resolution(rt: Runtime, call: Call) -> Settled:
     if outcome in RETRY_RESOLUTIONS:
         if rt.spec.tool_named(call.name) is None:
             return await park(rt, call)
-        return Retry()
+        return Retry(call.retry_not_before)
     if outcome == "assume_done":
         text = "assumed done by an operator; not sent again"
         await close(rt, call, text, origin="executed", is_error=False, actor=rt.actor())
@@ -96,13 +127,15 @@ async def _after_resolution(rt: Runtime, call: Call) -> Settled:
     return await park(rt, call)
 
 
-async def _idempotent(rt: Runtime, call: Call) -> Settled:
+async def _idempotent(rt: Runtime, call: Call, tool: Tool) -> Settled:
+    """Resend under the same key only while the provider still deduplicates it: the resend,
+    after its backoff, must fall inside the window counted from the first attempt."""
     window = call.spec.get("dedup_window_ms") if call.spec else None
     first = call.first_begin_time
-    if window is None or first is None or rt.now() + PROVIDER_CLOCK_SKEW_MS - first >= window:
+    resend_at = rt.now() + backoff_ms(tool, call.attempt)
+    if window is None or first is None or resend_at + PROVIDER_CLOCK_SKEW_MS - first >= window:
         return await park(rt, call)
-    await _resolve(rt, call, "safe_to_retry", "provider_dedup")
-    return Retry()
+    return await _resend(rt, call, tool, "provider_dedup")
 
 
 async def _reconcile(rt: Runtime, call: Call, tool: Tool) -> Settled:
@@ -127,9 +160,41 @@ async def _reconcile(rt: Runtime, call: Call, tool: Tool) -> Settled:
         await close(rt, call, data.decode("utf-8"), origin="executed", actor=rt.actor())
         return Closed()
     if isinstance(answer, NotFound) and reconcile.finality == "final":
-        await _resolve(rt, call, "safe_to_retry", "reconcile")
-        return Retry()
+        holder = _sending_holder(rt, call, tool)
+        if holder is None:
+            return await _resend(rt, call, tool, "reconcile")
+        log.warning(
+            "call %s: not found, but %s until %s; parked",
+            call.call_id,
+            holder.describe(),
+            iso(holder.until),
+        )
     return await park(rt, call)
+
+
+def _sending_holder(rt: Runtime, call: Call, tool: Tool) -> EarlierHolder | None:
+    """The earlier holder that may still be sending this call's effect now, if any."""
+    holder = earlier_holder(
+        rt.fold,
+        call,
+        tool.settle_ms,
+        current_epoch=rt.writer.epoch,
+        taken_over_at=rt.writer.acquired_at,
+    )
+    return holder if holder is not None and rt.now() < holder.until else None
+
+
+async def _window_closed(rt: Runtime, call: Call) -> bool:
+    """A park the zombie window made (a final not-found while an earlier holder could still be
+    sending) ends once the window is over: the park is resumed and the lookup asked again.
+    Any other park stands."""
+    address = rt.fold.parks.get(("effect", call.effect_key))
+    ends = window_park_ends(rt.fold, call, rt.spec.tool_named(call.name))
+    if address is None or ends is None or rt.now() < ends:
+        return False  # not a window park (a person decides), or its window is still open
+    parked_at = resumed_data(rt.fold, address)
+    await rt.writer.append([Draft("resumed", parked_at, RECOVERY)])
+    return True
 
 
 async def _lookup(rt: Runtime, call: Call, tool: Tool) -> LookupOutcome:
@@ -165,6 +230,36 @@ async def _termination(rt: Runtime, effect_key: str) -> str:
         return await rt.sandbox.terminate(effect_key)
     except SandboxError:
         return "unknown"
+
+
+def backoff_ms(tool: Tool, attempts: int) -> int:
+    """The wait before resending after ``attempts`` dispatches: doubling, at most a minute."""
+    return min(tool.retry_backoff_ms << min(max(attempts - 1, 0), 30), MAX_RETRY_DELAY_MS)
+
+
+async def _resend(rt: Runtime, call: Call, tool: Tool, by: str) -> Settled:
+    """Allow one more dispatch (``safe_to_retry``) with its recorded wait, or park when the
+    call has had all the dispatches its tool allows."""
+    if call.attempt >= tool.max_attempts:
+        return await park(rt, call)
+    resolved = {"by": by, "call_id": call.call_id, "outcome": "safe_to_retry"}
+    drafts = [Draft("effect_resolved", resolved, RECOVERY)]
+    # A crash is no sign the provider is struggling, and the restart took its own time: only a
+    # resend after a timeout or transport error (seen by a live run) waits.
+    delay = 0 if call.unknown_reason == "crash_after_begin" else backoff_ms(tool, call.attempt)
+    not_before = None
+    if delay > 0:
+        assert call.begin_event is not None  # an effect in doubt was begun
+        not_before = rt.now() + delay
+        retry = {
+            "basis": "backoff",
+            "delay_ms": delay,
+            "not_before": not_before,
+            "request_event_id": call.begin_event.event_id,
+        }
+        drafts.append(Draft("retry_scheduled", retry, RECOVERY))
+    await rt.writer.append(drafts)
+    return Retry(not_before)
 
 
 async def _resolve(rt: Runtime, call: Call, outcome: str, by: str) -> None:

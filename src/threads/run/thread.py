@@ -3,8 +3,9 @@ its id (no agent needed).
 
 Reads (``timeline``, ``state``, ``usage``, ``cost``, ``pending_approvals``) reduce the log.
 Controls (``approve``, ``deny``, ``resolve_parked``, ``cancel``) append one event with the
-principal as actor, under the lease for that one append. Authority: the approvers given to
-``open_thread``, else the principal who started the thread; another tenant is never allowed.
+principal as actor, under the lease for that one append. Authority is one rule
+(``threads.run.authority``): the agent's approvers (when the handle knows the agent), else the
+principal who started the thread; another tenant never; the handle's ``approvers`` only narrow.
 """
 
 from __future__ import annotations
@@ -17,19 +18,33 @@ from threads.errors import ConfigError, NotFound, ThreadsError
 from threads.log.lines import Event
 from threads.log.reduce import Call, Fold
 from threads.principal import Principal
-from threads.run.authority import may_decide
+from threads.run.authority import refusal
+from threads.run.config import AgentSpec
 from threads.run.control import control_writer
 from threads.run.drafts import resumed_data
 from threads.run.fork import Restore, fork_at
+from threads.run.holders import earlier_holder, iso
+from threads.run.park_info import effect_park_detail
 from threads.run.permissions import check_rule, rule_matches
 from threads.sandbox.protocol import Sandbox
 from threads.store.protocol import BranchInfo, Store
-from threads.store.transfer import export_branch
+from threads.tools.tool import DEFAULT_SETTLE_MS
 
 
 class ControlError(ThreadsError):
     """A control action was refused (``not_parked``, ``forbidden``, ``approval_mismatch``,
     ``approval_expired``, ``approval_duplicate``, ``branch_busy``, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedEffect:
+    """An effect whose outcome is unknown, waiting for a person (``resolve_parked``)."""
+
+    effect_key: str
+    call_id: str
+    tool: str
+    attempts: int
+    detail: str  # what to know before resolving it (see ``threads.run.park_info``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +65,13 @@ class Thread:
         *,
         principal: Principal | None = None,
         approvers: Sequence[Principal] | None = None,
+        agent: AgentSpec | None = None,
     ) -> None:
         self.store = store
         self.id = thread_id
         self.principal = principal
         self.approvers = tuple(approvers) if approvers is not None else None
+        self.agent = agent
 
     def __repr__(self) -> str:
         return f"Thread({self.id!r})"
@@ -115,6 +132,9 @@ class Thread:
         return (await self.fold()).cost()
 
     async def export(self) -> bytes:
+        # Imported here: export pulls in the JSON Schema validator, which no run needs.
+        from threads.store.transfer import export_branch
+
         return await export_branch(self.store, (await self._branch()).branch_id)
 
     async def pending_approvals(self) -> list[PendingApproval]:
@@ -122,7 +142,12 @@ class Thread:
         out = []
         for challenge_id, call in fold.approvals.items():
             approval = call.approval
-            if approval is not None and approval.state == "open" and call.result is None:
+            if (
+                approval is not None
+                and approval.challenge_id == challenge_id  # not one a new challenge replaced
+                and approval.state == "open"
+                and call.result is None
+            ):
                 out.append(
                     PendingApproval(
                         challenge_id,
@@ -135,19 +160,32 @@ class Thread:
                 )
         return out
 
+    async def parked_effects(self) -> list[ParkedEffect]:
+        fold = await self.fold()
+        now = self.store.clock.now_ms()
+        out = []
+        for kind, key in fold.parks:
+            call = next((c for c in fold.calls.values() if c.effect_key == key), None)
+            if kind != "effect" or call is None:
+                continue
+            tool = self.agent.tool_named(call.name) if self.agent is not None else None
+            detail = effect_park_detail(fold, call, tool, now)
+            out.append(ParkedEffect(key, call.call_id, call.name, call.attempt, detail))
+        return out
+
     # ---- controls -----------------------------------------------------------------------
 
     def _authorize(self, fold: Fold, principal: Principal, branch: BranchInfo) -> None:
-        if principal.tenant != branch.tenant_id:
-            raise ControlError(
-                "forbidden", "a principal of another tenant can't act on this thread"
-            )
-        if not may_decide(fold, principal, self.approvers):
-            raise ControlError(
-                "forbidden",
-                f"{principal.subject} may not decide for this thread: only its approvers (or the"
-                " principal who started it) may",
-            )
+        """Every control's check, before it appends anything (``forbidden``)."""
+        why = refusal(
+            fold,
+            principal,
+            tenant=branch.tenant_id,
+            agent_approvers=self.agent.approvers if self.agent is not None else None,
+            narrowed_to=self.approvers,
+        )
+        if why is not None:
+            raise ControlError("forbidden", f"{why}; nothing was recorded")
 
     async def resolve_parked(
         self,
@@ -168,6 +206,8 @@ class Thread:
             call = next((c for c in fold.calls.values() if c.effect_key == effect_key), None)
             if address is None or call is None:
                 raise ControlError("not_parked", f"no effect {effect_key} is parked on this thread")
+            if decision == "assume_not_done":
+                self._refuse_while_an_earlier_holder_may_send(fold, call)
             actor = {"kind": "approver", "principal": principal.to_wire()}
             await writer.append(
                 [
@@ -179,6 +219,22 @@ class Thread:
                     ("resumed", resumed_data(fold, address), actor),
                 ]
             )
+
+    def _refuse_while_an_earlier_holder_may_send(self, fold: Fold, call: Call) -> None:
+        """``assume_not_done`` re-sends: refused (``holder_may_be_running``) while a holder that
+        lost the thread may still deliver the send it had in flight (``threads.run.holders``)."""
+        tool = self.agent.tool_named(call.name) if self.agent is not None else None
+        settle_ms = tool.settle_ms if tool is not None else DEFAULT_SETTLE_MS
+        holder = earlier_holder(fold, call, settle_ms)
+        if holder is None or self.store.clock.now_ms() >= holder.until:
+            return
+        raise ControlError(
+            "holder_may_be_running",
+            f"{holder.describe()} until {iso(holder.until)}: a request it already sent may still"
+            " reach the provider, so assume_not_done could apply the effect twice. Check the"
+            f" provider again after {iso(holder.until)} and resolve then (assume_done is"
+            " allowed now); nothing was recorded",
+        )
 
     async def approve(
         self,
@@ -225,6 +281,12 @@ class Thread:
             call = fold.approvals.get(challenge_id)
             if call is None or call.approval is None:
                 raise ControlError("not_pending", f"no approval {challenge_id} on this thread")
+            if call.approval.challenge_id != challenge_id:
+                raise ControlError(
+                    "approval_duplicate",
+                    "this challenge was replaced by a new one; decide the one"
+                    " pending_approvals() lists",
+                )
             _check_open(call, args_hash, self.store.clock.now_ms())
             approval = call.approval
             data: dict[str, Any] = {
@@ -252,10 +314,7 @@ class Thread:
         branch = await self._branch()
         async with control_writer(self.store, branch.branch_id) as writer:
             fold = writer.fold
-            if principal.tenant != branch.tenant_id:
-                raise ControlError(
-                    "forbidden", "a principal of another tenant can't act on this thread"
-                )
+            self._authorize(fold, principal, branch)
             if fold.turn is None:
                 raise ControlError(
                     "not_pending", "no turn is open on this thread; nothing to cancel"
@@ -307,9 +366,14 @@ async def open_thread(
     *,
     principal: Principal | None = None,
     approvers: Sequence[Principal] | None = None,
+    agent: AgentSpec | None = None,
 ) -> Thread:
     """A handle on ``thread_id``; raises ``NotFound`` (unknown, or another tenant's) or
-    ``log_corrupt`` when its stored bytes no longer chain."""
-    thread = Thread(store, thread_id, principal=principal, approvers=approvers)
+    ``log_corrupt`` when its stored bytes no longer chain.
+
+    ``agent``: the agent that runs this thread; its approvers then decide for it (without it,
+    the principal who started the thread does). ``approvers`` narrows that set: only these
+    principals, among those the rule allows, may decide through this handle."""
+    thread = Thread(store, thread_id, principal=principal, approvers=approvers, agent=agent)
     await thread.fold()
     return thread

@@ -9,6 +9,7 @@ from typing import Any
 
 from threads.log.reduce import Fold
 from threads.run.drafts import HOST, Draft
+from threads.run.park_info import effect_park_detail
 from threads.run.results import Cancelled, ErrorInfo, Failed, Parked, Pending
 from threads.run.runtime import Runtime
 
@@ -39,8 +40,19 @@ def last_stop(fold: Fold) -> str:
     return str(fold.responses[-1]["stop_reason"]) if fold.responses else "end_turn"
 
 
+def pending_for(rt: Runtime, kind: str, ident: str) -> Pending:
+    """What the run waits on; an effect carries the detail an operator needs to resolve it."""
+    if kind != "effect":
+        return Pending(kind, ident)
+    call = next((c for c in rt.fold.calls.values() if c.effect_key == ident), None)
+    if call is None:
+        return Pending(kind, ident)
+    detail = effect_park_detail(rt.fold, call, rt.spec.tool_named(call.name), rt.now())
+    return Pending(kind, ident, detail)
+
+
 def parked_result(rt: Runtime) -> Parked:
-    pending = [Pending(kind, ident) for kind, ident in rt.fold.parks]
+    pending = [pending_for(rt, kind, ident) for kind, ident in rt.fold.parks]
     first_kind = next(iter(rt.fold.parks))[0]
     return Parked(rt.thread, PARK_REASONS.get(first_kind, "effect_unknown"), pending)
 

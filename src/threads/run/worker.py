@@ -1,15 +1,18 @@
 """``Worker``: continues every thread of a store that has work left, a bounded number at a time.
 
 Work left means an open turn that is not parked (status ``in_turn``): a run that crashed or was
-stopped mid-turn, or a turn whose parks were all resolved by an operator. Each such thread is
-continued with ``agent.run(None, thread=...)`` by the agent named in its ``thread_started``.
-Several workers (processes, machines) may share one store: the claim is the run's lease, so a
-``branch_busy`` only means another worker got there first, and the thread is skipped.
+stopped mid-turn, or a turn whose parks were all resolved by an operator; or a thread parked
+only on zombie-window parks whose window is over (``threads.run.holders``): its run looks
+again. Each such thread is continued with ``agent.run(None, thread=...)`` by the agent named
+in its ``thread_started``. Several workers (processes, machines) may share one store: the
+claim is the run's lease, so a ``branch_busy`` only means another worker got there first, and
+the thread is skipped.
 
 Invariants: a worker drives a thread with at most one run at a time, and at most
 ``concurrency`` runs at once; a thread is only re-read when its head moved since it was last
-seen without work, or its lease became free; once stopping, no run starts, and runs still going
-after the grace period are cancelled, which releases their leases (the run's ``finally``).
+seen without work, its lease became free, or its zombie windows ended; once stopping, no run
+starts, and runs still going after the grace period are cancelled, which releases their
+leases (the run's ``finally``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from threads.errors import ConfigError, ThreadsError
 from threads.log.reduce import Fold
 from threads.principal import Principal
 from threads.run.agent import Agent
+from threads.run.holders import window_park_ends
 from threads.run.results import Failed, RunResult
 from threads.store.protocol import BranchInfo, Store
 
@@ -63,6 +67,21 @@ def has_work(fold: Fold) -> bool:
     return fold.status == "in_turn"
 
 
+def parks_reopen_at(fold: Fold, chosen: Agent) -> int | None:
+    """When a parked thread has work again without a person: the earliest end of the zombie
+    windows its effect parks wait on, when every one of its parks is such a park."""
+    ends: list[int] = []
+    for kind, key in fold.parks:
+        call = next((c for c in fold.calls.values() if c.effect_key == key), None)
+        if kind != "effect" or call is None:
+            return None
+        end = window_park_ends(fold, call, chosen.tool_named(call.name))
+        if end is None:
+            return None
+        ends.append(end)
+    return min(ends) if ends else None
+
+
 def turn_principal(fold: Fold, tenant: str) -> Principal:
     """Continue on behalf of whoever opened the turn (tools see it in ``ctx.principal``)."""
     if fold.turn is not None:
@@ -99,6 +118,7 @@ class Worker:
         self._slots = asyncio.Semaphore(concurrency)
         self._running: dict[str, asyncio.Task[None]] = {}
         self._idle: dict[str, int] = {}  # branch -> head seq at which it had no work for us
+        self._reopen: dict[str, int] = {}  # branch -> when its zombie-window parks end
         self._wake = asyncio.Event()
 
     # ---- the loop ------------------------------------------------------------------------
@@ -147,7 +167,7 @@ class Worker:
                 return
             if branch.branch_id in self._running:
                 continue
-            if self._idle.get(branch.branch_id) == branch.head_seq:
+            if self._idle.get(branch.branch_id) == branch.head_seq and not self._reopened(branch):
                 continue
             chosen = await self._agent_for(branch)
             if chosen is None:
@@ -168,20 +188,33 @@ class Worker:
         except ThreadsError as error:
             self._log(f"skip {branch.thread_id}: {error.code}: {error.message}")
             return None
-        if not has_work(fold):
-            return None
         name = (fold.thread_started or {}).get("agent_name")
         chosen = self.agents.get(str(name))
+        if not has_work(fold):
+            reopen = parks_reopen_at(fold, chosen) if chosen is not None else None
+            if reopen is None:
+                return None
+            if reopen > self.store.clock.now_ms():
+                self._reopen[branch.branch_id] = reopen  # look again once the window is over
+                return None
+        self._reopen.pop(branch.branch_id, None)
         if chosen is None:
             self._log(f"skip {branch.thread_id}: no agent named {name!r} in this worker")
             return None
         return chosen, turn_principal(fold, branch.tenant_id)
 
+    def _reopened(self, branch: BranchInfo) -> bool:
+        reopen = self._reopen.get(branch.branch_id)
+        return reopen is not None and reopen <= self.store.clock.now_ms()
+
     async def _drive(self, branch: BranchInfo, chosen: Agent, principal: Principal) -> None:
         self.stats.runs += 1
         try:
             result = await chosen.run(
-                None, thread=branch.thread_id, store=self.store, principal=principal,
+                None,
+                thread=branch.thread_id,
+                store=self.store,
+                principal=principal,
                 lease_ttl_ms=self.lease_ttl_ms,
             )
             self._record(branch, result)
@@ -209,4 +242,3 @@ class Worker:
                 self._idle[branch.branch_id] = branch.head_seq
         self.stats.count(outcome)
         self._log(f"{branch.thread_id} {outcome}{detail}")
-

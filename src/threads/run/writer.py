@@ -34,6 +34,7 @@ class BranchWriter:
     ) -> None:
         self.store = store
         self.lease = lease
+        self.acquired_at = lease.expires_at - ttl_ms  # stores set expiry to now + TTL
         self.fold = fold
         self.ttl_ms = ttl_ms
         self.on_event = on_event
@@ -57,12 +58,22 @@ class BranchWriter:
     async def _renew_forever(self, interval_s: float) -> None:
         while self.lost is None:
             await asyncio.sleep(interval_s)
-            try:
-                self.lease = await self.store.renew_lease(self.lease, self.ttl_ms)
-            except StoreError as exc:
-                self.lost = exc
-            except Exception as exc:
-                self.lost = StoreError("stale_epoch", f"lease renewal failed: {exc}")
+            with contextlib.suppress(StoreError):
+                await self.renew()
+
+    async def renew(self) -> None:
+        """Extend the lease by its TTL from now (a run waiting on a clock that jumps renews
+        after each step of its wait); ``stale_epoch`` once it was lost."""
+        if self.lost is not None:
+            raise self.lost
+        try:
+            self.lease = await self.store.renew_lease(self.lease, self.ttl_ms)
+        except StoreError as exc:
+            self.lost = exc
+            raise
+        except Exception as exc:
+            self.lost = StoreError("stale_epoch", f"lease renewal failed: {exc}")
+            raise self.lost from exc
 
     async def check(self) -> None:
         """The fence: refuse (``stale_epoch``) unless this run still holds its branch. Held
@@ -158,9 +169,10 @@ class BranchWriter:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewer
-        if self.lost is None:
-            with contextlib.suppress(StoreError):
-                await self.store.release_lease(self.lease)
+        # Released whatever ended the run (an error too): the store only clears the lease row
+        # while it still names this holder and epoch, so a lost lease is never taken back.
+        with contextlib.suppress(Exception):
+            await self.store.release_lease(self.lease)
 
 
 def _poisoned(exc: BaseException) -> StoreError:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
+import httpx
 from pydantic import BaseModel
 
 from threads.errors import ConfigError
@@ -32,6 +33,9 @@ EFFECT_CLASSES: tuple[str, ...] = (
     "unguarded",
 )
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_RETRY_BACKOFF_MS = 1000
+DEFAULT_SETTLE_MS = 60_000
 
 V = TypeVar("V")
 
@@ -58,11 +62,18 @@ class LookupUnknown:
 LookupOutcome = Found[Any] | NotFound | LookupUnknown
 
 
+def _no_http() -> httpx.AsyncClient:
+    raise RuntimeError("this RunContext was made outside a run: it has no fenced HTTP client")
+
+
 @dataclass(frozen=True, slots=True)
 class RunContext:
     """What a tool's ``execute`` (and a reconcile ``lookup``) may see of the run. ``deps`` are
     the caller's and are never logged. ``effect_key`` is stable across retries of this call:
-    pass it to your provider as its idempotency key."""
+    pass it to your provider as its idempotency key. ``epoch`` is the run's lease epoch: it only
+    grows, so a provider that accepts a fencing token can refuse a request from an earlier
+    holder. ``http`` is an ``httpx.AsyncClient`` that checks the run still holds its lease before
+    every request it sends (``stale_epoch`` otherwise): send your effect through it."""
 
     deps: Any
     thread_id: str
@@ -72,8 +83,14 @@ class RunContext:
     effect_key: str
     attempt: int
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    epoch: int = 0
+    http_client: Callable[[], httpx.AsyncClient] = _no_http
     sandbox: SandboxHandle | None = None  # the run's sandbox, for tools with runs="sandbox"
     memory: MemoryHandle | None = None  # the agent's memory, scoped to this run's user
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        return self.http_client()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +122,9 @@ class Tool:
     effect: EffectClass
     dedup_window_ms: int | None
     reconcile: Reconcile | None
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS
+    settle_ms: int = DEFAULT_SETTLE_MS
 
     def spec(self) -> dict[str, Any]:
         """The ToolSpec pinned in thread_started (and rendered to the model)."""
@@ -129,8 +149,23 @@ def tool(
     effect: EffectClass = "unguarded",
     dedup_window_ms: int | None = None,
     reconcile: Reconcile | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+    settle_ms: int = DEFAULT_SETTLE_MS,
 ) -> Tool:
-    """Define a tool; every mistake is a ``ConfigError`` now rather than a surprise mid-run."""
+    """Define a tool; every mistake is a ``ConfigError`` now rather than a surprise mid-run.
+
+    ``max_attempts``: how many times threads dispatches one call's effect on its own (the first
+    send and every resend it decides; an operator's ``assume_not_done`` always gets its one
+    send). ``retry_backoff_ms``: the wait before the first resend after a timeout or transport
+    error, doubled for each further one (at most a minute); each wait is recorded as
+    ``retry_scheduled``. A resend after a crash does not wait.
+
+    ``settle_ms``: how long after a takeover a request that an earlier holder of the thread (a
+    frozen or partitioned process that lost its lease) already had in flight may still reach
+    your provider. Until the takeover is that old, a ``final`` not-found is not trusted (the call
+    parks) and an operator's ``assume_not_done`` is refused. Make it longer than the timeout of
+    the client the tool sends with (``ctx.http``: 30 s)."""
     if not isinstance(name, str) or not TOOL_NAME.match(name):
         raise ConfigError(
             "invalid_config", f"tool name {name!r} must match ^[a-z][a-z0-9_]{{0,63}}$"
@@ -176,4 +211,26 @@ def tool(
         raise ConfigError(
             "invalid_config", f"tool {name}: effect='sandbox_local' needs runs='sandbox'"
         )
-    return Tool(name, description, input, execute, runs, effect, dedup_window_ms, reconcile)
+    _check_count(name, "max_attempts", max_attempts, minimum=1)
+    _check_count(name, "retry_backoff_ms", retry_backoff_ms, minimum=0)
+    _check_count(name, "settle_ms", settle_ms, minimum=0)
+    return Tool(
+        name,
+        description,
+        input,
+        execute,
+        runs,
+        effect,
+        dedup_window_ms,
+        reconcile,
+        max_attempts,
+        retry_backoff_ms,
+        settle_ms,
+    )
+
+
+def _check_count(tool_name: str, what: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(
+            "invalid_config", f"tool {tool_name}: {what} must be an integer >= {minimum}"
+        )
