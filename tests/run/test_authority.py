@@ -203,9 +203,12 @@ def as_eve() -> dict[str, Any]:
     return {"kind": "approver", "principal": EVE.to_wire()}
 
 
-@pytest.mark.parametrize("decision", ["assume_done", "assume_not_done"])
+@pytest.mark.parametrize(
+    ("decision", "by"),
+    [("assume_done", "human"), ("assume_not_done", "human"), ("safe_to_retry", "reconcile")],
+)
 async def test_a_resolution_forged_by_a_stranger_is_not_acted_on(
-    store: SQLiteStore, decision: str
+    store: SQLiteStore, decision: str, by: str
 ) -> None:
     sent: list[str] = []
     bot, key = await parked_effect(store, sent)
@@ -217,7 +220,7 @@ async def test_a_resolution_forged_by_a_stranger_is_not_acted_on(
         return [
             (
                 "effect_resolved",
-                {"by": "human", "call_id": c.call_id, "outcome": decision},
+                {"by": by, "call_id": c.call_id, "outcome": decision},
                 as_eve(),
             ),
             ("resumed", resumed_data(fold, address), as_eve()),

@@ -69,8 +69,10 @@ def recorded_refusal(
 
 
 def human_resolution(fold: Fold, call_id: str) -> Event | None:
-    """The call's latest ``effect_resolved`` when a person made it (``by: human``)."""
+    """The call's latest ``effect_resolved`` when a person made it: ``by: human``, or any
+    resolution whose actor names a principal (a run's own proofs are written as ``recovery``)."""
     for event in reversed(fold.events):
         if event.type == "effect_resolved" and event.data["call_id"] == call_id:
-            return event if event.data["by"] == "human" else None
+            made_by_a_person = event.data["by"] == "human" or "principal" in event.actor
+            return event if made_by_a_person else None
     return None

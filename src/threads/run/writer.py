@@ -18,6 +18,7 @@ from threads.log.ids import uuid7
 from threads.log.lines import Event, encode_event
 from threads.log.reduce import Fold
 from threads.store.protocol import Lease, PendingArtifact, Store
+from threads.store.receipts import RunReceipt
 
 DEFAULT_LEASE_TTL_MS = 30_000
 
@@ -118,13 +119,15 @@ class BranchWriter:
         *,
         artifacts: Sequence[PendingArtifact] = (),
         hold: bool = False,
+        receipt: RunReceipt | None = None,
     ) -> list[Event]:
         """Append ``(type, data, actor)`` items in one transaction; returns the events.
 
         ``hold=True`` folds them now but writes them with the next append or fence check, in
         the same transaction: for outcomes that nothing is dispatched on before then (a tool
         result, written together with the next model_request). Held events are durable before
-        any later send, and before the run ends."""
+        any later send, and before the run ends. ``receipt`` is committed in the same
+        transaction (a host's idempotency receipt for the ``user_input`` it writes)."""
         if self.lost is not None:
             raise self.lost
         events = self._encode(items)
@@ -144,6 +147,7 @@ class BranchWriter:
                     expected_seq=batch[0].seq - 1,
                     lease=self.lease,
                     artifacts=batch_artifacts,
+                    receipt=receipt,
                 )
             except StoreError as exc:
                 if exc.code in ("stale_epoch", "seq_conflict"):

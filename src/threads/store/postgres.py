@@ -38,6 +38,14 @@ from threads.store.protocol import (
     PendingArtifact,
     Segment,
 )
+from threads.store.receipts import (
+    RECEIPT_COLUMNS,
+    UNFINISHED_RECEIPTS,
+    RunReceipt,
+    key_taken,
+    receipt_from_row,
+    receipts_ddl,
+)
 from threads.store.rows import (
     BRANCH_COLUMNS,
     SCHEMA_VERSION,
@@ -127,6 +135,8 @@ CREATE TABLE artifacts (
 )
 """
 
+_RECEIPTS_DDL = receipts_ddl("text", "bigint")
+
 _LEASE = f"SELECT holder_id, epoch, expires_at, {_NOW} FROM leases WHERE branch_id = %s"
 _LEASE_FOR_UPDATE = _LEASE + " FOR UPDATE"
 # Locks the lease row and the branch row together (the only statement that takes both).
@@ -171,6 +181,7 @@ class PostgresStore:
         )
         self._app = f"threads:{self.schema}"[:63]  # marks this schema's sessions
         self._ready = False
+        self._receipts_ready = False
         self._closed = False
         self._open_lock = asyncio.Lock()
 
@@ -313,8 +324,11 @@ class PostgresStore:
         expected_seq: int,
         lease: Lease,
         artifacts: Sequence[PendingArtifact] = (),
+        receipt: RunReceipt | None = None,
     ) -> None:
         require_batch(branch_id, lease, events)
+        if receipt is not None:
+            await self._receipts()
         # Pipelined: BEGIN + the locking read are one round trip, the writes + COMMIT another.
         async with self._conn() as conn, conn.pipeline() as pipeline, conn.transaction():
             cursor = await conn.execute(_LEASE_AND_HEAD, (self._now(), branch_id))
@@ -335,6 +349,40 @@ class PostgresStore:
                     "UPDATE branches SET head_seq = %s, head_hash = %s WHERE branch_id = %s",
                     (last.seq, last.hash, branch_id),
                 )
+            if receipt is not None:
+                await _insert_receipt(conn, pipeline, receipt)
+
+    # ---- idempotency receipts ------------------------------------------------------------
+
+    async def _receipts(self) -> None:
+        """Create ``run_receipts`` on first use: only a host needs it, and stores of this
+        version that lack it get it in place (nothing migrates)."""
+        if self._receipts_ready:
+            return
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
+                               (f"threads:{self.schema}",))
+            await conn.execute(_RECEIPTS_DDL.encode())
+        self._receipts_ready = True
+
+    async def get_receipt(
+        self, tenant_id: str, operation: str, idempotency_key: str
+    ) -> RunReceipt | None:
+        await self._receipts()
+        async with self._conn() as conn:
+            cursor = await conn.execute(
+                f"SELECT {RECEIPT_COLUMNS} FROM run_receipts WHERE tenant_id = %s"
+                " AND operation = %s AND idempotency_key = %s".encode(),
+                (tenant_id, operation, idempotency_key),
+            )
+            row = await cursor.fetchone()
+        return None if row is None else receipt_from_row(row)
+
+    async def unfinished_receipts(self) -> list[RunReceipt]:
+        await self._receipts()
+        async with self._conn() as conn:
+            cursor = await conn.execute(UNFINISHED_RECEIPTS.encode())
+            return [receipt_from_row(r) for r in await cursor.fetchall()]
 
     async def _stored_chain(
         self, branch_id: str
@@ -540,6 +588,17 @@ async def _init_schema(conn: Conn, schema: str) -> None:
         version = int(row[0]) if row is not None else 0
         if version != SCHEMA_VERSION:
             raise unsupported_schema(version)
+
+
+async def _insert_receipt(conn: Conn, pipeline: psycopg.AsyncPipeline, receipt: RunReceipt) -> None:
+    cursor = await conn.execute(
+        f"INSERT INTO run_receipts({RECEIPT_COLUMNS})"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING".encode(),
+        receipt.row(),
+    )
+    await pipeline.sync()
+    if cursor.rowcount != 1:
+        raise key_taken(receipt)  # rolls the append back with it
 
 
 async def _branch(conn: Conn, branch_id: str) -> BranchInfo:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from threads.clock import Clock
 from threads.log.lines import Event, Header
 from threads.log.reduce import Fold
+from threads.store.receipts import RunReceipt
 
 ArtifactRef = dict[str, Any]  # {"sha256", "bytes", "media_type"}
 
@@ -98,9 +99,21 @@ class Store(Protocol):
         expected_seq: int,
         lease: Lease,
         artifacts: Sequence[PendingArtifact] = (),
+        receipt: RunReceipt | None = None,
     ) -> None:
         """One transaction: lease live at ``lease.epoch`` (else ``stale_epoch``), head at
-        ``expected_seq`` (else ``seq_conflict``), then artifacts, events and the new head."""
+        ``expected_seq`` (else ``seq_conflict``), then artifacts, events and the new head, and
+        ``receipt`` when given (a taken key rolls it all back: ``idempotency_key_reused``)."""
+        ...
+
+    async def get_receipt(
+        self, tenant_id: str, operation: str, idempotency_key: str
+    ) -> RunReceipt | None:
+        """The receipt stored under that key, if any (see ``threads.store.receipts``)."""
+        ...
+
+    async def unfinished_receipts(self) -> list[RunReceipt]:
+        """Receipts whose branch's head event is not ``turn_completed``: runs a host may owe."""
         ...
 
     async def stored_lines(self, branch_id: str) -> tuple[BranchInfo, list[bytes]]:

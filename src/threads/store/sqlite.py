@@ -27,6 +27,14 @@ from threads.store.protocol import (
     PendingArtifact,
     Segment,
 )
+from threads.store.receipts import (
+    RECEIPT_COLUMNS,
+    UNFINISHED_RECEIPTS,
+    RunReceipt,
+    key_taken,
+    receipt_from_row,
+    receipts_ddl,
+)
 from threads.store.rows import (
     BRANCH_COLUMNS,
     SCHEMA_VERSION,
@@ -101,6 +109,7 @@ CREATE TABLE IF NOT EXISTS artifacts (
 
 # Roots a worker may claim (see ``Store.list_free_threads``).
 _FREE_ROOTS = free_roots_query("?", "rowid")
+_RECEIPTS_DDL = receipts_ddl("TEXT", "INTEGER", " STRICT")
 
 
 class SQLiteStore:
@@ -112,6 +121,7 @@ class SQLiteStore:
         self.root = None if self.memory else Path(path)
         self._worker = StoreThread("threads-sqlite")
         self._conn: sqlite3.Connection | None = None
+        self._receipts_ready = False
         self._closed = False
 
     def __repr__(self) -> str:
@@ -299,8 +309,11 @@ class SQLiteStore:
         expected_seq: int,
         lease: Lease,
         artifacts: Sequence[PendingArtifact] = (),
+        receipt: RunReceipt | None = None,
     ) -> None:
         require_batch(branch_id, lease, events)
+        if receipt is not None:
+            await self._receipts()
         large = [a for a in artifacts if len(a.data) > INLINE_ARTIFACT_LIMIT]
         for artifact in large:
             await self._run(_file_writer(self, artifact.data))
@@ -325,8 +338,46 @@ class SQLiteStore:
                     "UPDATE branches SET head_seq = ?, head_hash = ? WHERE branch_id = ?",
                     (last.seq, last.hash, branch_id),
                 )
+            if receipt is not None:
+                _insert_receipt(conn, receipt)
 
         await self._run(self._txn(write))
+
+    # ---- idempotency receipts ------------------------------------------------------------
+
+    async def _receipts(self) -> None:
+        """Create ``run_receipts`` on first use: only a host needs it, and stores of this
+        version that lack it get it in place (nothing migrates)."""
+        if not self._receipts_ready:
+
+            def create(conn: sqlite3.Connection) -> None:
+                conn.execute(_RECEIPTS_DDL)
+
+            await self._run(self._txn(create))
+            self._receipts_ready = True
+
+    async def get_receipt(
+        self, tenant_id: str, operation: str, idempotency_key: str
+    ) -> RunReceipt | None:
+        await self._receipts()
+
+        def find(conn: sqlite3.Connection) -> RunReceipt | None:
+            row = conn.execute(
+                f"SELECT {RECEIPT_COLUMNS} FROM run_receipts"
+                " WHERE tenant_id = ? AND operation = ? AND idempotency_key = ?",
+                (tenant_id, operation, idempotency_key),
+            ).fetchone()
+            return None if row is None else receipt_from_row(tuple(row))
+
+        return await self._run(find)
+
+    async def unfinished_receipts(self) -> list[RunReceipt]:
+        await self._receipts()
+
+        def rows(conn: sqlite3.Connection) -> list[RunReceipt]:
+            return [receipt_from_row(tuple(r)) for r in conn.execute(UNFINISHED_RECEIPTS)]
+
+        return await self._run(rows)
 
     async def read_chain(self, branch_id: str) -> Chain:
         # One read transaction: a head and lines read from different commits of another
@@ -538,6 +589,16 @@ def _chain_epoch(conn: sqlite3.Connection, branch: BranchInfo) -> int:
         (branch.parent_branch_id, branch.fork_at_seq),
     ).fetchone()
     return 0 if row is None else int(row[0])
+
+
+def _insert_receipt(conn: sqlite3.Connection, receipt: RunReceipt) -> None:
+    cursor = conn.execute(
+        f"INSERT INTO run_receipts({RECEIPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT DO NOTHING",
+        receipt.row(),
+    )
+    if cursor.rowcount != 1:
+        raise key_taken(receipt)  # rolls the append back with it
 
 
 def _insert_artifact(conn: sqlite3.Connection, artifact: PendingArtifact, *, inline: bool) -> None:

@@ -1,0 +1,120 @@
+"""``host(store, agents, *, authenticate)``: the ASGI app serving agents over HTTP.
+
+It wires the routes (``/v1`` API, ``/openapi.json``, the web timeline under ``/ui``) to one
+``Runs`` and one ``Hub``. On start (ASGI lifespan) it resumes the runs receipts say may be
+unfinished; on stop it takes no new runs, lets running ones finish for ``grace_s``, cancels the
+rest, and their leases are released. Unknown routes are 404 ``not_found`` with an error body.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from threads.host.auth import Authenticate
+from threads.host.failure import failure
+from threads.host.http import MAX_BODY_BYTES, Context, Handler, route
+from threads.host.hub import Hub
+from threads.host.openapi import document
+from threads.host.routes_controls import (
+    post_answer,
+    post_approval,
+    post_cancel,
+    post_fork,
+    post_mode,
+    post_resolve,
+    post_settings,
+)
+from threads.host.routes_runs import get_events, post_run
+from threads.host.routes_threads import (
+    get_approvals,
+    get_branches,
+    get_fork_points,
+    get_threads,
+    get_timeline,
+)
+from threads.host.runs import Runs
+from threads.host.ui import ui_routes
+from threads.run.agent import Agent
+from threads.run.permissions import Permissions
+from threads.run.worker import agents_by_name
+from threads.store.protocol import Store
+
+GRACE_S = 10.0
+T = "/v1/threads/{thread_id}"
+
+API: list[tuple[str, str, Handler]] = [
+    ("POST", "/v1/runs", post_run),
+    ("GET", "/v1/threads", get_threads),
+    ("GET", T + "/runs/{run_id}/events", get_events),
+    ("GET", T + "/timeline", get_timeline),
+    ("GET", T + "/branches", get_branches),
+    ("GET", T + "/fork-points", get_fork_points),
+    ("POST", T + "/forks", post_fork),
+    ("GET", T + "/approvals", get_approvals),
+    ("POST", T + "/approvals/{challenge_id}", post_approval),
+    ("POST", T + "/questions/{call_id}/answer", post_answer),
+    ("POST", T + "/parked/{effect_key}/resolve", post_resolve),
+    ("POST", T + "/cancel", post_cancel),
+    ("POST", T + "/settings", post_settings),
+    ("POST", T + "/mode", post_mode),
+]
+
+
+def _stderr(line: str) -> None:
+    print(f"threads host: {line}", file=sys.stderr, flush=True)
+
+
+def host(
+    store: Store,
+    agents: Iterable[Agent],
+    *,
+    authenticate: Authenticate,
+    ceiling: Permissions | None = None,
+    grace_s: float = GRACE_S,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    log: Any = None,
+) -> Starlette:
+    """The ASGI app. ``authenticate(request)`` returns the caller's ``Principal`` or None (401);
+    ``ceiling`` narrows every run's permissions; ``log(line)`` gets one line per run outcome
+    (stderr by default). Several hosts may serve one Postgres store."""
+    say = log or _stderr
+    runs = Runs(store, agents_by_name(agents), Hub(), ceiling=ceiling, log=say)
+    ctx = Context(runs, authenticate, max_body_bytes, say)
+    schema = document()
+
+    async def openapi(_request: Request) -> Response:
+        return JSONResponse(schema)
+
+    routes = [Route(path, route(ctx, handler), methods=[method]) for method, path, handler in API]
+    routes.append(Route("/openapi.json", openapi, methods=["GET"]))
+    routes.extend(ui_routes())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        await runs.recover()
+        try:
+            yield
+        finally:
+            await runs.stop(grace_s)
+
+    async def not_found(_request: Request, exc: Exception) -> Response:
+        if isinstance(exc, HTTPException) and exc.status_code not in (404, 405):
+            return failure("invalid_request", str(exc.detail))
+        return failure("not_found", "no such route; see /openapi.json")
+
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: not_found},
+    )
+    app.state.runs = runs
+    return app

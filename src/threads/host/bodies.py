@@ -1,0 +1,172 @@
+"""The host's HTTP bodies as Pydantic models: what each route accepts and answers.
+
+Request models forbid extra keys and never coerce types, so a wrong shape is a 400
+``invalid_request`` rather than a guess. The same models generate ``/openapi.json``, so the
+document can't drift from what the routes check.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+Id = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+Count = Annotated[int, Field(ge=1, le=2**53 - 1)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class TextPart(_Body):
+    type: Literal["text"]
+    text: NonEmpty
+
+
+class RunBudget(_Body):
+    max_model_requests: Count | None = None
+    max_turns: Count | None = None
+    max_input_tokens: Count | None = None
+    max_output_tokens: Count | None = None
+    max_cost_nanos: Count | None = None
+    max_wall_ms: Count | None = None
+
+
+class StartRunRequest(_Body):
+    agent: NonEmpty
+    input: NonEmpty | Annotated[list[TextPart], Field(min_length=1)]
+    thread_id: Id | None = None
+    branch_id: Id | None = None
+    budget: RunBudget | None = None
+
+    def text(self) -> str:
+        if isinstance(self.input, str):
+            return self.input
+        return "\n".join(part.text for part in self.input)
+
+
+class ForkRequest(_Body):
+    event_id: Id
+    mode: Literal["live", "stub"] = "live"
+    knowledge: Literal["pinned", "current"] = "pinned"
+
+
+class ApprovalDecision(_Body):
+    decision: Literal["grant", "deny"]
+    remember_rule: NonEmpty | None = None
+    reason: Annotated[str, StringConstraints(max_length=4096)] | None = None
+
+
+class Answer(_Body):
+    answer: NonEmpty | Annotated[list[NonEmpty], Field(min_length=1)]
+
+
+class ParkedResolution(_Body):
+    resolution: Literal["assume_done", "assume_not_done"]
+
+
+class ModelRef(_Body):
+    provider: NonEmpty
+    name: NonEmpty
+
+
+class SettingsChange(_Body):
+    model: ModelRef
+    model_params: dict[str, Any] | None = None
+    reasoning_carryover: Literal["keep", "omit_prior"] | None = None
+
+
+class ModeChange(_Body):
+    mode: Literal["default", "accept_edits", "plan", "dont_ask", "bypass"]
+
+
+# ---- answers ---------------------------------------------------------------------------------
+
+
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    error: ErrorDetail
+
+
+class RunAccepted(BaseModel):
+    thread_id: str
+    branch_id: str
+    run_id: str
+
+
+class Appended(BaseModel):
+    event_id: str
+
+
+class CancelAccepted(BaseModel):
+    item_key: str
+
+
+class BranchRef(BaseModel):
+    thread_id: str
+    branch_id: str
+
+
+class BranchEntry(BaseModel):
+    branch_id: str
+    parent_branch_id: str | None = None
+    fork_at_seq: int | None = None
+    mode: Literal["live", "stub"]
+    runnable: bool
+
+
+class ForkPoint(BaseModel):
+    branch_id: str
+    seq: int
+    event_id: str
+    snapshot: dict[str, Any]
+
+
+class TimelineEntry(BaseModel):
+    event: dict[str, Any]
+    fork_point: bool
+
+
+class Timeline(BaseModel):
+    thread_id: str
+    branch_id: str
+    entries: list[TimelineEntry]
+
+
+class PendingApproval(BaseModel):
+    challenge_id: str
+    call_id: str
+    tool: str
+    input: dict[str, Any]
+    args_hash: str
+    expires_at: int
+    suggested_rules: list[str]
+    reason: str | None = None
+
+
+class ThreadSummary(BaseModel):
+    thread_id: str
+    branch_id: str
+    agent: str | None
+    status: str
+    head_seq: int
+
+
+REQUESTS: dict[str, type[BaseModel]] = {
+    m.__name__: m
+    for m in (StartRunRequest, ForkRequest, ApprovalDecision, Answer, ParkedResolution,
+              SettingsChange, ModeChange)
+}
+ANSWERS: dict[str, type[BaseModel]] = {
+    m.__name__: m
+    for m in (ErrorBody, RunAccepted, Appended, CancelAccepted, BranchRef, BranchEntry,
+              ForkPoint, Timeline, PendingApproval, ThreadSummary)
+}

@@ -1,0 +1,148 @@
+"""What every ``/v1`` route shares: the caller's principal, a bounded and checked JSON body,
+the thread (and branch) the path names, and turning refusals into error bodies.
+
+Invariants: no route runs before ``authenticate`` returned a principal (401 otherwise); another
+tenant's thread, a missing one and a branch of another thread all look the same (404), so a
+caller learns nothing of threads it may not see; no 5xx carries an internal detail.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from threads.errors import NotFound, ThreadsError
+from threads.host.auth import Authenticate
+from threads.host.failure import HostError
+from threads.host.runs import Runs
+from threads.log.reduce import Fold
+from threads.principal import LOCAL_OPERATOR, Principal
+from threads.run.agent import Agent
+from threads.store.protocol import BranchInfo, Chain
+
+M = TypeVar("M", bound=BaseModel)
+MAX_BODY_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What the app hands every route."""
+
+    runs: Runs
+    authenticate: Authenticate
+    max_body_bytes: int
+    log: Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadView:
+    """The thread a path names, read for this tenant: its root, the branch asked for, and
+    that branch's chain and fold."""
+
+    root: BranchInfo
+    branch: BranchInfo
+    chain: Chain
+    fold: Fold
+
+    @property
+    def thread_id(self) -> str:
+        return self.root.thread_id
+
+
+Handler = Callable[[Context, Request, Principal], Awaitable[Response]]
+
+
+def route(ctx: Context, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """Authenticate, run the handler, and answer every refusal with an error body."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            principal = await principal_of(ctx, request)
+            return await handler(ctx, request, principal)
+        except HostError as error:
+            return error.response()
+        except ThreadsError as error:
+            return HostError.of(error).response()
+        except Exception as error:  # a bug: logged by type only, answered without detail
+            ctx.log(f"{request.method} {request.url.path} failed: {type(error).__name__}")
+            return JSONResponse(
+                {"error": {"code": "internal", "message": "the host failed; retry later"}},
+                status_code=500,
+            )
+
+    return endpoint
+
+
+async def principal_of(ctx: Context, request: Request) -> Principal:
+    found = ctx.authenticate(request)
+    principal = await found if inspect.isawaitable(found) else found
+    if not isinstance(principal, Principal) or principal == LOCAL_OPERATOR:
+        raise HostError("unauthenticated", "send Authorization: Bearer <token> for a principal")
+    return principal
+
+
+async def body_of(ctx: Context, request: Request, model: type[M]) -> M:
+    """Read at most ``max_body_bytes`` (413 past it), then parse and check the shape (400)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > ctx.max_body_bytes:
+        raise HostError("payload_too_large", f"bodies are limited to {ctx.max_body_bytes} bytes")
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw.extend(chunk)
+        if len(raw) > ctx.max_body_bytes:
+            raise HostError(
+                "payload_too_large", f"bodies are limited to {ctx.max_body_bytes} bytes"
+            )
+    try:
+        return model.model_validate_json(bytes(raw))
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        if first["type"] == "json_invalid":
+            raise HostError("invalid_request", "the body is not valid JSON") from None
+        raise HostError(
+            "invalid_request", f"{where}: {first['msg']} (see /openapi.json for {model.__name__})"
+        ) from None
+
+
+async def thread_view(
+    ctx: Context, principal: Principal, thread_id: str, branch_id: str | None
+) -> ThreadView:
+    store = ctx.runs.store
+    hidden = HostError("not_found", f"no thread {thread_id} for this tenant")
+    try:
+        root = await store.root_branch(thread_id)
+        branch = root if branch_id is None else await store.get_branch(branch_id)
+    except NotFound:
+        raise hidden from None
+    if (
+        root.tenant_id != principal.tenant
+        or branch.thread_id != root.thread_id
+        or branch.state == "forking"
+    ):
+        raise hidden
+    chain = await store.read_chain(branch.branch_id)
+    return ThreadView(root, branch, chain, chain.fold(store.clock.now_ms()))
+
+
+def branch_param(request: Request) -> str | None:
+    value = request.query_params.get("branch_id")
+    if value is not None and not value:
+        raise HostError("invalid_request", "branch_id must not be empty")
+    return value
+
+
+def owning_agent(ctx: Context, view: ThreadView) -> Agent:
+    """The host agent a thread is pinned to: it names who may decide (its approvers)."""
+    agent = ctx.runs.agent_for(view.fold)
+    if agent is None:
+        raise HostError(
+            "forbidden", "no agent of this host owns this thread, so nobody may decide for it here"
+        )
+    return agent

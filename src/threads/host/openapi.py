@@ -1,0 +1,143 @@
+"""``GET /openapi.json``: every route of the host with its parameters, bodies and answers.
+
+Schemas come from the Pydantic models the routes check (``threads.host.bodies``), so the
+document describes exactly what is enforced. Every ``/v1`` route may answer 401, 400 and 413 (a
+body over the limit) and its listed refusals with an ``ErrorBody``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from threads.host.bodies import ANSWERS, REQUESTS
+
+REF = "#/components/schemas/{model}"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+ERROR = {"content": _json(_ref("ErrorBody"))}
+ID = {"type": "string", "minLength": 1, "maxLength": 256}
+
+
+def _path_param(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": ID}
+
+
+BRANCH = {"name": "branch_id", "in": "query", "required": False, "schema": ID}
+THREAD = _path_param("thread_id")
+
+
+def _op(
+    summary: str,
+    ok_status: str,
+    ok: dict[str, Any] | None,
+    *,
+    params: list[dict[str, Any]],
+    body: str | None = None,
+    errors: tuple[str, ...] = ("400", "404", "409"),
+    ok_content: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    responses: dict[str, Any] = {
+        ok_status: {"description": "ok", "content": ok_content or _json(ok or {})},
+        "401": {"description": "no principal", **ERROR},
+    }
+    for status in errors:
+        responses[status] = {"description": "refused", **ERROR}
+    op: dict[str, Any] = {"summary": summary, "parameters": params, "responses": responses}
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": _json(_ref(body))}
+        responses["413"] = {"description": "body too large", **ERROR}
+    return op
+
+
+def _list(name: str) -> dict[str, Any]:
+    return {"type": "array", "items": _ref(name)}
+
+
+def document() -> dict[str, Any]:
+    _, defs = models_json_schema(
+        [(m, "validation") for m in REQUESTS.values()]
+        + [(m, "serialization") for m in ANSWERS.values()],
+        ref_template=REF,
+    )
+    schemas = defs.get("$defs", {})
+    key = {"name": "Idempotency-Key", "in": "header", "required": True,
+           "schema": {"type": "string", "minLength": 1, "maxLength": 255}}
+    sse = {"text/event-stream": {"schema": {"type": "string"}}}
+    resume = [
+        {"name": "after_seq", "in": "query", "required": False,
+         "schema": {"type": "string", "pattern": "^[0-9]{1,16}$"}},
+        {"name": "Last-Event-ID", "in": "header", "required": False,
+         "schema": {"type": "string", "pattern": "^[0-9]{1,16}$"}},
+    ]
+    t = "/v1/threads/{thread_id}"
+    paths: dict[str, Any] = {
+        "/v1/runs": {"post": _op("Start a run (once per Idempotency-Key)", "202",
+                                 _ref("RunAccepted"), params=[key], body="StartRunRequest")},
+        "/v1/threads": {"get": _op("The caller's threads, newest first", "200",
+                                   _list("ThreadSummary"), params=[], errors=())},
+        f"{t}/runs/{{run_id}}/events": {"get": _op(
+            "A run's committed events (SSE), then its result", "200", None,
+            params=[THREAD, _path_param("run_id"), *resume], ok_content=sse,
+            errors=("400", "404"))},
+        f"{t}/timeline": {"get": _op("The branch's resolved chain, oldest first", "200",
+                                     _ref("Timeline"), params=[THREAD, BRANCH],
+                                     errors=("400", "404", "409"))},
+        f"{t}/branches": {"get": _op("The thread's branches", "200", _list("BranchEntry"),
+                                     params=[THREAD], errors=("404",))},
+        f"{t}/fork-points": {"get": _op("Snapshots a fork may start at", "200",
+                                        _list("ForkPoint"), params=[THREAD, BRANCH])},
+        f"{t}/forks": {"post": _op("Fork at a snapshot", "201", _ref("BranchRef"),
+                                   params=[THREAD, BRANCH], body="ForkRequest")},
+        f"{t}/approvals": {"get": _op("Open approval challenges", "200",
+                                      _list("PendingApproval"), params=[THREAD, BRANCH])},
+        f"{t}/approvals/{{challenge_id}}": {"post": _op(
+            "Grant or deny a challenge", "200", _ref("Appended"),
+            params=[THREAD, _path_param("challenge_id")], body="ApprovalDecision",
+            errors=("400", "403", "404", "409"))},
+        f"{t}/questions/{{call_id}}/answer": {"post": _op(
+            "Answer a question the run asked", "200", _ref("Appended"),
+            params=[THREAD, _path_param("call_id"), BRANCH], body="Answer",
+            errors=("400", "403", "404", "409"))},
+        f"{t}/parked/{{effect_key}}/resolve": {"post": _op(
+            "Resolve a parked effect", "200", _ref("Appended"),
+            params=[THREAD, _path_param("effect_key"), BRANCH], body="ParkedResolution",
+            errors=("400", "403", "404", "409"))},
+        f"{t}/cancel": {"post": {
+            **_op("Cancel the open turn", "200", _ref("Appended"), params=[THREAD, BRANCH],
+                  errors=("400", "403", "404", "409")),
+        }},
+        f"{t}/settings": {"post": _op("Change model settings (not supported yet)", "200",
+                                      _ref("Appended"), params=[THREAD, BRANCH],
+                                      body="SettingsChange")},
+        f"{t}/mode": {"post": _op("Change the permission mode (not supported yet)", "200",
+                                  _ref("Appended"), params=[THREAD, BRANCH], body="ModeChange")},
+    }
+    paths[f"{t}/cancel"]["post"]["responses"]["202"] = {
+        "description": "the cancel is recorded by the run at its next step",
+        "content": _json(_ref("CancelAccepted")),
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "threads host",
+            "version": "1",
+            "description": "Runs, approvals and parked effects over HTTP. Another tenant's"
+            " thread is 404; the local operator principal is never used.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }

@@ -1,0 +1,45 @@
+"""Run routes: ``POST /v1/runs`` (start, once per Idempotency-Key) and a run's event stream."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from threads.host.bodies import StartRunRequest
+from threads.host.failure import HostError
+from threads.host.http import Context, body_of
+from threads.host.start import check_key, start_run
+from threads.host.stream import find_run, subscribe
+from threads.principal import Principal
+
+
+async def post_run(ctx: Context, request: Request, principal: Principal) -> Response:
+    key = check_key(request.headers.get("idempotency-key"))
+    body = await body_of(ctx, request, StartRunRequest)
+    accepted = await start_run(ctx.runs, principal, key, body)
+    return JSONResponse(accepted.model_dump(), status_code=202)
+
+
+def resume_point(request: Request) -> int:
+    """``Last-Event-ID`` first, else ``?after_seq``; default 0 (the whole run)."""
+    raw = request.headers.get("last-event-id")
+    if raw is None:
+        raw = request.query_params.get("after_seq")
+    if raw is None:
+        return 0
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 16:
+        raise HostError("invalid_request", "the resume point is a seq: digits only")
+    return int(raw)
+
+
+async def get_events(ctx: Context, request: Request, principal: Principal) -> Response:
+    after = resume_point(request)
+    thread_id = request.path_params["thread_id"]
+    ref = await find_run(ctx.runs, thread_id, principal.tenant, request.path_params["run_id"])
+    if ref is None:
+        raise HostError("not_found", "no such run on this tenant's thread")
+    return StreamingResponse(
+        subscribe(ctx.runs, ref, after),
+        media_type="text/event-stream",
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+    )

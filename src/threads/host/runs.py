@@ -1,0 +1,191 @@
+"""The host's runs: each executes in this process, under the thread's lease, as an
+``Agent.stream`` whose committed events wake the stream readers (``Hub``).
+
+Invariants: at most one run of this host drives a branch at a time; once ``stop`` began, no
+run launches; a run still going after the grace period is cancelled, which releases its lease
+as it unwinds. A branch another holder had (``branch_busy``) is tried again every
+``REOPEN_S``, so work a crashed host left is picked up once its lease lapses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+
+from threads.errors import NotFound, ThreadsError
+from threads.host.hub import Hub
+from threads.log.lines import Event
+from threads.log.reduce import Fold
+from threads.principal import Principal
+from threads.run.agent import Agent
+from threads.run.permissions import Permissions
+from threads.run.results import ErrorInfo, Failed
+from threads.run.runner import RunOptions, start_run
+from threads.run.runtime import CancelSignal
+from threads.run.streaming import RunStream
+from threads.run.worker import has_work, turn_principal
+from threads.store.protocol import BranchInfo, Store
+
+REOPEN_S = 1.0
+
+
+class Runs:
+    def __init__(
+        self,
+        store: Store,
+        agents: Mapping[str, Agent],
+        hub: Hub,
+        *,
+        ceiling: Permissions | None,
+        log: Callable[[str], None],
+    ) -> None:
+        self.store = store
+        self.agents = agents
+        self.hub = hub
+        self.ceiling = ceiling
+        self.log = log
+        self.stopping = False
+        self.running: dict[str, asyncio.Task[None]] = {}  # branch_id -> its run
+        self._cancels: dict[str, CancelSignal] = {}  # branch_id -> its run's in-process cancel
+        self.refused: dict[str, ErrorInfo] = {}  # branch_id -> a run refused before appending
+        self._retry: set[tuple[str, str]] = set()  # (thread_id, branch_id) lost to a lease
+        self._reopener: asyncio.Task[None] | None = None
+
+    def holds(self, branch_id: str) -> bool:
+        return branch_id in self.running
+
+    def agent_for(self, fold: Fold) -> Agent | None:
+        name = (fold.thread_started or {}).get("agent_name")
+        return self.agents.get(str(name))
+
+    # ---- launching -----------------------------------------------------------------------
+
+    async def resume(self, thread_id: str, branch_id: str | None = None) -> None:
+        """Continue the branch if it has work left and no run of ours drives it already."""
+        if self.stopping:
+            return
+        try:
+            branch = await (
+                self.store.get_branch(branch_id) if branch_id
+                else self.store.root_branch(thread_id)
+            )
+            if branch.branch_id in self.running:
+                return
+            fold = (await self.store.read_chain(branch.branch_id)).fold(self.store.clock.now_ms())
+        except ThreadsError as error:
+            self.log(f"resume {thread_id}: {error.code}: {error.message}")
+            return
+        agent = self.agent_for(fold)
+        # A cancel barrier on a parked turn is work too: the run releases what it can.
+        cancelling = fold.turn is not None and fold.turn.cancel_event is not None
+        if agent is None or not (has_work(fold) or cancelling):
+            return
+        self.launch(agent, branch, fold)
+
+    def launch(self, agent: Agent, branch: BranchInfo, fold: Fold) -> None:
+        """Run the branch's open turn on behalf of whoever opened it."""
+        if self.stopping or branch.branch_id in self.running:
+            return
+        self.refused.pop(branch.branch_id, None)
+        principal = turn_principal(fold, branch.tenant_id)
+        # ``Agent.run`` takes a thread id for a root branch, the branch id for a fork.
+        target = branch.thread_id if branch.parent_branch_id is None else branch.branch_id
+        self.running[branch.branch_id] = asyncio.create_task(
+            self._drive(agent, branch.thread_id, branch.branch_id, target, principal)
+        )
+
+    async def _drive(
+        self, agent: Agent, thread_id: str, branch_id: str, target: str, principal: Principal
+    ) -> None:
+        cancel = CancelSignal()
+        stream = RunStream()
+        options = RunOptions(target, self.store, principal=principal, ceiling=self.ceiling)
+        task = asyncio.create_task(start_run(agent, None, options, sink=stream, cancel=cancel))
+        stream.attach(task)
+        self._cancels[branch_id] = cancel
+        try:
+            async for item in stream:
+                if isinstance(item, Event):
+                    self.hub.notify(branch_id, [item])
+            result = await task
+            if isinstance(result, Failed):
+                self._failed(thread_id, branch_id, result.error)
+            else:
+                self.refused.pop(branch_id, None)
+            self.log(f"{thread_id} {result.status}")
+        except ThreadsError as error:  # a config change or a refusal the run raised
+            self._failed(thread_id, branch_id, ErrorInfo(error.code, error.message))
+        except asyncio.CancelledError:
+            self.log(f"{thread_id} cancelled by the host stopping")
+            raise
+        except Exception as error:  # one thread's bug must not take the host down
+            self._failed(thread_id, branch_id, ErrorInfo("crashed", f"{type(error).__name__}"))
+        finally:
+            if not task.done():
+                task.cancel()  # the host is stopping: the run releases its lease as it unwinds
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self.running.pop(branch_id, None)
+            self._cancels.pop(branch_id, None)
+            self.hub.forget(branch_id)
+            self.hub.notify(branch_id)
+
+    def _failed(self, thread_id: str, branch_id: str, error: ErrorInfo) -> None:
+        self.log(f"{thread_id} failed: {error.code}: {error.message}")
+        if error.code == "branch_busy":
+            self._retry.add((thread_id, branch_id))  # never stored as the run's answer
+        else:
+            self.refused[branch_id] = error
+
+    # ---- cancel a run of ours --------------------------------------------------------------
+
+    def cancel_in_process(self, branch_id: str) -> bool:
+        """Ask this host's run of ``branch_id`` to record the durable cancel barrier at its
+        next step boundary (tools running now see ``ctx.cancelled``); False when no run of ours
+        drives it."""
+        cancel = self._cancels.get(branch_id)
+        if cancel is None:
+            return False
+        cancel.request()
+        return True
+
+    # ---- start and stop --------------------------------------------------------------------
+
+    async def recover(self) -> None:
+        """On start: resume every run a receipt says may be unfinished, then keep trying the
+        ones another holder had."""
+        try:
+            receipts = await self.store.unfinished_receipts()
+        except ThreadsError as error:
+            self.log(f"recovery could not list runs: {error.code}: {error.message}")
+            receipts = []
+        seen: set[str] = set()
+        for receipt in receipts:
+            if receipt.branch_id not in seen:
+                seen.add(receipt.branch_id)
+                await self.resume(receipt.thread_id, receipt.branch_id)
+        self._reopener = asyncio.create_task(self._reopen_forever())
+
+    async def _reopen_forever(self) -> None:
+        while not self.stopping:
+            await asyncio.sleep(REOPEN_S)
+            retry, self._retry = self._retry, set()
+            for thread_id, branch_id in retry:
+                with contextlib.suppress(NotFound):
+                    await self.resume(thread_id, branch_id)
+
+    async def stop(self, grace_s: float) -> None:
+        """Take no more runs; let running ones finish for ``grace_s``, then cancel the rest."""
+        self.stopping = True
+        if self._reopener is not None:
+            self._reopener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reopener
+        tasks = list(self.running.values())
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=grace_s)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
