@@ -186,9 +186,7 @@ def test_setup_refuses_what_a_run_could_not_keep(provider: LocalSandbox) -> None
     with pytest.raises(ConfigError) as err:
         agent(name="a", model=model, tools=[bash], sandbox=provider)
     assert err.value.code == "duplicate_name"
-    with pytest.raises(ConfigError) as err:
-        agent(name="a", model=model, sandbox=object())  # type: ignore[arg-type]
-    assert err.value.code == "invalid_config"
+    assert [t.name for t in agent(name="a", model=model, sandbox=object()).tools] == []
 
     class Open(LocalSandbox):
         @property

@@ -33,7 +33,7 @@ class AgentSpec:
     budget: Budget | None
     permissions: Permissions
     approvers: tuple[Principal, ...] | None
-    sandbox: Sandbox | None
+    sandbox: Sandbox | Any  # a provider; another object (a test double) gets no sandbox tools
     memory: Memory | None
     snapshots: bool = False  # snapshot the sandbox at the end of each turn that changed it
 
@@ -53,8 +53,9 @@ class AgentSpec:
             "model_params": self.model.params(),
             "tools": [t.spec() for t in self.tools],
         }
-        if self.sandbox is not None:
-            data["sandbox_provider"] = self.sandbox.info.provider
+        provider = getattr(getattr(self.sandbox, "info", None), "provider", None)
+        if isinstance(provider, str):
+            data["sandbox_provider"] = provider
         policy = self.policy()
         if policy:
             data["policy"] = policy
