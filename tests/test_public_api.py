@@ -37,6 +37,8 @@ PUBLIC = {
     "Price",
     "Principal",
     "Reconcile",
+    "ReplayMismatch",
+    "Replayed",
     "RunContext",
     "RunResult",
     "Store",

@@ -9,6 +9,7 @@ from threads.clock import Clock, FakeClock, SystemClock
 from threads.errors import ConfigError, LogError, StoreError, ThreadsError
 from threads.errors import NotFound as NotFoundError
 from threads.log.lines import Event
+from threads.log.replay import Replayed, ReplayMismatch
 from threads.models.protocol import Model, ModelCallError, ModelOutput, Price, TextDelta, Usage
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.agent import Agent, agent
@@ -68,6 +69,8 @@ __all__ = [
     "Price",
     "Principal",
     "Reconcile",
+    "ReplayMismatch",
+    "Replayed",
     "RunContext",
     "RunResult",
     "Store",

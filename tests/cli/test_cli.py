@@ -68,7 +68,7 @@ def failure(capsys: pytest.CaptureFixture[str], code: str) -> str:
 
 def test_verify_file_ok(sample: Sample, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", str(sample.child_file)]) == 0
-    assert capsys.readouterr().out == "ok: 11 events, head verified\n"
+    assert capsys.readouterr().out == "ok: 11 events, head verified, 2 requests replayed\n"
 
 
 def test_verify_truncated_file_reports_the_torn_tail(
@@ -82,7 +82,7 @@ def test_verify_truncated_file_reports_the_torn_tail(
     out = capsys.readouterr().out
     assert out == (
         f"ok: 11 events, head unverified (torn tail of {cut - at_offset} bytes at offset"
-        f" {at_offset})\n"
+        f" {at_offset}), 2 requests replayed\n"
     )
 
 
@@ -208,8 +208,10 @@ def test_verify_store_ok(imported: Sample, capsys: pytest.CaptureFixture[str]) -
     assert main(["verify", "--store", ".threads"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out == [
-        f"{imported.root.header.branch_id}: ok: 6 events, head seq 6 verified",
-        f"{imported.child.header.branch_id}: ok: 11 events, head seq 11 verified",
+        f"{imported.root.header.branch_id}: ok: 6 events, head seq 6 verified,"
+        " 1 request replayed",
+        f"{imported.child.header.branch_id}: ok: 11 events, head seq 11 verified,"
+        " 2 requests replayed",
     ]
     assert main(["verify", "--thread", imported.root.header.thread_id]) == 0
 

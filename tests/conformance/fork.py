@@ -5,9 +5,10 @@ Per case: a fresh SQLite store on the case's clock, ``import_log``, then ``Threa
 answers from ``sandbox.json`` (its ``restore_sandbox_id`` per snapshot id). Compared: the
 outcome / ``error{code, seq}``, the appended events on the child (exact count and order, ``data``
 deep-subset), ``fork.child_created`` / ``at_seq`` / ``parent_unchanged`` (the parent's export is
-byte-identical before and after), and the state of the parent as a reader. A case that pins
-``resources`` forks through the resource ledger with ``FakeProvider`` (a sandbox provider that
-plays ``sandbox.json``) and compares its create count and the ledger rows the fork left.
+byte-identical before and after) / ``knowledge_revision`` (the child's fold), and the state of
+the parent as a reader. A case that pins ``resources`` forks through the resource ledger with
+``FakeProvider`` (a sandbox provider that plays ``sandbox.json``) and compares its create count
+and the ledger rows the fork left.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from threads.store.sqlite_resources import resources_of
 from threads.store.transfer import export_branch, import_log
 
 _FORK_KEYS = frozenset({"outcome", "error", "state", "appended", "fork", "resources"})
-_FORK_FIELDS = frozenset({"child_created", "at_seq", "parent_unchanged", "child_state"})
+_FORK_FIELDS = frozenset(
+    {"child_created", "at_seq", "parent_unchanged", "child_state", "knowledge_revision"}
+)
 
 
 def run_fork(case: Case) -> Expected:
@@ -99,6 +102,11 @@ async def _run(case: Case, expected: Expected, sandbox: dict[str, Any], tmp: Pat
             appended = child.segments[-1].events
             if "at_seq" in fork:
                 assert child.branch.fork_at_seq == fork["at_seq"], "fork at_seq differs"
+            if "knowledge_revision" in fork:
+                revision = child.fold(now).knowledge_revision
+                assert revision == fork["knowledge_revision"], (
+                    f"knowledge_revision {revision}, expected {fork['knowledge_revision']}"
+                )
         _compare_appended(expected.doc.get("appended", []), appended)
         if provider is not None:
             rows = await resources_of(store).resources()

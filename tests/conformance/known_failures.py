@@ -14,10 +14,8 @@ OUTPUT_QUESTIONS = "5. structured output and ask_user questions"
 PROJECTIONS = "6. projections of features written by the TypeScript implementation"
 
 KNOWN_FAILURES: dict[str, str] = {
-    "recover/calls-concurrent-reads-recorded-like-sequential": CALL_ORDER,
     "recover/calls-mixed-decisions-recorded-in-part-order": CALL_ORDER,
     "recover/calls-recorded-then-authorized-resumes": CALL_ORDER,
-    "recover/calls-recording-resumes-after-response": CALL_ORDER,
     "recover/calls-recording-resumes-mid-response": CALL_ORDER,
     "recover/content-unsupported-before-dispatch": STOP_REASONS,
     "recover/context-window-exceeded-ends-turn": STOP_REASONS,
@@ -25,16 +23,7 @@ KNOWN_FAILURES: dict[str, str] = {
     "recover/pause-turn-continues-as-is": STOP_REASONS,
     "recover/model-retry-backoff-then-fallback": RETRY_FALLBACK,
     "recover/model-fallback-reverts-next-input": RETRY_FALLBACK,
-    "recover/model-fallback-thread-scope-sticks": RETRY_FALLBACK,
-    "reduce/agent-finished-twice-rejected": READER_RULES,
-    "reduce/answer-without-open-question-rejected": READER_RULES,
-    "reduce/late-result-without-placeholder": READER_RULES,
-    "reduce/todos-duplicate-id-rejected": READER_RULES,
-    "reduce/tools-changed-hash-mismatch": READER_RULES,
-    "reduce/fork-cross-thread-rejected": READER_RULES,
     "recover/ask-user-parks-on-call": OUTPUT_QUESTIONS,
     "recover/structured-output-plain-text-asks": OUTPUT_QUESTIONS,
     "recover/structured-output-retry-then-accept": OUTPUT_QUESTIONS,
-    "reduce/child-parks-parent": PROJECTIONS,
-    "fork/fork-knowledge-pinned": PROJECTIONS,
 }

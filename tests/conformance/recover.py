@@ -17,7 +17,8 @@ import hashlib
 import json
 import tempfile
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -260,9 +261,33 @@ class _PinnedAgent(Agent):
         return dict(self.__dict__["pinned"])
 
 
-class _AllowAll(Permissions):
-    def decide(self, tool_name: str, args: dict[str, Any], effect_class: str) -> Decision:
-        return Decision("allow", "policy", "conformance_allow")
+@dataclass(frozen=True)
+class _ScriptedPermissions(Permissions):
+    """The suite's policy (LOG-FORMAT §5): every call is decided by the ``policy`` rule
+    ``conformance_<decision>`` in mode ``default``, where the decision is the tool's
+    ``decision`` in ``sandbox.json`` and ``allow`` for a tool the script does not decide.
+    The signature is ``Permissions.decide``'s own, so the loop calls it like the real one."""
+
+    decisions: dict[str, str] = field(default_factory=dict)
+
+    def decide(
+        self,
+        tool_name: str,
+        args: dict[str, Any],
+        effect_class: str,
+        thread_rules: Sequence[tuple[str, str]] = (),
+    ) -> Decision:
+        scripted = self.decisions.get(tool_name, "allow")
+        return Decision(scripted, "policy", f"conformance_{scripted}", "default")
+
+
+def _permissions(sandbox: FakeSandbox) -> Permissions:
+    decisions = {
+        name: script["decision"] for name, script in sandbox.scripts.items() if "decision" in script
+    }
+    unknown = set(decisions.values()) - {"allow", "ask", "deny"}
+    assert not unknown, f"sandbox.json names decisions this runner does not know: {unknown}"
+    return _ScriptedPermissions(decisions=decisions)
 
 
 class _AnyInput(BaseModel):
@@ -294,7 +319,7 @@ def _agent(
         instructions=started.get("instructions", ""),
         tools=tools,
         budget=None,
-        permissions=_AllowAll(),
+        permissions=_permissions(sandbox),
         approvers=None,
         sandbox=sandbox,
         memory=None,

@@ -9,10 +9,12 @@ import pytest
 from fork import run_fork
 from known_failures import KNOWN_FAILURES
 from recover import run_recover
+from render import run_render
 from runner import KIND_RUNNERS, Case, CaseSkipped, cases_dir, discover, run_case
 
 KIND_RUNNERS["recover"] = run_recover
 KIND_RUNNERS["fork"] = run_fork
+KIND_RUNNERS["render"] = run_render
 
 CASES_DIR = cases_dir()
 if not CASES_DIR.is_dir():

@@ -209,7 +209,7 @@ def test_child_header_without_fork() -> None:
     [
         ({"at_hash": "0" * 64}, "prev_hash_mismatch", 3),
         ({"parent_branch_id": CHILD}, "invalid_transition", 3),
-        ({"thread_id": "0192a000-0000-7000-8000-000000000009"}, "invalid_transition", 0),
+        ({"thread_id": "0192a000-0000-7000-8000-000000000009"}, "invalid_transition", 3),
     ],
     ids=["at_hash", "parent_branch", "cross_thread"],
 )

@@ -34,6 +34,7 @@ from threads import (
     tool,
 )
 from threads.log.lines import Event
+from threads.log.render import prefix_digest, prefix_line
 from threads.store.sqlite import SQLiteStore
 from threads.testing.scripted import call, say, scripted_model, use
 
@@ -349,7 +350,11 @@ async def test_budget_stops_before_sending(store: SQLiteStore) -> None:
     assert types(timeline)[-2:] == ["budget_exceeded", "turn_completed"]
 
 
-async def test_a_large_tool_result_reaches_the_model_whole(store: SQLiteStore) -> None:
+async def test_a_large_tool_result_is_spilled_and_the_model_sees_its_preview(
+    store: SQLiteStore,
+) -> None:
+    """Render v1 (as upstream): a result without content shows the model exactly its preview;
+    the full output is kept as the result's artifact."""
     big = "x" * (200 * 1024)
 
     async def dump(args: Path_, ctx: Any) -> str:
@@ -368,8 +373,9 @@ async def test_a_large_tool_result_reaches_the_model_whole(store: SQLiteStore) -
     [res] = [e for e in await result.thread.timeline() if e.type == "tool_result"]
     assert "ref" in res.data  # stored as an artifact, not inline in the line
     assert len(res.line) < 4096
+    assert await store.get_artifact(res.data["ref"]["sha256"]) == big.encode()
     [tool_message] = [m for m in model.requests[-1].messages if m["role"] == "tool"]
-    assert tool_message["content"][0]["text"] == big
+    assert tool_message["content"] == [{"type": "text", "text": res.data["preview"]}]
 
 
 class _HangingModel:
@@ -449,7 +455,8 @@ async def test_calls_a_crashed_writer_never_recorded_are_recorded_first(
                 "model_request",
                 {
                     "attempt": 1,
-                    "declared_prefix": {"bytes": 1, "sha256": "0" * 64},
+                    # line 0 must be the thread's own (C7); the request bytes are not replayed
+                    "declared_prefix": prefix_digest(prefix_line(writer.fold.thread_started)),
                     "request_ref": {
                         "bytes": 1,
                         "media_type": "application/x-ndjson",

@@ -1,7 +1,10 @@
 """``threads verify FILE`` (an export) and ``threads verify --store DIR [--thread ID]`` (every
-stored branch re-admitted line by line: canonical form, schema, chain, semantic rules, head).
+stored branch re-admitted line by line: canonical form, schema, chain, semantic rules, head),
+then replayed: every recorded model request re-rendered and compared with what was recorded.
 
-Invariant: "ok" is printed only for a log that passed every check the importer applies.
+An export carries no artifacts, so ``verify FILE`` replays the requests it can and says where
+it stopped when a request needs an artifact. Invariant: "ok" is printed only for a log that
+passed every check the importer applies and whose replay found no mismatch.
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from threads.cli.cmd_replay import requests
 from threads.cli.support import add_store_option, describe, opened_store, report, usage_error
 from threads.errors import LogError, ThreadsError
 from threads.log.reduce import Fold
+from threads.log.replay import Replayed, replay
 from threads.log.verify import VerifiedExport, verify_export, verify_lines
+from threads.run.replay import replay_branch
 from threads.store.protocol import BranchInfo, Store
 
 
@@ -43,8 +49,22 @@ async def verify_file(path: Path) -> int:
     verified = verify_export(data, apply=fold.apply, on_header=fold.header)
     if not verified.segments:
         raise LogError("invalid_line", "the file holds no complete line", seq=0)
-    print(f"ok: {len(verified.events)} events, {head_summary(verified)}")
+    replayed = replay(verified.events, {})
+    mismatch = replayed.mismatch
+    if mismatch is not None and mismatch.code != "artifact_missing":
+        raise LogError(mismatch.code, mismatch.message, seq=mismatch.seq)
+    summary = f"{head_summary(verified)}, {replay_summary(replayed)}"
+    print(f"ok: {len(verified.events)} events, {summary}")
     return 0
+
+
+def replay_summary(replayed: Replayed) -> str:
+    if replayed.mismatch is None:
+        return f"{requests(replayed.requests)} replayed"
+    return (
+        f"{requests(replayed.requests)} replayed, the rest not (seq {replayed.mismatch.seq} needs"
+        " an artifact an export does not carry; import it and run `threads replay`)"
+    )
 
 
 def head_summary(verified: VerifiedExport) -> str:
@@ -87,10 +107,17 @@ async def verify_branch(store: Store, branch: BranchInfo) -> bool:
                 "head_mismatch", "the stored head does not name the last stored line",
                 seq=branch.head_seq,
             )
+        replayed = await replay_branch(store, branch.branch_id)
+        if replayed.mismatch is not None:
+            mismatch = replayed.mismatch
+            raise LogError(mismatch.code, mismatch.message, seq=mismatch.seq)
     except ThreadsError as error:
         print(f"{branch.branch_id}: FAILED {describe(error)}")
         report(error)
         return False
     head = "verified" if branch.head_verified else "unverified (imported with a torn tail)"
-    print(f"{branch.branch_id}: ok: {len(chain.events)} events, head seq {branch.head_seq} {head}")
+    print(
+        f"{branch.branch_id}: ok: {len(chain.events)} events, head seq {branch.head_seq} {head},"
+        f" {requests(replayed.requests)} replayed"
+    )
     return True

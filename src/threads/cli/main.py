@@ -24,6 +24,7 @@ from threads.cli import (
     cmd_gc,
     cmd_import,
     cmd_ls,
+    cmd_replay,
     cmd_serve,
     cmd_timeline,
     cmd_verify,
@@ -38,8 +39,8 @@ from threads.cli.support import (
 from threads.errors import ThreadsError
 
 COMMANDS: list[ModuleType] = [
-    cmd_demo, cmd_ls, cmd_timeline, cmd_export, cmd_import, cmd_verify, cmd_controls, cmd_worker,
-    cmd_serve, cmd_gc,
+    cmd_demo, cmd_ls, cmd_timeline, cmd_export, cmd_import, cmd_verify, cmd_replay, cmd_controls,
+    cmd_worker, cmd_serve, cmd_gc,
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

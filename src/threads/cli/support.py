@@ -29,6 +29,14 @@ _HINTS = {
     "unsupported_format": "open it with the threads release that wrote it",
     "unsupported_critical_event": "open it with the newer threads release that wrote it",
     "invalid_config": "check the command's arguments (run it with --help)",
+    "request_hash_mismatch": "the recorded request is not what the log before it renders: the"
+    " log or an artifact changed after it was written, or another renderer wrote it; run"
+    " `threads replay THREAD_ID` and compare the request's artifact",
+    "prefix_changed": "a request declares another line 0 than its settings epoch renders; the"
+    " pinned config or a settings_changed was altered after the request was written",
+    "artifact_missing": "the store lacks an artifact the log references; import it, or restore"
+    " the store from a backup",
+    "artifact_corrupt": "an artifact the log references is damaged; restore it from a backup",
 }
 _LOG_HINT = (
     "the file is not a valid threads export from that seq on; export the branch again from"
@@ -93,8 +101,13 @@ def describe(error: ThreadsError) -> str:
 
 def report(error: ThreadsError) -> None:
     print(f"error: {describe(error)}", file=sys.stderr)
-    hint = _LOG_HINT if error.code in _LOG_CODES else _HINTS.get(error.code)
-    print(f"hint: {hint or 'run `threads --help` for usage'}", file=sys.stderr)
+    print(f"hint: {hint(error.code)}", file=sys.stderr)
+
+
+def hint(code: str) -> str:
+    """What to do next about an error with this code."""
+    found = _LOG_HINT if code in _LOG_CODES else _HINTS.get(code)
+    return found or "run `threads --help` for usage"
 
 
 def report_os_error(error: OSError) -> None:

@@ -17,6 +17,16 @@ from threads.errors import LogError
 from threads.log.hashing import value_hash
 from threads.log.ids import effect_key
 from threads.log.lines import Event, Header
+from threads.log.reduce_features import (
+    HANDLERS as FEATURE_HANDLERS,
+)
+from threads.log.reduce_features import (
+    Features,
+    check_after_handoff,
+    check_tools_hash,
+    current_mode,
+)
+from threads.log.render import prefix_digest, prefix_line
 
 
 @dataclass(slots=True)
@@ -52,6 +62,7 @@ class Call:
     resolution: str | None = None  # last effect_resolved outcome
     result_ref: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
+    late_result: dict[str, Any] | None = None  # the real result after a deferred placeholder
     parked: bool = False
     begin_event: Event | None = None  # the last effect_begin (its epoch: who dispatched it)
     retry_not_before: int | None = None  # a retry_scheduled after that attempt: wait until
@@ -123,6 +134,13 @@ class Fold:
     unknown_responses: int = 0
     events: list[Event] = field(default_factory=list)
     segment_headers: list[Header] = field(default_factory=list)
+    features: Features = field(default_factory=Features)
+    knowledge_revision: int | None = None  # a fork's corpus revision (pinned policy), else None
+    snapshot_revisions: dict[int, int | None] = field(default_factory=dict)
+    by_event_id: dict[str, Event] = field(default_factory=dict)
+    open_calls: int = 0  # calls without a result
+    response_of: dict[str, Event] = field(default_factory=dict)  # request event_id -> response
+    _prefix: tuple[object, dict[str, Any]] | None = None
 
     # ---- feeding -------------------------------------------------------------------------
 
@@ -137,7 +155,13 @@ class Fold:
         handler = _HANDLERS.get(event.type)
         if handler is not None:
             handler(self, event)
+        feature = FEATURE_HANDLERS.get(event.type)
+        if feature is not None:
+            feature(self.features, self, event)
         self.events.append(event)
+        self.by_event_id[event.event_id] = event
+        if self.open_attempt is None and self.open_calls == 0:
+            self.features.boundaries.add(event.seq)
         self.last_seq = event.seq
         self.last_hash = event.hash
         self.epoch = event.epoch
@@ -197,7 +221,37 @@ class Fold:
         }
 
     def projections(self) -> dict[str, Any]:
-        return {"cost": self.cost()}
+        return {
+            "cost": self.cost(),
+            "mode": current_mode(self.features, self),
+            "model": dict((self.features.settings or self.thread_started or {}).get("model", {})),
+            **self.features.projections(),
+        }
+
+    # ---- ChainFacts (what the feature rules read) ------------------------------------------
+
+    def attempt_open(self) -> bool:
+        return self.open_attempt is not None
+
+    def has_call(self, call_id: str) -> bool:
+        return call_id in self.calls
+
+    def has_result(self, call_id: str) -> bool:
+        call = self.calls.get(call_id)
+        return call is not None and call.result is not None
+
+    def event_by_id(self, event_id: str) -> Event | None:
+        return self.by_event_id.get(event_id)
+
+    def expected_prefix(self) -> dict[str, Any]:
+        """``declared_prefix`` every request of the settings epoch in force declares (C7)."""
+        settings = self.features.settings
+        cached = self._prefix
+        if cached is None or cached[0] is not settings:
+            assert self.thread_started is not None
+            cached = (settings, prefix_digest(prefix_line(self.thread_started, settings)))
+            self._prefix = cached
+        return cached[1]
 
     def model_price(self) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
         """(currency, price, model entry) of the thread's pinned model from its policy."""
@@ -292,6 +346,7 @@ def _on_thread_started(fold: Fold, event: Event) -> None:
 
 
 def _on_tools_changed(fold: Fold, event: Event) -> None:
+    check_tools_hash(event)
     fold.tools = list(event.data["tools"])
     names = {spec["name"] for spec in fold.tools}
     for call in fold.calls.values():
@@ -300,6 +355,7 @@ def _on_tools_changed(fold: Fold, event: Event) -> None:
 
 
 def _on_user_input(fold: Fold, event: Event) -> None:
+    check_after_handoff(fold.features, event)
     if fold.turn is not None:
         raise _fail(event, "user_input while a turn is open; input inside a turn must be a steer")
     fold.turn = Turn(input_event=event, budget=event.data.get("budget"))
@@ -307,6 +363,7 @@ def _on_user_input(fold: Fold, event: Event) -> None:
 
 
 def _on_steer(fold: Fold, event: Event) -> None:
+    check_after_handoff(fold.features, event)
     if fold.turn is None:
         raise _fail(event, "steer outside an open turn")
     fold.turn.sent = False
@@ -317,18 +374,48 @@ def _on_injected(fold: Fold, event: Event) -> None:
     fold.transcript.append(("context", event.event_id))
 
 
+def _on_heartbeat(fold: Fold, event: Event) -> None:
+    """A heartbeat lists calls still running: each has its deferred placeholder and no late
+    result yet."""
+    for call_id in event.data["running_call_ids"]:
+        call = fold.calls.get(call_id)
+        if call is None or not _deferred(call) or call.late_result is not None:
+            raise _fail(event, f"heartbeat lists call {call_id!r}, which is not running")
+    fold.transcript.append(("context", event.event_id))
+
+
+def _on_woken(fold: Fold, event: Event) -> None:
+    """Opens a turn for background results that arrived while no turn was open."""
+    if fold.turn is not None:
+        raise _fail(event, "woken while a turn is open")
+    for cause in event.data["causes"]:
+        late = fold.by_event_id.get(cause)
+        if late is None or late.type != "tool_result_late":
+            raise _fail(event, "woken names a cause that is not a tool_result_late")
+    fold.turn = Turn(input_event=event, budget=None)
+
+
 def _on_compacted(fold: Fold, event: Event) -> None:
     fold.transcript.append(("summary", event.event_id))
 
 
 def _on_model_request(fold: Fold, event: Event) -> None:
+    check_after_handoff(fold.features, event)
     turn = fold.turn
     if turn is None:
         raise _fail(event, "model_request outside a turn")
+    if fold.thread_started is None:
+        raise _fail(event, "model_request before thread_started")
     if turn.budget_exceeded:
         raise _fail(event, "model_request after budget_exceeded in the same run")
     if fold.open_attempt is not None:
         raise _fail(event, "model_request while another request is still open")
+    _check_attempt(fold, event)
+    if event.data["declared_prefix"] != fold.expected_prefix():
+        raise _fail(
+            event, "declared_prefix is not line 0 of its settings epoch (C7: the prefix is "
+            "byte-equal on every request of an epoch)", "prefix_changed",
+        )
     attempt = ModelAttempt(event=event, attempt=event.data["attempt"])
     fold.attempts[event.event_id] = attempt
     fold.open_attempt = attempt
@@ -336,6 +423,17 @@ def _on_model_request(fold: Fold, event: Event) -> None:
     fold.model_requests += 1
     turn.model_requests += 1
     turn.sent = True
+
+
+def _check_attempt(fold: Fold, event: Event) -> None:
+    """Attempt n > 1 re-sends the turn's last request, which was abandoned as attempt n - 1."""
+    number = event.data["attempt"]
+    if number == 1:
+        return
+    last = fold.last_attempt
+    if last is None or last.outcome in (None, "response") or last.attempt != number - 1:
+        raise _fail(event, f"model_request attempt {number} does not follow an abandoned attempt"
+                    f" {number - 1}")
 
 
 def _close_attempt(fold: Fold, event: Event, outcome: str) -> ModelAttempt:
@@ -350,6 +448,7 @@ def _close_attempt(fold: Fold, event: Event, outcome: str) -> ModelAttempt:
 
 def _on_model_response(fold: Fold, event: Event) -> None:
     _close_attempt(fold, event, "response")
+    fold.response_of[event.data["request_event_id"]] = event
     usage = event.data["usage"]
     fold.responses.append(event.data)
     inp, out = usage.get("input_tokens"), usage.get("output_tokens")
@@ -394,6 +493,7 @@ def _on_tool_call(fold: Fold, event: Event) -> None:
         raise _fail(event, f"call_id {call_id!r} is already used on this chain")
     if fold.turn is None:
         raise _fail(event, "tool_call outside a turn")
+    _check_call_part(fold, event)
     call = Call(
         call_id=call_id,
         name=data["name"],
@@ -405,6 +505,24 @@ def _on_tool_call(fold: Fold, event: Event) -> None:
     )
     fold.calls[call_id] = call
     fold.call_order.append(call_id)
+    fold.open_calls += 1
+
+
+def _check_call_part(fold: Fold, event: Event) -> None:
+    """A tool_call names its model_request, and once that response is recorded it must hold a
+    tool_use part with the same id, name and input (a streamed call may come first)."""
+    data = event.data
+    if data["request_event_id"] not in fold.attempts:
+        raise _fail(event, "tool_call names no model_request on this chain")
+    response = fold.response_of.get(data["request_event_id"])
+    if response is None:
+        return
+    for part in response.data["content"]:
+        if part.get("type") == "tool_use" and part["call_id"] == data["call_id"]:
+            if part["name"] != data["name"] or part["input"] != data["input"]:
+                raise _fail(event, "tool_call differs from the tool_use part it records")
+            return
+    raise _fail(event, f"tool_call {data['call_id']!r} matches no tool_use part of its response")
 
 
 def _on_permission_decision(fold: Fold, event: Event) -> None:
@@ -518,12 +636,32 @@ def _on_tool_result(fold: Fold, event: Event) -> None:
     call = fold._call(event)
     if call.result is not None:
         raise _fail(event, f"call {call.call_id!r} already has a result")
+    # an ask_user answer satisfies (and closes) the open question the call parked on
+    answered = event.data["origin"] == "answered"
+    if answered and fold.parks.pop(("input", call.call_id), None) is None:
+        raise _fail(event, "an answer for a call with no open question (parked on input)")
     call.result = event.data
     call.parked = False
+    fold.open_calls -= 1
+    fold.transcript.append(("tool", event.event_id))
+
+
+def _deferred(call: Call) -> bool:
+    return call.result is not None and call.result["origin"] == "deferred"
+
+
+def _on_tool_result_late(fold: Fold, event: Event) -> None:
+    call = fold._call(event)
+    if not _deferred(call):
+        raise _fail(event, "tool_result_late for a call whose result is not a deferred placeholder")
+    if call.late_result is not None:
+        raise _fail(event, f"call {call.call_id!r} already has its late result")
+    call.late_result = event.data
     fold.transcript.append(("tool", event.event_id))
 
 
 def _on_snapshot(fold: Fold, event: Event) -> None:
+    fold.snapshot_revisions[event.seq] = event.data.get("knowledge_revision")
     quiescent = fold.open_attempt is None and not fold.pending_calls()
     if quiescent:
         fold.snapshots.append((event.seq, event.event_id, event.data["expires_at"]))
@@ -532,6 +670,11 @@ def _on_snapshot(fold: Fold, event: Event) -> None:
 def _on_fork(fold: Fold, event: Event) -> None:
     if event.data["reason"] == "repair":
         fold.inspection_only = True
+    elif event.data["knowledge_policy"] == "pinned":
+        # pinned: the child searches as of the fork snapshot's revision; current: the live one
+        fold.knowledge_revision = fold.snapshot_revisions.get(event.seq - 1)
+    else:
+        fold.knowledge_revision = None
 
 
 def _park_key(address: dict[str, Any]) -> tuple[str, str]:
@@ -595,6 +738,9 @@ _HANDLERS = {
     "user_input": _on_user_input,
     "steer": _on_steer,
     "injected": _on_injected,
+    "heartbeat": _on_heartbeat,
+    "woken": _on_woken,
+    "tool_result_late": _on_tool_result_late,
     "compacted": _on_compacted,
     "model_request": _on_model_request,
     "model_response": _on_model_response,

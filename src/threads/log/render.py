@@ -1,21 +1,39 @@
-"""Render v1: the neutral, hashable form of a model request (LOG-FORMAT §6).
+"""Render v1: the neutral, hashable bytes of the model request a log implies (LOG-FORMAT §6).
 
-Line 1 is the declared prefix (adapter, model, params, system, tools); then one line per
-transcript message. Every line is canonical JSON ending in ``\\n``. The bytes are what a
-``model_request`` stores as its artifact, so a request can be replayed and compared exactly.
+Line 0 is the declared prefix: adapter, model and params of the settings epoch in force (the
+pinned ones until a ``settings_changed``), the pinned system text and the pinned tools (a
+deferred tool shows only its name and description). Then one line per model-visible event, in
+log order: user input and steers as recorded, injected context inside its reference wrapper,
+heartbeats, model responses, tool results (late ones marked), and a line with the new tool set
+for every ``tools_changed``, so line 0 never changes within an epoch (C7). Every line is
+canonical JSON ending in ``\\n``; a ``model_request`` stores exactly these bytes.
+
+Every artifact a rendered part references (images, reasoning blocks, injected text) must be
+present and intact, and text must be UTF-8: else ``artifact_missing`` / ``artifact_corrupt`` at
+the event that carries it, and no request is made. Invariant: the bytes are a pure function of
+the events before the request and those artifacts' bytes; nothing here does I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from threads.errors import LogError
 from threads.log.canonical import canonical
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
 
 MEDIA_TYPE = "application/x-ndjson"
+TOOLS_ROLE = "tools"  # the line a tools_changed renders: the complete new set
+Artifacts = Mapping[str, bytes]  # sha256 -> bytes, for the artifacts rendering reads
+
+# parts of a response an omit_prior settings epoch drops from later renders
+_CARRYOVER_PARTS = frozenset({"reasoning", "hosted_tool"})
+_INPUT_HOOK = "before_input"
+_DENYING = frozenset({"deny", "failed"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +42,7 @@ class Rendered:
     prefix_bytes: int
     prefix_sha256: str
     prefix: dict[str, Any]
-    messages: list[dict[str, Any]]
+    messages: list[dict[str, Any]]  # the conversation lines after line 0, for an adapter
 
     def request_ref(self) -> dict[str, Any]:
         return {"bytes": len(self.data), "media_type": MEDIA_TYPE, "sha256": sha256_hex(self.data)}
@@ -33,92 +51,257 @@ class Rendered:
         return {"bytes": self.prefix_bytes, "sha256": self.prefix_sha256}
 
 
-def declared_prefix(started: Mapping[str, Any], tools: list[dict[str, Any]]) -> dict[str, Any]:
+def prefix_tool(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """How a ToolSpec shows in Render v1: a deferred tool only by name and description."""
+    if spec.get("defer_loading"):
+        return {"deferred": True, "description": spec["description"], "name": spec["name"]}
     return {
-        "adapter": started["adapter"],
-        "model": started["model"],
-        "params": started["model_params"],
-        "system": started["instructions"],
-        "tools": [
-            {"description": t["description"], "input_schema": t["input_schema"], "name": t["name"]}
-            for t in tools
-        ],
+        "description": spec["description"],
+        "input_schema": spec["input_schema"],
+        "name": spec["name"],
     }
 
 
-def tool_text(data: Mapping[str, Any], resolved: Mapping[str, str]) -> str:
-    """The full text a tool result shows the model: its content, else its artifact, else the
-    preview."""
-    content = data.get("content")
-    if content:
-        return "".join(part.get("text", "") for part in content)
-    ref = data.get("ref")
-    if ref is not None and ref["sha256"] in resolved:
-        return resolved[ref["sha256"]]
-    return str(data["preview"])
+def declared_prefix(
+    started: Mapping[str, Any], settings: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Line 0 under ``settings`` (a settings_changed's ``settings``; None: as pinned)."""
+    source = settings if settings is not None else started
+    return {
+        "adapter": source["adapter"],
+        "model": source["model"],
+        "params": source["model_params"],
+        "system": started["instructions"],
+        "tools": [prefix_tool(spec) for spec in started.get("tools", [])],
+    }
 
 
-def _message(event: Event, resolved: Mapping[str, str]) -> dict[str, Any] | None:
+def prefix_line(started: Mapping[str, Any], settings: Mapping[str, Any] | None = None) -> bytes:
+    return canonical(declared_prefix(started, settings)) + b"\n"
+
+
+def prefix_digest(line: bytes) -> dict[str, Any]:
+    """``declared_prefix`` of a model_request whose line 0 is ``line`` (newline included)."""
+    return {"bytes": len(line), "sha256": sha256_hex(line)}
+
+
+# ---- artifacts -------------------------------------------------------------------------------
+
+
+def _part_refs(parts: list[dict[str, Any]] | None) -> Iterator[dict[str, Any]]:
+    for part in parts or []:
+        ref = part.get("ref")
+        if isinstance(ref, dict):
+            yield ref
+
+
+def event_refs(event: Event) -> list[dict[str, Any]]:
+    """The artifacts rendering ``event`` reads or verifies. A tool result's own ``ref`` (the
+    spilled full output) is not among them: without content the model sees the preview."""
     data = event.data
+    if event.type in ("user_input", "steer", "tool_result", "tool_result_late"):
+        return list(_part_refs(data.get("content")))
+    if event.type in ("model_response", "model_response_recovered"):
+        return list(_part_refs(data.get("content")))
+    if event.type == "injected" and isinstance(data.get("ref"), dict):
+        return [data["ref"]]
+    if event.type == "compacted":
+        return [data["summary_ref"]]
+    return []
+
+
+def _verified(event: Event, ref: Mapping[str, Any], artifacts: Artifacts) -> bytes:
+    data = artifacts.get(ref["sha256"])
+    if data is None:
+        raise LogError(
+            "artifact_missing", f"{event.type} references artifact {ref['sha256']}, which the "
+            "store does not hold; restore it (or import it) before rendering", seq=event.seq,
+        )
+    if len(data) != ref["bytes"] or sha256_hex(data) != ref["sha256"]:
+        raise LogError(
+            "artifact_corrupt", f"artifact {ref['sha256']} does not match its length or hash",
+            seq=event.seq,
+        )
+    return data
+
+
+def _text(event: Event, ref: Mapping[str, Any], artifacts: Artifacts) -> str:
+    try:
+        return _verified(event, ref, artifacts).decode("utf-8")
+    except UnicodeDecodeError:
+        raise LogError(
+            "artifact_corrupt", f"artifact {ref['sha256']} holds text that is not UTF-8; text is"
+            " never decoded lossily", seq=event.seq,
+        ) from None
+
+
+# ---- lines -----------------------------------------------------------------------------------
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def _injected(event: Event, artifacts: Artifacts) -> dict[str, Any]:
+    data = event.data
+    text = data["text"] if "text" in data else _text(event, data["ref"], artifacts)
+    if data["trust"] != "untrusted_reference":
+        return _user(text)
+    return _user(
+        f'<reference source="{data["source"]}" id="{data["origin"]["id"]}" untrusted="true">\n'
+        f"{text}\n</reference>"
+    )
+
+
+def _result(event: Event, *, late: bool) -> dict[str, Any]:
+    data = event.data
+    line: dict[str, Any] = {
+        "role": "tool",
+        "call_id": data["call_id"],
+        "is_error": data["is_error"],
+        "content": data.get("content") or [{"type": "text", "text": data["preview"]}],
+    }
+    if late:
+        line["late"] = True
+    return line
+
+
+def _summary(event: Event, artifacts: Artifacts) -> dict[str, Any]:
+    text = _text(event, event.data["summary_ref"], artifacts)
+    return _user(f'<reference source="summary" untrusted="true">\n{text}\n</reference>')
+
+
+def _line(event: Event, artifacts: Artifacts) -> dict[str, Any] | None:
+    """The Render v1 line of one event, or None for an event the model does not see."""
+    data = event.data
+    for ref in event_refs(event):
+        _verified(event, ref, artifacts)
     if event.type in ("user_input", "steer"):
         content = data.get("content") or [{"type": "text", "text": data.get("text", "")}]
         return {"role": "user", "content": content}
     if event.type in ("model_response", "model_response_recovered"):
         return {"role": "assistant", "content": data["content"]}
     if event.type == "tool_result":
-        return {
-            "role": "tool",
-            "call_id": data["call_id"],
-            "is_error": data["is_error"],
-            "content": [{"type": "text", "text": tool_text(data, resolved)}],
-        }
+        return _result(event, late=False)
+    if event.type == "tool_result_late":
+        return _result(event, late=True)
+    if event.type == "injected":
+        return _injected(event, artifacts)
+    if event.type == "heartbeat":
+        return _user(f"<heartbeat>\nrunning: {', '.join(data['running_call_ids'])}\n</heartbeat>")
+    if event.type == "tools_changed":
+        return {"role": TOOLS_ROLE, "tools": [prefix_tool(spec) for spec in data["tools"]]}
+    if event.type == "compacted":
+        return _summary(event, artifacts)
     return None
 
 
+def _without_carryover(line: dict[str, Any]) -> dict[str, Any] | None:
+    kept = [part for part in line["content"] if part.get("type") not in _CARRYOVER_PARTS]
+    return {**line, "content": kept} if kept else None
+
+
+@dataclass(slots=True)
+class _Entry:
+    seq: int  # where the line stands; a compaction summary stands at the start of its range
+    event_id: str
+    line: dict[str, Any]
+    data: bytes
+    carryover: bool  # holds reasoning / hosted_tool parts
+    summary: bool = False
+
+
+@dataclass(slots=True)
+class _Lines:
+    """The lines rendered so far and what hides or changes them later."""
+
+    entries: list[_Entry] = field(default_factory=list)
+    denied_inputs: set[str] = field(default_factory=set)
+    compaction_requests: set[str] = field(default_factory=set)
+    compacted: list[tuple[int, int]] = field(default_factory=list)
+    settings: Mapping[str, Any] | None = None
+    omit_before: int = 0
+
+    def feed(self, event: Event, artifacts: Artifacts) -> None:
+        data = event.data
+        if event.type == "settings_changed":
+            self.settings = data["settings"]
+            if data["settings"]["reasoning_carryover"] == "omit_prior":
+                self.omit_before = event.seq
+            return
+        if event.type == "hook_decision":
+            if data["hook"] == _INPUT_HOOK and data["decision"] in _DENYING:
+                self.denied_inputs.add(data.get("input_event_id", ""))
+            return
+        if event.type == "model_request" and data.get("purpose") == "compaction":
+            self.compaction_requests.add(event.event_id)
+            return
+        if event.type in ("model_response", "model_response_recovered") and (
+            data["request_event_id"] in self.compaction_requests
+        ):
+            return
+        line = _line(event, artifacts)
+        if line is None:
+            return
+        raw = canonical(line) + b"\n"
+        carryover = any(p.get("type") in _CARRYOVER_PARTS for p in line.get("content", []))
+        if event.type != "compacted":
+            self.entries.append(_Entry(event.seq, event.event_id, line, raw, carryover))
+            return
+        start, end = data["from_seq"], data["to_seq"]
+        self.compacted.append((start, end))
+        at = bisect_left([entry.seq for entry in self.entries], start)
+        self.entries.insert(at, _Entry(start, event.event_id, line, raw, False, summary=True))
+
+    def lines(self) -> Iterator[tuple[dict[str, Any], bytes]]:
+        for entry in self.entries:
+            if entry.event_id in self.denied_inputs:
+                continue
+            if not entry.summary and any(a <= entry.seq <= b for a, b in self.compacted):
+                continue
+            if entry.carryover and entry.seq < self.omit_before:
+                kept = _without_carryover(entry.line)
+                if kept is not None:
+                    yield kept, canonical(kept) + b"\n"
+                continue
+            yield entry.line, entry.data
+
+
 class RenderCache:
-    """What a run has already rendered: the declared prefix line per tool set, and every
-    event's message line. The log only grows and events never change, so each request renders
-    only the events appended since the previous one."""
+    """What a run has already rendered. The log only grows and events never change, so each
+    request renders only the events appended since the previous one."""
 
     def __init__(self) -> None:
-        self._prefix: tuple[object, object, dict[str, Any], bytes] | None = None
-        self._events: list[Event] | None = None
+        self._last: Event | None = None  # the last event fed, to recognise a longer log
         self._seen = 0
-        self._entries: list[tuple[dict[str, Any], bytes]] = []
+        self._lines = _Lines()
 
-    def prefix(
-        self, started: Mapping[str, Any], tools: list[dict[str, Any]]
-    ) -> tuple[dict[str, Any], bytes]:
-        cached = self._prefix
-        if cached is not None and cached[0] is started and cached[1] is tools:
-            return cached[2], cached[3]
-        prefix = declared_prefix(started, tools)
-        line = canonical(prefix) + b"\n"
-        self._prefix = (started, tools, prefix, line)
-        return prefix, line
-
-    def entries(
-        self, events: list[Event], resolved: Mapping[str, str]
-    ) -> list[tuple[dict[str, Any], bytes]]:
-        if events is not self._events or len(events) < self._seen:
-            self._events, self._seen, self._entries = events, 0, []
+    def feed(self, events: Sequence[Event], artifacts: Artifacts) -> _Lines:
+        grown = len(events) >= self._seen and (
+            self._seen == 0 or events[self._seen - 1] is self._last
+        )
+        if not grown:
+            self._seen, self._lines = 0, _Lines()
         for event in events[self._seen :]:
-            message = _message(event, resolved)
-            if message is not None:
-                self._entries.append((message, canonical(message) + b"\n"))
+            self._lines.feed(event, artifacts)
         self._seen = len(events)
-        return self._entries
+        self._last = events[-1] if events else None
+        return self._lines
 
 
 def render(
     started: Mapping[str, Any],
-    tools: list[dict[str, Any]],
-    events: list[Event],
-    resolved: Mapping[str, str] | None = None,
+    events: Sequence[Event],
+    artifacts: Artifacts | None = None,
     cache: RenderCache | None = None,
 ) -> Rendered:
+    """The request the log ``events`` implies next (``started`` is the thread_started data)."""
     cache = cache if cache is not None else RenderCache()
-    prefix, first = cache.prefix(started, tools)
-    entries = cache.entries(events, resolved or {})
-    data = first + b"".join(line for _, line in entries)
-    return Rendered(data, len(first), sha256_hex(first), prefix, [m for m, _ in entries])
+    rendered = cache.feed(events, artifacts or {})
+    first = prefix_line(started, rendered.settings)
+    lines = list(rendered.lines())
+    data = first + b"".join(raw for _, raw in lines)
+    prefix = declared_prefix(started, rendered.settings)
+    # a tools line changes the set an adapter sends (it takes the current set separately)
+    messages = [line for line, _ in lines if line["role"] != TOOLS_ROLE]
+    return Rendered(data, len(first), sha256_hex(first), prefix, messages)

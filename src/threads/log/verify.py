@@ -78,10 +78,12 @@ class ChainChecker:
         return self._last_hash
 
     def header(self, header: Header) -> None:
+        # A header has no seq of its own: a child header's problems are reported at the seq
+        # its segment's first event (the fork) would have, as upstream does.
         if self._awaiting_fork:
             raise LogError(
                 "invalid_transition", "a child header must be followed by its fork event, "
-                "not by another header", seq=0,
+                "not by another header", seq=self.next_seq,
             )
         if self.segments:
             root = self.segments[0].header
@@ -89,7 +91,7 @@ class ChainChecker:
                 raise LogError(
                     "invalid_transition",
                     f"child header names thread {header.thread_id}, but the chain is thread "
-                    f"{root.thread_id}", seq=0,
+                    f"{root.thread_id}", seq=self.next_seq,
                 )
             self._awaiting_fork = True
         self.segments.append(Segment(header))

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from threads.errors import StoreError
-from threads.log.render import MEDIA_TYPE, render
+from threads.log.render import MEDIA_TYPE, event_refs, render
 from threads.models.protocol import (
     ModelCallError,
     ModelOutput,
@@ -54,9 +54,7 @@ async def model_step(rt: Runtime) -> RunResult | None:
         return exhausted
     started = rt.fold.thread_started
     assert started is not None
-    rendered = render(
-        started, rt.fold.tools, rt.fold.events, await _stored_texts(rt), rt.memo.cache
-    )
+    rendered = render(started, rt.fold.events, await _render_artifacts(rt), rt.memo.cache)
     attempt = _next_attempt(rt)
     data = {
         "attempt": attempt,
@@ -97,15 +95,21 @@ def _next_attempt(rt: Runtime) -> int:
     return last.attempt + 1
 
 
-async def _stored_texts(rt: Runtime) -> dict[str, str]:
-    """Texts of tool results stored only by artifact (too large to inline), for rendering."""
-    texts = rt.memo.texts
-    for event in rt.fold.events:
-        ref = event.data.get("ref") if event.type == "tool_result" else None
-        if ref is not None and not event.data.get("content") and ref["sha256"] not in texts:
-            data = await rt.writer.store.get_artifact(ref["sha256"])
-            texts[ref["sha256"]] = data.decode("utf-8", errors="replace")
-    return texts
+async def _render_artifacts(rt: Runtime) -> dict[str, bytes]:
+    """The artifacts the next request's Render v1 reads or verifies (images, reasoning blocks,
+    injected text); one the store lacks is left out, so render names the event that needs it."""
+    memo = rt.memo
+    for event in rt.fold.events[memo.seen :]:
+        for ref in event_refs(event):
+            if ref["sha256"] in memo.artifacts:
+                continue
+            try:
+                memo.artifacts[ref["sha256"]] = await rt.writer.store.get_artifact(ref["sha256"])
+            except StoreError as exc:
+                if exc.code != "artifact_missing":
+                    raise
+    memo.seen = len(rt.fold.events)
+    return memo.artifacts
 
 
 async def _call_model(rt: Runtime, request: ModelRequest) -> ModelOutput:

@@ -56,7 +56,6 @@ async def close(
     if len(blob) > INLINE_RESULT_BYTES:
         ref = artifact_ref(blob, "text/plain")
         artifacts.append(PendingArtifact(blob, "text/plain"))
-        rt.memo.texts[ref["sha256"]] = text  # it may still be held, not yet stored
     data = tool_result_data(call.call_id, text, origin=origin, is_error=error, ref=ref)
     await rt.writer.append([Draft("tool_result", data, actor)], artifacts=artifacts, hold=hold)
 

@@ -4,7 +4,7 @@ It is frozen: a step reads the run's writer (and through it the folded log), its
 its handle, the principal, the injected clock and sleep, and returns what it decided as a value.
 The few things in it that change while a run goes on are owned objects with one job each: the
 writer (lease, fenced append), the ``CancelSignal`` (a Ctrl-C asked for a cancel) and the
-``RenderMemo`` (texts of large results, render cache). Nothing in it points back at a loop.
+``RenderMemo`` (artifacts rendering reads, render cache). Nothing in it points back at a loop.
 """
 
 from __future__ import annotations
@@ -59,10 +59,11 @@ class CancelSignal:
 
 @dataclass(slots=True)
 class RenderMemo:
-    """What rendering remembers between requests of one run: the texts of results stored only
-    by artifact (some may still be held, not yet stored), and the render cache."""
+    """What rendering remembers between requests of one run: the artifacts rendered parts
+    read (and how many events were scanned for them), and the render cache."""
 
-    texts: dict[str, str] = field(default_factory=dict)
+    artifacts: dict[str, bytes] = field(default_factory=dict)
+    seen: int = 0
     cache: RenderCache = field(default_factory=RenderCache)
 
 

@@ -1,7 +1,8 @@
 """The thread handle: inspect and control a thread from any process, with only the store and
 its id (no agent needed).
 
-Reads (``timeline``, ``state``, ``usage``, ``cost``, ``pending_approvals``) reduce the log.
+Reads (``timeline``, ``state``, ``usage``, ``cost``, ``pending_approvals``) reduce the log;
+``replay`` re-renders every recorded model request and compares it with what was recorded.
 Controls (``approve``, ``deny``, ``resolve_parked``, ``cancel``) append one event with the
 principal as actor, under the lease for that one append. Authority is one rule
 (``threads.run.authority``): the agent's approvers (when the handle knows the agent), else the
@@ -17,6 +18,7 @@ from typing import Any, Literal
 from threads.errors import ConfigError, NotFound, ThreadsError
 from threads.log.lines import Event
 from threads.log.reduce import Call, Fold
+from threads.log.replay import Replayed
 from threads.principal import Principal
 from threads.run.authority import refusal
 from threads.run.config import AgentSpec
@@ -26,6 +28,7 @@ from threads.run.fork import Restore, fork_at
 from threads.run.holders import earlier_holder, iso
 from threads.run.park_info import effect_park_detail
 from threads.run.permissions import check_rule, rule_matches
+from threads.run.replay import replay_branch
 from threads.sandbox.protocol import Sandbox
 from threads.store.protocol import BranchInfo, Store
 from threads.tools.tool import DEFAULT_SETTLE_MS
@@ -130,6 +133,13 @@ class Thread:
 
     async def cost(self) -> dict[str, Any]:
         return (await self.fold()).cost()
+
+    async def replay(self) -> Replayed:
+        """Re-render every recorded model request from the log and compare it byte for byte
+        with what was recorded (``request_ref``, ``declared_prefix``), without calling a model.
+        ``Replayed.mismatch`` is the first request that differs (``request_hash_mismatch``,
+        ``prefix_changed``) or an artifact rendering needs (``artifact_missing``, ...)."""
+        return await replay_branch(self.store, (await self._branch()).branch_id)
 
     async def export(self) -> bytes:
         # Imported here: export pulls in the JSON Schema validator, which no run needs.

@@ -1,8 +1,9 @@
 """Sample logs for tests, benchmarks and demos: a tiny writer of valid root and child branches.
 
 ``SampleLog`` mints schema-valid events the way the run loop writes them (``encode_event``,
-contiguous seq, ``prev_hash`` = hash of the previous line of the segment, one epoch per writer),
-so what it builds passes full admission, chaining and the semantic rules of reduce.
+contiguous seq, ``prev_hash`` = hash of the previous line of the segment, one epoch per writer,
+each request the Render v1 of the log before it), so what it builds passes full admission,
+chaining, the semantic rules of reduce and replay.
 Invariant: ``lines()`` / ``export()`` are byte-identical to what a store would hold and export.
 """
 
@@ -15,6 +16,7 @@ from threads.clock import Clock
 from threads.log.hashing import value_hash
 from threads.log.ids import uuid7
 from threads.log.lines import Event, Head, Header, encode_event, make_header
+from threads.log.render import render
 
 USER = {"kind": "user", "principal": {"issuer": "api", "subject": "alice", "tenant": "local"}}
 HOST = {"kind": "host"}
@@ -39,17 +41,6 @@ _CONFIG: dict[str, Any] = {
     "model_params": {"max_tokens": 1024},
     "tools": [_TOOL],
 }
-_REQUEST_REF = {
-    "bytes": 461,
-    "media_type": "application/x-ndjson",
-    "sha256": "e0920bbc2776d4bc887421295ea6ddbf1173b45d58259e4d2fb44d1dd44b4bb3",
-}
-_DECLARED_PREFIX = {
-    "bytes": 386,
-    "sha256": "862106e35a5b98c8953a59e6e4e8e547992d3931eb45cc87eb7aadf1ad3af715",
-}
-
-
 class SampleLog:
     """One branch being written: its header, its own events, and (for a child) its parent
     through the fork point. Call ``turn()`` etc. to add events; ``epoch`` may be raised to the
@@ -100,9 +91,16 @@ class SampleLog:
     def turn(self, text: str = "What is in README.md?", reply: str = "One heading.") -> list[Event]:
         """A whole turn: user_input, model_request, model_response (end_turn), turn_completed."""
         first = self.add("user_input", {"source": "api", "text": text}, USER)
+        events = [e for _, segment in self.segments() for e in segment]
+        started = next(e.data for e in events if e.type == "thread_started")
+        rendered = render(started, events)  # the request's Render v1, so replay matches it
         request = self.add(
             "model_request",
-            {"attempt": 1, "declared_prefix": _DECLARED_PREFIX, "request_ref": _REQUEST_REF},
+            {
+                "attempt": 1,
+                "declared_prefix": rendered.declared_prefix(),
+                "request_ref": rendered.request_ref(),
+            },
         )
         response = self.add(
             "model_response",

@@ -1,0 +1,242 @@
+"""Reader rules and projections for features other writers record: subagents, todo lists,
+handoffs, permission modes, settings epochs, structured output, compaction and context edits.
+
+This implementation writes none of these events, but a log threads-ts wrote may hold them, and
+a reader must judge it exactly as upstream does: a rule broken raises ``LogError`` at that
+event's seq (``invalid_transition``). ``Features`` is the part of the fold these events build;
+the handlers read the rest of the fold only through ``ChainFacts``.
+Invariant: like the rest of reduce, a pure function of the events it was given (no I/O).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Protocol
+
+from jsonschema import Draft202012Validator
+
+from threads.errors import LogError
+from threads.log.hashing import value_hash
+from threads.log.lines import Event
+
+# agent_finished statuses; a spawned child is ``running`` until its one agent_finished
+CHILD_RUNNING = "running"
+
+
+class ChainFacts(Protocol):
+    """What the feature rules need to know about the rest of the fold."""
+
+    @property
+    def thread_started(self) -> dict[str, Any] | None: ...
+
+    def attempt_open(self) -> bool: ...
+
+    def has_call(self, call_id: str) -> bool: ...
+
+    def has_result(self, call_id: str) -> bool: ...
+
+    def event_by_id(self, event_id: str) -> Event | None: ...
+
+
+@dataclass(slots=True)
+class Child:
+    """A child thread an ``agent_spawned`` created, and its one terminal result."""
+
+    child_thread_id: str
+    call_id: str
+    agent_name: str
+    mode: str
+    budget: dict[str, Any] | None
+    status: str = CHILD_RUNNING
+    usage: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class Features:
+    children: dict[str, Child] = field(default_factory=dict)
+    todos: list[dict[str, Any]] = field(default_factory=list)
+    handoff: Event | None = None
+    mode: str | None = None  # None until read from the pinned policy
+    settings: dict[str, Any] | None = None  # the settings epoch in force; None: as pinned
+    omit_reasoning_before: int = 0  # seq of the last settings_changed{omit_prior}
+    boundaries: set[int] = field(default_factory=set)  # seqs after which no step was open
+    accepted_output: Any = None
+
+    def projections(self) -> dict[str, Any]:
+        return {
+            "children": [
+                {"child_thread_id": c.child_thread_id, "status": c.status}
+                for c in self.children.values()
+            ],
+            "todos": [dict(item) for item in self.todos],
+        }
+
+
+def _fail(event: Event, message: str) -> LogError:
+    return LogError("invalid_transition", message, seq=event.seq)
+
+
+def _policy(facts: ChainFacts) -> dict[str, Any]:
+    return dict((facts.thread_started or {}).get("policy") or {})
+
+
+def _on_agent_spawned(features: Features, facts: ChainFacts, event: Event) -> None:
+    data = event.data
+    if not facts.has_call(data["call_id"]):
+        raise _fail(event, f"agent_spawned names call {data['call_id']!r}, which has no tool_call")
+    if data["child_thread_id"] in features.children:
+        raise _fail(event, f"child thread {data['child_thread_id']} was already spawned")
+    features.children[data["child_thread_id"]] = Child(
+        data["child_thread_id"], data["call_id"], data["agent_name"], data["mode"],
+        data.get("budget"),
+    )
+
+
+def _on_agent_finished(features: Features, facts: ChainFacts, event: Event) -> None:
+    child = features.children.get(event.data["child_thread_id"])
+    if child is None:
+        raise _fail(event, "agent_finished for a child thread no agent_spawned created")
+    if child.status != CHILD_RUNNING:
+        raise _fail(event, "agent_finished appears exactly once per spawned child")
+    child.status = event.data["status"]
+    child.usage = event.data["usage"]
+
+
+def _on_todos_updated(features: Features, facts: ChainFacts, event: Event) -> None:
+    ids = [item["id"] for item in event.data["todos"]]
+    if len(set(ids)) != len(ids):
+        raise _fail(event, "todos_updated lists two items with the same id")
+    features.todos = list(event.data["todos"])
+
+
+def check_tools_hash(event: Event) -> None:
+    """``tools_changed.tools_hash`` is the hash of the canonical bytes of its ``tools``."""
+    if event.data["tools_hash"] != value_hash(event.data["tools"]):
+        raise _fail(event, "tools_changed tools_hash is not the hash of its tools")
+
+
+def _on_handoff(features: Features, facts: ChainFacts, event: Event) -> None:
+    if not facts.has_call(event.data["call_id"]):
+        raise _fail(event, "handoff names a call that has no tool_call")
+    if features.handoff is not None:
+        raise _fail(event, "the thread was already handed off")
+    features.handoff = event
+
+
+def check_after_handoff(features: Features, event: Event) -> None:
+    """After a handoff the thread takes no new input and no model request."""
+    if features.handoff is not None:
+        raise _fail(event, f"{event.type} after the thread was handed off")
+
+
+def current_mode(features: Features, facts: ChainFacts) -> str:
+    if features.mode is None:
+        permissions = _policy(facts).get("permissions") or {}
+        return str(permissions.get("mode", "default"))
+    return features.mode
+
+
+def _on_mode_changed(features: Features, facts: ChainFacts, event: Event) -> None:
+    data = event.data
+    mode = current_mode(features, facts)
+    if data["from"] != mode:
+        raise _fail(event, f"mode_changed from {data['from']!r}, but the mode is {mode!r}")
+    permissions = _policy(facts).get("permissions") or {}
+    if data["to"] == "bypass" and not permissions.get("allow_bypass", False):
+        raise _fail(event, "mode_changed to bypass, but the policy does not allow bypass")
+    if event.actor.get("kind") in ("model", "tool"):
+        raise _fail(event, "a permission mode is never changed by the agent alone")
+    features.mode = data["to"]
+
+
+def _on_settings_changed(features: Features, facts: ChainFacts, event: Event) -> None:
+    if facts.attempt_open():
+        raise _fail(event, "settings_changed while a model attempt awaits its response")
+    settings = event.data["settings"]
+    models = _policy(facts).get("models")
+    if models is not None and not any(
+        m.get("name") == settings["model"]["name"]
+        and m.get("provider") == settings["model"]["provider"]
+        for m in models
+    ):
+        raise _fail(event, f"settings_changed names model {settings['model']['name']!r}, which"
+                    " the policy does not list")
+    features.settings = settings
+    if settings["reasoning_carryover"] == "omit_prior":
+        features.omit_reasoning_before = event.seq
+
+
+@cache
+def _validator(schema_json: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(schema_json))
+
+
+def _on_output_validated(features: Features, facts: ChainFacts, event: Event) -> None:
+    data = event.data
+    output = _policy(facts).get("output")
+    if output is None:
+        raise _fail(event, "output_validated, but the thread pins no output schema")
+    if data["schema_sha256"] != output.get("schema_sha256"):
+        raise _fail(event, "output_validated schema_sha256 is not the pinned output schema's")
+    source = facts.event_by_id(data["source_event_id"])
+    if source is None or source.type not in (
+        "tool_call", "model_response", "model_response_recovered"
+    ):
+        raise _fail(event, "output_validated names no candidate (tool_call or model_response)")
+    if data["outcome"] == "accepted":
+        schema = json.dumps(output.get("schema", {}), sort_keys=True)
+        if not _validator(schema).is_valid(data["value"]):
+            raise _fail(event, "output_validated accepted a value its schema refuses")
+        features.accepted_output = data["value"]
+
+
+def _on_compacted(features: Features, facts: ChainFacts, event: Event) -> None:
+    data = event.data
+    if not data["from_seq"] <= data["to_seq"] < event.seq:
+        raise _fail(event, "compacted range must end before the compacted event")
+    for seq_key, id_key in (("from_seq", "from_event_id"), ("to_seq", "to_event_id")):
+        named = facts.event_by_id(data[id_key])
+        if named is None or named.seq != data[seq_key]:
+            raise _fail(event, f"compacted {id_key} is not the event at {seq_key}")
+    # both ends are step boundaries: nothing open just before from, nor just after to
+    if data["from_seq"] - 1 not in features.boundaries or data["to_seq"] not in features.boundaries:
+        raise _fail(event, "compacted range splits a step (a pending call or an open request)")
+
+
+def _on_context_edited(features: Features, facts: ChainFacts, event: Event) -> None:
+    for edit in event.data["edits"]:
+        if not facts.has_result(edit["call_id"]):
+            raise _fail(event, f"context_edited names call {edit['call_id']!r}, which has no"
+                        " recorded result")
+
+
+def _on_injected(features: Features, facts: ChainFacts, event: Event) -> None:
+    """An output_style injection carries the instructions the policy pins under its name."""
+    data = event.data
+    if data["source"] != "output_style":
+        return
+    styles = _policy(facts).get("output_styles") or {}
+    pinned = styles.get(data["origin"]["id"])
+    if pinned is None:
+        raise _fail(event, f"injected output_style {data['origin']['id']!r} is not pinned")
+    if "text" in data and data["text"] != pinned:
+        raise _fail(event, "injected output_style text is not the text the policy pins")
+
+
+Handler = Callable[[Features, ChainFacts, Event], None]
+
+HANDLERS: dict[str, Handler] = {
+    "agent_spawned": _on_agent_spawned,
+    "agent_finished": _on_agent_finished,
+    "todos_updated": _on_todos_updated,
+    "handoff": _on_handoff,
+    "mode_changed": _on_mode_changed,
+    "settings_changed": _on_settings_changed,
+    "output_validated": _on_output_validated,
+    "compacted": _on_compacted,
+    "context_edited": _on_context_edited,
+    "injected": _on_injected,
+}
