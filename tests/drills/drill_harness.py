@@ -35,17 +35,29 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def log_lines(store_dir: Path) -> list[bytes]:
-    """Every stored event line of the store's (single) thread, in seq order."""
+def branch_lines(store_dir: Path) -> dict[str, list[bytes]]:
+    """Every stored event line of the store, per branch, in seq order (nothing yet: empty)."""
     db = store_dir / "threads.db"
+    out: dict[str, list[bytes]] = {}
     if not db.exists():
-        return []
+        return out
     conn = sqlite3.connect(db)
     try:
-        rows = conn.execute("SELECT line FROM events ORDER BY branch_id, seq")
-        return [bytes(r[0]) for r in rows]
+        rows = conn.execute("SELECT branch_id, line FROM events ORDER BY branch_id, seq")
+        for branch, line in rows:
+            out.setdefault(branch, []).append(bytes(line))
+    except sqlite3.OperationalError as exc:
+        # a kill while the first open was creating the schema leaves no table: no events yet
+        if "no such table" not in str(exc):
+            raise
     finally:
         conn.close()
+    return out
+
+
+def log_lines(store_dir: Path) -> list[bytes]:
+    """Every stored event line of the store's (single) thread, in seq order."""
+    return [line for lines in branch_lines(store_dir).values() for line in lines]
 
 
 def log_events(store_dir: Path) -> list[dict[str, Any]]:
@@ -99,6 +111,18 @@ def call_keys(events: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
     }
 
 
+@dataclass(frozen=True)
+class KillState:
+    """The last durable event at a kill (None: nothing was written) and the service's counts."""
+
+    last: dict[str, Any] | None
+    counts: dict[str, int]
+
+    @property
+    def last_type(self) -> str | None:
+        return None if self.last is None else str(self.last["type"])
+
+
 @dataclass
 class Drill:
     """One store directory and one fake service; runs workers against them."""
@@ -112,6 +136,8 @@ class Drill:
     prefix_breaks: int = 0
     resend_bound_hits: int = 0
     parked_keys: list[str] = field(default_factory=list)
+    # what the store and the service held right after each SIGKILL, before any rerun
+    at_kill: list[KillState] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -157,6 +183,7 @@ class Drill:
             self.prefix_breaks += 1
         if proc.returncode == KILLED:
             self.kills += 1
+            self.at_kill.append(self.kill_state())
             self.advance(LEASE_PAST_MS)  # the dead holder's lease is over; no sleeping
             return {"status": "killed"}
         if proc.returncode != 0:
@@ -181,6 +208,17 @@ class Drill:
         assert proc.returncode == KILLED, proc.returncode
         self.kills += 1
         self.advance(LEASE_PAST_MS)
+
+    def kill_state(self) -> KillState:
+        events = log_events(self.store_dir)
+        return KillState(events[-1] if events else None, self.service.client().snapshot()["counts"])
+
+    def rerun_adds_nothing(self, **fields: Any) -> bool:
+        """Run the thread once more with no input: a settled thread completes and appends
+        nothing (the restart-again half of a kill drill)."""
+        before = log_lines(self.store_dir)
+        result = self.run(thread=self.thread_id(), input=None, **fields)
+        return result["status"] == "completed" and log_lines(self.store_dir) == before
 
     def thread_id(self) -> str:
         events = log_events(self.store_dir)
@@ -234,9 +272,11 @@ class Drill:
         *,
         decide: Any = None,
         max_runs: int = 60,
+        **fields: Any,
     ) -> dict[str, Any]:
         """Run the thread until every input's turn completed; kill points are used in order
-        (one per worker run, ``None`` for no kill). Parks are settled by ``decide(key)``."""
+        (one per worker run, ``None`` for no kill). Parks are settled by ``decide(key)``.
+        ``fields`` go into every worker's spec (``profile``, ...)."""
         decide = decide or self.operator_decision
         kills = list(kills)
         for _ in range(max_runs):
@@ -250,7 +290,7 @@ class Drill:
             thread = self.thread_id() if events else None
             if thread is None and text is None:
                 text = inputs[0]
-            result = self.run(thread=thread, input=text, kill=kill)
+            result = self.run(thread=thread, input=text, kill=kill, **fields)
             if result["status"] == "parked":
                 for kind, key in result["pending"]:
                     assert kind == "effect", result
@@ -287,10 +327,59 @@ def resend_bound_reached(events: list[dict[str, Any]]) -> bool:
 
 def duplicates(drill: Drill) -> dict[str, int]:
     """Effect keys applied more than once without an operator's assume_not_done."""
-    events = log_events(drill.store_dir)
+    return duplicate_counts(log_events(drill.store_dir), drill.service.client().snapshot())
+
+
+def duplicate_counts(events: list[dict[str, Any]], service: dict[str, Any]) -> dict[str, int]:
+    """Of the log's effect keys, those the service (its snapshot) applied more than once
+    without an operator's assume_not_done, with their counts."""
     keys = call_keys(events)
     accepted = {call for call, outcome in human_decisions(events) if outcome == "assume_not_done"}
-    counts = drill.service.client().snapshot()["counts"]
     return {
-        key: n for key, n in counts.items() if n > 1 and keys.get(key, ("", ""))[0] not in accepted
+        key: n
+        for key, n in service["counts"].items()
+        if n > 1 and key in keys and keys[key][0] not in accepted
     }
+
+ASSUMED_DONE = "assumed done by an operator; not sent again"
+LOOK_UP_TEXT = "account {account} is open"
+NOT_RUN = ("not_executed", "denied")
+
+
+def tool_message_problems(events: list[dict[str, Any]], service: dict[str, Any]) -> list[str]:
+    """Each tool message in the log checked against what the service applied (``service`` is
+    its snapshot): an operator's ``assume_done`` stands for an application the service has; an
+    executed effect's text is the service's receipt for its key; no effectful result without an
+    application (unless it never ran); each key applied at most once, plus once for each
+    ``assume_not_done`` an operator chose. Returns what is wrong, empty when all holds."""
+    calls = {e["data"]["call_id"]: e["data"] for e in events if e["type"] == "tool_call"}
+    branch = events[0]["branch_id"] if events else ""
+    not_done = [call for call, outcome in human_decisions(events) if outcome == "assume_not_done"]
+    counts, receipts = service["counts"], service["values"]
+    problems: list[str] = []
+    results = [e["data"] for e in events if e["type"] == "tool_result"]
+    for call_id in calls:
+        n = sum(1 for r in results if r["call_id"] == call_id)
+        if n != 1:
+            problems.append(f"{call_id}: {n} tool results")
+    for result in results:
+        call = calls[result["call_id"]]
+        key = f"{branch}:{result['call_id']}"
+        text = message_text(result) or result["preview"]
+        applied = counts.get(key, 0)
+        where = f"{call['name']} {result['call_id']} ({result['origin']})"
+        if applied > 1 + not_done.count(result["call_id"]):
+            problems.append(f"{where}: applied {applied} times")
+        if call["name"] == "look_up":
+            if result["origin"] not in NOT_RUN and text != LOOK_UP_TEXT.format(**call["input"]):
+                problems.append(f"{where}: {text!r} is not the look-up's answer")
+        elif result["origin"] in NOT_RUN:
+            if applied:
+                problems.append(f"{where}: applied {applied} times but never ran")
+        elif text == ASSUMED_DONE:
+            if not applied:
+                problems.append(f"{where}: assumed done, but the service never applied it")
+        elif text != receipts.get(key):
+            problems.append(f"{where}: {text!r} is not the service's receipt"
+                            f" {receipts.get(key)!r}")
+    return problems

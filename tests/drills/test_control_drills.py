@@ -146,6 +146,7 @@ def budget_trial(drill: Drill, limit: int, kills: list[dict[str, Any] | None]) -
     raise AssertionError("the budget trial did not settle within 40 worker runs")
 
 
+@pytest.mark.timeout(400)
 def test_randomized_crashes_never_overspend(service: FakeService, tmp_path: Path) -> None:
     seed = int(os.environ.get("THREADS_DRILL_SEED") or random.SystemRandom().randrange(2**32))
     print(f"control budget drill seed={seed}")

@@ -1,17 +1,20 @@
 """Drill worker: runs a real agent on a real SQLite store in its own process.
 
 ``python worker.py run SPEC`` runs one ``Agent.run`` and prints its outcome as a JSON line;
-``python worker.py racer SPEC`` stays up and runs the thread once per ``go <race>`` stdin line.
+``python worker.py racer SPEC`` stays up and runs the thread once per ``go <race>`` stdin line;
+``python worker.py many SPEC`` runs several threads at once on one store (see ``many``).
 
-SPEC is JSON: ``store`` (directory), ``port`` (fake service), ``profile`` (``drill`` or
-``race``), ``thread`` (id or null), ``input`` (text or null), ``label`` (who, for the service),
-``kill`` (where to SIGKILL ourselves, or null), ``gate`` (a service gate a tool waits on, or
-null), ``clock_file`` (a file holding a millisecond offset the parent moves, or null); for the
-control drills ``ask`` (permission rules that need an approval), ``budget`` (the agent's
-``Budget`` fields) and ``price`` (``[input, output]``).
+SPEC is JSON: ``store`` (directory), ``port`` (fake service), ``profile`` (the script:
+``drill``, ``every_class``, ``result_last`` with ``tool``, or ``race``), ``thread`` (id or
+null), ``input`` (text or null), ``label`` (who, for the service), ``kill`` (where to SIGKILL
+ourselves, or null), ``gate`` (a service gate a tool waits on, or null), ``clock_file`` (a file
+holding a millisecond offset the parent moves, or null); for the control drills ``ask``
+(permission rules that need an approval), ``budget`` (the agent's ``Budget`` fields) and
+``price`` (``[input, output]``); for ``many``, ``runs``.
 
 Kill points: ``{"type": T, "tool": name|null, "nth": n}`` dies right after the nth committed
-append holding an event of type T (for that tool's call, when ``tool`` is given);
+append holding an event of type T (for that tool's call, when ``tool`` is given; with
+``"last": true`` only an append whose last event it is);
 ``{"append_no": n}`` dies right after the nth committed append of this process;
 ``{"in_execute": name, "nth": n}`` dies inside ``execute`` once the service applied the effect.
 ``model`` (``{"provider": "openai"|"anthropic", "base_url": URL, "api": ...}``, or null for the
@@ -23,6 +26,7 @@ instead of dying, so the parent can SIGSTOP the process at exactly that boundary
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import os
 import signal
@@ -54,6 +58,13 @@ from threads.testing.scripted import call, say, scripted_model, use
 STARTER = Principal(issuer="api", tenant="drill", subject="alice")
 DAY_MS = 24 * 60 * 60 * 1000
 RACE_TURNS = 400
+TOOL_ARGS: dict[str, dict[str, Any]] = {
+    "look_up": {"account": "a1"},
+    "charge_card": {"amount": 5},
+    "refund": {"amount": 2},
+    "transfer": {"amount": 3},
+    "send_email": {"to": "c@example.com"},
+}
 DRILL_SCRIPT = [
     use(call("look_up", account="a1")),
     use(call("charge_card", amount=5)),
@@ -62,6 +73,34 @@ DRILL_SCRIPT = [
     say("all done"),
     say("bye"),
 ]
+# One call of each class in turn: read_only, idempotent, reconcilable final, reconcilable
+# nonfinal, unguarded.
+EVERY_CLASS_SCRIPT = [
+    *(use(call(name, **args)) for name, args in TOOL_ARGS.items()),
+    say("all done"),
+    say("bye"),
+]
+
+
+def result_last_script(name: str) -> list[Any]:
+    """``name``'s call and a read-only look-up in one reply: the fence check before the look-up
+    makes ``name``'s tool_result durable on its own, the last event of the log for a moment."""
+    pair = use(call(name, **TOOL_ARGS[name]), call("look_up", account="a2"))
+    return [pair, say("all done"), say("bye")]
+
+
+def drill_script(spec: dict[str, Any]) -> list[Any]:
+    profile = spec.get("profile", "drill")
+    if profile == "one_call":
+        return [use(call(spec["tool"], **TOOL_ARGS[spec["tool"]])), say("all done"), say("bye")]
+    if profile == "race":
+        return [item for _ in range(RACE_TURNS) for item in
+                (use(call("charge_card", amount=1)), say("ok"))]
+    if profile == "every_class":
+        return list(EVERY_CLASS_SCRIPT)
+    if profile == "result_last":
+        return result_last_script(spec["tool"])
+    return list(DRILL_SCRIPT)
 
 
 def die() -> None:
@@ -78,6 +117,9 @@ class OffsetClock:
     def now_ms(self) -> int:
         text = self.path.read_text().strip() if self.path.exists() else ""
         return time.time_ns() // 1_000_000 + int(text or 0)
+
+
+RUN_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("run_key", default=None)
 
 
 class KillingStore(SQLiteStore):
@@ -110,6 +152,12 @@ class KillingStore(SQLiteStore):
             else:
                 die()
 
+    async def create_branch(self, header: Any, **kwargs: Any) -> None:
+        await super().create_branch(header, **kwargs)
+        key = RUN_KEY.get()
+        if key is not None:  # ``many``: tell the parent which thread this run just created
+            print(json.dumps({"key": key, "created": header.thread_id}), flush=True)
+
     async def _load_names(self, branch_id: str) -> None:
         chain = await self.read_chain(branch_id)
         self.names = {
@@ -123,7 +171,7 @@ class KillingStore(SQLiteStore):
             return self.appends == kill["append_no"]
         if "type" not in kill:
             return False
-        for event in events:
+        for event in events[-1:] if kill.get("last") else events:
             if event.type != kill["type"]:
                 continue
             name = (self.names or {}).get(event.data.get("call_id"))
@@ -157,15 +205,49 @@ def build_agent(spec: dict[str, Any]) -> Agent:
         if kill.get("in_execute") == name and executed[name] == kill.get("nth", 1):
             die()
 
+    http_port = spec.get("http_port")
+    freeze = spec.get("freeze") or {}
+
+    def hold_before_send(name: str) -> None:
+        """``freeze`` at ``before_send``: wait at its gate inside the tool. A blocking call, as
+        a careless tool makes one: the run's event loop, and so its lease renewal, stop too."""
+        if freeze.get("tool") == name and freeze.get("at") == "before_send":
+            client.wait_gate(freeze["gate"])
+
+    async def send(name: str, kind: str, ctx: Any, value: str, *, dedup: bool) -> str:
+        """Apply at the service: over the line protocol, or (``http_port``) through the run's
+        fenced ``ctx.http`` with ``ctx.epoch`` as the fencing token. ``freeze`` at
+        ``in_flight`` has the service hold the request before applying it."""
+        hold_before_send(name)
+        if http_port is None:
+            return client.apply(kind, ctx.effect_key, value, dedup=dedup)
+        body = {"kind": kind, "key": ctx.effect_key, "value": value, "dedup": dedup,
+                "who": client.who, "fence": {"scope": ctx.branch_id, "epoch": ctx.epoch}}
+        if freeze.get("tool") == name and freeze.get("at") == "in_flight":
+            body["hold"] = freeze["gate"]
+        answer = await ctx.http.post(f"http://127.0.0.1:{http_port}/apply", json=body)
+        answer.raise_for_status()
+        return str(answer.json()["value"])
+
+    async def read(ctx: Any, key: str) -> str | None:
+        if http_port is None:
+            return client.lookup(key)
+        answer = await ctx.http.get(f"http://127.0.0.1:{http_port}/lookup",
+                                    params={"key": key, "who": client.who})
+        answer.raise_for_status()
+        found = answer.json()
+        return str(found["value"]) if found["found"] else None
+
     async def look_up(args: Account, ctx: Any) -> str:
-        client.lookup(f"balance:{args.account}")
+        hold_before_send("look_up")
+        await read(ctx, f"balance:{args.account}")
         if spec.get("gate"):
             client.wait_gate(spec["gate"])
         after_apply("look_up")
         return f"account {args.account} is open"
 
     async def charge(args: Amount, ctx: Any) -> str:
-        value = client.apply("charge", ctx.effect_key, f"charged {args.amount}", dedup=True)
+        value = await send("charge_card", "charge", ctx, f"charged {args.amount}", dedup=True)
         after_apply("charge_card")
         race = ctx.deps.get("race") if isinstance(ctx.deps, dict) else None
         if race is not None:
@@ -173,16 +255,22 @@ def build_agent(spec: dict[str, Any]) -> Agent:
         return value
 
     async def refund(args: Amount, ctx: Any) -> str:
-        value = client.apply("refund", ctx.effect_key, f"refunded {args.amount}", dedup=False)
+        value = await send("refund", "refund", ctx, f"refunded {args.amount}", dedup=False)
         after_apply("refund")
         return value
 
-    async def lookup_refund(key: str, ctx: Any) -> Found[str] | NotFound:
-        value = client.lookup(key)
+    async def lookup_applied(key: str, ctx: Any) -> Found[str] | NotFound:
+        value = await read(ctx, key)
         return NotFound() if value is None else Found(value)
 
+    async def transfer(args: Amount, ctx: Any) -> str:
+        value = await send("transfer", "transfer", ctx, f"transferred {args.amount}",
+                           dedup=False)
+        after_apply("transfer")
+        return value
+
     async def send_email(args: Email, ctx: Any) -> str:
-        value = client.apply("email", ctx.effect_key, f"emailed {args.to}", dedup=False)
+        value = await send("send_email", "email", ctx, f"emailed {args.to}", dedup=False)
         after_apply("send_email")
         return value
 
@@ -191,22 +279,21 @@ def build_agent(spec: dict[str, Any]) -> Agent:
              effect="read_only"),
         tool(name="charge_card", description="Charge the card.", input=Amount, execute=charge,
              effect="idempotent", dedup_window_ms=DAY_MS),
-        # settle_ms=0: these drills SIGKILL their workers, and a killed worker sends nothing
-        # more, so a final not-found is trusted as soon as the thread is taken over.
+        # settle_ms=0: most drills SIGKILL their workers, and a killed worker sends nothing
+        # more, so a final not-found is trusted as soon as the thread is taken over; the
+        # zombie drill freezes a holder instead and declares the window (``settle_ms``).
         tool(name="refund", description="Refund a charge.", input=Amount, execute=refund,
-             effect="reconcilable", reconcile=Reconcile(lookup_refund, finality="final"),
-             settle_ms=0),
+             effect="reconcilable", reconcile=Reconcile(lookup_applied, finality="final"),
+             settle_ms=spec.get("settle_ms", 0)),
+        tool(name="transfer", description="Move money between accounts.", input=Amount,
+             execute=transfer, effect="reconcilable",
+             reconcile=Reconcile(lookup_applied, finality="nonfinal")),
         tool(name="send_email", description="Email the customer.", input=Email,
              execute=send_email),
     ]
-    if spec.get("profile") == "race":
-        script = [item for _ in range(RACE_TURNS) for item in
-                  (use(call("charge_card", amount=1)), say("ok"))]
-    else:
-        script = list(DRILL_SCRIPT)
     model = (
         provider_model(spec["model"]) if spec.get("model")
-        else scripted_model(script, price=drill_price(spec))
+        else scripted_model(drill_script(spec), price=drill_price(spec))
     )
     return agent(name="drill", model=model, instructions="Help the customer.", tools=tools,
                  permissions=Permissions(ask=tuple(spec.get("ask") or ())),
@@ -244,6 +331,7 @@ def outcome(result: Any, store: KillingStore) -> dict[str, Any]:
     store.refused.clear()
     if result.status == "parked":
         out["pending"] = [[p.kind, p.id] for p in result.pending]
+        out["details"] = [p.detail for p in result.pending]
     if result.status == "failed":
         out["error"] = result.error.code
     if result.status == "completed":
@@ -278,10 +366,37 @@ async def racer(spec: dict[str, Any]) -> None:
     await store.close()
 
 
+async def many(spec: dict[str, Any]) -> None:
+    """Run every entry of ``runs`` (``key``, ``thread``, ``input``) at once on one store; print
+    ``ready`` first (the parent's kill timer starts then), each new thread's id as soon as its
+    branch exists, and each outcome as its run ends."""
+    store = open_store(spec)
+    bot = build_agent(spec)
+
+    async def one(entry: dict[str, Any]) -> None:
+        RUN_KEY.set(entry["key"])
+        try:
+            result = await bot.run(entry.get("input"), thread=entry.get("thread"), store=store,
+                                   principal=STARTER)
+            out = outcome(result, store)
+        except Exception as exc:  # the parent reports it; the other runs go on
+            out = {"status": "raised", "error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps({"key": entry["key"], **out}), flush=True)
+
+    print(json.dumps({"ready": True}), flush=True)
+    try:
+        await asyncio.gather(*(one(entry) for entry in spec["runs"]))
+    finally:
+        await store.close()
+
+
 def main() -> None:
     mode, spec = sys.argv[1], json.loads(sys.argv[2])
     if mode == "racer":
         asyncio.run(racer(spec))
+        return
+    if mode == "many":
+        asyncio.run(many(spec))
         return
     print(json.dumps(asyncio.run(run_once(spec))), flush=True)
 

@@ -8,7 +8,14 @@ reconcilable tool asks after a crash. ``wait_gate(name)`` blocks the caller unti
 opens that gate, so a drill can hold a worker at a known point without sleeping;
 ``await_waiting(name)`` blocks the parent until a worker has reached the gate.
 
-Wire: one JSON object per line over loopback TCP, one answer line per request.
+Wire: one JSON object per line over loopback TCP, one answer line per request. The same service
+also speaks HTTP on a second loopback port (``http_port``), for tools that send through the run's
+fenced client (``ctx.http``): ``POST /apply`` takes the ``apply`` fields as a JSON body, ``GET
+/lookup?key=`` answers like ``lookup``. An HTTP ``apply`` may carry a fencing token (``fence``:
+``{"scope": s, "epoch": n}``): the service refuses (409, nothing applied) any token older than the
+newest it has seen for that scope, the way a provider that accepts the run's epoch does; with
+``hold`` (a gate name) it waits at that gate first, like a request still on the wire. Every HTTP
+request the service processed is logged (``snapshot()["http"]``, with what it refused).
 
     service = FakeService.start()          # spawns ``python -m threads.testing.fake_service``
     client = ServiceClient(service.port)   # usable from any process that knows the port
@@ -25,14 +32,16 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 
 class _State:
     """Everything the service knows; guarded by one lock."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # an HTTP apply checks its fence and applies under it
         self.arrived = threading.Condition(self.lock)
         self.values: dict[str, str] = {}
         self.counts: dict[str, int] = {}
@@ -40,6 +49,26 @@ class _State:
         self.log: list[dict[str, Any]] = []
         self.gates: dict[str, threading.Event] = {}
         self.waiting: dict[str, int] = {}
+        self.fences: dict[str, int] = {}  # scope -> newest epoch seen
+        self.http: list[dict[str, Any]] = []
+
+    def fenced_apply(self, req: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """An HTTP apply: refused when its fencing token is older than one already seen. With
+        ``hold``, the request first waits at that gate (a request still on the wire)."""
+        if req.get("hold"):
+            self.wait_gate(req["hold"])
+        fence = req.get("fence")
+        with self.lock:
+            entry = {"path": "/apply", "key": req["key"], "who": req.get("who", ""),
+                     "fence": fence, "refused": None}
+            self.http.append(entry)
+            if fence is not None:
+                newest = self.fences.get(fence["scope"], fence["epoch"])
+                if fence["epoch"] < newest:
+                    entry["refused"] = "stale_epoch"
+                    return 409, {"refused": "stale_epoch", "newest": newest}
+                self.fences[fence["scope"]] = fence["epoch"]
+            return 200, self.apply(req)
 
     def apply(self, req: dict[str, Any]) -> dict[str, Any]:
         key, value = req["key"], req["value"]
@@ -88,7 +117,8 @@ class _State:
                 return {"count": self.counts.get(req["key"], 0)}
             if op == "snapshot":
                 return {"counts": dict(self.counts), "requests": dict(self.requests),
-                        "log": list(self.log), "waiting": dict(self.waiting)}
+                        "values": dict(self.values), "log": list(self.log),
+                        "waiting": dict(self.waiting), "http": list(self.http)}
         return {"error": f"unknown op {op!r}"}
 
 
@@ -107,15 +137,57 @@ class _Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
 
 
+class _HTTPHandler(BaseHTTPRequestHandler):
+    state: _State
+
+    def do_POST(self) -> None:
+        if urlsplit(self.path).path != "/apply":
+            self._answer(404, {"error": f"no route {self.path}"})
+            return
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        self._answer(*self.state.fenced_apply(body))
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        if url.path != "/lookup":
+            self._answer(404, {"error": f"no route {self.path}"})
+            return
+        query = parse_qs(url.query)
+        key, who = query.get("key", [""])[0], query.get("who", [""])[0]
+        with self.state.lock:
+            self.state.http.append({"path": "/lookup", "key": key, "who": who, "fence": None,
+                                    "refused": None})
+        self._answer(200, self.state.handle({"op": "lookup", "key": key}))
+
+    def _answer(self, status: int, answer: dict[str, Any]) -> None:
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the drills read the service's own log, not stderr
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+
 def serve() -> None:
-    """Run the service in this process; print the port, stop when stdin closes."""
-    _Handler.state = _State()
+    """Run the service in this process; print its two ports, stop when stdin closes."""
+    state = _State()
+    _Handler.state = _HTTPHandler.state = state
     server = _Server(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    print(server.server_address[1], flush=True)
+    http = _HTTPServer(("127.0.0.1", 0), _HTTPHandler)
+    for s in (server, http):
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    print(server.server_address[1], http.server_address[1], flush=True)
     sys.stdin.read()
-    server.shutdown()
-    server.server_close()
+    for s in (server, http):
+        s.shutdown()
+        s.server_close()
 
 
 class ServiceClient:
@@ -166,6 +238,7 @@ class FakeService:
 
     process: subprocess.Popen[bytes]
     port: int
+    http_port: int
 
     @classmethod
     def start(cls) -> FakeService:
@@ -174,8 +247,8 @@ class FakeService:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         )
         assert process.stdout is not None
-        port = int(process.stdout.readline())
-        return cls(process, port)
+        port, http_port = (int(p) for p in process.stdout.readline().split())
+        return cls(process, port, http_port)
 
     def client(self, who: str = "parent") -> ServiceClient:
         return ServiceClient(self.port, who)
