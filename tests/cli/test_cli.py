@@ -1,10 +1,11 @@
 """The ``threads`` CLI, run in-process through ``main(argv)`` and once as a real subprocess:
-every command's happy path, bad input (exit 1, two stderr lines, no traceback) and bad usage
-(exit 2)."""
+every command's happy path, bad input (exit 1, one ``error: <code>: ...`` line on stderr, no
+traceback) and bad usage (exit 2)."""
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -53,12 +54,13 @@ def imported(sample: Sample, capsys: pytest.CaptureFixture[str]) -> Sample:
 
 
 def failure(capsys: pytest.CaptureFixture[str], code: str) -> str:
-    """The stderr of a failed command: the error line, then one hint line, no traceback."""
+    """The stderr of a failed command: one ``error: <code>: <message and what to do>`` line,
+    no traceback."""
     err = capsys.readouterr().err
     lines = err.splitlines()
-    assert len(lines) == 2, err
+    assert len(lines) == 1, err
     assert lines[0].startswith(f"error: {code}"), err
-    assert lines[1].startswith("hint: ")
+    assert lines[0].endswith("."), err  # what to do next closes the line
     assert "Traceback" not in err
     return lines[0]
 
@@ -89,9 +91,9 @@ def test_verify_truncated_file_reports_the_torn_tail(
 @pytest.mark.parametrize(
     ("content", "code"),
     [
-        (b"\x00\xff garbage\n", "invalid_line at seq 0"),
-        (b"", "invalid_line at seq 0"),
-        (b"[1,2]\n", "invalid_line at seq 0"),
+        (b"\x00\xff garbage\n", "invalid_line: at seq 0: "),
+        (b"", "invalid_line: at seq 0: "),
+        (b"[1,2]\n", "invalid_line: at seq 0: "),
     ],
     ids=["garbage", "empty", "not_an_object"],
 )
@@ -111,12 +113,12 @@ def test_verify_file_missing_a_middle_line_fails_at_its_seq(
     del lines[3]  # seq 3
     sample.root_file.write_bytes(b"".join(lines))
     assert main(["verify", str(sample.root_file)]) == 1
-    failure(capsys, "seq_mismatch at seq 4")
+    failure(capsys, "seq_mismatch: at seq 4: ")
 
 
 def test_verify_missing_file_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", str(tmp_path / "nope.jsonl")]) == 1
-    assert failure(capsys, "not_found").endswith("nope.jsonl")
+    assert "nope.jsonl. Check the path" in failure(capsys, "not_found")
 
 
 def test_verify_a_directory_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -169,9 +171,35 @@ def test_export_unknown_branch_fails(imported: Sample, capsys: pytest.CaptureFix
 
 def test_ls(imported: Sample, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ls"]) == 0
-    assert capsys.readouterr().out == (
-        f"{imported.root.header.thread_id}  branches=2  head=6  status=idle\n"
-    )
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split() == ["THREAD", "AGENT", "TENANT", "STATUS", "UPDATED", "LEASE"]
+    cells = row.split()
+    assert cells[:4] == [imported.root.header.thread_id, "demo", "local", "idle"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", cells[4])
+    assert row.endswith("free")
+
+
+def test_ls_shows_only_the_tenants_threads(
+    imported: Sample, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["ls", "--tenant", "acme"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "no threads of tenant acme" in captured.err
+    assert main(["timeline", imported.root.header.thread_id, "--tenant", "acme"]) == 1
+    failure(capsys, "not_found")
+    assert main(["export", imported.root.header.thread_id, "--tenant", "acme"]) == 1
+    failure(capsys, "not_found")
+    assert main(["lease", imported.root.header.thread_id, "--tenant", "acme"]) == 1
+    failure(capsys, "not_found")
+
+
+def test_export_takes_a_thread_id(imported: Sample, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", imported.root.header.thread_id]) == 0
+    by_thread = capsys.readouterr().out
+    assert main(["export", imported.root.header.branch_id]) == 0
+    assert capsys.readouterr().out == by_thread
+    assert by_thread.encode() == imported.root_file.read_bytes()
 
 
 def test_ls_without_a_store_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -185,12 +213,16 @@ def test_timeline(imported: Sample, capsys: pytest.CaptureFixture[str]) -> None:
     lines = capsys.readouterr().out.splitlines()
     root, child = imported.root.header.branch_id, imported.child.header.branch_id
     assert lines[0] == f"branch {root} (root)"
-    assert lines[1].split()[:4] == ["1", "e1", "host", "thread_started"]
+    first = lines[1].split()
+    assert [first[0], *first[2:5]] == ["1", "e1", "host", "thread_started"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", first[1])
+    assert lines[2].endswith("by api/local/alice")  # the user_input names its principal
     assert '"What is in README.md?"' in lines[2]
     assert "stop_reason=end_turn" in lines[4]
     assert lines[6].endswith(f"[fork point]  [forked: {child}]")
     assert lines[7] == f"branch {child} (forked from {root} at seq 6)"
-    assert lines[8].split()[:4] == ["7", "e1", "host", "fork"]
+    fork = lines[8].split()
+    assert [fork[0], *fork[2:5]] == ["7", "e1", "host", "fork"]
     assert len(lines) == 13
 
 
@@ -228,11 +260,11 @@ def test_verify_store_reports_an_edited_line(
     conn.close()
     assert main(["verify", "--store", ".threads"]) == 1
     captured = capsys.readouterr()
-    assert "FAILED log_corrupt at seq 4" in captured.out
-    assert captured.err.startswith("error: log_corrupt at seq 4: ")
+    assert "FAILED log_corrupt: at seq 4: " in captured.out
+    assert captured.err.startswith("error: log_corrupt: at seq 4: ")
     assert "Traceback" not in captured.err
     assert main(["export", imported.root.header.branch_id]) == 1
-    failure(capsys, "log_corrupt at seq 4")
+    failure(capsys, "log_corrupt: at seq 4: ")
 
 
 def test_newer_store_schema_fails(imported: Sample, capsys: pytest.CaptureFixture[str]) -> None:
@@ -303,5 +335,5 @@ def test_subprocess_bad_file_has_no_traceback(tmp_path: Path) -> None:
     bad.write_bytes(b'{"format":"threads.log","format_version":2}\n')
     result = _run_cli("verify", str(bad))
     assert result.returncode == 1
-    assert result.stderr.startswith("error: unsupported_format at seq 0: ")
+    assert result.stderr.startswith("error: unsupported_format: at seq 0: ")
     assert "Traceback" not in result.stderr

@@ -65,6 +65,8 @@ def test_import_ls_export_on_postgres(
     assert main(["import", str(exported), "--store", url]) == 0
     assert main(["ls", "--store", url]) == 0
     assert log.header.thread_id in capsys.readouterr().out
+    assert main(["lease", log.header.thread_id, "--store", url]) == 0
+    assert "never held: the next run takes it" in capsys.readouterr().out
     back = tmp_path / "back.jsonl"
     assert main(["export", log.header.branch_id, "--store", url, "-o", str(back)]) == 0
     assert back.read_bytes() == exported.read_bytes()

@@ -1,21 +1,23 @@
 """Operator controls: ``threads approvals|approve|deny|resolve|cancel THREAD ...``.
 
-Each control appends one event with the operator principal (``--tenant``/``--subject``, issuer
-``cli``) as actor, under the thread's lease for that one append: a live run holding the thread
-makes it fail ``branch_busy``. Refusals are coded errors (exit 1); run the thread again after.
+The CLI acts as the operator the API uses by default (``api/local/operator``) unless
+``--issuer/--tenant/--subject`` say otherwise. Each control goes through the thread handle's own
+controls, so the CLI is held to the same authority rule as the API (the thread's approvers, else
+the principal who started it; never another tenant), and appends one event with the operator as
+actor under the thread's lease for that one append: a live run holding the thread makes it fail
+``branch_busy``. Refusals are coded errors (exit 1); run the thread again after.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from threads.cli.support import add_store_option, opened_store
+from threads.cli import render
+from threads.cli.support import add_operator_options, add_store_option, opened_store, operator
 from threads.principal import Principal
-from threads.run.thread import Thread, open_thread
-
-DEFAULT_TENANT = "local"
-DEFAULT_SUBJECT = "operator"
+from threads.run.thread import ParkedEffect, PendingApproval, Thread, open_thread
 
 
 def register(subparsers: Any) -> None:
@@ -51,33 +53,58 @@ def _command(subparsers: Any, name: str, help_: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("thread", metavar="THREAD")
     add_store_option(parser)
-    parser.add_argument("--tenant", default=DEFAULT_TENANT, help="operator's tenant")
-    parser.add_argument("--subject", default=DEFAULT_SUBJECT, help="operator's name")
+    add_operator_options(parser)
     return parser
-
-
-def operator(args: argparse.Namespace) -> Principal:
-    return Principal(issuer="cli", tenant=args.tenant, subject=args.subject)
 
 
 async def run_approvals(args: argparse.Namespace) -> int:
     async with opened_store(args.store) as store:
         thread = await open_thread(store, args.thread, principal=operator(args))
-        for p in await thread.pending_approvals():
-            print(
-                f"{p.challenge_id}  call={p.call_id}  tool={p.tool}  args_hash={p.args_hash}"
-                f"  expires_at={p.expires_at}"
-            )
-        for e in await thread.parked_effects():
-            print(f"parked {e.effect_key}  call={e.call_id}  tool={e.tool}  attempts={e.attempts}")
-            print(f"  {e.detail}")
+        pending = await thread.pending_approvals()
+        parked = await thread.parked_effects()
+        now = store.clock.now_ms()
+    if not pending and not parked:
+        print("no approvals pending and no effects parked on this thread")
+    blocks = [approval_lines(a, now) for a in pending] + [parked_lines(e) for e in parked]
+    print("\n\n".join("\n".join(block) for block in blocks), end="\n" if blocks else "")
     return 0
 
 
-async def _act(args: argparse.Namespace, action: Any, done: str) -> int:
+def approval_lines(approval: PendingApproval, now_ms: int) -> list[str]:
+    """One approval as an approver reads it: what would run, with which arguments, who asked,
+    and until when the decision can be made."""
+    return [
+        f"challenge   {approval.challenge_id}",
+        f"tool        {approval.tool} (effect {approval.effect_class}, call {approval.call_id})",
+        "arguments",
+        render.arguments(approval.input, indent="  "),
+        f"args hash   {approval.args_hash}",
+        f"asked by    {render.principal(approval.requested_by)}",
+        f"expires     {render.when(approval.expires_at, now_ms)}",
+        f"decide with threads approve {approval.challenge_id} --args-hash {approval.args_hash}"
+        f" (or threads deny {approval.challenge_id} --reason ...)",
+    ]
+
+
+def parked_lines(effect: ParkedEffect) -> list[str]:
+    """A parked effect as an operator reads it before resolving it."""
+    return [
+        f"parked {effect.effect_key}",
+        f"  tool    {effect.tool} (call {effect.call_id}, attempts {effect.attempts})",
+        f"  detail  {effect.detail}",
+        f"  decide with threads resolve THREAD {effect.effect_key} --assume-done"
+        " (or --assume-not-done)",
+    ]
+
+
+Action = Callable[[Thread, Principal], Awaitable[None]]
+
+
+async def _act(args: argparse.Namespace, action: Action, done: str) -> int:
+    who = operator(args)
     async with opened_store(args.store) as store:
-        thread: Thread = await open_thread(store, args.thread, principal=operator(args))
-        await action(thread, operator(args))
+        thread = await open_thread(store, args.thread, principal=who)
+        await action(thread, who)
     print(done)
     return 0
 
@@ -100,7 +127,10 @@ async def run_resolve(args: argparse.Namespace) -> int:
     async def act(thread: Thread, who: Principal) -> None:
         await thread.resolve_parked(args.effect_key, args.decision, who)
 
-    return await _act(args, act, f"resolved {args.effect_key} ({args.decision})")
+    return await _act(
+        args, act, f"resolved {args.effect_key} ({args.decision}); run the thread again"
+        " (or let a worker pick it up) to continue",
+    )
 
 
 async def run_cancel(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""``threads ls [--store DIR]``: one line per thread (id, branch count, head seq, status).
+"""``threads ls [--store DIR] [--tenant T]``: a table of one tenant's threads, newest first
+(by the time of the last event): thread id, agent, tenant, status, last update, lease.
 
 Invariant: listing never stops at a damaged thread; its status reads ``error <code>``.
 """
@@ -6,35 +7,59 @@ Invariant: listing never stops at a damaged thread; its status reads ``error <co
 from __future__ import annotations
 
 import argparse
+import sys
+from dataclasses import dataclass
 from typing import Any
 
-from threads.cli.support import add_store_option, opened_store
+from threads.cli import render
+from threads.cli.support import add_store_option, add_tenant_option, opened_store
 from threads.errors import ThreadsError
 from threads.store.protocol import BranchInfo, Store
+
+HEADER = ("THREAD", "AGENT", "TENANT", "STATUS", "UPDATED", "LEASE")
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "ls", help="list the threads of a store", description="List the threads of a store."
+        "ls", help="list a tenant's threads, newest first",
+        description="List a tenant's threads, newest first: agent, status, last update, lease.",
     )
     add_store_option(parser)
+    add_tenant_option(parser)
     parser.set_defaults(handler=run)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    updated_ms: int
+    cells: tuple[str, ...]
 
 
 async def run(args: argparse.Namespace) -> int:
     async with opened_store(args.store) as store:
-        for root in await store.list_threads():
-            branches = await store.list_branches(root.thread_id)
-            status = await root_status(store, root)
-            print(
-                f"{root.thread_id}  branches={len(branches)}  head={root.head_seq}  status={status}"
-            )
+        now = store.clock.now_ms()
+        roots = await store.list_threads(args.tenant)
+        rows = [await thread_row(store, root, now) for root in roots]
+    if not rows:
+        print(f"no threads of tenant {args.tenant} in this store (another tenant: --tenant T)",
+              file=sys.stderr)
+        return 0
+    rows.sort(key=lambda row: row.updated_ms, reverse=True)
+    for line in render.table(HEADER, [row.cells for row in rows]):
+        print(line)
     return 0
 
 
-async def root_status(store: Store, root: BranchInfo) -> str:
+async def thread_row(store: Store, root: BranchInfo, now: int) -> Row:
+    agent, status, updated = "?", "", 0
     try:
-        fold = (await store.read_chain(root.branch_id)).fold(store.clock.now_ms())
+        fold = (await store.read_chain(root.branch_id)).fold(now)
+        agent = str((fold.thread_started or {}).get("agent_name", "?"))
+        status = fold.status
+        updated = fold.events[-1].time if fold.events else 0
     except ThreadsError as error:
-        return f"error {error.code}"
-    return fold.status
+        status = f"error {error.code}"
+    lease = render.lease(await store.read_lease(root.branch_id))
+    when = render.when(updated, now) if updated else "-"
+    return Row(updated, (root.thread_id, agent, root.tenant_id, status, when, lease))
+

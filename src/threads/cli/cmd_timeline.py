@@ -1,20 +1,29 @@
-"""``threads timeline THREAD_ID [--store DIR]``: a thread's events, one readable line each.
+"""``threads timeline THREAD_ID [--store DIR] [--tenant T] [--json] [--follow]``: a thread's
+events, one line each: seq, time, epoch, actor, type, a short summary and the principal.
 
 Each branch is listed with its own segment only (a child's ancestor lines are its parent's);
-snapshot events that are fork points are marked, with the branches forked there.
-Invariant: reading only; the summaries are derived from event data, never stored.
+snapshot events that are fork points are marked, with the branches forked there. ``--json``
+prints each event's stored line exactly as the log holds it (one per line, no headers);
+``--follow`` then keeps printing events as they are committed, until interrupted.
+Invariant: reading only; the summaries are derived from event data, never stored; each event
+is printed once, in seq order per branch.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import sys
 from collections import defaultdict
 from typing import Any
 
-from threads.cli.support import add_store_option, opened_store
+from threads.cli import render
+from threads.cli.support import add_store_option, add_tenant_option, opened_store, tenant_branch
 from threads.log.lines import Event
-from threads.store.protocol import BranchInfo
+from threads.store.protocol import BranchInfo, Store
+
+FOLLOW_POLL_S = 0.2
 
 PREVIEW_CHARS = 60
 # Scalar data fields worth showing, in the order they are shown.
@@ -42,27 +51,62 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "timeline",
         help="show a thread's events, one per line",
-        description="Show THREAD_ID's events: seq, epoch, actor, type and a short summary.",
+        description="Show THREAD_ID's events: seq, time, epoch, actor, type, a short summary"
+        " and the principal (--json: the log's own lines; --follow: keep printing new ones).",
     )
     parser.add_argument("thread_id", metavar="THREAD_ID")
     add_store_option(parser)
+    add_tenant_option(parser)
+    parser.add_argument(
+        "--json", action="store_true", help="print each event's stored JSON line, exactly"
+    )
+    parser.add_argument(
+        "--follow", "-f", action="store_true",
+        help="keep printing events as they are committed (Ctrl-C stops)",
+    )
     parser.set_defaults(handler=run)
 
 
 async def run(args: argparse.Namespace) -> int:
     async with opened_store(args.store) as store:
-        await store.root_branch(args.thread_id)  # not_found for an unknown thread
-        branches = await store.list_branches(args.thread_id)
-        forks = forks_by_point(branches)
-        for branch in branches:
-            chain = await store.read_chain(branch.branch_id)
-            fold = chain.fold(store.clock.now_ms())
-            fork_points = {point["seq"] for point in fold.state()["fork_points"]}
+        root = await tenant_branch(store, args.thread_id, args.tenant)
+        printed: dict[str, int] = {}  # branch -> last seq printed
+        await print_new(store, root.thread_id, printed, as_json=args.json)
+        if not args.follow:
+            return 0
+        try:
+            while True:
+                await asyncio.sleep(FOLLOW_POLL_S)
+                await print_new(store, root.thread_id, printed, as_json=args.json)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            return 0
+
+
+async def print_new(
+    store: Store, thread_id: str, printed: dict[str, int], *, as_json: bool
+) -> None:
+    """Print each branch's events past what was printed already (a branch seen for the first
+    time gets its title line first)."""
+    branches = await store.list_branches(thread_id)
+    forks = forks_by_point(branches)
+    now = store.clock.now_ms()
+    for branch in branches:
+        if printed.get(branch.branch_id) == branch.head_seq:
+            continue
+        chain = await store.read_chain(branch.branch_id)
+        fresh = [e for e in chain.segments[-1].events if e.seq > printed.get(branch.branch_id, 0)]
+        if branch.branch_id not in printed and not as_json:
             print(branch_title(branch))
-            for event in chain.segments[-1].events:
-                marks = fork_marks(event, fork_points, forks[branch.branch_id])
-                print(event_line(event) + marks)
-    return 0
+        printed[branch.branch_id] = chain.branch.head_seq
+        if as_json:
+            for event in fresh:
+                sys.stdout.buffer.write(event.line + b"\n")
+            sys.stdout.buffer.flush()
+            continue
+        fork_points = {point["seq"] for point in chain.fold(now).state()["fork_points"]}
+        for event in fresh:
+            print(event_line(event) + fork_marks(event, fork_points, forks[branch.branch_id]))
+        sys.stdout.flush()
 
 
 def forks_by_point(branches: list[BranchInfo]) -> dict[str, dict[int, list[str]]]:
@@ -95,9 +139,12 @@ def fork_marks(event: Event, fork_points: set[int], children: dict[int, list[str
 
 
 def event_line(event: Event) -> str:
+    by = event.actor.get("principal")
+    who = f"  by {render.principal(by)}" if isinstance(by, dict) else ""
     return (
-        f"{event.seq:>6}  e{event.epoch:<3} {event.actor_kind:<9} {event.type:<24} {summary(event)}"
-    ).rstrip()
+        f"{event.seq:>6}  {render.iso(event.time)}  e{event.epoch:<3} {event.actor_kind:<9}"
+        f" {event.type:<24} {summary(event)}"
+    ).rstrip() + who
 
 
 def summary(event: Event) -> str:

@@ -4,7 +4,10 @@ Loads the user's agents (``ATTR`` names an ``Agent``, a list of agents, or a cal
 either; without ``ATTR``, every ``Agent`` at the module's top level) and hands them to
 ``threads.run.worker.Worker``, which continues every thread of the store with work left.
 Invariant: SIGTERM or SIGINT stops picking up work; running runs get ``--grace-ms`` to finish,
-then are cancelled, which releases their leases. A second signal cancels at once.
+then are cancelled, which releases their leases. A second signal cancels at once. The exit code
+is 1 when a thread failed (a run ended ``Failed`` for another reason than a lease taken by
+someone else, or raised), else 0: completed, parked, cancelled and out-of-budget runs are
+outcomes, not failures.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from typing import Any
 from threads.cli.support import add_store_option, opened_store, usage_error
 from threads.errors import ConfigError
 from threads.run.agent import Agent
-from threads.run.worker import Worker
+from threads.run.worker import RETRY_CODES, Worker
+
+# Result statuses that are outcomes, and refusals that only mean another process got there first.
+OK_OUTCOMES = frozenset({"completed", "parked", "cancelled", "budget_exhausted"}) | RETRY_CODES
 
 
 def register(subparsers: Any) -> None:
@@ -59,7 +65,17 @@ async def run(args: argparse.Namespace) -> int:
             with _signals(worker) as stop:
                 stats = await worker.serve(stop)
     _say(f"worker done: {stats.line()}")
+    failed = failures(stats.outcomes)
+    if failed:
+        print(f"error: thread_failed: {failed} run(s) failed (see the lines above). Run"
+              " `threads timeline THREAD` for each to see why.", file=sys.stderr)
+        return 1
     return 0
+
+
+def failures(outcomes: dict[str, int]) -> int:
+    """Runs that ended in a failure of the thread itself (see the module docstring)."""
+    return sum(n for outcome, n in outcomes.items() if outcome not in OK_OUTCOMES)
 
 
 def _say(line: str) -> None:

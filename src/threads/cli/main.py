@@ -4,8 +4,9 @@ Subcommands live in ``cmd_<name>.py`` modules, each exposing ``register(subparse
 its parser and sets ``handler``: a function of the parsed args returning an exit code, or an
 async one (run here with ``asyncio.run``). Add a command by adding its module to ``COMMANDS``.
 Exit codes: 0 ok, 1 failed, 2 usage.
-Invariant: expected failures (``ThreadsError``, file and database errors) are reported in two
-lines on stderr, never as a traceback.
+Invariant: expected failures (``ThreadsError``, file and database errors, bad usage) are
+reported in one ``error: <code>: ...`` line on stderr, never as a traceback; a reader that
+closes the pipe early (``threads timeline T | head``) ends the command quietly.
 """
 
 from __future__ import annotations
@@ -13,16 +14,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+import threads
 from threads.cli import (
     cmd_controls,
     cmd_demo,
     cmd_export,
     cmd_gc,
     cmd_import,
+    cmd_lease,
     cmd_ls,
     cmd_replay,
     cmd_serve,
@@ -31,6 +35,7 @@ from threads.cli import (
     cmd_worker,
 )
 from threads.cli.support import (
+    Parser,
     database_errors,
     report,
     report_database_error,
@@ -39,7 +44,8 @@ from threads.cli.support import (
 from threads.errors import ThreadsError
 
 COMMANDS: list[ModuleType] = [
-    cmd_demo, cmd_ls, cmd_timeline, cmd_export, cmd_import, cmd_verify, cmd_replay, cmd_controls,
+    cmd_demo, cmd_ls, cmd_lease, cmd_timeline, cmd_export, cmd_import, cmd_verify, cmd_replay,
+    cmd_controls,
     cmd_worker, cmd_serve, cmd_gc,
 ]
 
@@ -47,9 +53,11 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="threads", description="Inspect, verify, export and import threads logs."
+    parser = Parser(
+        prog="threads",
+        description="Inspect, control, verify, export and import threads; run workers.",
     )
+    parser.add_argument("--version", action="version", version=f"threads {threads.__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.register(subparsers)
@@ -68,6 +76,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         outcome = args.handler(args)
         return int(asyncio.run(outcome) if inspect.iscoroutine(outcome) else outcome)
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("error: interrupted: stopped by Ctrl-C before it finished", file=sys.stderr)
+        return EXIT_FAILED
     except ThreadsError as error:
         report(error)
     except OSError as error:
@@ -75,3 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except database_errors() as error:
         report_database_error(error)
     return EXIT_FAILED
+
+
+def _quiet_stdout() -> None:
+    """The reader went away: point stdout at /dev/null so the exit flush can't complain."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

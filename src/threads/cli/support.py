@@ -1,7 +1,10 @@
-"""What every CLI command shares: the ``--store`` option, opening a store, and error reports.
+"""What every CLI command shares: the ``--store`` option, the operator it acts as (and the
+tenant it reads), opening a store and a thread of that tenant, and error reports.
 
-Invariant: a command never prints a traceback for bad input. Every refusal becomes one
-``error: <code> at seq <seq>: <message>`` line and one ``hint:`` line on stderr, exit code 1.
+The operator is the one the API uses by default, ``Principal("api", "local", "operator")``,
+unless ``--issuer/--tenant/--subject`` say otherwise; reads show only ``--tenant``'s threads.
+Invariant: a command never prints a traceback for bad input. Every refusal becomes one line on
+stderr, ``error: <code>: <message and what to do>``, exit code 1 (2 for bad usage).
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import NoReturn
 
 from threads.errors import ConfigError, NotFound, ThreadsError
-from threads.store.protocol import Store
+from threads.principal import LOCAL_OPERATOR, Principal
+from threads.store.protocol import BranchInfo, Store
 from threads.store.sqlite import sqlite
 
 DEFAULT_STORE = ".threads"
@@ -29,6 +34,12 @@ _HINTS = {
     "unsupported_format": "open it with the threads release that wrote it",
     "unsupported_critical_event": "open it with the newer threads release that wrote it",
     "invalid_config": "check the command's arguments (run it with --help)",
+    "branch_busy": "run `threads lease THREAD` to see who holds it and until when",
+    "forbidden": "act as the principal who started the thread, or one of its approvers"
+    " (--issuer/--tenant/--subject)",
+    "not_parked": "run `threads timeline THREAD` to see what the thread is waiting on",
+    "not_pending": "run `threads approvals THREAD` to see what waits for a decision",
+    "approval_mismatch": "run `threads approvals THREAD` and pass the args hash shown there",
     "request_hash_mismatch": "the recorded request is not what the log before it renders: the"
     " log or an artifact changed after it was written, or another renderer wrote it; run"
     " `threads replay THREAD_ID` and compare the request's artifact",
@@ -53,6 +64,51 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
         metavar="DIR|URL",
         help=f"store directory (default {DEFAULT_STORE}) or a postgres://... URL",
     )
+
+
+def add_tenant_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tenant", default=LOCAL_OPERATOR.tenant,
+        help=f"show only this tenant's threads (default {LOCAL_OPERATOR.tenant})",
+    )
+
+
+def add_operator_options(parser: argparse.ArgumentParser) -> None:
+    """``--issuer/--tenant/--subject``: who acts (default the API's local operator)."""
+    parser.add_argument(
+        "--issuer", default=LOCAL_OPERATOR.issuer,
+        help=f"the operator's issuer (default {LOCAL_OPERATOR.issuer})",
+    )
+    parser.add_argument(
+        "--tenant", default=LOCAL_OPERATOR.tenant,
+        help=f"the operator's tenant (default {LOCAL_OPERATOR.tenant})",
+    )
+    parser.add_argument(
+        "--subject", default=LOCAL_OPERATOR.subject,
+        help=f"the operator's name (default {LOCAL_OPERATOR.subject})",
+    )
+
+
+def operator(args: argparse.Namespace) -> Principal:
+    try:
+        return Principal(issuer=args.issuer, tenant=args.tenant, subject=args.subject)
+    except ValueError as error:
+        raise ConfigError("invalid_config", f"{error}; pass a non-empty value") from None
+
+
+async def tenant_branch(store: Store, thread_or_branch: str, tenant: str) -> BranchInfo:
+    """The root branch of a thread of ``tenant`` named by its thread id, or a branch of it
+    named by its branch id; another tenant's thread is ``not_found``, like a missing one."""
+    try:
+        branch = await store.root_branch(thread_or_branch)
+    except NotFound:
+        try:
+            branch = await store.get_branch(thread_or_branch)
+        except NotFound:
+            raise NotFound(f"no thread {thread_or_branch} for tenant {tenant}") from None
+    if branch.tenant_id != tenant:
+        raise NotFound(f"no thread {thread_or_branch} for tenant {tenant}")
+    return branch
 
 
 def store_from_spec(spec: str | None, *, create: bool) -> Store:
@@ -95,13 +151,20 @@ async def opened_store(spec: str | None, *, create: bool = False) -> AsyncIterat
 
 
 def describe(error: ThreadsError) -> str:
-    where = f" at seq {error.seq}" if error.seq is not None else ""
-    return f"{error.code}{where}: {error.message}"
+    """``<code>: [at seq N: ]<message>``."""
+    where = f"at seq {error.seq}: " if error.seq is not None else ""
+    return f"{error.code}: {where}{error.message}"
+
+
+def error_line(code_and_message: str, what_to_do: str | None) -> str:
+    """``error: <code>: <message>. <What to do>.``"""
+    if what_to_do is None:
+        return f"error: {code_and_message}"
+    return f"error: {code_and_message.rstrip('. ')}. {what_to_do[0].upper()}{what_to_do[1:]}."
 
 
 def report(error: ThreadsError) -> None:
-    print(f"error: {describe(error)}", file=sys.stderr)
-    print(f"hint: {hint(error.code)}", file=sys.stderr)
+    print(error_line(describe(error), hint(error.code)), file=sys.stderr)
 
 
 def hint(code: str) -> str:
@@ -113,22 +176,38 @@ def hint(code: str) -> str:
 def report_os_error(error: OSError) -> None:
     code = "not_found" if isinstance(error, FileNotFoundError) else "invalid_argument"
     name = f": {error.filename}" if error.filename else ""
-    print(f"error: {code}: {error.strerror or error}{name}", file=sys.stderr)
-    print("hint: check the path and its permissions", file=sys.stderr)
+    line = error_line(f"{code}: {error.strerror or error}{name}", "check the path and its"
+                      " permissions")
+    print(line, file=sys.stderr)
 
 
 def report_database_error(error: Exception) -> None:
     if isinstance(error, sqlite3.Error):
-        print(f"error: log_corrupt: the store's database cannot be read ({error})", file=sys.stderr)
-        print("hint: check that --store names a threads store directory", file=sys.stderr)
-        return
-    lines = str(error).strip().splitlines()
-    reason = lines[0] if lines else type(error).__name__
-    print(f"error: unavailable: the Postgres store cannot be used ({reason})", file=sys.stderr)
-    print("hint: check the URL given to --store and that the server answers", file=sys.stderr)
+        line = error_line(
+            f"log_corrupt: the store's database cannot be read ({error})",
+            "check that --store names a threads store directory",
+        )
+    else:
+        lines = str(error).strip().splitlines()
+        reason = lines[0] if lines else type(error).__name__
+        line = error_line(
+            f"unavailable: the Postgres store cannot be used ({reason})",
+            "check the URL given to --store and that the server answers",
+        )
+    print(line, file=sys.stderr)
 
 
 def usage_error(parser: argparse.ArgumentParser, message: str) -> int:
     parser.print_usage(sys.stderr)
-    print(f"{parser.prog}: error: {message}", file=sys.stderr)
+    print(error_line(f"usage: {message}", f"run `{parser.prog} --help`"), file=sys.stderr)
     return 2
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with our error line: ``error: usage: <what argparse said>. Run ... --help.``
+    (and exit code 2, as argparse's own)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        print(error_line(f"usage: {message}", f"run `{self.prog} --help`"), file=sys.stderr)
+        sys.exit(2)

@@ -82,17 +82,24 @@ class DemoService:
             ).fetchone()
         return row is not None
 
-    def counters(self) -> Counters:
+    def counters(self, branch_id: str | None = None) -> Counters:
+        """What was applied (for one thread, when given: its effect keys start with its branch
+        id, so a second story in the same directory counts only its own)."""
+        prefix = "%" if branch_id is None else f"{branch_id}:%"
         with self._db() as db:
 
             def count(kind: str) -> int:
                 return int(
-                    db.execute("SELECT count(*) FROM applied WHERE kind = ?", (kind,)).fetchone()[0]
+                    db.execute(
+                        "SELECT count(*) FROM applied WHERE kind = ? AND key LIKE ?",
+                        (kind, prefix),
+                    ).fetchone()[0]
                 )
 
             most = db.execute(
                 "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM applied"
-                " WHERE kind IN ('charge', 'refund', 'email') GROUP BY kind, key)"
+                " WHERE kind IN ('charge', 'refund', 'email') AND key LIKE ? GROUP BY kind, key)",
+                (prefix,),
             ).fetchone()[0]
             return Counters(
                 count("charge"), count("charge_request"), count("refund"), count("email"), int(most)

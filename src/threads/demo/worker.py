@@ -13,8 +13,6 @@ from threads.demo.models import chosen_model
 from threads.demo.service import DemoService
 from threads.demo.support import REQUEST, build
 
-LEASE_TTL_MS = 2_000  # short, so the demo's takeover after the kill is quick
-
 
 async def main(store_dir: str, service_path: str, thread_id: str | None) -> None:
     store = sqlite(store_dir)
@@ -22,7 +20,7 @@ async def main(store_dir: str, service_path: str, thread_id: str | None) -> None
     try:
         bot = build(DemoService(service_path), model)
         if thread_id is None:
-            result = await bot.run(REQUEST, store=store, lease_ttl_ms=LEASE_TTL_MS)
+            result = await bot.run(REQUEST, store=store)
         else:
             result = await bot.run(None, thread=thread_id, store=store)
         out: dict[str, object] = {"status": result.status, "thread": result.thread.id}

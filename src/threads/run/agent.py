@@ -48,15 +48,21 @@ class Agent(AgentSpec):
         principal: Principal | None = None,
         lease_ttl_ms: int | None = None,
         ceiling: Permissions | None = None,
+        wait: bool | float = False,
     ) -> RunResult:
         """Run one turn on a new thread, or continue ``thread`` (a thread id, or the branch id
         ``Thread.fork`` returned; recovery runs first). With
         ``input=None`` an existing thread is only settled and continued, no new turn is opened.
-        ``lease_ttl_ms``: how long another process must wait to take over if this one dies.
+        ``lease_ttl_ms``: how long another process must wait to take over if this one dies
+        on another host (a holder that dies on the same host is taken over at once).
+        ``wait``: when another process holds the thread, wait for it (``True``, or at most
+        that many seconds) instead of returning ``Failed(branch_busy)``.
         ``ceiling``: a run-level ``Permissions`` that can only narrow the agent's (each call is
         decided under both, the stricter wins). It is not recorded in the log: pass it again
         on every run of the thread; calls decided earlier are checked against it again."""
-        options = RunOptions(thread, store, deps, budget, principal, lease_ttl_ms, ceiling)
+        options = RunOptions(
+            thread, store, deps, budget, principal, lease_ttl_ms, ceiling, wait=wait
+        )
         return await start_run(self, input, options)
 
     def run_sync(
@@ -70,9 +76,12 @@ class Agent(AgentSpec):
         principal: Principal | None = None,
         lease_ttl_ms: int | None = None,
         ceiling: Permissions | None = None,
+        wait: bool | float = False,
     ) -> RunResult:
         """Blocking ``run``. Ctrl-C cancels the run durably (``cancel_requested`` is recorded)."""
-        options = RunOptions(thread, store, deps, budget, principal, lease_ttl_ms, ceiling)
+        options = RunOptions(
+            thread, store, deps, budget, principal, lease_ttl_ms, ceiling, wait=wait
+        )
         return run_blocking(self, input, options)
 
     @contextlib.asynccontextmanager
@@ -87,11 +96,14 @@ class Agent(AgentSpec):
         principal: Principal | None = None,
         lease_ttl_ms: int | None = None,
         ceiling: Permissions | None = None,
+        wait: bool | float = False,
     ) -> AsyncIterator[RunStream]:
         """Live items while the run works: committed ``Event``s and ``TextDelta``s (deltas are
         shown, never recorded). ``await s.result`` gives the outcome."""
         stream = RunStream()
-        options = RunOptions(thread, store, deps, budget, principal, lease_ttl_ms, ceiling)
+        options = RunOptions(
+            thread, store, deps, budget, principal, lease_ttl_ms, ceiling, wait=wait
+        )
         task = asyncio.create_task(start_run(self, input, options, sink=stream))
         stream.attach(task)
         try:

@@ -32,6 +32,7 @@ from threads.run.thread import Thread
 from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter
 from threads.sandbox.binding import RunSandbox
 from threads.sandbox.protocol import Sandbox
+from threads.store.lease_wait import acquire_waiting, check_wait
 from threads.store.protocol import Chain, Store
 from threads.store.sqlite import sqlite
 from threads.store.sqlite_resources import resources_of
@@ -53,6 +54,7 @@ class RunOptions:
     principal: Principal | None = None
     lease_ttl_ms: int | None = None
     ceiling: Permissions | None = None
+    wait: bool | float = False
 
 
 async def start_run(
@@ -73,6 +75,7 @@ async def start_run(
     if budget is not None:
         budget.check_enforceable(agent.model)
     _check_store_serves(agent, store)
+    check_wait(options.wait)
     now = store.clock.now_ms()
     new = thread_id is None
     if thread_id is None:
@@ -93,7 +96,7 @@ async def start_run(
         branch_id = branch.branch_id
     handle = Thread(store, thread_id, principal=principal, agent=agent)
     try:
-        lease = await store.acquire_lease(branch_id, uuid7(now), ttl_ms)
+        lease = await acquire_waiting(store, branch_id, uuid7(now), ttl_ms, wait=options.wait)
     except StoreError as exc:
         return Failed(handle, ErrorInfo(exc.code, exc.message))
     writer: BranchWriter | None = None

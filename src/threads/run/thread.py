@@ -52,12 +52,18 @@ class ParkedEffect:
 
 @dataclass(frozen=True, slots=True)
 class PendingApproval:
+    """What an approver decides on: the tool, its arguments (``input``), its effect class, the
+    hash a grant binds to, who asked (the principal of the turn that made the call, if any)
+    and when the request expires (Unix ms; it counts as denied after)."""
+
     challenge_id: str
     call_id: str
     tool: str
     input: dict[str, Any]
     args_hash: str
     expires_at: int
+    effect_class: str
+    requested_by: Principal | None
 
 
 class Thread:
@@ -166,6 +172,8 @@ class Thread:
                         call.input,
                         approval.args_hash,
                         approval.expires_at,
+                        call.effect_class,
+                        _asked_by(fold, call.seq),
                     )
                 )
         return out
@@ -335,6 +343,17 @@ class Thread:
             await writer.append(
                 [("cancel_requested", data, {"kind": "user", "principal": principal.to_wire()})]
             )
+
+
+def _asked_by(fold: Fold, seq: int) -> Principal | None:
+    """The principal of the input that opened the turn a call at ``seq`` belongs to."""
+    opened = None
+    for event in fold.events:
+        if event.seq >= seq:
+            break
+        if event.type == "user_input":
+            opened = event.actor.get("principal")
+    return Principal.from_wire(opened) if isinstance(opened, dict) else None
 
 
 def _check_open(call: Call, args_hash: str | None, now_ms: int) -> None:

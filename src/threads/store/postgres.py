@@ -30,11 +30,13 @@ except ImportError as exc:  # pragma: no cover - exercised by the import test wi
 from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
 from threads.log.lines import Event, Header
+from threads.store.holder import holder_id as recorded_holder
 from threads.store.protocol import (
     ArtifactRef,
     BranchInfo,
     Chain,
     Lease,
+    LeaseState,
     PendingArtifact,
     Segment,
 )
@@ -56,6 +58,7 @@ from threads.store.rows import (
     check_chain,
     dropped_ref_text,
     event_rows,
+    free_roots,
     free_roots_query,
     require_batch,
     require_free,
@@ -300,7 +303,7 @@ class PostgresStore:
     async def list_free_threads(self) -> list[BranchInfo]:
         async with self._conn() as conn:
             cursor = await conn.execute(_FREE_ROOTS, (self._now(),))
-            return [branch_from_row(row) for row in await cursor.fetchall()]
+            return free_roots(await cursor.fetchall())
 
     async def _branches(self, where: str, args: tuple[Any, ...]) -> list[BranchInfo]:
         query = f"SELECT {BRANCH_COLUMNS} FROM branches WHERE {where} ORDER BY created"
@@ -412,7 +415,7 @@ class PostgresStore:
 
     async def acquire_lease(self, branch_id: str, holder_id: str, ttl_ms: int) -> Lease:
         try:
-            return await self._acquire(branch_id, holder_id, ttl_ms)
+            return await self._acquire(branch_id, recorded_holder(holder_id), ttl_ms)
         except psycopg.errors.LockNotAvailable:
             await self._end_frozen_sessions()
             raise StoreError(
@@ -448,6 +451,14 @@ class PostgresStore:
                 (holder_id, epoch, lease.expires_at, branch_id),
             )
         return lease
+
+    async def read_lease(self, branch_id: str) -> LeaseState | None:
+        now_param = self._now()
+        async with self._conn() as conn:
+            row, now = await _lease_row(conn, branch_id, now_param, lock=False)
+        if row is None or row[0] == "":  # '' is the placeholder row a first acquire locks
+            return None
+        return LeaseState(branch_id, row[0], int(row[1]), int(row[2]), now)
 
     async def renew_lease(self, lease: Lease, ttl_ms: int) -> Lease:
         now_param = self._now()

@@ -43,6 +43,22 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaseState:
+    """A branch's lease row as read now. ``now`` is the lease clock's reading in the same
+    statement (the database's clock on Postgres), so ``live`` is judged as a takeover would."""
+
+    branch_id: str
+    holder_id: str
+    epoch: int
+    expires_at: int
+    now: int
+
+    @property
+    def live(self) -> bool:
+        return self.expires_at > self.now
+
+
+@dataclass(frozen=True, slots=True)
 class Segment:
     header: Header
     events: list[Event]
@@ -136,13 +152,21 @@ class Store(Protocol):
         ...
 
     async def list_free_threads(self) -> list[BranchInfo]:
-        """Root branches in state ``ready`` whose lease is free or expired now (by the store's
-        lease clock): what a worker may try to claim. A snapshot; the claim is the lease."""
+        """Root branches in state ``ready`` whose lease is free, expired now (by the store's
+        lease clock) or held by a provably dead process of this host: what a worker may try to
+        claim. A snapshot; the claim is the lease."""
         ...
 
     async def acquire_lease(self, branch_id: str, holder_id: str, ttl_ms: int) -> Lease:
-        """Take the branch (``branch_busy`` if a live foreign holder has it); the new epoch is
+        """Take the branch for the run ``holder_id``, recorded with this process's identity
+        (``threads.store.holder``; the returned lease carries the recorded id). A live lease
+        of another holder is ``branch_busy`` naming it and its expiry, unless that holder
+        provably died on this host: then it is taken over at once. The new epoch is
         ``max(lease epoch, max epoch on the resolved chain) + 1``."""
+        ...
+
+    async def read_lease(self, branch_id: str) -> LeaseState | None:
+        """The branch's lease row and the lease clock's now; None if it was never leased."""
         ...
 
     async def renew_lease(self, lease: Lease, ttl_ms: int) -> Lease:

@@ -16,6 +16,8 @@ from threads.errors import NotFound, StoreError
 from threads.log.canonical import canonical
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, event_from_value, header_from_value
+from threads.store.holder import parse as parse_holder
+from threads.store.holder import provably_gone
 from threads.store.protocol import ArtifactRef, BranchInfo, Lease, Segment
 
 SCHEMA_VERSION = 6
@@ -27,14 +29,25 @@ BRANCH_COLUMNS = (
 
 
 def free_roots_query(now: str, order: str) -> str:
-    """Root branches in state ``ready`` with no lease row or an expired one, ``now`` being the
-    engine's expression for the lease clock; ordered by ``b.<order>`` (creation order)."""
+    """Root branches in state ``ready``, each with its live lease's holder id (NULL when there
+    is no lease row or it expired), ``now`` being the engine's expression for the lease clock;
+    ordered by ``b.<order>`` (creation order). ``free_roots`` keeps the claimable ones."""
     columns = ", ".join(f"b.{c.strip()}" for c in BRANCH_COLUMNS.split(","))
     return (
-        f"SELECT {columns} FROM branches b LEFT JOIN leases l ON l.branch_id = b.branch_id"
-        " WHERE b.parent_branch_id IS NULL AND b.state = 'ready'"
-        f" AND (l.branch_id IS NULL OR l.expires_at <= {now}) ORDER BY b.{order}"
+        f"SELECT {columns}, CASE WHEN l.expires_at > {now} THEN l.holder_id END"
+        " FROM branches b LEFT JOIN leases l ON l.branch_id = b.branch_id"
+        f" WHERE b.parent_branch_id IS NULL AND b.state = 'ready' ORDER BY b.{order}"
     )
+
+
+def free_roots(rows: Sequence[tuple[Any, ...]]) -> list[BranchInfo]:
+    """The rows of ``free_roots_query`` a worker may claim: no live lease, or a live lease
+    whose holder is provably gone (a process of this host that died)."""
+    return [
+        branch_from_row(row)
+        for row in rows
+        if row[-1] is None or provably_gone(parse_holder(row[-1]))
+    ]
 
 
 def branch_from_row(row: tuple[Any, ...]) -> BranchInfo:
@@ -148,13 +161,19 @@ def require_live(row: tuple[Any, ...] | None, lease: Lease, now: int) -> None:
 
 
 def require_free(row: tuple[Any, ...] | None, holder_id: str, now: int) -> None:
-    """``branch_busy`` when a live lease of another holder is on the row."""
-    if row is not None and row[0] != holder_id and row[2] > now:
-        raise StoreError(
-            "branch_busy",
-            "another process is running this thread; wait for it to finish, or for its"
-            " lease to expire if it died",
-        )
+    """``branch_busy`` when a live lease of another holder is on the row, unless that holder
+    is provably gone (it died on this host): then its lease is taken over at once."""
+    if row is None or row[0] == holder_id or row[2] <= now:
+        return
+    holder = parse_holder(row[0])
+    if provably_gone(holder):
+        return
+    raise StoreError(
+        "branch_busy",
+        f"another process is running this thread ({holder.describe()}); its lease expires in"
+        f" {(row[2] - now) / 1000:.1f} s. Wait for it (run(..., wait=True) waits), or run"
+        " again then: a holder that died on another host is taken over once its lease expires",
+    )
 
 
 def require_head(

@@ -19,11 +19,13 @@ from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header
+from threads.store.holder import holder_id as recorded_holder
 from threads.store.protocol import (
     ArtifactRef,
     BranchInfo,
     Chain,
     Lease,
+    LeaseState,
     PendingArtifact,
     Segment,
 )
@@ -45,6 +47,7 @@ from threads.store.rows import (
     check_chain,
     dropped_ref_text,
     event_rows,
+    free_roots,
     free_roots_query,
     require_batch,
     require_free,
@@ -288,8 +291,7 @@ class SQLiteStore:
 
     async def list_free_threads(self) -> list[BranchInfo]:
         def rows(conn: sqlite3.Connection) -> list[BranchInfo]:
-            cursor = conn.execute(_FREE_ROOTS, (self.clock.now_ms(),))
-            return [branch_from_row(r) for r in cursor]
+            return free_roots(conn.execute(_FREE_ROOTS, (self.clock.now_ms(),)).fetchall())
 
         return await self._run(rows)
 
@@ -394,6 +396,8 @@ class SQLiteStore:
     # ---- leases --------------------------------------------------------------------------
 
     async def acquire_lease(self, branch_id: str, holder_id: str, ttl_ms: int) -> Lease:
+        holder_id = recorded_holder(holder_id)
+
         def acquire(conn: sqlite3.Connection) -> Lease:
             now = self.clock.now_ms()  # expiry is judged inside the transaction
             branch = _branch(conn, branch_id)
@@ -414,6 +418,18 @@ class SQLiteStore:
             return lease
 
         return await self._run(self._txn(acquire))
+
+    async def read_lease(self, branch_id: str) -> LeaseState | None:
+        def read(conn: sqlite3.Connection) -> LeaseState | None:
+            row = conn.execute(
+                "SELECT holder_id, epoch, expires_at FROM leases WHERE branch_id = ?",
+                (branch_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            return LeaseState(branch_id, row[0], row[1], row[2], self.clock.now_ms())
+
+        return await self._run(read)
 
     async def renew_lease(self, lease: Lease, ttl_ms: int) -> Lease:
         def renew(conn: sqlite3.Connection) -> Lease:

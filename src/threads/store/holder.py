@@ -1,0 +1,165 @@
+"""Who holds a lease: the process identity a store records as a lease's ``holder_id``.
+
+A holder id names the run (a UUID) and the process driving it: the host (Linux boot id and
+hostname), the pid namespace, the pid and the process's start time (clock ticks since boot, from
+``/proc/<pid>/stat``, so a reused pid is never mistaken for the holder). With it a store can tell
+a dead holder from a live one *without waiting for its lease to expire*: a holder on this host
+(same boot id, hostname and pid namespace) whose pid no longer runs the process that started it
+is provably gone, and nothing it could still write or send exists.
+
+Invariant: ``provably_gone`` answers True only on proof. A holder on another host, in another pid
+namespace, on a system without ``/proc``, one whose id this module did not write (another
+implementation's), or one whose state can't be read is treated as alive until its lease expires.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+PROC = Path("/proc")
+_FORMAT = "threads.holder/1"
+# ``/proc/<pid>/stat`` states of a process that can no longer run (zombie, dead).
+_ENDED_STATES = frozenset("ZXx")
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """This machine (and pid namespace) as a holder records it; ``boot_id`` None off Linux."""
+
+    boot_id: str | None
+    hostname: str
+    pid_namespace: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """A parsed holder id. ``run`` is the caller's own id for the run (or the whole raw id
+    when the holder id was not written by this module: then nothing else is known)."""
+
+    run: str
+    host: Host | None = None
+    pid: int | None = None
+    start_ticks: int | None = None
+
+    def encode(self) -> str:
+        assert self.host is not None
+        return json.dumps(
+            {
+                "boot": self.host.boot_id,
+                "format": _FORMAT,
+                "host": self.host.hostname,
+                "pid": self.pid,
+                "pidns": self.host.pid_namespace,
+                "run": self.run,
+                "start": self.start_ticks,
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    def describe(self) -> str:
+        """``pid 4242 on host web-1`` (or the raw id of a holder we can't read)."""
+        if self.host is None or self.pid is None:
+            return f"holder {self.run!r}"
+        return f"pid {self.pid} on host {self.host.hostname}"
+
+
+@cache
+def this_host() -> Host:
+    return Host(_read(PROC / "sys/kernel/random/boot_id"), socket.gethostname(), _pid_namespace())
+
+
+def this_process(run: str) -> Holder:
+    """The holder identity of this process running ``run``."""
+    pid = os.getpid()
+    return Holder(run, this_host(), pid, process_start_ticks(pid))
+
+
+def holder_id(run: str) -> str:
+    """What a store records for this process holding a lease for ``run``: the encoded
+    identity, or ``run`` unchanged when it already is one (re-acquiring by the same id)."""
+    if parse(run).host is not None:
+        return run
+    return this_process(run).encode()
+
+
+def parse(raw: str) -> Holder:
+    """The holder a stored id names; an id not written here is kept whole as ``run``."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return Holder(raw)
+    if not isinstance(value, dict) or value.get("format") != _FORMAT:
+        return Holder(raw)
+    pid, start = value.get("pid"), value.get("start")
+    host = Host(_text(value.get("boot")), str(value.get("host")), _text(value.get("pidns")))
+    return Holder(
+        str(value.get("run")),
+        host,
+        pid if isinstance(pid, int) else None,
+        start if isinstance(start, int) else None,
+    )
+
+
+def provably_gone(holder: Holder) -> bool:
+    """True only when ``holder`` ran on this host, in this pid namespace, and its process is
+    no longer running (no such pid, a zombie, or another process reusing the pid)."""
+    here = this_host()
+    if holder.host is None or holder.pid is None or holder.start_ticks is None:
+        return False
+    if here.boot_id is None or here.pid_namespace is None or holder.host != here:
+        return False
+    if holder.pid == os.getpid():
+        return False  # this process: a live holder by definition
+    try:
+        os.kill(holder.pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # it exists and belongs to someone else: read its stat to see if it is the holder
+    stat = _stat(holder.pid)
+    if stat is None:
+        return False  # it exists but can't be inspected (e.g. /proc mounted hidepid)
+    state, start = stat
+    return state in _ENDED_STATES or start != holder.start_ticks
+
+
+def process_start_ticks(pid: int) -> int | None:
+    stat = _stat(pid)
+    return None if stat is None else stat[1]
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, start time in clock ticks since boot) from ``/proc/<pid>/stat``."""
+    raw = _read(PROC / str(pid) / "stat")
+    if raw is None:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces or parentheses itself.
+    fields = raw[raw.rfind(")") + 2 :].split()
+    try:
+        return fields[0], int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink(PROC / "self/ns/pid")
+    except OSError:
+        return None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
