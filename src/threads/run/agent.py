@@ -19,11 +19,12 @@ from threads.memory import Memory
 from threads.memory_tools import memory_tools
 from threads.models.protocol import Model
 from threads.principal import Principal
+from threads.run.blocking import run_blocking
 from threads.run.budget import Budget
 from threads.run.config import AgentSpec
 from threads.run.permissions import Permissions
 from threads.run.results import RunResult
-from threads.run.runner import RunOptions, run_blocking, start_run
+from threads.run.runner import RunOptions, start_run
 from threads.run.streaming import RunStream
 from threads.sandbox.protocol import Sandbox
 from threads.sandbox.tools import sandbox_tools
@@ -140,7 +141,7 @@ def agent(
     if not isinstance(model, Model):
         raise ConfigError(
             "invalid_config",
-            "model must implement threads.models.Model (e.g. threads.openai.openai(...) or"
+            "model must implement threads.Model (e.g. threads.openai.openai(...) or"
             " threads.testing.scripted_model(...))",
         )
     tools = [*tools, *_sandbox_tools(sandbox, tools, snapshots), *_memory_tools(memory)]
