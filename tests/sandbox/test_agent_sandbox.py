@@ -119,7 +119,7 @@ async def test_snapshots_fork_and_the_child_runs_on_its_own_copy(
     thread = await open_thread(store, first.thread.id)
     (point,) = await thread.fork_points()
     snapshot = next(e for e in await thread.timeline() if e.type == "snapshot")
-    assert snapshot.event_id == point["snapshot_event_id"]
+    assert snapshot.event_id == point.snapshot_event_id
     assert snapshot.data["provider"] == "local"
     assert snapshot.data["capture_class"] == "filesystem"
 
