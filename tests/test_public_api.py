@@ -7,8 +7,20 @@ import subprocess
 import sys
 
 import threads
+import threads.testing
 
 PUBLIC = {
+    "EffectClass",
+    "EffectStatus",
+    "ForkPoint",
+    "ParkKind",
+    "ParkReason",
+    "Resolution",
+    "RunStatus",
+    "ThreadCost",
+    "ThreadState",
+    "ThreadStatus",
+    "ThreadUsage",
     "LOCAL_OPERATOR",
     "Agent",
     "Budget",
@@ -24,6 +36,7 @@ PUBLIC = {
     "FakeClock",
     "Found",
     "LogError",
+    "LookupOutcome",
     "LookupUnknown",
     "Model",
     "ModelCallError",
@@ -79,3 +92,34 @@ def test_import_works_without_any_extra() -> None:
         [sys.executable, "-c", blocker], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "0.1.0"
+
+
+def _resolves(dotted: str) -> bool:
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            target: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(target, attr):
+                return False
+            target = getattr(target, attr)
+        return True
+    return False
+
+
+def test_setup_errors_name_things_that_exist() -> None:
+    import re
+
+    import pytest
+
+    with pytest.raises(threads.ConfigError) as bad_model:
+        threads.agent(name="a", model=object())  # type: ignore[arg-type]
+    with pytest.raises(threads.ConfigError) as bad_tool:
+        threads.agent(name="a", model=threads.testing.scripted_model([]), tools=[object()])  # type: ignore[list-item]
+    names = re.findall(r"threads(?:\.\w+)+", bad_model.value.message + bad_tool.value.message)
+    assert "threads.testing.scripted_model" in names
+    assert [n for n in names if not _resolves(n)] == []

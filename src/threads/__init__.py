@@ -9,6 +9,7 @@ from threads.clock import Clock, FakeClock, SystemClock
 from threads.errors import ConfigError, LogError, StoreError, ThreadsError
 from threads.errors import NotFound as NotFoundError
 from threads.log.lines import Event
+from threads.log.reduce import EffectStatus, ParkKind, ThreadStatus
 from threads.log.replay import Replayed, ReplayMismatch
 from threads.models.protocol import Model, ModelCallError, ModelOutput, Price, TextDelta, Usage
 from threads.principal import LOCAL_OPERATOR, Principal
@@ -21,15 +22,20 @@ from threads.run.results import (
     Completed,
     Failed,
     Parked,
+    ParkReason,
     Pending,
     RunResult,
+    RunStatus,
 )
-from threads.run.thread import ControlError, PendingApproval, Thread, open_thread
+from threads.run.thread import ControlError, PendingApproval, Resolution, Thread, open_thread
+from threads.run.views import ForkPoint, ThreadCost, ThreadState, ThreadUsage
 from threads.store.protocol import Store
 from threads.store.sqlite import sqlite
 from threads.tools.tool import (
+    EffectClass,
     EffectUnknown,
     Found,
+    LookupOutcome,
     LookupUnknown,
     NotFound,
     Reconcile,
@@ -50,18 +56,24 @@ __all__ = [
     "Completed",
     "ConfigError",
     "ControlError",
+    "EffectClass",
+    "EffectStatus",
     "EffectUnknown",
     "Event",
     "Failed",
     "FakeClock",
+    "ForkPoint",
     "Found",
     "LogError",
+    "LookupOutcome",
     "LookupUnknown",
     "Model",
     "ModelCallError",
     "ModelOutput",
     "NotFound",
     "NotFoundError",
+    "ParkKind",
+    "ParkReason",
     "Parked",
     "Pending",
     "PendingApproval",
@@ -71,13 +83,19 @@ __all__ = [
     "Reconcile",
     "ReplayMismatch",
     "Replayed",
+    "Resolution",
     "RunContext",
     "RunResult",
+    "RunStatus",
     "Store",
     "StoreError",
     "SystemClock",
     "TextDelta",
     "Thread",
+    "ThreadCost",
+    "ThreadState",
+    "ThreadStatus",
+    "ThreadUsage",
     "ThreadsError",
     "Tool",
     "Usage",

@@ -5,6 +5,7 @@ cancellation, budgets and branch_busy."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -113,8 +114,8 @@ async def test_read_only_and_effectful_sequences(store: SQLiteStore) -> None:
     assert applied[0] == "read:a"
     assert applied[1].startswith("write:b:")
     state = await result.thread.state()
-    assert state["status"] == "idle"
-    assert [e["status"] for e in state["effects"]] == ["committed"]
+    assert state.status == "idle"
+    assert [e.status for e in state.effects] == ["committed"]
 
 
 async def test_invalid_input_never_runs_the_tool(store: SQLiteStore) -> None:
@@ -193,12 +194,12 @@ async def test_handle_works_from_another_process(store: SQLiteStore, tmp_path: P
         "hi", store=store, principal=ALICE
     )
     script = (
-        "import asyncio, json, sys\n"
+        "import asyncio, dataclasses, json, sys\n"
         "from threads import open_thread, sqlite\n"
         "async def main():\n"
         "    s = sqlite(sys.argv[1])\n"
         "    t = await open_thread(s, sys.argv[2])\n"
-        "    print(json.dumps(await t.state()))\n"
+        "    print(json.dumps(dataclasses.asdict(await t.state())))\n"
         "    await s.close()\n"
         "asyncio.run(main())\n"
     )
@@ -211,7 +212,8 @@ async def test_handle_works_from_another_process(store: SQLiteStore, tmp_path: P
         timeout=60,
     )
     state = json.loads(out.stdout)
-    assert state == await result.thread.state()
+    here = dataclasses.asdict(await result.thread.state())
+    assert state == json.loads(json.dumps(here))
     assert state["turns_completed"] == 1
 
 
@@ -520,7 +522,7 @@ async def test_a_fork_runs_on_from_its_snapshot(store: SQLiteStore) -> None:
     [snap] = await writer.append([("snapshot", snapshot, {"kind": "host"})])
     await store.release_lease(writer.lease)
     handle = await open_thread(store, first.thread.id)
-    assert [p["snapshot_event_id"] for p in await handle.fork_points()] == [snap.event_id]
+    assert [p.snapshot_event_id for p in await handle.fork_points()] == [snap.event_id]
 
     async def restore(data: dict[str, Any]) -> str:
         return f"restored-{data['snapshot_id']}"

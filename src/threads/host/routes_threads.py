@@ -107,6 +107,7 @@ async def get_threads(ctx: Context, request: Request, principal: Principal) -> R
     roots = await store.list_threads(principal.tenant)
     out = []
     for root in roots[-LIST_LIMIT:]:
+        status: str
         try:
             fold = (await store.read_chain(root.branch_id)).fold(store.clock.now_ms())
             status, agent = fold.status, (fold.thread_started or {}).get("agent_name")

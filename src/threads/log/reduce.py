@@ -11,7 +11,7 @@ Invariant: the fold is a pure function of the lines it was given; nothing here d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, cast
 
 from threads.errors import LogError
 from threads.log.hashing import value_hash
@@ -27,6 +27,11 @@ from threads.log.reduce_features import (
     current_mode,
 )
 from threads.log.render import prefix_digest, prefix_line
+
+# The vocabularies a reader of a thread meets, as the log format names them.
+ParkKind = Literal["approval", "effect", "input", "resource", "child", "ask", "wait", "member"]
+EffectStatus = Literal["begun", "committed", "unknown", "resolved"]
+ThreadStatus = Literal["inspection_only", "cancelled", "parked", "in_turn", "idle"]
 
 
 @dataclass(slots=True)
@@ -55,7 +60,7 @@ class Call:
     decision: str | None = None  # allow | deny | ask
     decision_source: str | None = None
     approval: Approval | None = None
-    effect: str | None = None  # begun | committed | unknown | resolved
+    effect: EffectStatus | None = None
     attempt: int = 0
     first_begin_time: int | None = None
     unknown_reason: str | None = None
@@ -122,7 +127,7 @@ class Fold:
     attempts: dict[str, ModelAttempt] = field(default_factory=dict)
     open_attempt: ModelAttempt | None = None
     last_attempt: ModelAttempt | None = None
-    parks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    parks: dict[tuple[ParkKind, str], dict[str, Any]] = field(default_factory=dict)
     approvals: dict[str, Call] = field(default_factory=dict)
     thread_rules: list[tuple[str, str]] = field(default_factory=list)  # (rule, allow|deny)
     snapshots: list[tuple[int, str, int | None]] = field(default_factory=list)
@@ -178,7 +183,7 @@ class Fold:
         return None
 
     @property
-    def status(self) -> str:
+    def status(self) -> ThreadStatus:
         if self.inspection_only:
             return "inspection_only"
         if self.thread_cancelled:
@@ -677,8 +682,9 @@ def _on_fork(fold: Fold, event: Event) -> None:
         fold.knowledge_revision = None
 
 
-def _park_key(address: dict[str, Any]) -> tuple[str, str]:
-    return (address["kind"], address["id"])
+def _park_key(address: dict[str, Any]) -> tuple[ParkKind, str]:
+    # admission checked the address against the schema's ParkAddress, kind included
+    return (cast(ParkKind, address["kind"]), address["id"])
 
 
 def _on_parked(fold: Fold, event: Event) -> None:

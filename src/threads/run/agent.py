@@ -17,11 +17,12 @@ from typing import Any
 from threads.errors import ConfigError
 from threads.models.protocol import Model
 from threads.principal import Principal
+from threads.run.blocking import run_blocking
 from threads.run.budget import Budget
 from threads.run.config import AgentSpec
 from threads.run.permissions import Permissions
 from threads.run.results import RunResult
-from threads.run.runner import RunOptions, run_blocking, start_run
+from threads.run.runner import RunOptions, start_run
 from threads.run.streaming import RunStream
 from threads.store.protocol import Store
 from threads.tools.tool import Tool
@@ -129,7 +130,7 @@ def agent(
     if not isinstance(model, Model):
         raise ConfigError(
             "invalid_config",
-            "model must implement threads.models.Model (e.g. threads.openai.openai(...) or"
+            "model must implement threads.Model (e.g. threads.openai.openai(...) or"
             " threads.testing.scripted_model(...))",
         )
     seen: set[str] = set()

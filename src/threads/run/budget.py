@@ -8,11 +8,16 @@ limit is never sent. Spend is read back from the log; unreported usage counts at
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from threads.errors import ConfigError
 
-LIMITS = (
+BudgetLimit = Literal[
+    "max_model_requests", "max_turns", "max_input_tokens", "max_output_tokens",
+    "max_cost_nanos", "max_wall_ms",
+]
+BudgetScope = Literal["thread", "run", "ancestor"]
+LIMITS: tuple[BudgetLimit, ...] = (
     "max_model_requests", "max_turns", "max_input_tokens", "max_output_tokens",
     "max_cost_nanos", "max_wall_ms",
 )

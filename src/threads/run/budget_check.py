@@ -14,7 +14,7 @@ from typing import Any
 
 from threads.log.lines import Event
 from threads.log.reduce import usage_cost
-from threads.run.budget import Budget
+from threads.run.budget import Budget, BudgetLimit, BudgetScope
 from threads.run.config import AgentSpec
 from threads.run.drafts import HOST, Draft
 from threads.run.results import BudgetExhausted, BudgetInfo
@@ -83,9 +83,9 @@ def spend(spec: AgentSpec, events: list[Event]) -> Spend:
     return total
 
 
-def _scopes(rt: Runtime) -> list[tuple[str, Budget, list[Event]]]:
+def _scopes(rt: Runtime) -> list[tuple[BudgetScope, Budget, list[Event]]]:
     fold = rt.fold
-    scopes: list[tuple[str, Budget, list[Event]]] = []
+    scopes: list[tuple[BudgetScope, Budget, list[Event]]] = []
     if rt.spec.budget is not None:
         scopes.append(("thread", rt.spec.budget, fold.events))
     turn = fold.turn
@@ -109,7 +109,7 @@ async def before_request(rt: Runtime) -> BudgetExhausted | None:
     bound_in, bound_out, bound_cost = attempt_bounds(rt.spec)
     for scope, budget, events in _scopes(rt):
         spent = spend(rt.spec, events)
-        checks: list[tuple[str, int | None, int]] = [
+        checks: list[tuple[BudgetLimit, int | None, int]] = [
             ("max_model_requests", budget.max_model_requests, spent.model_requests + 1),
             ("max_input_tokens", budget.max_input_tokens, spent.input_tokens + bound_in),
             ("max_output_tokens", budget.max_output_tokens, spent.output_tokens + bound_out),
@@ -132,7 +132,13 @@ async def before_request(rt: Runtime) -> BudgetExhausted | None:
 
 
 async def _exceeded(
-    rt: Runtime, scope: str, limit: str, value: int, observed: int, *, upper: bool
+    rt: Runtime,
+    scope: BudgetScope,
+    limit: BudgetLimit,
+    value: int,
+    observed: int,
+    *,
+    upper: bool,
 ) -> BudgetExhausted:
     data: dict[str, Any] = {
         "limit": limit,

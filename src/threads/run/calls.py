@@ -17,7 +17,7 @@ from threads.run.admit import admit, ceiling_refusal, decision_refusal, reopened
 from threads.run.drafts import HOST, Draft, resumed_data, tool_result_data
 from threads.run.execute import InDoubt, dispatch
 from threads.run.record import close
-from threads.run.results import Parked, Pending, RunResult
+from threads.run.results import Parked, ParkReason, Pending, RunResult
 from threads.run.runtime import Runtime
 from threads.run.turn import honour_cancel_request, pending_for
 from threads.tools.tool import Tool
@@ -30,7 +30,7 @@ async def run_pending(rt: Runtime) -> RunResult | None:
     """Settle or run every pending call in call order; stop at the first park."""
     await release_approval_parks(rt)
     parked: list[Pending] = []
-    reason = "effect_unknown"
+    reason: ParkReason = "effect_unknown"
     for call in rt.fold.pending_calls():
         await honour_cancel_request(rt)
         if call.result is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from threads import telemetry
 from threads.log.reduce import Call
 from threads.run.drafts import HOST, TOOL, Draft
 from threads.run.record import close, commit
@@ -44,28 +45,37 @@ async def dispatch(rt: Runtime, call: Call, tool: Tool) -> Done | InDoubt:
             [Draft("effect_begin", {"attempt": attempt, "call_id": call.call_id}, HOST)]
         )
     await rt.writer.check()
-    cancelled = rt.cancel.tool_started()
+    cancelled = rt.cancel.tool_started(tool.name)
     ctx = rt.tool_context(call, attempt, cancelled)
     in_doubt: str | None = None
-    try:
-        value = await tool.execute(args, ctx)
-    except EffectUnknown as exc:
-        in_doubt = exc.reason
-        text, is_error = f"error: {describe_exception(exc)}", True
-        log.warning("tool %s (call %s): effect unknown", tool.name, call.call_id, exc_info=exc)
-    except (TimeoutError, ConnectionError) as exc:
-        in_doubt = "timeout" if isinstance(exc, TimeoutError) else "transport_error"
-        text, is_error = f"error: {describe_exception(exc)}", True
-        log.warning("tool %s (call %s): %s", tool.name, call.call_id, in_doubt, exc_info=exc)
-    except Exception as exc:
-        text, is_error = f"error: {describe_exception(exc)}", True
-        log.error("tool %s (call %s) raised", tool.name, call.call_id, exc_info=exc)
-    else:
-        # Outside the try: once execute returned, the effect may have happened, so a value
-        # that can't be encoded is still a success (result_text says so, and never raises).
-        text, is_error = result_text(value), False
-    finally:
-        rt.cancel.tool_ended(cancelled)
+    with telemetry.tool_span(
+        rt.writer.thread_id,
+        tool.name,
+        call_id=call.call_id,
+        effect_key=call.effect_key,
+        effect_class=tool.effect,
+        attempt=attempt,
+    ) as span:
+        try:
+            value = await tool.execute(args, ctx)
+        except EffectUnknown as exc:
+            in_doubt = exc.reason
+            text, is_error = f"error: {describe_exception(exc)}", True
+            log.warning("tool %s (call %s): effect unknown", tool.name, call.call_id, exc_info=exc)
+        except (TimeoutError, ConnectionError) as exc:
+            in_doubt = "timeout" if isinstance(exc, TimeoutError) else "transport_error"
+            text, is_error = f"error: {describe_exception(exc)}", True
+            log.warning("tool %s (call %s): %s", tool.name, call.call_id, in_doubt, exc_info=exc)
+        except Exception as exc:
+            text, is_error = f"error: {describe_exception(exc)}", True
+            log.error("tool %s (call %s) raised", tool.name, call.call_id, exc_info=exc)
+        else:
+            # Outside the try: once execute returned, the effect may have happened, so a value
+            # that can't be encoded is still a success (result_text says so, and never raises).
+            text, is_error = result_text(value), False
+        finally:
+            rt.cancel.tool_ended(cancelled)
+        telemetry.outcome(span, _outcome(in_doubt, is_error), error=is_error)
     if effectful and in_doubt is not None:
         await rt.writer.append(
             [Draft("effect_unknown", {"call_id": call.call_id, "reason": in_doubt}, HOST)]
@@ -77,3 +87,9 @@ async def dispatch(rt: Runtime, call: Call, tool: Tool) -> Done | InDoubt:
     # then, and the fence check before any send flushes it.
     await close(rt, call, text, origin="executed", is_error=is_error, actor=TOOL, hold=True)
     return Done()
+
+
+def _outcome(in_doubt: str | None, is_error: bool) -> str:
+    if in_doubt is not None:
+        return f"in_doubt:{in_doubt}"
+    return "error" if is_error else "ok"

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from threads import telemetry
 from threads.errors import StoreError
 from threads.log.render import MEDIA_TYPE, event_refs, render
 from threads.models.protocol import (
@@ -75,10 +76,21 @@ async def model_step(rt: Runtime) -> RunResult | None:
         params=started["model_params"],
         attempt=attempt,
     )
-    try:
-        output = await _call_model(rt, request)
-    except ModelCallError as exc:
-        return await _on_model_error(rt, request_event.event_id, exc)
+    model = rt.spec.model
+    with telemetry.model_span(
+        rt.writer.thread_id, request_event.event_id, attempt, model.provider, model.name
+    ) as span:
+        try:
+            output = await _call_model(rt, request)
+        except ModelCallError as exc:
+            telemetry.outcome(span, exc.reason, error=True)
+            failure: ModelCallError | None = exc
+        else:
+            telemetry.outcome(span, "response")
+            telemetry.model_usage(span, output.usage)
+            failure = None
+    if failure is not None:
+        return await _on_model_error(rt, request_event.event_id, failure)
     await record_response(rt, request_event.event_id, output, "model_response", MODEL)
     return None
 
@@ -181,6 +193,7 @@ async def _on_model_error(
             "request_event_id": request_event_id,
         }
         await rt.writer.append([Draft("retry_scheduled", retry, HOST)])
+        telemetry.retry_wait(rt.writer.thread_id, delay, exc.reason)
         await rt.sleep(delay / 1000)
         return None
     if exc.provider_outcome == "unknown" and exc.code is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from threads.errors import ConfigError
@@ -71,16 +71,41 @@ def rule_matches(rule: str, tool_name: str, args: dict[str, Any]) -> bool:
     return isinstance(value, str) and fnmatch.fnmatchcase(value, match.group("glob"))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Permissions:
-    mode: Mode = "default"
-    allow: tuple[str, ...] = ()
-    ask: tuple[str, ...] = ()
-    deny: tuple[str, ...] = ()
-    allow_bypass: bool = False
-    ceiling: Permissions | None = field(default=None)
+    mode: Mode
+    allow: tuple[str, ...]
+    ask: tuple[str, ...]
+    deny: tuple[str, ...]
+    allow_bypass: bool
+    ceiling: Permissions | None
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        mode: Mode = "default",
+        allow: Sequence[str] = (),
+        ask: Sequence[str] = (),
+        deny: Sequence[str] = (),
+        *,
+        allow_bypass: bool = False,
+        ceiling: Permissions | None = None,
+    ) -> None:
+        """Rules may be given as any sequence (a list, as the README writes them); they are
+        kept as tuples so a policy can't change after it was pinned."""
+        for label, rules in (("allow", allow), ("ask", ask), ("deny", deny)):
+            if isinstance(rules, str):
+                raise ConfigError(
+                    "invalid_config", f"{label} is a list of rules, e.g. {label}=[{rules!r}]"
+                )
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "allow", tuple(allow))
+        object.__setattr__(self, "ask", tuple(ask))
+        object.__setattr__(self, "deny", tuple(deny))
+        object.__setattr__(self, "allow_bypass", allow_bypass)
+        object.__setattr__(self, "ceiling", ceiling)
+        self._check()
+
+    def _check(self) -> None:
         if self.mode not in MODES:
             raise ConfigError(
                 "invalid_config", f"permission mode must be one of {', '.join(MODES)}"
@@ -92,9 +117,6 @@ class Permissions:
             )
         for rule in (*self.allow, *self.ask, *self.deny):
             check_rule(rule)
-        object.__setattr__(self, "allow", tuple(self.allow))
-        object.__setattr__(self, "ask", tuple(self.ask))
-        object.__setattr__(self, "deny", tuple(self.deny))
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -113,7 +135,12 @@ class Permissions:
         if ceiling is None:
             return self
         return Permissions(
-            self.mode, self.allow, self.ask, self.deny, self.allow_bypass, ceiling=ceiling
+            self.mode,
+            self.allow,
+            self.ask,
+            self.deny,
+            allow_bypass=self.allow_bypass,
+            ceiling=ceiling,
         )
 
     def decide(

@@ -6,16 +6,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from threads.log.reduce import ParkKind
+from threads.run.budget import BudgetLimit, BudgetScope
+
 if TYPE_CHECKING:
     from threads.run.thread import Thread
+
+ParkReason = Literal["awaiting_approval", "effect_unknown", "awaiting_input"]
+RunStatus = Literal["completed", "parked", "failed", "budget_exhausted", "cancelled"]
 
 
 @dataclass(frozen=True, slots=True)
 class Pending:
     """What a parked run waits on: ``approval`` (id = challenge_id), ``effect`` (id =
-    effect_key) or ``input`` (id = call_id)."""
+    effect_key) or ``input`` (id = call_id). The other kinds the log format names are parks
+    written by the TypeScript implementation."""
 
-    kind: str
+    kind: ParkKind
     id: str
     detail: str | None = None  # for an effect: what the operator should know before resolving
 
@@ -29,10 +36,10 @@ class ErrorInfo:
 
 @dataclass(frozen=True, slots=True)
 class BudgetInfo:
-    limit: str
+    limit: BudgetLimit
     limit_value: int
     observed: int
-    scope: str
+    scope: BudgetScope
     observed_is_upper_bound: bool
 
 
@@ -46,7 +53,7 @@ class Completed:
 @dataclass(frozen=True, slots=True)
 class Parked:
     thread: Thread
-    reason: str
+    reason: ParkReason
     pending: list[Pending]
     status: Literal["parked"] = field(default="parked", init=False)
 
@@ -72,3 +79,17 @@ class Cancelled:
 
 
 RunResult = Completed | Parked | Failed | BudgetExhausted | Cancelled
+
+
+def describe(result: RunResult) -> str:
+    """What a log line about ``result`` adds to its status: what a park waits on, why a run
+    failed, which budget ran out ("" when the status says it all)."""
+    if isinstance(result, Parked):
+        waits = ", ".join(f"{p.kind} {p.id}" for p in result.pending)
+        return f"{result.reason}, waiting on {waits}"
+    if isinstance(result, Failed):
+        return f"{result.error.code}: {result.error.message}"
+    if isinstance(result, BudgetExhausted):
+        budget = result.budget
+        return f"{budget.limit} {budget.observed} > {budget.limit_value} ({budget.scope})"
+    return ""

@@ -8,12 +8,11 @@ thread), ``writer_mismatch`` (the other implementation writes this branch), ``br
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import signal
 from dataclasses import dataclass
 from typing import Any
 
+from threads import telemetry
 from threads.errors import ConfigError, NotFound, StoreError, ThreadsError
 from threads.log.ids import uuid7
 from threads.log.lines import WRITER_IMPL, make_header
@@ -24,7 +23,7 @@ from threads.run.budget import Budget
 from threads.run.config import AgentSpec, pinned_view
 from threads.run.loop import drive
 from threads.run.permissions import Permissions
-from threads.run.results import ErrorInfo, Failed, RunResult
+from threads.run.results import ErrorInfo, Failed, RunResult, describe
 from threads.run.runtime import CancelSignal, Runtime
 from threads.run.streaming import RunStream
 from threads.run.thread import Thread
@@ -62,7 +61,23 @@ async def start_run(
     cancel: CancelSignal | None = None,
 ) -> RunResult:
     """Take the thread's lease, refuse what must be refused, build the ``Runtime`` and drive
-    it. ``cancel``: how ``run_sync`` passes a Ctrl-C in."""
+    it. ``cancel``: how ``run_sync`` passes a Ctrl-C in. The run is one span and its start and
+    outcome are logged (``threads.telemetry``)."""
+    with telemetry.run_span(agent.name) as span:
+        result = await _start_run(agent, input, options, span, sink=sink, cancel=cancel)
+        telemetry.run_ended(span, result.thread.id, result.status, describe(result))
+        return result
+
+
+async def _start_run(
+    agent: AgentSpec,
+    input: str | None,
+    options: RunOptions,
+    span: telemetry.Span,
+    *,
+    sink: RunStream | None,
+    cancel: CancelSignal | None,
+) -> RunResult:
     store = options.store if options.store is not None else default_store()
     principal = options.principal or LOCAL_OPERATOR
     budget, deps, ceiling = options.budget, options.deps, options.ceiling
@@ -90,6 +105,7 @@ async def start_run(
             raise NotFound(f"no thread {thread_id} for tenant {principal.tenant}")
         branch_id = branch.branch_id
     handle = Thread(store, thread_id, principal=principal, agent=agent)
+    telemetry.run_started(span, agent.name, thread_id, branch_id, new=new)
     try:
         lease = await acquire_waiting(store, branch_id, uuid7(now), ttl_ms, wait=options.wait)
     except StoreError as exc:
@@ -174,32 +190,3 @@ def _check_pinned(agent: AgentSpec, fold: Fold) -> None:
             f"a config change starts a new thread (changed: {', '.join(changed)}); run this"
             " agent without thread= to start one, or run the thread with its original agent",
         )
-
-
-def run_blocking(agent: AgentSpec, input: str | None, options: RunOptions) -> RunResult:
-    """``run_sync``: Ctrl-C records ``cancel_requested`` and lets the run end ``Cancelled``."""
-
-    async def main() -> RunResult:
-        cancel = CancelSignal()
-        task = asyncio.create_task(start_run(agent, input, options, cancel=cancel))
-        loop = asyncio.get_running_loop()
-        interrupted = asyncio.Event()
-
-        def on_sigint() -> None:
-            interrupted.set()
-
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGINT, on_sigint)
-        try:
-            waiter = asyncio.create_task(interrupted.wait())
-            done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            if task in done:
-                waiter.cancel()
-                return task.result()
-            cancel.request()
-            return await task
-        finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signal.SIGINT)
-
-    return asyncio.run(main())

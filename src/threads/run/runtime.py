@@ -37,22 +37,29 @@ class CancelSignal:
 
     def __init__(self) -> None:
         self.wanted = False
-        self._in_flight: set[asyncio.Event] = set()
+        self._in_flight: dict[asyncio.Event, str] = {}
 
     def request(self) -> None:
         self.wanted = True
         for event in self._in_flight:
             event.set()
 
-    def tool_started(self) -> asyncio.Event:
+    def tool_started(self, name: str) -> asyncio.Event:
         event = asyncio.Event()
         if self.wanted:
             event.set()
-        self._in_flight.add(event)
+        self._in_flight[event] = name
         return event
 
     def tool_ended(self, event: asyncio.Event) -> None:
-        self._in_flight.discard(event)
+        self._in_flight.pop(event, None)
+
+    def waiting_on(self) -> str:
+        """What a cancel still waits for, in words for the person who asked for it."""
+        tools = sorted(set(self._in_flight.values()))
+        if tools:
+            return f"Waiting for {', '.join(tools)} to finish (it sees ctx.cancelled set)"
+        return "Waiting for the step in progress (a model reply, or a write to the log) to end"
 
 
 @dataclass(slots=True)

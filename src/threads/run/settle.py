@@ -198,7 +198,7 @@ async def _window_closed(rt: Runtime, call: Call) -> bool:
 
 async def _lookup(rt: Runtime, call: Call, tool: Tool) -> LookupOutcome:
     assert tool.reconcile is not None
-    cancelled = rt.cancel.tool_started()
+    cancelled = rt.cancel.tool_started(f"the lookup of {tool.name}")
     try:
         return await tool.reconcile.lookup(
             call.effect_key, rt.tool_context(call, call.attempt, cancelled)

@@ -29,8 +29,20 @@ from threads.run.holders import earlier_holder, iso
 from threads.run.park_info import effect_park_detail
 from threads.run.permissions import check_rule, rule_matches
 from threads.run.replay import replay_branch
+from threads.run.views import (
+    ForkPoint,
+    ThreadCost,
+    ThreadState,
+    ThreadUsage,
+    cost_of,
+    fork_points_of,
+    state_of,
+    usage_of,
+)
 from threads.store.protocol import BranchInfo, Store
 from threads.tools.tool import DEFAULT_SETTLE_MS
+
+Resolution = Literal["assume_done", "assume_not_done"]
 
 
 class ControlError(ThreadsError):
@@ -98,17 +110,16 @@ class Thread:
     async def timeline(self) -> list[Event]:
         return list((await self.fold()).events)
 
-    async def state(self) -> dict[str, Any]:
-        return (await self.fold()).state()
+    async def state(self) -> ThreadState:
+        return state_of(await self.fold())
 
     async def branches(self) -> list[BranchInfo]:
         await self._branch()
         return await self.store.list_branches(self.id)
 
-    async def fork_points(self) -> list[dict[str, Any]]:
+    async def fork_points(self) -> list[ForkPoint]:
         """Quiescent, unexpired snapshots: where ``fork`` may start a child branch."""
-        fork_points: list[dict[str, Any]] = (await self.fold()).state()["fork_points"]
-        return fork_points
+        return list(fork_points_of(await self.fold()))
 
     async def fork(
         self,
@@ -128,16 +139,12 @@ class Thread:
             knowledge_policy=knowledge_policy,
         )
 
-    async def usage(self) -> dict[str, Any]:
-        fold = await self.fold()
-        return {
-            **fold.state()["usage"],
-            "model_requests": fold.model_requests,
-            "turns_completed": fold.turns_completed,
-        }
+    async def usage(self) -> ThreadUsage:
+        return usage_of(await self.fold())
 
-    async def cost(self) -> dict[str, Any]:
-        return (await self.fold()).cost()
+    async def cost(self) -> ThreadCost:
+        """Spend read back from the log; unknown (``priced`` false) without a model price."""
+        return cost_of(await self.fold())
 
     async def replay(self) -> Replayed:
         """Re-render every recorded model request from the log and compare it byte for byte
@@ -207,7 +214,7 @@ class Thread:
     async def resolve_parked(
         self,
         effect_key: str,
-        decision: Literal["assume_done", "assume_not_done"],
+        decision: Resolution,
         principal: Principal,
     ) -> None:
         """Settle a parked effect: ``assume_done`` (it happened: continue without sending it) or

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from threads.log.reduce import Fold
+from threads.log.reduce import Fold, ParkKind
 from threads.run.drafts import HOST, Draft
 from threads.run.park_info import effect_park_detail
-from threads.run.results import Cancelled, ErrorInfo, Failed, Parked, Pending
+from threads.run.results import Cancelled, ErrorInfo, Failed, Parked, ParkReason, Pending
 from threads.run.runtime import Runtime
 
-PARK_REASONS = {
+PARK_REASONS: dict[str, ParkReason] = {
     "approval": "awaiting_approval",
     "effect": "effect_unknown",
     "input": "awaiting_input",
@@ -40,7 +40,7 @@ def last_stop(fold: Fold) -> str:
     return str(fold.responses[-1]["stop_reason"]) if fold.responses else "end_turn"
 
 
-def pending_for(rt: Runtime, kind: str, ident: str) -> Pending:
+def pending_for(rt: Runtime, kind: ParkKind, ident: str) -> Pending:
     """What the run waits on; an effect carries the detail an operator needs to resolve it."""
     if kind != "effect":
         return Pending(kind, ident)

@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from threads import telemetry
 from threads.errors import StoreError
 from threads.log.ids import uuid7
 from threads.log.lines import Event, encode_event
@@ -160,6 +161,7 @@ class BranchWriter:
                 raise
         self._held.clear()
         self._held_artifacts.clear()
+        telemetry.committed(self.thread_id, batch)
         if self.on_event is not None:
             for event in batch:
                 self.on_event(event)

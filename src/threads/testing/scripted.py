@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,7 +105,7 @@ class ScriptedModel:
 
     def __init__(
         self,
-        script: list[ScriptItem],
+        script: Sequence[ScriptItem],
         *,
         name: str = "scripted-1",
         context_window: int = 200_000,

@@ -1,4 +1,8 @@
-"""``tool(...)``: a named, typed action the model may call, with its effect class.
+"""``tool``: a named, typed action the model may call, with its effect class.
+
+Two spellings make the same ``Tool``: ``@tool`` / ``@tool(effect=...)`` on a typed function (name
+from the function, description from its docstring, input model from its parameters; see
+``threads.tools.signature``), or ``tool(name=..., description=..., input=Model, execute=fn)``.
 
 The effect class is how threads settles a call that a crash left in doubt: ``read_only`` (run it
 again), ``idempotent`` (resend with the same ``effect_key`` inside ``dedup_window_ms``),
@@ -9,18 +13,31 @@ proven gone), ``unguarded`` (the default: park for a person). Misconfiguration r
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar, overload
 
-import httpx
 from pydantic import BaseModel
 
 from threads.errors import ConfigError
-from threads.principal import Principal
+from threads.tools.context import RunContext
+from threads.tools.signature import Execute, as_async, from_function
+
+__all__ = [
+    "EFFECT_CLASSES",
+    "EffectClass",
+    "EffectUnknown",
+    "Found",
+    "LookupOutcome",
+    "LookupUnknown",
+    "NotFound",
+    "Reconcile",
+    "RunContext",  # defined in threads.tools.context, named here with the rest of a tool's API
+    "Tool",
+    "tool",
+]
 
 EffectClass = Literal["read_only", "idempotent", "reconcilable", "sandbox_local", "unguarded"]
 EFFECT_CLASSES: tuple[str, ...] = (
@@ -60,35 +77,6 @@ class LookupUnknown:
 LookupOutcome = Found[Any] | NotFound | LookupUnknown
 
 
-def _no_http() -> httpx.AsyncClient:
-    raise RuntimeError("this RunContext was made outside a run: it has no fenced HTTP client")
-
-
-@dataclass(frozen=True, slots=True)
-class RunContext:
-    """What a tool's ``execute`` (and a reconcile ``lookup``) may see of the run. ``deps`` are
-    the caller's and are never logged. ``effect_key`` is stable across retries of this call:
-    pass it to your provider as its idempotency key. ``epoch`` is the run's lease epoch: it only
-    grows, so a provider that accepts a fencing token can refuse a request from an earlier
-    holder. ``http`` is an ``httpx.AsyncClient`` that checks the run still holds its lease before
-    every request it sends (``stale_epoch`` otherwise): send your effect through it."""
-
-    deps: Any
-    thread_id: str
-    branch_id: str
-    principal: Principal
-    call_id: str
-    effect_key: str
-    attempt: int
-    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
-    epoch: int = 0
-    http_client: Callable[[], httpx.AsyncClient] = _no_http
-
-    @property
-    def http(self) -> httpx.AsyncClient:
-        return self.http_client()
-
-
 @dataclass(frozen=True, slots=True)
 class Reconcile:
     """``lookup(effect_key, ctx)`` answers whether an in-doubt call happened. ``finality``
@@ -110,10 +98,13 @@ class EffectUnknown(Exception):  # noqa: N818 - it names the outcome, like the w
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Tool:
+    """A defined tool. ``execute`` is always async here: a sync function given to ``tool``
+    runs in a worker thread behind it."""
+
     name: str
     description: str
     input: type[BaseModel]
-    execute: Callable[[Any, RunContext], Awaitable[Any]]
+    execute: Execute
     runs: Literal["host", "sandbox"]
     effect: EffectClass
     dedup_window_ms: int | None
@@ -135,21 +126,65 @@ class Tool:
         return spec
 
 
+Runs = Literal["host", "sandbox"]
+Finality = Literal["final", "nonfinal"]
+
+
+@overload
+def tool(fn: Callable[..., object], /) -> Tool: ...
+
+
+@overload
 def tool(
     *,
     name: str,
     description: str,
     input: type[BaseModel],
-    execute: Callable[[Any, RunContext], Awaitable[Any]],
-    runs: Literal["host", "sandbox"] = "host",
+    execute: Callable[[Any, RunContext], object],
+    runs: Runs = "host",
     effect: EffectClass = "unguarded",
     dedup_window_ms: int | None = None,
     reconcile: Reconcile | None = None,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
     settle_ms: int = DEFAULT_SETTLE_MS,
-) -> Tool:
-    """Define a tool; every mistake is a ``ConfigError`` now rather than a surprise mid-run.
+) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    runs: Runs = "host",
+    effect: EffectClass = "unguarded",
+    dedup_window_ms: int | None = None,
+    reconcile: Reconcile | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+    settle_ms: int = DEFAULT_SETTLE_MS,
+) -> Callable[[Callable[..., object]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., object] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input: type[BaseModel] | None = None,
+    execute: Callable[[Any, RunContext], object] | None = None,
+    runs: Runs = "host",
+    effect: EffectClass = "unguarded",
+    dedup_window_ms: int | None = None,
+    reconcile: Reconcile | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+    settle_ms: int = DEFAULT_SETTLE_MS,
+) -> Tool | Callable[[Callable[..., object]], Tool]:
+    """Define a tool, as a decorator (``@tool``, ``@tool(effect="read_only")``) on a typed
+    function, or explicitly with ``name``, ``description``, ``input`` and ``execute``. Every
+    mistake is a ``ConfigError`` now rather than a surprise mid-run.
 
     ``max_attempts``: how many times threads dispatches one call's effect on its own (the first
     send and every resend it decides; an operator's ``assume_not_done`` always gets its one
@@ -162,16 +197,70 @@ def tool(
     your provider. Until the takeover is that old, a ``final`` not-found is not trusted (the call
     parks) and an operator's ``assume_not_done`` is refused. Make it longer than the timeout of
     the client the tool sends with (``ctx.http``: 30 s)."""
+    options = _Options(
+        runs, effect, dedup_window_ms, reconcile, max_attempts, retry_backoff_ms, settle_ms
+    )
+    if input is not None or execute is not None:
+        if fn is not None or input is None or execute is None:
+            raise ConfigError(
+                "invalid_config",
+                "the explicit form takes name=, description=, input= and execute= together;"
+                " or decorate a typed function with @tool",
+            )
+        if not callable(execute):
+            raise ConfigError("invalid_config", f"tool {name}: execute must be a function")
+        return _define(name, description, input, as_async(execute), options)
+
+    def decorate(function: Callable[..., object]) -> Tool:
+        if not callable(function):
+            raise ConfigError("invalid_config", "@tool decorates a function")
+        tool_name = name if name is not None else getattr(function, "__name__", "")
+        _check_name(tool_name)
+        made = from_function(function, tool_name)
+        text = description if description is not None else made.docstring
+        return _define(tool_name, text, made.input, made.execute, options)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    runs: Runs
+    effect: EffectClass
+    dedup_window_ms: int | None
+    reconcile: Reconcile | None
+    max_attempts: int
+    retry_backoff_ms: int
+    settle_ms: int
+
+
+def _check_name(name: object) -> None:
     if not isinstance(name, str) or not TOOL_NAME.match(name):
         raise ConfigError(
-            "invalid_config", f"tool name {name!r} must match ^[a-z][a-z0-9_]{{0,63}}$"
+            "invalid_config",
+            f"tool name {name!r} must match ^[a-z][a-z0-9_]{{0,63}}$ (rename the function,"
+            " or pass name=)",
         )
+
+
+def _define(
+    name: str | None,
+    description: str | None,
+    input: type[BaseModel],
+    execute: Execute,
+    options: _Options,
+) -> Tool:
+    _check_name(name)
+    assert isinstance(name, str)
     if not description:
-        raise ConfigError("invalid_config", f"tool {name}: a description is required")
+        raise ConfigError(
+            "invalid_config",
+            f"tool {name}: a description is required (a docstring, or description=)",
+        )
     if not (isinstance(input, type) and issubclass(input, BaseModel)):
         raise ConfigError("invalid_config", f"tool {name}: input must be a Pydantic model class")
-    if not inspect.iscoroutinefunction(execute):
-        raise ConfigError("invalid_config", f"tool {name}: execute must be an async function")
+    runs, effect = options.runs, options.effect
+    dedup_window_ms, reconcile = options.dedup_window_ms, options.reconcile
     if runs not in ("host", "sandbox"):
         raise ConfigError("invalid_config", f"tool {name}: runs must be 'host' or 'sandbox'")
     if effect not in EFFECT_CLASSES:
@@ -207,9 +296,9 @@ def tool(
         raise ConfigError(
             "invalid_config", f"tool {name}: effect='sandbox_local' needs runs='sandbox'"
         )
-    _check_count(name, "max_attempts", max_attempts, minimum=1)
-    _check_count(name, "retry_backoff_ms", retry_backoff_ms, minimum=0)
-    _check_count(name, "settle_ms", settle_ms, minimum=0)
+    _check_count(name, "max_attempts", options.max_attempts, minimum=1)
+    _check_count(name, "retry_backoff_ms", options.retry_backoff_ms, minimum=0)
+    _check_count(name, "settle_ms", options.settle_ms, minimum=0)
     return Tool(
         name,
         description,
@@ -219,9 +308,9 @@ def tool(
         effect,
         dedup_window_ms,
         reconcile,
-        max_attempts,
-        retry_backoff_ms,
-        settle_ms,
+        options.max_attempts,
+        options.retry_backoff_ms,
+        options.settle_ms,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from typing import Any
+from typing import Any, Self
 
 from threads.testing.fake_providers.script import (
     Scripted,
@@ -43,7 +43,7 @@ class FakeProvider:
         self._queue: deque[Scripted] = deque()
         self._server = LoopbackHTTPServer(self._handle)
 
-    async def __aenter__(self) -> FakeProvider:
+    async def __aenter__(self) -> Self:
         await self._server.__aenter__()
         return self
 
