@@ -82,7 +82,7 @@ def test_replay_reports_the_first_mismatch_and_verify_refuses_the_store(
     assert captured.err.startswith("hint: ")
     assert main(["verify", "--store", str(tmp_path / "s")]) == 1
     captured = capsys.readouterr()
-    assert f"FAILED request_hash_mismatch at seq {seq}" in captured.out
+    assert f"FAILED request_hash_mismatch: at seq {seq}: " in captured.out
     assert "Traceback" not in captured.err
 
 

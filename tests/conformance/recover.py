@@ -18,7 +18,6 @@ import json
 import tempfile
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -261,14 +260,15 @@ class _PinnedAgent(Agent):
         return dict(self.__dict__["pinned"])
 
 
-@dataclass(frozen=True)
 class _ScriptedPermissions(Permissions):
     """The suite's policy (LOG-FORMAT §5): every call is decided by the ``policy`` rule
     ``conformance_<decision>`` in mode ``default``, where the decision is the tool's
     ``decision`` in ``sandbox.json`` and ``allow`` for a tool the script does not decide.
     The signature is ``Permissions.decide``'s own, so the loop calls it like the real one."""
 
-    decisions: dict[str, str] = field(default_factory=dict)
+    def __init__(self, decisions: dict[str, str]) -> None:
+        super().__init__()
+        object.__setattr__(self, "decisions", decisions)
 
     def decide(
         self,

@@ -24,6 +24,7 @@ from threads.cli import (
     cmd_controls,
     cmd_demo,
     cmd_export,
+    cmd_gc,
     cmd_import,
     cmd_lease,
     cmd_ls,
@@ -45,7 +46,7 @@ from threads.errors import ThreadsError
 COMMANDS: list[ModuleType] = [
     cmd_demo, cmd_ls, cmd_lease, cmd_timeline, cmd_export, cmd_import, cmd_verify, cmd_replay,
     cmd_controls,
-    cmd_worker, cmd_serve,
+    cmd_worker, cmd_serve, cmd_gc,
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from threads.errors import ConfigError
+from threads.memory import Memory
+from threads.memory_tools import memory_tools
 from threads.models.protocol import Model
 from threads.principal import Principal
 from threads.run.blocking import run_blocking
@@ -24,6 +26,8 @@ from threads.run.permissions import Permissions
 from threads.run.results import RunResult
 from threads.run.runner import RunOptions, start_run
 from threads.run.streaming import RunStream
+from threads.sandbox.protocol import Sandbox
+from threads.sandbox.tools import sandbox_tools
 from threads.store.protocol import Store
 from threads.tools.tool import Tool
 
@@ -121,10 +125,17 @@ def agent(
     budget: Budget | None = None,
     permissions: Permissions | None = None,
     approvers: Sequence[Principal] | None = None,
-    sandbox: Any = None,
-    memory: Any = None,
+    sandbox: Sandbox | Any = None,
+    memory: Memory | None = None,
+    snapshots: bool = False,
 ) -> Agent:
-    """Describe an agent. Everything is checked here: a ``ConfigError`` now, never mid-run."""
+    """Describe an agent. Everything is checked here: a ``ConfigError`` now, never mid-run.
+
+    ``sandbox`` (e.g. ``threads.sandbox.local()``) adds the built-in tools ``bash``,
+    ``read_file``, ``write_file`` and ``list_files`` and is where ``runs="sandbox"`` tools run;
+    with ``snapshots=True`` each turn that changed its workspace ends with a snapshot (a fork
+    point). ``memory`` (e.g. ``threads.local_memory.local_memory()``) adds ``save_memory``,
+    ``search_memory`` and ``forget_memory``."""
     if not isinstance(name, str) or not name or len(name) > AGENT_NAME_MAX:
         raise ConfigError("invalid_config", "agent name must be a non-empty string")
     if not isinstance(model, Model):
@@ -133,6 +144,7 @@ def agent(
             "model must implement threads.Model (e.g. threads.openai.openai(...) or"
             " threads.testing.scripted_model(...))",
         )
+    tools = [*tools, *_sandbox_tools(sandbox, tools, snapshots), *_memory_tools(memory)]
     seen: set[str] = set()
     for t in tools:
         if not isinstance(t, Tool):
@@ -140,15 +152,6 @@ def agent(
         if t.name in seen:
             raise ConfigError("duplicate_name", f"two tools are named {t.name!r}")
         seen.add(t.name)
-    if memory is not None:
-        check = getattr(memory, "check_fenceable", None)
-        if check is None:
-            raise ConfigError(
-                "transport_fence_unsupported",
-                "this memory adapter does not declare that its traffic passes the transport"
-                " fence, so threads refuses it",
-            )
-        check()
     if budget is not None:
         budget.check_enforceable(model)
     return Agent(
@@ -161,4 +164,49 @@ def agent(
         approvers=tuple(approvers) if approvers is not None else None,
         sandbox=sandbox,
         memory=memory,
+        snapshots=snapshots,
     )
+
+
+def _sandbox_tools(
+    sandbox: Sandbox | Any, tools: Sequence[Tool], snapshots: bool
+) -> tuple[Tool, ...]:
+    if sandbox is None:
+        in_sandbox = [t.name for t in tools if isinstance(t, Tool) and t.runs == "sandbox"]
+        if in_sandbox or snapshots:
+            raise ConfigError(
+                "invalid_config",
+                f"{', '.join(in_sandbox) or 'snapshots'} need a sandbox: pass"
+                " agent(sandbox=threads.sandbox.local()) or another provider",
+            )
+        return ()
+    if not isinstance(sandbox, Sandbox):
+        return ()  # not a provider (a restore-only double): no tools, no sandbox in the run
+    if sandbox.info.egress != "enforced":
+        local = [t.name for t in tools if isinstance(t, Tool) and t.effect == "sandbox_local"]
+        if local:
+            raise ConfigError(
+                "egress_policy_unsupported",
+                f"{', '.join(local)}: effect='sandbox_local' needs a sandbox that blocks the"
+                " network (a command that can reach out may have effects beyond it); declare"
+                " another effect class, or turn the sandbox's internet access off",
+            )
+    return sandbox_tools(enforced=sandbox.info.egress == "enforced")
+
+
+def _memory_tools(memory: Memory | None) -> tuple[Tool, ...]:
+    if memory is None:
+        return ()
+    check = getattr(memory, "check_fenceable", None)
+    if check is None:
+        raise ConfigError(
+            "transport_fence_unsupported",
+            "this memory adapter does not declare that its traffic passes the transport"
+            " fence, so threads refuses it",
+        )
+    check()
+    if not isinstance(memory, Memory):
+        raise ConfigError(
+            "invalid_config", "memory must implement threads.memory.Memory (local_memory())"
+        )
+    return memory_tools(memory)

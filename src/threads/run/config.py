@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from threads.log.hashing import value_hash
+from threads.memory import Memory
 from threads.models.protocol import Model
 from threads.principal import Principal
 from threads.run.budget import Budget
 from threads.run.permissions import Permissions
+from threads.sandbox.protocol import Sandbox
 from threads.tools.tool import Tool
 
 PINNED_KEYS = ("adapter", "instructions", "model", "model_params", "tools")
@@ -31,8 +33,9 @@ class AgentSpec:
     budget: Budget | None
     permissions: Permissions
     approvers: tuple[Principal, ...] | None
-    sandbox: Any
-    memory: Any
+    sandbox: Sandbox | Any  # a provider; another object (a test double) gets no sandbox tools
+    memory: Memory | None
+    snapshots: bool = False  # snapshot the sandbox at the end of each turn that changed it
 
     def tool_named(self, name: str) -> Tool | None:
         for t in self.tools:
@@ -50,6 +53,9 @@ class AgentSpec:
             "model_params": self.model.params(),
             "tools": [t.spec() for t in self.tools],
         }
+        provider = getattr(getattr(self.sandbox, "info", None), "provider", None)
+        if isinstance(provider, str):
+            data["sandbox_provider"] = provider
         policy = self.policy()
         if policy:
             data["policy"] = policy

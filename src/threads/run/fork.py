@@ -5,34 +5,40 @@ Only a quiescent, unexpired ``snapshot`` event is a fork point (``no_snapshot_bo
 ``snapshot_expired`` otherwise). The child is its own header plus a ``fork`` event at
 ``at_seq + 1`` naming the parent and the hash of the parent's snapshot line; parent rows are
 referenced, never copied, and the parent is never written. The snapshot is restored first, into
-a new sandbox, through the caller's ``restore`` capability; the child and its ``fork`` event are
-one transaction, so a fork that fails (or is killed) leaves no child.
+a new sandbox, through the caller's ``restore`` capability; a fork that fails leaves no child.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from threads.errors import LogError, NotFound
+from threads.errors import ConfigError, LogError, NotFound, StoreError
 from threads.log.ids import uuid7
-from threads.log.lines import first_event, make_header
-from threads.store.protocol import BranchInfo, Store
+from threads.log.lines import make_header
+from threads.run.writer import BranchWriter
+from threads.sandbox.ledger import Owner
+from threads.sandbox.protocol import Sandbox, SandboxContext, snapshot_data
+from threads.store.protocol import BranchInfo, Lease, Store
+from threads.store.sqlite_resources import resources_of
 
 Restore = Callable[[dict[str, Any]], Awaitable[str]]
+FORK_LEASE_TTL_MS = 10_000
 
 
 async def fork_at(
     store: Store,
     parent: BranchInfo,
     at_event_id: str,
-    restore: Restore,
+    restore: Restore | Sandbox,
     *,
     new_branch_id: str | None = None,
     knowledge_policy: Literal["pinned", "current"] = "pinned",
 ) -> str:
-    """Create the child branch; returns its id. ``restore(snapshot_data)`` restores the
-    snapshot into a new sandbox and returns that sandbox's id."""
+    """Create the child branch; returns its id. ``restore`` is the sandbox provider the
+    snapshot is restored with (ledgered, owned by the child), or a function that restores
+    ``snapshot_data`` itself and returns the new sandbox's id."""
     now = store.clock.now_ms()
     chain = await store.read_chain(parent.branch_id)
     fold = chain.fold(now)
@@ -50,22 +56,61 @@ async def fork_at(
         raise LogError(
             "snapshot_expired", "this snapshot expired; fork at a newer one", seq=event.seq
         )
-    sandbox_id = await restore(event.data)
+    if isinstance(restore, Sandbox) and restore.info.provider != event.data["provider"]:
+        raise ConfigError(
+            "invalid_config",
+            f"the snapshot was taken by the {event.data['provider']!r} sandbox provider; fork"
+            f" it with that provider, not {restore.info.provider!r}",
+        )
     header = make_header(parent.thread_id, new_branch_id or uuid7(now), now)
-    data = {
-        "at_hash": event.hash,
-        "knowledge_policy": knowledge_policy,
-        "parent_branch_id": parent.branch_id,
-        "reason": "snapshot",
-        "sandbox_id": sandbox_id,
-    }
-    fork = first_event(header, "fork", data, {"kind": "host"}, seq=event.seq + 1, epoch=event.epoch)
-    # One transaction: a crash leaves either no child or a child with its fork event.
     await store.create_branch(
         header,
         tenant_id=parent.tenant_id,
         parent_branch_id=parent.branch_id,
         fork_at_seq=event.seq,
-        events=[fork],
+        state="forking",
     )
+    lease = await store.acquire_lease(header.branch_id, uuid7(now), FORK_LEASE_TTL_MS)
+    try:
+        sandbox_id = await _restore(store, parent, lease, restore, event.data)
+        child = await store.read_chain(header.branch_id)
+        writer = BranchWriter(store, lease, child.fold(now), ttl_ms=FORK_LEASE_TTL_MS)
+        data = {
+            "at_hash": event.hash,
+            "knowledge_policy": knowledge_policy,
+            "parent_branch_id": parent.branch_id,
+            "reason": "snapshot",
+            "sandbox_id": sandbox_id,
+        }
+        # The store takes appends on ready branches only; a crash between the two lines leaves
+        # a child without its fork event, which no read accepts and gc frees after its expiry.
+        await store.set_branch_state(header.branch_id, "ready")
+        await writer.append([("fork", data, {"kind": "host"})])
+    except BaseException:
+        # Never resume an interrupted fork: the child is marked failed and never runs, and
+        # gc releases whatever sandbox it was given.
+        with contextlib.suppress(StoreError):
+            await store.set_branch_state(header.branch_id, "fork_failed")
+        raise
+    finally:
+        with contextlib.suppress(StoreError):
+            await store.release_lease(lease)
     return header.branch_id
+
+
+async def _restore(
+    store: Store, parent: BranchInfo, lease: Lease, restore: Restore | Sandbox,
+    snapshot: dict[str, Any],
+) -> str:
+    if not isinstance(restore, Sandbox):
+        return await restore(snapshot)
+
+    async def fence() -> None:
+        await store.check_lease(lease)
+
+    owner = Owner(
+        resources_of(store), restore, store.clock, parent.tenant_id, lambda: lease,
+        SandboxContext(fence),
+    )
+    session = await owner.restore(snapshot_data(snapshot))
+    return session.id

@@ -23,6 +23,7 @@ from threads.run.model_step import model_step
 from threads.run.recovery import recover
 from threads.run.results import Completed, ErrorInfo, Failed, RunResult
 from threads.run.runtime import Runtime
+from threads.run.snapshots import snapshot_turn
 from threads.run.turn import (
     answered,
     finish_cancelled,
@@ -84,6 +85,7 @@ async def run_turn(rt: Runtime) -> RunResult:
         if answered(fold):
             reason = "max_output" if last_stop(fold) == "max_tokens" else "end_turn"
             await rt.writer.append([Draft("turn_completed", {"reason": reason}, HOST)])
+            await snapshot_turn(rt)
             return Completed(rt.thread, last_text(fold))
         if await _record_unrecorded_calls(rt):
             continue

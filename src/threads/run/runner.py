@@ -17,6 +17,7 @@ from threads.errors import ConfigError, NotFound, StoreError, ThreadsError
 from threads.log.ids import uuid7
 from threads.log.lines import WRITER_IMPL, Event, first_event, make_header
 from threads.log.reduce import Fold
+from threads.memory import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run import model_step
 from threads.run.budget import Budget
@@ -28,9 +29,12 @@ from threads.run.runtime import CancelSignal, Runtime
 from threads.run.streaming import RunStream
 from threads.run.thread import Thread
 from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter
+from threads.sandbox.binding import RunSandbox
+from threads.sandbox.protocol import Sandbox
 from threads.store.lease_wait import acquire_waiting, check_wait
 from threads.store.protocol import Chain, Store
 from threads.store.sqlite import sqlite
+from threads.store.sqlite_resources import resources_of
 from threads.tools.http import ToolHttp
 
 
@@ -85,6 +89,7 @@ async def _start_run(
     thread_id = options.thread
     if budget is not None:
         budget.check_enforceable(agent.model)
+    _check_store_serves(agent, store)
     check_wait(options.wait)
     now = store.clock.now_ms()
     new = thread_id is None
@@ -153,6 +158,8 @@ async def _start_run(
             sleep=model_step.RETRY_SLEEP,
             http=http,
             cancel=cancel or CancelSignal(),
+            sandbox=_run_sandbox(agent, store, principal, writer),
+            memory=_run_memory(agent, store, principal, writer),
         )
         return await drive(rt, input, recovering=not new)
     finally:
@@ -163,6 +170,32 @@ async def _start_run(
         else:
             with contextlib.suppress(StoreError):
                 await store.release_lease(lease)
+
+
+def _check_store_serves(agent: AgentSpec, store: Store) -> None:
+    """A ``ConfigError`` before anything is written when the store can't keep the agent's
+    sandbox ledger or memory."""
+    if isinstance(agent.sandbox, Sandbox):
+        resources_of(store)
+    if agent.memory is not None:
+        agent.memory.bind(store)
+
+
+def _run_sandbox(
+    agent: AgentSpec, store: Store, principal: Principal, writer: BranchWriter
+) -> RunSandbox | None:
+    if not isinstance(agent.sandbox, Sandbox):
+        return None
+    return RunSandbox(agent.sandbox, store, principal.tenant, lambda: writer.lease, writer.check)
+
+
+def _run_memory(
+    agent: AgentSpec, store: Store, principal: Principal, writer: BranchWriter
+) -> MemoryHandle | None:
+    if agent.memory is None:
+        return None
+    scope = MemoryScope.of(principal, agent.name)
+    return MemoryHandle(agent.memory.bind(store), scope, writer.check)
 
 
 def _refusal(chain: Chain, fold: Fold) -> ErrorInfo | None:

@@ -17,6 +17,7 @@ from typing import Any
 from threads.clock import sleep_on
 from threads.log.reduce import Call, Fold
 from threads.log.render import RenderCache
+from threads.memory import MemoryHandle
 from threads.principal import Principal
 from threads.run.budget import Budget
 from threads.run.config import AgentSpec
@@ -25,6 +26,7 @@ from threads.run.permissions import Permissions
 from threads.run.streaming import RunStream
 from threads.run.thread import Thread
 from threads.run.writer import BranchWriter
+from threads.sandbox.binding import RunSandbox
 from threads.tools.http import ToolHttp
 from threads.tools.tool import RunContext
 
@@ -89,6 +91,8 @@ class Runtime:
     cancel: CancelSignal = field(default_factory=CancelSignal)
     memo: RenderMemo = field(default_factory=RenderMemo)
     recovering: bool = False  # settling what a crash left: steps act as ``recovery``
+    sandbox: RunSandbox | None = None  # the branch's sandbox, opened on first use
+    memory: MemoryHandle | None = None  # the agent's memory, scoped to this run's user
 
     @property
     def fold(self) -> Fold:
@@ -119,4 +123,6 @@ class Runtime:
             cancelled=cancelled,
             epoch=self.writer.epoch,
             http_client=self.http.client,
+            sandbox=None if self.sandbox is None else self.sandbox.handle(call.effect_key),
+            memory=self.memory,
         )

@@ -29,6 +29,7 @@ from threads.run.drafts import RECOVERY, Draft, resumed_data
 from threads.run.holders import EarlierHolder, earlier_holder, iso, window_park_ends
 from threads.run.record import close, stored_text
 from threads.run.runtime import Runtime
+from threads.sandbox.protocol import SandboxError
 from threads.store.protocol import PendingArtifact
 from threads.store.rows import artifact_ref
 from threads.tools.encode import result_text
@@ -212,13 +213,23 @@ async def _lookup(rt: Runtime, call: Call, tool: Tool) -> LookupOutcome:
 
 
 async def _sandbox_local(rt: Runtime, call: Call) -> Settled:
-    probe = getattr(rt.spec.sandbox, "process_state", None)
-    state = "unknown" if probe is None else await probe(call.effect_key)
-    if state != "terminated":
+    """Interrupted once the sandbox proves every process of the call gone; never run again."""
+    if await _termination(rt, call.effect_key) not in ("terminated", "already_exited"):
         return await park(rt, call)
     await _resolve(rt, call, "interrupted", "sandbox_terminated")
     await close(rt, call, _interrupted_text(call), origin="interrupted", actor=RECOVERY)
     return Closed()
+
+
+async def _termination(rt: Runtime, effect_key: str) -> str:
+    if rt.sandbox is None:
+        # A sandbox object that is not a provider (a test double) may still answer the probe.
+        probe = getattr(rt.spec.sandbox, "process_state", None)
+        return "unknown" if probe is None else str(await probe(effect_key))
+    try:
+        return await rt.sandbox.terminate(effect_key)
+    except SandboxError:
+        return "unknown"
 
 
 def backoff_ms(tool: Tool, attempts: int) -> int:

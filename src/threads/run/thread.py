@@ -42,6 +42,7 @@ from threads.run.views import (
     state_of,
     usage_of,
 )
+from threads.sandbox.protocol import Sandbox
 from threads.store.protocol import BranchInfo, Store
 from threads.tools.tool import DEFAULT_SETTLE_MS
 
@@ -127,7 +128,7 @@ class Thread:
     async def fork(
         self,
         at_event_id: str,
-        restore: Restore,
+        restore: Restore | Sandbox,
         *,
         new_branch_id: str | None = None,
         knowledge_policy: Literal["pinned", "current"] = "pinned",

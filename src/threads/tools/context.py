@@ -12,7 +12,9 @@ from typing import Any
 
 import httpx
 
+from threads.memory import MemoryHandle
 from threads.principal import Principal
+from threads.sandbox.handle import SandboxHandle
 
 
 def _no_http() -> httpx.AsyncClient:
@@ -38,6 +40,8 @@ class RunContext:
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     epoch: int = 0
     http_client: Callable[[], httpx.AsyncClient] = _no_http
+    sandbox: SandboxHandle | None = None  # the run's sandbox, for tools with runs="sandbox"
+    memory: MemoryHandle | None = None  # the agent's memory, scoped to this run's user
 
     @property
     def http(self) -> httpx.AsyncClient:

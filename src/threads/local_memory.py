@@ -1,0 +1,156 @@
+"""``local_memory()``: memories kept in the SQLite store's own ``threads.db``.
+
+Tables ``local_memory`` (one row per record) and ``local_memory_fts`` (an FTS5 index of the
+text) are created on first use, beside the log. A record's id is ``mem_`` + the first 24 hex of
+sha256(key), the key being the saving call's effect key: saving again under the same key with
+the same text is a no-op, with other text it is refused. Writes are ``idempotent`` for good
+(the window is the largest the format allows). Every read and write awaits the fence first,
+then runs in one transaction; a scope only ever sees and forgets its own records.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import weakref
+from collections.abc import Callable
+from typing import Literal, TypeVar
+
+from threads.errors import ConfigError, StoreError
+from threads.log.hashing import sha256_hex
+from threads.memory import SEARCH_DEFAULT_K, Fence, MemoryRecord, MemoryScope
+from threads.store.sqlite import SQLiteStore
+from threads.store.sqlite_tables import one_per_store, transaction
+
+T = TypeVar("T")
+
+FOREVER_MS = 2**53 - 1
+TERM = re.compile(r"\w+", re.UNICODE)
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS local_memory (
+  record_id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  agent TEXT NOT NULL,
+  scope TEXT NOT NULL,
+  text TEXT NOT NULL,
+  text_hash TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS local_memory_by_scope ON local_memory(tenant_id, agent, scope);
+CREATE VIRTUAL TABLE IF NOT EXISTS local_memory_fts USING fts5(record_id UNINDEXED, text);
+"""
+
+
+def record_id(key: str) -> str:
+    return "mem_" + sha256_hex(key.encode("utf-8"))[:24]
+
+
+class LocalMemory:
+    """The provider; ``bind(store)`` gives the memory of one store."""
+
+    @property
+    def write_effect(self) -> Literal["idempotent", "unguarded"]:
+        return "idempotent"
+
+    @property
+    def dedup_window_ms(self) -> int | None:
+        return FOREVER_MS
+
+    def check_fenceable(self) -> None:
+        return None  # it sends nothing anywhere: every call is a transaction on the store
+
+    def bind(self, store: object) -> StoreMemory:
+        if not isinstance(store, SQLiteStore):
+            raise ConfigError(
+                "invalid_config",
+                "local_memory() keeps memories in a SQLite store; run this agent on"
+                " threads.sqlite(...) or choose another memory provider",
+            )
+        return one_per_store(_BOUND, store, StoreMemory)
+
+
+_BOUND: weakref.WeakKeyDictionary[SQLiteStore, StoreMemory] = weakref.WeakKeyDictionary()
+
+
+class StoreMemory:
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    async def _txn(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await transaction(self.store, _DDL, fn)
+
+    async def remember(
+        self, scope: MemoryScope, text: str, key: str, fence: Fence
+    ) -> MemoryRecord:
+        await fence()
+        rid = record_id(key)
+        now = self.store.clock.now_ms()
+        digest = sha256_hex(text.encode("utf-8"))
+
+        def save(conn: sqlite3.Connection) -> MemoryRecord:
+            row = conn.execute(
+                "SELECT tenant_id, agent, scope, text_hash, created_at FROM local_memory"
+                " WHERE record_id = ?",
+                (rid,),
+            ).fetchone()
+            if row is not None:
+                if tuple(row[:4]) != (scope.tenant_id, scope.agent, scope.user, digest):
+                    raise StoreError(
+                        "invalid_argument",
+                        f"memory key {key} already saved other content; a key names one write",
+                    )
+                return MemoryRecord(rid, text, int(row[4]))
+            conn.execute(
+                "INSERT INTO local_memory(record_id, tenant_id, agent, scope, text, text_hash,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (rid, scope.tenant_id, scope.agent, scope.user, text, digest, now),
+            )
+            conn.execute(
+                "INSERT INTO local_memory_fts(record_id, text) VALUES (?, ?)", (rid, text)
+            )
+            return MemoryRecord(rid, text, now)
+
+        return await self._txn(save)
+
+    async def recall(
+        self, scope: MemoryScope, query: str, fence: Fence, *, k: int = SEARCH_DEFAULT_K
+    ) -> list[MemoryRecord]:
+        await fence()
+        terms = TERM.findall(query)
+        if not terms:
+            return []
+        # Each term quoted, so nothing in the query is read as FTS5 syntax.
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+        def search(conn: sqlite3.Connection) -> list[MemoryRecord]:
+            rows = conn.execute(
+                "SELECT m.record_id, m.text, m.created_at FROM local_memory_fts f"
+                " JOIN local_memory m ON m.record_id = f.record_id"
+                " WHERE local_memory_fts MATCH ? AND m.tenant_id = ? AND m.agent = ?"
+                " AND m.scope = ? ORDER BY bm25(local_memory_fts), m.created_at DESC LIMIT ?",
+                (match, scope.tenant_id, scope.agent, scope.user, k),
+            ).fetchall()
+            return [MemoryRecord(r[0], r[1], int(r[2])) for r in rows]
+
+        return await self._txn(search)
+
+    async def forget(self, scope: MemoryScope, record_id: str, key: str, fence: Fence) -> bool:
+        await fence()
+
+        def drop(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "DELETE FROM local_memory WHERE record_id = ? AND tenant_id = ? AND agent = ?"
+                " AND scope = ?",
+                (record_id, scope.tenant_id, scope.agent, scope.user),
+            )
+            if cursor.rowcount:
+                conn.execute("DELETE FROM local_memory_fts WHERE record_id = ?", (record_id,))
+            return cursor.rowcount == 1
+
+        return await self._txn(drop)
+
+
+def local_memory() -> LocalMemory:
+    """Memories in the run's own SQLite store (``agent(memory=local_memory())``)."""
+    return LocalMemory()

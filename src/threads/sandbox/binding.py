@@ -1,0 +1,79 @@
+"""``RunSandbox``: the sandbox of one run, bound to its branch, its lease and its fence.
+
+The branch's session is opened on first use, through the ledger (``Owner``): an existing live
+sandbox of the branch is attached (and kept alive longer), otherwise one is created under a key
+committed first. Every call it makes passes the run's fence, so a run that lost its lease sends
+nothing to its sandbox. Recovery asks it to prove a call's commands gone (``terminate``);
+turn ends ask it for a snapshot when the workspace changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from threads.sandbox.handle import SandboxHandle, terminate_all
+from threads.sandbox.ledger import Owner
+from threads.sandbox.protocol import (
+    Sandbox,
+    SandboxContext,
+    SandboxError,
+    SandboxSession,
+    SnapshotData,
+    Termination,
+)
+from threads.store.protocol import Lease, Store
+from threads.store.sqlite_resources import resources_of
+
+
+class RunSandbox:
+    def __init__(
+        self,
+        provider: Sandbox,
+        store: Store,
+        tenant_id: str,
+        lease_of: Callable[[], Lease],
+        fence: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.provider = provider
+        self.ctx = SandboxContext(fence)
+        self.owner = Owner(
+            resources_of(store), provider, store.clock, tenant_id, lease_of, self.ctx
+        )
+        self._session: SandboxSession | None = None
+        self.last_manifest: str | None = None  # of the branch's last snapshot ("" for none)
+
+    async def session(self) -> SandboxSession:
+        if self._session is None:
+            self._session = await self.owner.sandbox_session()
+        return self._session
+
+    def handle(self, effect_key: str) -> SandboxHandle:
+        return SandboxHandle(self.session, self.ctx, effect_key)
+
+    async def terminate(self, effect_key: str) -> Termination:
+        """Prove the commands of the call ``effect_key`` gone, or answer ``unknown``. Only the
+        branch's own sandbox can answer: when it is released the release proved it; when the
+        ledger knows no sandbox of the branch (an imported thread, another store) or its
+        sandbox vanished, nothing here can tell."""
+        if self.provider.info.termination != "confirmed":
+            return "unknown"
+        try:
+            session = self._session or await self.owner.attached()
+        except SandboxError as exc:
+            if exc.code == "resource_unknown":
+                return "unknown"
+            raise
+        if session is None:
+            return "terminated" if await self.owner.all_released() else "unknown"
+        self._session = session
+        return await terminate_all(session, effect_key, self.ctx)
+
+    async def snapshot_if_changed(self, last_manifest: str | None) -> SnapshotData | None:
+        """A verified snapshot when this run used the sandbox and its workspace differs from
+        ``last_manifest``; else None."""
+        if self._session is None or "filesystem" not in self.provider.info.capture_classes:
+            return None
+        session = await self.session()
+        if await session.manifest_hash(self.ctx) == last_manifest:
+            return None
+        return await self.owner.snapshot(session)

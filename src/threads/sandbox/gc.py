@@ -1,0 +1,109 @@
+"""Garbage collection of sandboxes and snapshots no branch needs any more (``threads gc``).
+
+gc holds no branch lease. For each collectable row (``releasing``, ``release_failed``, or
+``live`` and expired or owned by no branch that can still run) it writes a fresh claim by
+compare-and-set, moves the row to ``releasing`` under that claim, and releases it through a
+context whose fence is "the row still carries my claim". A run that touches its live row voids
+the claim, so gc never frees what a run is using. ``pending`` and ``unknown`` rows are never
+touched: only their owner (or an operator) can tell what they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from threads.clock import Clock
+from threads.errors import StoreError
+from threads.log.ids import uuid7
+from threads.sandbox.protocol import Sandbox, SandboxContext, SandboxError
+from threads.store.resources import Resource, ResourceStore
+
+
+@dataclass
+class GcReport:
+    released: list[str] = field(default_factory=list)
+    already_gone: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    lost_claims: list[str] = field(default_factory=list)
+    skipped_pending: int = 0
+    skipped_unknown: int = 0
+    no_provider: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = [
+            f"released {len(self.released)}, already gone {len(self.already_gone)},"
+            f" failed {len(self.failed)} (gc retries them), unknown {len(self.unknown)},"
+            f" taken back by a run or another gc {len(self.lost_claims)}",
+            f"left alone: {self.skipped_pending} pending, {self.skipped_unknown} unknown"
+            " (only their owner or an operator can settle them)",
+        ]
+        if self.no_provider:
+            providers = ", ".join(sorted(set(self.no_provider)))
+            out.append(f"no provider configured here for: {providers}")
+        return out
+
+
+async def collect(
+    resources: ResourceStore, sandboxes: Mapping[str, Sandbox], clock: Clock
+) -> GcReport:
+    report = GcReport()
+    now = clock.now_ms()
+    for row in await resources.resources():
+        if row.state == "pending":
+            report.skipped_pending += 1
+        elif row.state == "unknown":
+            report.skipped_unknown += 1
+    for row in await resources.collectable_resources(now=now):
+        sandbox = sandboxes.get(row.provider)
+        if sandbox is None:
+            report.no_provider.append(row.provider)
+            continue
+        await _collect_one(resources, sandbox, row, clock, report)
+    return report
+
+
+async def _collect_one(
+    resources: ResourceStore, sandbox: Sandbox, row: Resource, clock: Clock, report: GcReport
+) -> None:
+    key = row.operation_key
+    claim = uuid7(clock.now_ms())
+    if not await resources.resource_claim(key, claim, now=clock.now_ms()):
+        report.lost_claims.append(key)
+        return
+
+    async def fence() -> None:
+        if not await resources.resource_claim_holds(key, claim):
+            raise SandboxError("cleanup_claim_lost", f"gc's claim on {key} was taken back")
+
+    ctx = SandboxContext(fence, authority="cleanup")
+    try:
+        if row.state == "live":
+            await resources.resource_move(key, "gc_release", claim=claim)
+        elif row.state == "release_failed":
+            await resources.resource_move(key, "gc_retry", claim=claim)
+        if row.ref is None:
+            await resources.resource_move(key, "not_found", claim=claim)
+            report.already_gone.append(key)
+            return
+        try:
+            outcome = await sandbox.release(row.kind, row.ref, ctx)
+        except SandboxError as exc:
+            if exc.code == "cleanup_claim_lost":
+                report.lost_claims.append(key)
+                return
+            await resources.resource_move(key, "release_error", claim=claim)
+            report.failed.append(key)
+            return
+        if outcome == "already_gone":
+            final = sandbox.info.lookup_create == "final"
+            await resources.resource_move(key, "not_found" if final else "unresolved", claim=claim)
+            (report.already_gone if final else report.unknown).append(key)
+            return
+        await resources.resource_move(key, "released", claim=claim)
+        report.released.append(key)
+    except StoreError as exc:
+        if exc.code != "cleanup_claim_lost":
+            raise
+        report.lost_claims.append(key)

@@ -1,0 +1,223 @@
+"""The Sandbox protocol: what every sandbox provider (local bubblewrap, Docker, a fake) offers.
+
+A provider (``Sandbox``) creates, restores, attaches and releases sandboxes by operation key, so
+a create whose answer was lost can be found again by the same key. A ``SandboxSession`` runs
+commands, moves files and takes snapshots inside one sandbox. Every call takes a
+``SandboxContext`` and awaits ``ctx.fence()`` at its real send point: a refused fence means
+nothing was sent (``stale_epoch`` for a run that lost its lease, ``cleanup_claim_lost`` for gc).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from threads.errors import ThreadsError
+
+SandboxErrorCode = Literal[
+    "unavailable",
+    "timeout",
+    "not_found",
+    "invalid_path",
+    "permission_denied",
+    "is_directory",
+    "too_large",
+    "not_quiescent",
+    "release_failed",
+    "resource_unknown",
+    "snapshot_expired",
+    "snapshot_missing",
+    "snapshot_restore_failed",
+    "snapshot_manifest_mismatch",
+    "stale_epoch",
+    "cleanup_claim_lost",
+]
+Termination = Literal["terminated", "already_exited", "unknown"]
+Finality = Literal["none", "nonfinal", "final"]
+WORKSPACE = "/workspace"
+DEFAULT_TIMEOUT_MS = 120_000
+
+
+class SandboxError(ThreadsError):
+    """A sandbox call failed with one of ``SandboxErrorCode``. ``unavailable`` and ``timeout``
+    mean the answer was lost (the call may have happened); every other code means it did not."""
+
+    def __init__(self, code: SandboxErrorCode, message: str) -> None:
+        super().__init__(code, message)
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxContext:
+    """Who is calling and the fence that must pass before anything is sent.
+
+    ``authority`` is ``owner`` (a run holding its branch's lease) or ``cleanup`` (gc holding a
+    claim on a ledger row). ``fence()`` raises when that authority is gone."""
+
+    fence: Callable[[], Awaitable[None]]
+    authority: Literal["owner", "cleanup"] = "owner"
+
+
+async def _open_fence() -> None:
+    return None
+
+
+OPEN_CONTEXT = SandboxContext(_open_fence)
+"""A context whose fence never refuses: for using a sandbox outside any run (scripts, tests)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxInfo:
+    """What a provider can promise. ``termination="confirmed"`` means ``terminate`` answers from
+    proof; ``unconfirmed`` makes every in-doubt ``sandbox_local`` call park. ``lookup_create``
+    ``final`` means a create not found by its key was never made."""
+
+    provider: str
+    egress: Literal["enforced", "unenforced"]
+    capture_classes: tuple[str, ...]
+    termination: Literal["confirmed", "unconfirmed"]
+    lookup_create: Finality
+    lookup_snapshot: Finality
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+
+
+class ExecOutput(Protocol):
+    """A running command: stream ``stdout``/``stderr`` while it runs, then ``wait()``."""
+
+    def stdout(self) -> AsyncIterator[bytes]: ...
+
+    def stderr(self) -> AsyncIterator[bytes]: ...
+
+    async def wait(self) -> int:
+        """The exit code; ``SandboxError("timeout")`` once the deadline passed (the command
+        was stopped, and may have partly run)."""
+        ...
+
+    async def collect(self) -> ExecResult:
+        """Wait and return everything it wrote (for callers that don't stream)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    path: str  # absolute, under /workspace
+    kind: Literal["file", "dir", "symlink"]
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotData:
+    """A captured, verified snapshot: what the ``snapshot`` event records."""
+
+    snapshot_id: str
+    provider: str
+    sandbox_id: str
+    capture_class: str
+    expires_at: int | None
+    manifest_hash: str
+    quiesced: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+    def event_data(self) -> dict[str, object]:
+        return {
+            "capture_class": self.capture_class,
+            "expires_at": self.expires_at,
+            "manifest_hash": self.manifest_hash,
+            "provider": self.provider,
+            "quiesced": {k: list(v) for k, v in self.quiesced.items()},
+            "sandbox_id": self.sandbox_id,
+            "snapshot_id": self.snapshot_id,
+        }
+
+
+def snapshot_data(event: Mapping[str, object]) -> SnapshotData:
+    """The ``SnapshotData`` a ``snapshot`` event's data records."""
+    expires = event.get("expires_at")
+    quiesced = event.get("quiesced")
+    return SnapshotData(
+        snapshot_id=str(event["snapshot_id"]),
+        provider=str(event["provider"]),
+        sandbox_id=str(event["sandbox_id"]),
+        capture_class=str(event["capture_class"]),
+        expires_at=expires if isinstance(expires, int) else None,
+        manifest_hash=str(event["manifest_hash"]),
+        quiesced=quiesced if isinstance(quiesced, dict) else {},
+    )
+
+
+@runtime_checkable
+class SandboxSession(Protocol):
+    """One live sandbox. Paths are absolute and normalized (else ``invalid_path``)."""
+
+    @property
+    def id(self) -> str: ...
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        ctx: SandboxContext,
+        *,
+        process_key: str | None = None,
+        cwd: str = WORKSPACE,
+        env: Mapping[str, str] | None = None,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        stdin: bytes | None = None,
+    ) -> ExecOutput:
+        """Start ``argv`` with only ``env`` in its environment (nothing is inherited).
+        ``process_key`` (a call's effect key) names the command durably, for ``terminate``."""
+        ...
+
+    async def terminate(self, process_key: str, ctx: SandboxContext) -> Termination:
+        """Stop the command started under ``process_key`` and prove its processes are gone:
+        ``terminated`` / ``already_exited`` are proofs, ``unknown`` is not."""
+        ...
+
+    async def read_file(self, path: str, ctx: SandboxContext) -> bytes: ...
+
+    async def write_file(self, path: str, data: bytes, ctx: SandboxContext) -> None: ...
+
+    async def list_files(self, path: str, ctx: SandboxContext) -> list[FileEntry]: ...
+
+    async def snapshot(self, operation_key: str, ctx: SandboxContext) -> SnapshotData:
+        """A quiescent snapshot of the workspace (``not_quiescent`` while anything runs)."""
+        ...
+
+    async def manifest_hash(self, ctx: SandboxContext) -> str:
+        """The workspace's manifest hash now (what a snapshot of it would record)."""
+        ...
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A sandbox provider. Creates are idempotent per operation key."""
+
+    @property
+    def info(self) -> SandboxInfo: ...
+
+    async def create(self, operation_key: str, ctx: SandboxContext) -> SandboxSession: ...
+
+    async def restore(
+        self, snapshot: SnapshotData, operation_key: str, ctx: SandboxContext
+    ) -> SandboxSession:
+        """A fresh sandbox holding the snapshot's workspace, verified against its manifest
+        hash (``snapshot_manifest_mismatch``, the new sandbox released first)."""
+        ...
+
+    async def attach(self, ref: str, ctx: SandboxContext) -> SandboxSession:
+        """The live sandbox ``ref`` (``not_found`` when it is gone)."""
+        ...
+
+    async def release(
+        self, kind: Literal["sandbox", "snapshot"], ref: str, ctx: SandboxContext
+    ) -> Literal["released", "already_gone"]: ...
+
+    async def lookup(
+        self, kind: Literal["sandbox", "snapshot"], operation_key: str
+    ) -> str | None:
+        """The ref a create (or snapshot) under ``operation_key`` made, or None if none."""
+        ...

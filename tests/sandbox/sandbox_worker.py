@@ -1,0 +1,107 @@
+"""Sandbox drill worker: one real agent with a real local sandbox, in its own process.
+
+``python sandbox_worker.py SPEC`` runs ``Agent.run`` once and prints its outcome as a JSON line.
+SPEC is JSON: ``store``, ``sandboxes`` (the local sandbox root), ``clock_file`` (a millisecond
+offset the parent moves, so leases expire without sleeping), ``thread`` (id or null),
+``input`` (text or null), ``script`` (``bash``, ``two_step`` or ``three``),
+``kill_after_create`` (SIGKILL this process right after the provider created a sandbox, before
+the ledger records it).
+
+The ``bash`` script asks for one command that appends a line to ``/workspace/runs`` (so a
+re-run shows up as a second line), marks ``/workspace/started`` and sleeps; the ``two_step``
+script calls a ``runs="sandbox"`` tool that runs a long command and then a second one, so a
+holder frozen during the first can show whether the fence refuses the second; ``three`` runs
+three short commands, each appending its own word, with a snapshot at the turn's end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from threads import Principal, agent, tool
+from threads.sandbox import SandboxContext
+from threads.sandbox.local import LocalSandbox, local
+from threads.sandbox.local_session import LocalSession
+from threads.store.sqlite import sqlite
+from threads.testing.scripted import call, say, scripted_model, use
+
+STARTER = Principal(issuer="api", tenant="drill", subject="alice")
+LEASE_TTL_MS = 5_000
+THREE = ("one", "two", "three")
+LONG_COMMAND = "echo start >> /workspace/runs; touch /workspace/started; sleep 60;" \
+    " echo end >> /workspace/runs"
+
+
+class OffsetClock:
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+
+    def now_ms(self) -> int:
+        text = self.path.read_text().strip() if self.path.exists() else ""
+        return time.time_ns() // 1_000_000 + int(text or 0)
+
+
+class KillAfterCreate(LocalSandbox):
+    async def create(self, operation_key: str, ctx: SandboxContext) -> LocalSession:
+        session = await super().create(operation_key, ctx)
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+        return session
+
+
+class Steps(BaseModel):
+    label: str
+
+
+async def two_step(args: Steps, ctx: Any) -> str:
+    first = await ctx.sandbox.exec(["sh", "-c", LONG_COMMAND])
+    code = await first.wait()
+    second = await ctx.sandbox.exec(["sh", "-c", "touch /workspace/second"])
+    await second.wait()
+    return f"first exited {code}"
+
+
+def build(spec: dict[str, Any]) -> Any:
+    provider = local(spec["sandboxes"])
+    if spec.get("kill_after_create"):
+        provider = KillAfterCreate(provider.root, provider.limits)
+    if spec["script"] == "two_step":
+        steps = tool(name="two_step", description="two commands", input=Steps,
+                     execute=two_step, runs="sandbox", effect="sandbox_local")
+        return agent(name="drill", model=scripted_model(
+            [use(call("two_step", label="x")), say("done")]), tools=[steps], sandbox=provider)
+    if spec["script"] == "three":
+        steps = [use(call("bash", command=f"echo {word} >> /workspace/runs; sleep 0.4"))
+                 for word in THREE]
+        return agent(name="drill", model=scripted_model([*steps, say("done")]),
+                     sandbox=provider, snapshots=True)
+    return agent(name="drill", model=scripted_model(
+        [use(call("bash", command=LONG_COMMAND)), say("done")]), sandbox=provider)
+
+
+async def main(spec: dict[str, Any]) -> dict[str, Any]:
+    store = sqlite(spec["store"], clock=OffsetClock(spec["clock_file"]))
+    try:
+        result = await build(spec).run(
+            spec.get("input"), thread=spec.get("thread"), store=store, principal=STARTER,
+            lease_ttl_ms=LEASE_TTL_MS,
+        )
+        out: dict[str, Any] = {"status": result.status, "thread": result.thread.id}
+        if result.status == "failed":
+            out["error"] = result.error.code
+        return out
+    finally:
+        await store.close()
+
+
+if __name__ == "__main__":
+    print(json.dumps(asyncio.run(main(json.loads(sys.argv[1])))), flush=True)
