@@ -247,3 +247,25 @@ async def test_a_tool_that_raises_is_logged_with_its_traceback(
     assert "explode" in record.getMessage()
     assert record.exc_info is not None
     assert "disk on fire" in str(record.exc_info[1])
+
+
+async def test_taking_over_a_lease_its_holder_never_released_is_logged(
+    store: SQLiteStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="threads")
+    bot = agent(name="greeter", model=scripted_model([say("one"), say("two"), say("three")]))
+    first = await bot.run("hi", store=store)
+    thread = first.thread.id
+    again = await bot.run("again", store=store, thread=thread)  # the first run released it
+    assert isinstance(again, Completed)
+    assert not any("took its lease over" in m for m in _messages(caplog, logging.INFO))
+    branch = (await store.root_branch(thread)).branch_id
+    held = await store.acquire_lease(branch, "a-holder-that-dies", 1_000)  # never released
+    assert isinstance(store.clock, FakeClock)
+    store.clock.advance(2_000)  # its lease ran out: the next run takes the thread over
+    taken = await bot.run("still there?", store=store, thread=thread)
+    assert isinstance(taken, Completed)
+    assert (
+        f"thread {thread}: took its lease over from a holder that is gone (epoch"
+        f" {held.epoch + 1})"
+    ) in _messages(caplog, logging.INFO)

@@ -212,10 +212,8 @@ class Batch:
             thread = self.threads.get(index)
             if thread in self.header_only:
                 # a kill between creating the branch and its first event (issue 11, finding
-                # 6): the thread can't be run; count it and start the index afresh
+                # 6) must not happen: the branch and thread_started are one transaction
                 self.wedged.append(thread)
-                del self.threads[index]
-                return
             raise AssertionError(f"thread {index} raised: {line['error']}")
         if status == "failed" and line["error"] == "model_error":
             return  # the crash-resend bound; next_run checks the log proves it
@@ -321,6 +319,7 @@ def test_kills_at_random_times(service: FakeService, tmp_path: Path) -> None:
         f" (seed {seed}); threads caught after: "
         + ", ".join(f"{kind} {n}" for kind, n in landed.most_common())
     )
+    assert header_only == 0, f"header-only threads (a crash window wedges a thread) {where}"
     assert dupes == 0, f"duplicate effects {where}"
     assert lost == 0, f"stored bytes lost or rewritten {where}"
     for a in audits:

@@ -103,6 +103,7 @@ async def _start_run(
         started = first_event(header, "thread_started", agent.config(), {"kind": "host"})
         await store.create_branch(header, tenant_id=principal.tenant, events=[started])
         created.append(started)
+        telemetry.committed(thread_id, created)
         branch_id = header.branch_id
     else:
         try:
@@ -116,9 +117,14 @@ async def _start_run(
     handle = Thread(store, thread_id, principal=principal, agent=agent)
     telemetry.run_started(span, agent.name, thread_id, branch_id, new=new)
     try:
+        # A lease row that was never released (released rows read expires_at 0) means this
+        # acquire takes the thread over from a holder that died or lost it.
+        previous = None if new else await store.read_lease(branch_id)
         lease = await acquire_waiting(store, branch_id, uuid7(now), ttl_ms, wait=options.wait)
     except StoreError as exc:
         return Failed(handle, ErrorInfo(exc.code, exc.message))
+    if previous is not None and previous.expires_at > 0 and options.wait is False:
+        telemetry.lease_taken_over(thread_id, lease.epoch)
     writer: BranchWriter | None = None
     http: ToolHttp | None = None
     try:
