@@ -121,7 +121,7 @@ async def test_a_bundle_moves_a_thread_sqlite_postgres_sqlite_and_it_continues(
             assert "materialized_from_commit" in origins
         await _move(shared, last, thread_id)
         final = await (await open_thread(last, thread_id, principal=ALICE)).state()
-        assert final["status"] == "idle"
+        assert final.status == "idle"
         branch = await last.root_branch(thread_id)
         chain = await last.read_chain(branch.branch_id)
         for sha256 in referenced_artifacts(chain.events):
@@ -209,8 +209,8 @@ def _sql(store_dir: Path, statement: str) -> None:
 @pytest.mark.parametrize(
     ("edit", "code"),
     [
-        ("UPDATE events SET epoch = 999 WHERE seq = 3", "log_corrupt at seq 3"),
-        ("UPDATE events SET type = 'steer' WHERE seq = 2", "log_corrupt at seq 2"),
+        ("UPDATE events SET epoch = 999 WHERE seq = 3", "log_corrupt: at seq 3: "),
+        ("UPDATE events SET type = 'steer' WHERE seq = 2", "log_corrupt: at seq 2: "),
         ("DELETE FROM artifacts WHERE media_type = 'application/x-ndjson'"
          " AND rowid = (SELECT min(rowid) FROM artifacts)", "artifact_missing"),
         ("UPDATE artifacts SET data = CAST('x' || substr(data, 2) AS BLOB)"
@@ -237,7 +237,8 @@ def test_export_bundle_refuses_a_branch_with_a_missing_artifact(
     (branch_id,) = conn.execute("SELECT branch_id FROM branches").fetchone()
     conn.close()
     capsys.readouterr()
-    assert main(["export", branch_id, "--store", str(written), "--bundle", "-o", "b"]) == 1
+    assert main(["export", branch_id, "--store", str(written), "--tenant", "acme", "--bundle",
+                 "-o", "b"]) == 1
     assert capsys.readouterr().err.startswith("error: artifact_missing")
 
 
@@ -245,13 +246,15 @@ def test_cli_bundle_round_trip(written: Path, capsys: pytest.CaptureFixture[str]
     conn = sqlite3.connect(written / "threads.db")
     (branch_id,) = conn.execute("SELECT branch_id FROM branches").fetchone()
     conn.close()
-    assert main(["export", branch_id, "--store", str(written), "--bundle", "-o", "b.tar"]) == 0
+    assert main(["export", branch_id, "--store", str(written), "--tenant", "acme", "--bundle",
+                 "-o", "b.tar"]) == 0
     assert main(["verify", "b.tar"]) == 0
     assert main(["import", "b.tar", "--store", "other", "--tenant", "acme"]) == 0
     assert main(["verify", "--store", "other"]) == 0
     out = capsys.readouterr()
     assert "warning" not in out.err
-    assert main(["export", branch_id, "--store", str(written), "-o", "plain.jsonl"]) == 0
+    assert main(["export", branch_id, "--store", str(written), "--tenant", "acme",
+                 "-o", "plain.jsonl"]) == 0
     assert main(["import", "plain.jsonl", "--store", "third", "--tenant", "acme"]) == 0
     assert "warning: this store lacks" in capsys.readouterr().err
 

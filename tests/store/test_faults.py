@@ -327,7 +327,9 @@ async def test_the_cli_lists_and_reports_faults_with_their_codes(
     await setup.close()
     with _write_lock_held(tmp_path / "s" / "threads.db"):
         # `threads ls` reads beside a writer that holds the lock: no wait, no error.
-        assert await asyncio.to_thread(main, ["ls", "--store", str(tmp_path / "s")]) == 0
+        assert await asyncio.to_thread(
+            main, ["ls", "--store", str(tmp_path / "s"), "--tenant", TENANT]
+        ) == 0
         assert log.header.thread_id in capsys.readouterr().out
     (tmp_path / "s" / "threads.db").write_bytes(b"\x00" * 4096)
     for extra in ("threads.db-wal", "threads.db-shm"):
@@ -364,6 +366,6 @@ async def test_a_run_that_ends_on_a_store_fault_says_so_and_frees_its_thread(
         [root] = await store.list_threads()
         # Released at once, not at expiry: another holder takes it without moving the clock.
         lease = await store.acquire_lease(root.branch_id, "next-holder", TTL)
-        assert lease.holder_id == "next-holder"
+        assert '"run":"next-holder"' in lease.holder_id  # the store stamps host, pid, start
     finally:
         await store.close()
