@@ -76,7 +76,8 @@ async def test_a_new_branch_commits_with_its_receipt_and_a_taken_key_leaves_no_b
         receipt=receipt(first, "k-new", events[1].event_id),
     )
     got = await store.get_receipt(TENANT, START_RUN, "k-new")
-    assert got is not None and got.branch_id == first.header.branch_id
+    assert got is not None
+    assert got.branch_id == first.header.branch_id
 
     loser = SampleLog(clock)
     loser.epoch = 1
