@@ -76,6 +76,9 @@ async def settle_until_closed(rt: Runtime, call: Call) -> bool:
         assert tool is not None  # settle returns Retry only for a tool this agent has
         if outcome.not_before is not None:
             await rt.wait_until(outcome.not_before)
+        if not settle.resend_allowed(call, rt.now()):
+            await settle.park(rt, call)  # the dedup window passed while the resend waited
+            return True
         if not isinstance(await dispatch(rt, call, tool), InDoubt):
             return False
 
