@@ -197,8 +197,6 @@ class SQLiteStore:
         receipt: RunReceipt | None = None,
     ) -> None:
         head_seq, head_hash = require_first_events(header, fork_at_seq, events)
-        if receipt is not None:
-            await self._receipts()
 
         def create(conn: sqlite3.Connection) -> None:
             if parent_branch_id is None:
