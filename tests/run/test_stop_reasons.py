@@ -90,7 +90,8 @@ async def test_context_window_exceeded_ends_the_turn_context_exhausted(store: SQ
     result = await agent(name="t", model=model).run("go", store=store, principal=ALICE)
     assert isinstance(result, Failed)
     assert result.error.code == "context_exhausted"
-    assert turn_events(await result.thread.timeline())[-1] == ("turn_completed", "context_exhausted")
+    ended = turn_events(await result.thread.timeline())[-1]
+    assert ended == ("turn_completed", "context_exhausted")
 
 
 async def _thread_with_image_input(
