@@ -59,6 +59,7 @@ class Call:
     removed: bool = False  # a later tools_changed dropped this tool
     decision: str | None = None  # allow | deny | ask
     decision_source: str | None = None
+    decision_reason: str | None = None
     approval: Approval | None = None
     effect: EffectStatus | None = None
     attempt: int = 0
@@ -534,6 +535,7 @@ def _on_permission_decision(fold: Fold, event: Event) -> None:
     call = fold._call(event)
     call.decision = event.data["decision"]
     call.decision_source = event.data["source"]
+    call.decision_reason = event.data.get("reason")
 
 
 def _on_approval_requested(fold: Fold, event: Event) -> None:
