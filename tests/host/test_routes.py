@@ -4,6 +4,7 @@ the right tenant without it is 403, and nothing is appended)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 import httpx
 import pytest
 from host_support import HostServer, sse
+
+from threads.store.sqlite import sqlite
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -346,11 +349,13 @@ def test_fork_points_and_forks(server: HostServer) -> None:
 
 
 def test_concurrent_posts_with_one_key_start_one_run(server: HostServer) -> None:
-    """Eight callers race one key: every one gets the same 202 and one run exists."""
+    """Eight callers race one key for a new thread: every one gets the same 202, one run
+    exists, and the losers leave no thread behind (not even a header)."""
     from concurrent.futures import ThreadPoolExecutor
 
     key, text = str(uuid.uuid4()), f"race {uuid.uuid4()}"
     clients = [server.client() for _ in range(8)]
+    before = {r.thread_id for r in asyncio.run(_roots(server))}
 
     def post(client: httpx.Client) -> tuple[int, dict[str, Any]]:
         response = start(client, {"agent": "greeter", "input": text}, key=key)
@@ -363,9 +368,32 @@ def test_concurrent_posts_with_one_key_start_one_run(server: HostServer) -> None
     run = answers[0][1]
     inputs = [e for e in timeline(clients[0], run["thread_id"]) if e["type"] == "user_input"]
     assert [e["event_id"] for e in inputs] == [run["run_id"]]
-    others = [t for t in clients[0].get("/v1/threads").json() if t["head_seq"] > 0]
-    started = []
-    for summary in others:
-        events = timeline(clients[0], summary["thread_id"])
-        started += [e for e in events if e["type"] == "user_input" and e["data"]["text"] == text]
-    assert len(started) == 1  # the losers' appends were rolled back with their receipts
+    after = asyncio.run(_roots(server))
+    new = [r for r in after if r.thread_id not in before]
+    assert [r.thread_id for r in new] == [run["thread_id"]]  # one thread, the winner's
+    assert all(r.head_seq > 0 for r in after)  # no header-only thread anywhere
+
+
+async def _roots(server: HostServer) -> list[Any]:
+    store = sqlite(server.store)
+    try:
+        return await store.list_threads()
+    finally:
+        await store.close()
+
+
+def test_a_thread_out_of_turns_takes_no_more_input(server: HostServer) -> None:
+    """The agent allows one turn per thread: the host writes no second user_input, records
+    budget_exceeded as a library run would, and refuses with budget_exhausted."""
+    alice = server.client()
+    accepted, result = run_to_end(alice, {"agent": "counted", "input": "one"})
+    assert result["status"] == "completed"
+    again = start(alice, {"agent": "counted", "input": "two", "thread_id": accepted["thread_id"]})
+    assert code(again) == (409, "budget_exhausted")
+    events = timeline(alice, accepted["thread_id"])
+    assert [e["type"] for e in events].count("user_input") == 1
+    assert events[-1]["type"] == "budget_exceeded"
+    assert events[-1]["data"] == {
+        "limit": "max_turns", "limit_value": 1, "observed": 2,
+        "observed_is_upper_bound": False, "scope": "thread",
+    }

@@ -23,12 +23,11 @@ from threads.run.model_step import model_step
 from threads.run.recovery import recover
 from threads.run.results import Completed, ErrorInfo, Failed, RunResult
 from threads.run.runtime import Runtime
-from threads.run.snapshots import snapshot_turn
+from threads.run.stops import after_reply
 from threads.run.turn import (
     answered,
     finish_cancelled,
     honour_cancel_request,
-    last_stop,
     last_text,
     parked_result,
 )
@@ -82,11 +81,8 @@ async def run_turn(rt: Runtime) -> RunResult:
             return Completed(rt.thread, last_text(fold))
         if turn.cancel_event is not None:
             return await finish_cancelled(rt)
-        if answered(fold):
-            reason = "max_output" if last_stop(fold) == "max_tokens" else "end_turn"
-            await rt.writer.append([Draft("turn_completed", {"reason": reason}, HOST)])
-            await snapshot_turn(rt)
-            return Completed(rt.thread, last_text(fold))
+        if answered(fold) and (ended := await after_reply(rt)) is not None:
+            return ended
         outcome = await model_step(rt)
         if outcome is not None:
             return outcome

@@ -195,6 +195,7 @@ class SQLiteStore:
         fork_at_seq: int | None = None,
         state: str = "ready",
         events: Sequence[Event] = (),
+        receipt: RunReceipt | None = None,
     ) -> None:
         head_seq, head_hash = require_first_events(header, fork_at_seq, events)
 
@@ -225,6 +226,8 @@ class SQLiteStore:
                 " epoch, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 event_rows(header.branch_id, events),
             )
+            if receipt is not None:
+                _insert_receipt(conn, receipt)
 
         try:
             await self._run(self._txn(create))
