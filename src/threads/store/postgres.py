@@ -401,6 +401,7 @@ class PostgresStore:
         artifacts: Sequence[PendingArtifact] = (),
         receipt: RunReceipt | None = None,
         consumes: Sequence[str] = (),
+        finishes_fork: bool = False,
     ) -> None:
         require_batch(branch_id, lease, events)
         if receipt is not None:
@@ -409,7 +410,8 @@ class PostgresStore:
         try:
             await self._append(
                 branch_id, events=events, expected_seq=expected_seq, lease=lease,
-                artifacts=artifacts, receipt=receipt, consumes=consumes, written=written,
+                artifacts=artifacts, receipt=receipt, consumes=consumes,
+                finishes_fork=finishes_fork, written=written,
             )
         except StoreError as exc:
             if exc.code != "store_unavailable" or self._closed:
@@ -421,7 +423,8 @@ class PostgresStore:
                 return
             await self._append(
                 branch_id, events=events, expected_seq=expected_seq, lease=lease,
-                artifacts=artifacts, receipt=receipt, consumes=consumes, written=written,
+                artifacts=artifacts, receipt=receipt, consumes=consumes,
+                finishes_fork=finishes_fork, written=written,
             )
 
     async def _landed(
@@ -449,6 +452,7 @@ class PostgresStore:
         artifacts: Sequence[PendingArtifact],
         receipt: RunReceipt | None,
         consumes: Sequence[str],
+        finishes_fork: bool,
         written: list[bool],
     ) -> None:
         # Pipelined: BEGIN + the locking read are one round trip, the writes + COMMIT another.
@@ -461,15 +465,17 @@ class PostgresStore:
             if row is None:  # no lease row: nobody ever held this branch
                 raise stale_epoch(lease)
             require_live(row[:3], lease, int(row[3]))
-            require_head(branch_id, row[4:], expected_seq, events)
+            require_head(branch_id, row[4:], expected_seq, events,
+                         state_needed="forking" if finishes_fork else "ready")
             written[0] = True
             for artifact in artifacts:
                 await _insert_artifact(conn, artifact)
             if events:
                 await cursor.executemany(_INSERT_EVENTS, event_rows(branch_id, events))
                 last = events[-1]
-                await conn.execute(
-                    "UPDATE branches SET head_seq = %s, head_hash = %s WHERE branch_id = %s",
+                await conn.execute(  # a finished fork becomes ready with its fork event
+                    "UPDATE branches SET head_seq = %s, head_hash = %s, state = 'ready'"
+                    " WHERE branch_id = %s",
                     (last.seq, last.hash, branch_id),
                 )
             if receipt is not None:
