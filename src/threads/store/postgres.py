@@ -68,6 +68,7 @@ from threads.store.rows import (
     build_segment,
     check_chain,
     dropped_ref_text,
+    duplicate_event,
     event_rows,
     free_roots,
     free_roots_query,
@@ -440,6 +441,14 @@ class PostgresStore:
         )
 
     async def _append(self, request: AppendRequest, written: list[bool]) -> None:
+        try:
+            await self._append_once(request, written)
+        except psycopg.IntegrityError:
+            # The head check passed under the row locks, so no other writer's event holds
+            # these seqs: an event_id of the batch is already on the branch.
+            raise duplicate_event(request.branch_id) from None
+
+    async def _append_once(self, request: AppendRequest, written: list[bool]) -> None:
         branch_id, events, lease = request.branch_id, request.events, request.lease
         # Pipelined: BEGIN + the locking read are one round trip, the writes + COMMIT another.
         async with self._conn() as conn, conn.pipeline() as pipeline, conn.transaction():

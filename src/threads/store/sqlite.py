@@ -50,6 +50,7 @@ from threads.store.rows import (
     build_segment,
     check_chain,
     dropped_ref_text,
+    duplicate_event,
     event_rows,
     free_roots,
     free_roots_query,
@@ -389,11 +390,14 @@ class SQLiteStore:
             require_head(branch_id, row, expected_seq, events)
             for artifact in artifacts:
                 _insert_artifact(conn, artifact, inline=len(artifact.data) <= INLINE_ARTIFACT_LIMIT)
-            conn.executemany(
-                "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
-                " epoch, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                event_rows(branch_id, events),
-            )
+            try:
+                conn.executemany(
+                    "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
+                    " epoch, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    event_rows(branch_id, events),
+                )
+            except sqlite3.IntegrityError:
+                raise duplicate_event(branch_id) from None
             if events:
                 last = events[-1]
                 conn.execute(
