@@ -1,14 +1,23 @@
-"""Per-step framework overhead of a scripted run vs a raw SQLite commit, in one run.
+"""Per-step cost of a scripted run vs a raw SQLite commit, its growth with the conversation, and
+the cost of opening a long thread; all from one run.
 
 A step is one model turn that calls a read_only tool: model_request (durable before dispatch,
 together with the previous tool_result), model_response + tool_call + permission_decision (one
-transaction), then the tool runs. Two durable transactions per step. We print the
-median time per step and per durable transaction next to a raw sqlite3 INSERT+COMMIT of a
-~400-byte line with the same pragmas (WAL, synchronous=FULL), and the ratios.
+transaction), then the tool runs. Printed:
+
+- µs per step (median over a run of ``--steps`` steps on a warmed store) and its ratio to one
+  raw sqlite3 INSERT + COMMIT of a ~400-byte line with the same pragmas (WAL, synchronous=FULL);
+- the step cost at conversation length N=50 and N=800 (median of the steps around each point
+  of one long run, so the ratio shows work that grows with the conversation);
+- open + state of a 10,001-event thread (``open_thread`` then ``Thread.state``), in ms.
+
+Run: ``python bench/steps.py [--steps N] [--long N]``. The raw commits are timed interleaved
+with the runs (before, between and after), so both sides see the same disk conditions.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sqlite3
 import statistics
@@ -18,79 +27,134 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from threads import Agent, agent, sqlite, tool
+from threads import Agent, agent, open_thread, sqlite, tool
+from threads.clock import SystemClock
+from threads.store.transfer import import_log
+from threads.testing.sample_log import SampleLog
 from threads.testing.scripted import call, say, scripted_model, use
 
-STEPS = 100
-RAW_COMMITS = 400
+RAW_COMMITS = 200
+OPEN_EVENTS = 10_001
+WINDOW = 25  # steps each side of a point of the long run
 
 
 class Query(BaseModel):
     q: str
 
 
-async def lookup(args: Query, ctx: object) -> str:
-    return f"result for {args.q}"
+class RawLog:
+    """The floor: one ~400-byte INSERT + COMMIT, same pragmas as the store."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY, line BLOB) STRICT")
+        self.seq = 0
+
+    def commits_us(self, count: int) -> list[float]:
+        line = b"x" * 400
+        samples = []
+        for _ in range(count):
+            self.seq += 1
+            start = time.perf_counter_ns()
+            self.db.execute("BEGIN")
+            self.db.execute("INSERT INTO t VALUES (?, ?)", (self.seq, line))
+            self.db.execute("COMMIT")
+            samples.append((time.perf_counter_ns() - start) / 1000)
+        return samples
 
 
-def raw_commit_us(path: Path) -> float:
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=FULL")
-    db.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY, line BLOB) STRICT")
-    line = b"x" * 400
-    samples = []
-    for i in range(RAW_COMMITS):
-        start = time.perf_counter_ns()
-        db.execute("BEGIN")
-        db.execute("INSERT INTO t VALUES (?, ?)", (i, line))
-        db.execute("COMMIT")
-        samples.append((time.perf_counter_ns() - start) / 1000)
-    db.close()
-    return statistics.median(samples)
+class StepClock:
+    """Stamps each tool execution: the time between two is one whole step."""
+
+    def __init__(self) -> None:
+        self.stamps: list[int] = []
+
+    async def lookup(self, args: Query, ctx: object) -> str:
+        self.stamps.append(time.perf_counter_ns())
+        return f"result for {args.q}"
+
+    def steps_us(self) -> list[float]:
+        return [(b - a) / 1000 for a, b in zip(self.stamps, self.stamps[1:], strict=False)]
 
 
-def bench_agent() -> Agent:
-    script = [use(call("lookup", q=f"q{i}")) for i in range(STEPS)] + [say("done")]
+def bench_agent(steps: int, clock: StepClock) -> Agent:
+    script = [use(call("lookup", q=f"q{i}")) for i in range(steps)] + [say("done")]
     lookup_tool = tool(
-        name="lookup", description="Look up.", input=Query, execute=lookup, effect="read_only"
+        name="lookup", description="Look up.", input=Query, execute=clock.lookup,
+        effect="read_only",
     )
     return agent(name="bench", model=scripted_model(script), tools=[lookup_tool])
 
 
-async def steps_us(path: Path) -> tuple[float, float]:
-    """Steady state: a first run opens and warms the store; the second run is timed."""
+async def run_steps(path: Path, steps: int) -> list[float]:
+    """Per-step µs of one run of ``steps`` steps on a fresh thread of a warmed store."""
     store = sqlite(path)
-    await bench_agent().run("warm up", store=store)
-    bot = bench_agent()
-    original = store.append
-    commits = 0
+    try:
+        await bench_agent(3, StepClock()).run("warm up", store=store)
+        clock = StepClock()
+        await bench_agent(steps, clock).run("go", store=store)
+        return clock.steps_us()
+    finally:
+        await store.close()
 
-    async def counting_append(*args: object, **kwargs: object) -> None:
-        nonlocal commits
-        commits += 1
-        await original(*args, **kwargs)  # type: ignore[arg-type]
 
-    store.append = counting_append  # type: ignore[method-assign]
-    start = time.perf_counter_ns()
-    await bot.run("go", store=store)
-    elapsed_us = (time.perf_counter_ns() - start) / 1000
+async def open_and_state_ms(directory: Path) -> tuple[int, float]:
+    """(events, ms) of ``open_thread`` + ``state()`` on a fresh store object (median of 5)."""
+    log = SampleLog(SystemClock())
+    log.started()
+    while len(log.events) < OPEN_EVENTS:
+        log.turn(text="Please summarise the open invoices for ACME.", reply="Three are open.")
+    del log.events[OPEN_EVENTS:]
+    store = sqlite(directory)
+    await import_log(store, log.export(), tenant_id="local")
     await store.close()
-    return elapsed_us / STEPS, elapsed_us / commits
+    samples = []
+    for _ in range(5):
+        store = sqlite(directory)
+        start = time.perf_counter_ns()
+        thread = await open_thread(store, log.header.thread_id)
+        await thread.state()
+        samples.append((time.perf_counter_ns() - start) / 1e6)
+        await store.close()
+    return len(log.events), statistics.median(samples)
 
 
-def main() -> None:
+def at(steps: list[float], n: int) -> float:
+    """Median step cost around conversation length ``n`` (steps are numbered from 1)."""
+    return statistics.median(steps[max(n - WINDOW, 0) : n + WINDOW])
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=200, help="steps of the timed run")
+    parser.add_argument("--long", type=int, default=825, help="steps of the growth run")
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        raw = raw_commit_us(Path(tmp) / "raw.db")
-        per_step, per_txn = asyncio.run(steps_us(Path(tmp) / "store"))
-    print(f"raw sqlite INSERT+COMMIT (median)         {raw:9.1f} µs")
-    print(
-        f"threads scripted step (model turn + tool) {per_step:9.1f} µs  = {per_step / raw:.2f}x raw"
-    )
-    print(
-        f"threads per durable transaction           {per_txn:9.1f} µs  = {per_txn / raw:.2f}x raw"
-    )
-
+        directory = Path(tmp)
+        raw = RawLog(directory / "raw.db")
+        raw_us = raw.commits_us(RAW_COMMITS)
+        per_step = await run_steps(directory / "steps", args.steps)
+        raw_us += raw.commits_us(RAW_COMMITS)
+        long_run = await run_steps(directory / "long", args.long)
+        raw_us += raw.commits_us(RAW_COMMITS)
+        events, open_ms = await open_and_state_ms(directory / "open")
+        raw.db.close()
+    floor = statistics.median(raw_us)
+    step = statistics.median(per_step)
+    at_50, at_800 = at(long_run, 50), at(long_run, 800)
+    print("(medians; ratios are from this one run)")
+    rows = [
+        ("raw sqlite3 INSERT+COMMIT", f"{floor:9.1f} µs"),
+        (f"read_only model->tool step ({args.steps} steps)", f"{step:9.1f} µs"
+         f" = {step / floor:5.2f}x raw"),
+        ("step at N=50", f"{at_50:9.1f} µs"),
+        ("step at N=800", f"{at_800:9.1f} µs = {at_800 / at_50:5.2f}x N=50"),
+        (f"open + state of a {events:,}-event thread", f"{open_ms:9.1f} ms"),
+    ]
+    for label, value in rows:
+        print(f"{label:44s} {value}")
 
 if __name__ == "__main__":
-    main()
+    asyncio.run(main())

@@ -1,13 +1,16 @@
 """Time as threads reads it: an injected ``Clock`` so tests move time instead of sleeping.
 
 A clock may also say how to wait (``sleep_ms``): a run that waits out a recorded delay waits on
-its store's clock, so a ``FakeClock`` moves forward instead of the test sleeping.
+its store's clock, so a ``FakeClock`` moves forward instead of the test sleeping. A clock may
+also say how much time has passed (``monotonic_ms``) without the steps a wall clock takes: a
+lease holder measures its lease's age with it (``elapsed_source``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 
@@ -26,9 +29,21 @@ class SleepingClock(Protocol):
         ...
 
 
+@runtime_checkable
+class MonotonicClock(Protocol):
+    def now_ms(self) -> int: ...
+
+    def monotonic_ms(self) -> int:
+        """Milliseconds since an arbitrary origin; never steps, whatever the wall clock does."""
+        ...
+
+
 class SystemClock:
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+    def monotonic_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
 
     async def sleep_ms(self, ms: int) -> None:
         await asyncio.sleep(ms / 1000)
@@ -42,6 +57,9 @@ class FakeClock:
 
     def now_ms(self) -> int:
         return self._now
+
+    def monotonic_ms(self) -> int:
+        return self._now  # fake time is the only time there is: it passes when moved
 
     def advance(self, ms: int) -> None:
         self._now += ms
@@ -61,6 +79,14 @@ async def sleep_on(clock: Clock, ms: int) -> None:
         await clock.sleep_ms(ms)
     else:
         await asyncio.sleep(ms / 1000)
+
+
+def elapsed_source(clock: Clock) -> Callable[[], int]:
+    """How to read elapsed time beside ``clock``: its ``monotonic_ms`` when it has one, else
+    its ``now_ms`` (an injected clock without one is trusted not to step)."""
+    if isinstance(clock, MonotonicClock):
+        return clock.monotonic_ms
+    return clock.now_ms
 
 
 SYSTEM_CLOCK = SystemClock()

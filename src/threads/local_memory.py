@@ -1,11 +1,13 @@
 """``local_memory()``: memories kept in the SQLite store's own ``threads.db``.
 
 Tables ``local_memory`` (one row per record) and ``local_memory_fts`` (an FTS5 index of the
-text) are created on first use, beside the log. A record's id is ``mem_`` + the first 24 hex of
-sha256(key), the key being the saving call's effect key: saving again under the same key with
-the same text is a no-op, with other text it is refused. Writes are ``idempotent`` for good
-(the window is the largest the format allows). Every read and write awaits the fence first,
-then runs in one transaction; a scope only ever sees and forgets its own records.
+text) are created on first use, beside the log; who owns a record (tenant, agent, scope) is
+its row in the v6 ``memory_bindings`` table (namespace ``local``). A record's id is ``mem_`` +
+the first 24 hex of sha256(key), the key being the saving call's effect key: saving again
+under the same key with the same text is a no-op, with other text it is refused. Writes are
+``idempotent`` for good (the window is the largest the format allows). Every read and write
+awaits the fence first, then runs in one transaction; a scope only ever sees and forgets its
+own records.
 """
 
 from __future__ import annotations
@@ -26,18 +28,21 @@ T = TypeVar("T")
 
 FOREVER_MS = 2**53 - 1
 TERM = re.compile(r"\w+", re.UNICODE)
+NAMESPACE = "local"  # the memory_bindings namespace of this provider's records
+# A record joined to its binding, the owner columns named as the old table named them.
+_OWNED = (
+    "local_memory m JOIN memory_bindings b"
+    f" ON b.namespace = '{NAMESPACE}' AND b.record_id = m.record_id"
+)
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS local_memory (
   record_id TEXT PRIMARY KEY,
-  tenant_id TEXT NOT NULL,
-  agent TEXT NOT NULL,
-  scope TEXT NOT NULL,
   text TEXT NOT NULL,
   text_hash TEXT NOT NULL,
   created_at INTEGER NOT NULL
 ) STRICT;
-CREATE INDEX IF NOT EXISTS local_memory_by_scope ON local_memory(tenant_id, agent, scope);
+CREATE INDEX IF NOT EXISTS memory_bindings_by_scope ON memory_bindings(tenant_id, agent, scope);
 CREATE VIRTUAL TABLE IF NOT EXISTS local_memory_fts USING fts5(record_id UNINDEXED, text);
 """
 
@@ -90,8 +95,8 @@ class StoreMemory:
 
         def save(conn: sqlite3.Connection) -> MemoryRecord:
             row = conn.execute(
-                "SELECT tenant_id, agent, scope, text_hash, created_at FROM local_memory"
-                " WHERE record_id = ?",
+                f"SELECT b.tenant_id, b.agent, b.scope, m.text_hash, m.created_at FROM {_OWNED}"
+                " WHERE m.record_id = ?",
                 (rid,),
             ).fetchone()
             if row is not None:
@@ -102,9 +107,14 @@ class StoreMemory:
                     )
                 return MemoryRecord(rid, text, int(row[4]))
             conn.execute(
-                "INSERT INTO local_memory(record_id, tenant_id, agent, scope, text, text_hash,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (rid, scope.tenant_id, scope.agent, scope.user, text, digest, now),
+                "INSERT INTO memory_bindings(namespace, record_id, tenant_id, agent, scope)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (NAMESPACE, rid, scope.tenant_id, scope.agent, scope.user),
+            )
+            conn.execute(
+                "INSERT INTO local_memory(record_id, text, text_hash, created_at)"
+                " VALUES (?, ?, ?, ?)",
+                (rid, text, digest, now),
             )
             conn.execute(
                 "INSERT INTO local_memory_fts(record_id, text) VALUES (?, ?)", (rid, text)
@@ -125,10 +135,10 @@ class StoreMemory:
 
         def search(conn: sqlite3.Connection) -> list[MemoryRecord]:
             rows = conn.execute(
-                "SELECT m.record_id, m.text, m.created_at FROM local_memory_fts f"
-                " JOIN local_memory m ON m.record_id = f.record_id"
-                " WHERE local_memory_fts MATCH ? AND m.tenant_id = ? AND m.agent = ?"
-                " AND m.scope = ? ORDER BY bm25(local_memory_fts), m.created_at DESC LIMIT ?",
+                f"SELECT m.record_id, m.text, m.created_at FROM {_OWNED}"
+                " JOIN local_memory_fts f ON f.record_id = m.record_id"
+                " WHERE local_memory_fts MATCH ? AND b.tenant_id = ? AND b.agent = ?"
+                " AND b.scope = ? ORDER BY bm25(local_memory_fts), m.created_at DESC LIMIT ?",
                 (match, scope.tenant_id, scope.agent, scope.user, k),
             ).fetchall()
             return [MemoryRecord(r[0], r[1], int(r[2])) for r in rows]
@@ -140,11 +150,12 @@ class StoreMemory:
 
         def drop(conn: sqlite3.Connection) -> bool:
             cursor = conn.execute(
-                "DELETE FROM local_memory WHERE record_id = ? AND tenant_id = ? AND agent = ?"
-                " AND scope = ?",
-                (record_id, scope.tenant_id, scope.agent, scope.user),
+                "DELETE FROM memory_bindings WHERE namespace = ? AND record_id = ?"
+                " AND tenant_id = ? AND agent = ? AND scope = ?",
+                (NAMESPACE, record_id, scope.tenant_id, scope.agent, scope.user),
             )
             if cursor.rowcount:
+                conn.execute("DELETE FROM local_memory WHERE record_id = ?", (record_id,))
                 conn.execute("DELETE FROM local_memory_fts WHERE record_id = ?", (record_id,))
             return cursor.rowcount == 1
 

@@ -141,11 +141,11 @@ async def _run(
             if "seq" not in want:
                 got.pop("seq")
             assert got == want, f"error {got} ({result.error.message}), expected {want}"
-        else:
-            assert not isinstance(result, Failed), f"expected ok, got {result}"
 
         after = await store.read_chain(imported.branch_id)
         appended = [e for e in after.segments[-1].events if e.seq > imported.head_seq]
+        if expected.doc["outcome"] == "ok":
+            _check_ok(result, appended)
         _compare_appended(expected.doc.get("appended", []), appended)
 
         export = await export_branch(store, imported.branch_id)
@@ -166,6 +166,20 @@ async def _run(
             raise CaseSkipped(mismatch[1] + " (everything else in the case matched)")
     finally:
         await store.close()
+
+
+def _check_ok(result: RunResult, appended: list[Any]) -> None:
+    """Outcome ``ok``: the run was not refused. A run whose turn the loop ended with an error
+    (``turn_completed{error|context_exhausted|...}``, recorded) returns ``Failed`` with that
+    reason's code, and that is ok too; any other ``Failed`` is a refusal the case did not expect."""
+    if not isinstance(result, Failed):
+        return
+    ended = appended[-1] if appended and appended[-1].type == "turn_completed" else None
+    assert ended is not None, f"expected ok, got {result} without a recorded turn ending"
+    recorded = ended.data.get("code") or ended.data["reason"]
+    assert result.error.code == recorded, (
+        f"the run failed {result.error.code}, but its recorded turn ending says {recorded}"
+    )
 
 
 async def _recover(

@@ -3,6 +3,7 @@
 ``greeter`` only talks; ``payer`` must be approved before ``wire_money`` runs; ``mailer``'s
 ``send_email`` times out after sending, so its run parks ``effect_unknown`` for a person;
 ``demo`` (with a sandbox that restores) owns imported logs to fork;
+``counted`` allows one turn per thread (``Budget(max_turns=1)``);
 ``waiter`` blocks in a tool on a fake-service gate (``THREADS_HOST_PORT``) until the test
 opens it, so a run can be caught while it is going.
 """
@@ -17,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from threads import EffectUnknown, Permissions, agent, tool
+from threads import Budget, EffectUnknown, Permissions, agent, tool
 from threads.run.agent import Agent
 from threads.testing.fake_service import ServiceClient
 from threads.testing.scripted import call, say, scripted_model, use
@@ -84,6 +85,8 @@ def agents() -> list[Agent]:
             tools=[tool(name="send_email", description="Email.", input=Email,
                         execute=send_email)],
         ),
+        agent(name="counted", model=scripted_model([say("once"), say("twice")]),
+              budget=Budget(max_turns=1)),
         agent(
             name="waiter",
             model=scripted_model([use(call("wait_gate", name="g")), say("waited")]),

@@ -4,15 +4,23 @@ open turn from its receipt, by itself."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import sqlite3
 import subprocess
+import sys
 import uuid
+from typing import Any
 
 import pytest
+from host_agents import agents
 from host_support import HostServer, sse
 
+from threads import Principal, open_thread
+from threads.store.sqlite import sqlite
 from threads.testing.fake_service import FakeService
+
+ALICE = Principal(issuer="test", tenant="acme", subject="alice")
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -78,3 +86,70 @@ def test_sigterm_grace_cancel_and_resume_on_start(
     path = f"/v1/threads/{accepted['thread_id']}/runs/{accepted['run_id']}/events"
     assert sse(alice, path)[-1]["data"]["result"] == {"status": "completed", "output": "waited"}
     assert types(server, branch).count("turn_completed") == 1
+
+
+def test_start_resumes_threads_whose_parks_were_settled_while_it_was_down(
+    server: HostServer,
+) -> None:
+    """Two payer threads wait on an approval: one started over HTTP, one by a library run on
+    the same store. With the host down an operator approves both from the CLI; the next start
+    finishes both by itself, each wire made exactly once."""
+    alice = server.client()
+    over_http = alice.post("/v1/runs", json={"agent": "payer", "input": "pay"},
+                           headers={"idempotency-key": str(uuid.uuid4())}).json()
+    path = f"/v1/threads/{over_http['thread_id']}/runs/{over_http['run_id']}/events"
+    assert sse(alice, path)[-1]["data"]["result"]["status"] == "parked"
+    library = asyncio.run(_library_run(server))
+    assert library.status == "parked"
+    challenges = {
+        over_http["thread_id"]: alice.get(
+            f"/v1/threads/{over_http['thread_id']}/approvals").json()[0]["challenge_id"],
+        library.thread.id: asyncio.run(_challenge(server, library.thread.id)),
+    }
+    server.close_clients()
+    server.stop(signal.SIGTERM)
+    for thread_id, challenge in challenges.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "threads.cli", "approve", thread_id, challenge, "--store",
+             str(server.store), "--issuer", "test", "--tenant", "acme", "--subject", "alice"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+        assert done.returncode == 0, done.stderr
+
+    server.start()
+    alice = server.client()
+    library_run = next(e for e in asyncio.run(_events(server, library.thread.id))
+                       if e.type == "user_input")
+    for thread_id, run_id in [(over_http["thread_id"], over_http["run_id"]),
+                              (library.thread.id, library_run.event_id)]:
+        result = sse(alice, f"/v1/threads/{thread_id}/runs/{run_id}/events")[-1]["data"]
+        assert result["result"] == {"status": "completed", "output": "paid"}, thread_id
+        events = asyncio.run(_events(server, thread_id))
+        wires = [e for e in events if e.type == "tool_result" and e.data["origin"] == "executed"]
+        assert len(wires) == 1, thread_id
+
+
+async def _library_run(server: HostServer) -> Any:
+    store = sqlite(server.store)
+    try:
+        payer = next(a for a in agents() if a.name == "payer")
+        return await payer.run("pay", store=store, principal=ALICE)
+    finally:
+        await store.close()
+
+
+async def _challenge(server: HostServer, thread_id: str) -> str:
+    store = sqlite(server.store)
+    try:
+        (pending,) = await (await open_thread(store, thread_id)).pending_approvals()
+        return str(pending.challenge_id)
+    finally:
+        await store.close()
+
+
+async def _events(server: HostServer, thread_id: str) -> list[Any]:
+    store = sqlite(server.store)
+    try:
+        return (await store.read_chain((await store.root_branch(thread_id)).branch_id)).events
+    finally:
+        await store.close()

@@ -4,6 +4,7 @@ the right tenant without it is 403, and nothing is appended)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 import httpx
 import pytest
 from host_support import HostServer, sse
+
+from threads.store.sqlite import sqlite
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -243,10 +246,8 @@ def test_questions_settings_mode_and_forks(server: HostServer) -> None:
         409, "no_open_question")
     assert code(alice.post(f"{t}/questions/c1/answer", json={"answer": ""})) == (
         400, "invalid_request")
-    settings = {"model": {"provider": "scripted", "name": "other"}}
-    assert code(alice.post(f"{t}/settings", json=settings)) == (400, "invalid_request")
+    settings = {"model": {"provider": "scripted", "name": "scripted-1"}}
     assert code(alice.post(f"{t}/settings", json={"model": 1})) == (400, "invalid_request")
-    assert code(alice.post(f"{t}/mode", json={"mode": "plan"})) == (400, "invalid_request")
     assert code(alice.post(f"{t}/mode", json={"mode": "nope"})) == (400, "invalid_request")
     first = timeline(alice, accepted["thread_id"])[0]
     assert code(alice.post(f"{t}/forks", json={"event_id": first["event_id"]})) == (
@@ -258,6 +259,40 @@ def test_questions_settings_mode_and_forks(server: HostServer) -> None:
                        ("forks", {"event_id": "x"}), ("cancel", None),
                        ("questions/c1/answer", {"answer": "yes"})]:
         assert code(eve.post(f"{t}/{path}", json=body)) == (404, "not_found"), path
+
+
+def test_settings_and_mode_changes(server: HostServer) -> None:
+    """Each change is one event with the caller as actor; a model the thread's policy does not
+    list, or bypass without allow_bypass, is invalid_transition; a tenant member without
+    authority is 403; nothing refused is appended; the next run takes the change."""
+    alice, bob = server.client(), server.client("bob-token")
+    accepted, _ = run_to_end(alice, {"agent": "greeter", "input": "hi"})
+    tid = accepted["thread_id"]
+    t = f"/v1/threads/{tid}"
+    changed = alice.post(f"{t}/settings", json={
+        "model": {"provider": "scripted", "name": "scripted-1"},
+        "model_params": {"max_tokens": 64}, "reasoning_carryover": "omit_prior"})
+    assert changed.status_code == 200, changed.text
+    last = timeline(alice, tid)[-1]
+    assert last["event_id"] == changed.json()["event_id"]
+    assert last["type"] == "settings_changed"
+    assert last["actor"] == {"kind": "user", "principal": {
+        "issuer": "test", "tenant": "acme", "subject": "alice"}}
+    assert last["data"]["reason"] == "user"
+    assert last["data"]["settings"]["model_params"] == {"max_tokens": 64}
+    assert last["data"]["settings"]["reasoning_carryover"] == "omit_prior"
+    moved = alice.post(f"{t}/mode", json={"mode": "plan"})
+    assert moved.status_code == 200, moved.text
+    assert timeline(alice, tid)[-1]["data"] == {"from": "default", "to": "plan"}
+    head = len(timeline(alice, tid))
+    other_model = {"model": {"provider": "scripted", "name": "other"}}
+    assert code(alice.post(f"{t}/settings", json=other_model)) == (409, "invalid_transition")
+    assert code(alice.post(f"{t}/mode", json={"mode": "bypass"})) == (409, "invalid_transition")
+    assert code(bob.post(f"{t}/mode", json={"mode": "default"})) == (403, "forbidden")
+    assert code(bob.post(f"{t}/settings", json=other_model)) == (403, "forbidden")
+    assert len(timeline(alice, tid)) == head  # nothing refused was appended
+    _, result = run_to_end(alice, {"agent": "greeter", "input": "again", "thread_id": tid})
+    assert result["status"] == "completed"
 
 
 def test_bad_input(server: HostServer) -> None:
@@ -346,11 +381,13 @@ def test_fork_points_and_forks(server: HostServer) -> None:
 
 
 def test_concurrent_posts_with_one_key_start_one_run(server: HostServer) -> None:
-    """Eight callers race one key: every one gets the same 202 and one run exists."""
+    """Eight callers race one key for a new thread: every one gets the same 202, one run
+    exists, and the losers leave no thread behind (not even a header)."""
     from concurrent.futures import ThreadPoolExecutor
 
     key, text = str(uuid.uuid4()), f"race {uuid.uuid4()}"
     clients = [server.client() for _ in range(8)]
+    before = {r.thread_id for r in asyncio.run(_roots(server))}
 
     def post(client: httpx.Client) -> tuple[int, dict[str, Any]]:
         response = start(client, {"agent": "greeter", "input": text}, key=key)
@@ -363,9 +400,32 @@ def test_concurrent_posts_with_one_key_start_one_run(server: HostServer) -> None
     run = answers[0][1]
     inputs = [e for e in timeline(clients[0], run["thread_id"]) if e["type"] == "user_input"]
     assert [e["event_id"] for e in inputs] == [run["run_id"]]
-    others = [t for t in clients[0].get("/v1/threads").json() if t["head_seq"] > 0]
-    started = []
-    for summary in others:
-        events = timeline(clients[0], summary["thread_id"])
-        started += [e for e in events if e["type"] == "user_input" and e["data"]["text"] == text]
-    assert len(started) == 1  # the losers' appends were rolled back with their receipts
+    after = asyncio.run(_roots(server))
+    new = [r for r in after if r.thread_id not in before]
+    assert [r.thread_id for r in new] == [run["thread_id"]]  # one thread, the winner's
+    assert all(r.head_seq > 0 for r in after)  # no header-only thread anywhere
+
+
+async def _roots(server: HostServer) -> list[Any]:
+    store = sqlite(server.store)
+    try:
+        return await store.list_threads()
+    finally:
+        await store.close()
+
+
+def test_a_thread_out_of_turns_takes_no_more_input(server: HostServer) -> None:
+    """The agent allows one turn per thread: the host writes no second user_input, records
+    budget_exceeded as a library run would, and refuses with budget_exhausted."""
+    alice = server.client()
+    accepted, result = run_to_end(alice, {"agent": "counted", "input": "one"})
+    assert result["status"] == "completed"
+    again = start(alice, {"agent": "counted", "input": "two", "thread_id": accepted["thread_id"]})
+    assert code(again) == (409, "budget_exhausted")
+    events = timeline(alice, accepted["thread_id"])
+    assert [e["type"] for e in events].count("user_input") == 1
+    assert events[-1]["type"] == "budget_exceeded"
+    assert events[-1]["data"] == {
+        "limit": "max_turns", "limit_value": 1, "observed": 2,
+        "observed_is_upper_bound": False, "scope": "thread",
+    }

@@ -162,7 +162,7 @@ class RecordingClock(FakeClock):
         await super().sleep_ms(ms)
 
 
-def timing_out_once(attempts: list[int]) -> Any:
+def timing_out_once(attempts: list[int], dedup_window_ms: int = 3_600_000) -> Any:
     """An idempotent tool whose first send times out (5 s backoff) and whose resend works."""
 
     async def send(args: Note, ctx: Any) -> str:
@@ -177,7 +177,7 @@ def timing_out_once(attempts: list[int]) -> Any:
         input=Note,
         execute=send,
         effect="idempotent",
-        dedup_window_ms=3_600_000,
+        dedup_window_ms=dedup_window_ms,
         retry_backoff_ms=5000,
     )
     script = [use(call("send", "c1", text="hi")), say("done")]
@@ -277,3 +277,64 @@ def test_the_bound_and_backoff_are_checked_when_the_tool_is_defined() -> None:
         with pytest.raises(ConfigError) as refused:
             tool(name="send", description="Send.", input=Note, execute=send, **bad)
         assert refused.value.code == "invalid_config"
+
+
+async def test_a_resend_recorded_before_a_long_outage_parks_once_the_window_passed(
+    tmp_path: Path,
+) -> None:
+    """``safe_to_retry`` (by ``provider_dedup``) was recorded inside the window, then the
+    process died; it restarts after the provider's window ended. The resend would be applied a
+    second time, so the effect parks instead, and a further run parks again without a send."""
+    attempts: list[int] = []
+    thread_id, not_before = await died_in_a_backoff(tmp_path / "store", attempts)
+    clock = RecordingClock(not_before + 3_600_000)  # an hour-long outage: the window is over
+    store = sqlite(tmp_path / "store", clock=clock)
+    try:
+        for _ in range(2):
+            result = await timing_out_once(attempts).run(
+                None, store=store, thread=thread_id, principal=ALICE
+            )
+            assert isinstance(result, Parked)
+            assert result.reason == "effect_unknown"
+        assert attempts == [1]  # never resent
+        [pending] = result.pending
+        assert pending.detail is not None
+        assert "deduplicates the key only until" in pending.detail
+        events = await result.thread.timeline()
+        assert len(of_type(events, "effect_begin")) == 1
+        assert len(of_type(events, "parked")) == 1  # the second run appended no new park
+        [resolved] = of_type(events, "effect_resolved")
+        assert resolved.data["outcome"] == "safe_to_retry"
+        await assert_export_is_valid(result.thread)
+    finally:
+        await store.close()
+
+
+class SuspendingClock(FakeClock):
+    """A fake clock whose first wait lasts far longer than asked (the machine was suspended)."""
+
+    def __init__(self, oversleep_ms: int) -> None:
+        super().__init__()
+        self.oversleep_ms = oversleep_ms
+
+    async def sleep_ms(self, ms: int) -> None:
+        await super().sleep_ms(ms + self.oversleep_ms)
+        self.oversleep_ms = 0
+
+
+async def test_a_backoff_wait_that_overruns_the_window_parks_instead_of_resending(
+    tmp_path: Path,
+) -> None:
+    attempts: list[int] = []
+    # the 5 s backoff fits the 10 s window, but the wait ends 8 s late (the lease still holds)
+    store = sqlite(tmp_path / "store", clock=SuspendingClock(oversleep_ms=8000))
+    try:
+        bot = timing_out_once(attempts, dedup_window_ms=10_000)
+        result = await bot.run("go", store=store, principal=ALICE)
+        assert isinstance(result, Parked)
+        assert attempts == [1]
+        events = await result.thread.timeline()
+        assert of_type(events, "retry_scheduled")  # the resend was allowed, then ran out of time
+        assert of_type(events, "parked")[-1].data["address"]["kind"] == "effect"
+    finally:
+        await store.close()

@@ -44,14 +44,14 @@ class SQLiteTamper:
         )
 
     def flip_artifact_byte(self, sha256: str) -> None:
-        path = self.root / "artifacts" / sha256
+        path = self.root / "artifacts" / "sha256" / sha256[:2] / sha256
         if path.exists():
             data = bytearray(path.read_bytes())
             data[0] ^= 1
             path.write_bytes(bytes(data))
-        else:
+        else:  # a request artifact, kept as a delta
             self._execute(
-                "UPDATE artifacts SET data = CAST('b' || substr(data, 2) AS BLOB)"
+                "UPDATE request_deltas SET middle = CAST('b' || substr(middle, 2) AS BLOB)"
                 " WHERE sha256 = ?", (sha256,),
             )
 

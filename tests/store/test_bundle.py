@@ -211,10 +211,10 @@ def _sql(store_dir: Path, statement: str) -> None:
     [
         ("UPDATE events SET epoch = 999 WHERE seq = 3", "log_corrupt: at seq 3: "),
         ("UPDATE events SET type = 'steer' WHERE seq = 2", "log_corrupt: at seq 2: "),
-        ("DELETE FROM artifacts WHERE media_type = 'application/x-ndjson'"
-         " AND rowid = (SELECT min(rowid) FROM artifacts)", "artifact_missing"),
-        ("UPDATE artifacts SET data = CAST('x' || substr(data, 2) AS BLOB)"
-         " WHERE rowid = (SELECT min(rowid) FROM artifacts)", "artifact_corrupt"),
+        ("DELETE FROM request_deltas WHERE rowid = (SELECT min(rowid) FROM request_deltas)",
+         "artifact_missing"),
+        ("UPDATE request_deltas SET middle = CAST('x' || substr(middle, 2) AS BLOB)"
+         " WHERE rowid = (SELECT min(rowid) FROM request_deltas)", "artifact_corrupt"),
     ],
     ids=["epoch", "type", "deleted_request_artifact", "altered_request_artifact"],
 )
@@ -232,7 +232,8 @@ def test_verify_store_finds_edited_rows_and_damaged_artifacts(
 def test_export_bundle_refuses_a_branch_with_a_missing_artifact(
     written: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _sql(written, "DELETE FROM artifacts WHERE rowid = (SELECT min(rowid) FROM artifacts)")
+    _sql(written, "DELETE FROM request_deltas WHERE rowid = (SELECT min(rowid) FROM request_deltas)"
+         )
     conn = sqlite3.connect(written / "threads.db")
     (branch_id,) = conn.execute("SELECT branch_id FROM branches").fetchone()
     conn.close()

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import random
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -106,12 +107,48 @@ async def test_a_locked_database_is_store_busy_for_writes_and_never_blocks_reads
         await store.close()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
+_LIST_THREADS = """
+import asyncio, sys
+from threads.errors import StoreError
+from threads.store.sqlite import sqlite
+
+async def main() -> None:
+    store = sqlite(sys.argv[1])
+    try:
+        await store.list_threads()
+        print("opened")
+    except StoreError as exc:
+        print(exc.code)
+    finally:
+        await store.close()
+
+asyncio.run(main())
+"""
+
+
+def _read_only_mount_open(directory: Path) -> str:
+    """Open the store in a child whose view of ``directory`` is a read-only bind mount
+    (bubblewrap): file modes don't stop root, a read-only mount does."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        pytest.skip("running as root and bubblewrap (bwrap) is not installed")
+    d = str(directory)
+    mounts = ["--bind", "/", "/", "--ro-bind", d, d, "--dev", "/dev", "--proc", "/proc"]
+    out = subprocess.run(
+        [bwrap, *mounts, sys.executable, "-c", _LIST_THREADS, d],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    return out.stdout.strip()
+
+
 async def test_a_read_only_directory_is_store_read_only(tmp_path: Path) -> None:
     clock = FakeClock()
     setup = sqlite(tmp_path / "s", clock=clock)
     await _written(setup, clock)
     await setup.close()
+    if os.geteuid() == 0:
+        assert _read_only_mount_open(tmp_path / "s") == "store_read_only"
+        return
     for path in (tmp_path / "s", tmp_path / "s" / "threads.db"):
         path.chmod(0o555 if path.is_dir() else 0o444)
     store = sqlite(tmp_path / "s", clock=clock)

@@ -26,6 +26,7 @@ from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.ids import uuid7
 from threads.log.lines import Event, encode_event
+from threads.log.render import MEDIA_TYPE as REQUEST_MEDIA_TYPE
 from threads.log.verify import verify_export
 from threads.store.group_commit import commit_group
 from threads.store.pg_group import GroupCommitter
@@ -159,7 +160,9 @@ async def test_one_stale_and_one_conflicting_append_fail_alone_in_their_group(
         if n == reused:  # same seq and chain, but the event id of its thread_started
             event = _with_event_id(event, writer.log.events[0].event_id)
         expected = event.seq - 1 + (5 if n == conflicting else 0)
-        own = PendingArtifact(f"artifact of branch {n}".encode(), "text/plain")
+        # A request artifact is written inside the append's transaction (other kinds go to
+        # files first, on SQLite), so it is rolled back with a refused append.
+        own = PendingArtifact(f"request of branch {n}".encode(), REQUEST_MEDIA_TYPE)
         batches.append([event])
         calls.append(
             store.append(
@@ -185,7 +188,7 @@ async def test_one_stale_and_one_conflicting_append_fail_alone_in_their_group(
             assert branch.head_seq == 1
         await assert_verifies(store, writer)
     for n in range(BRANCHES):
-        data = f"artifact of branch {n}".encode()
+        data = f"request of branch {n}".encode()
         committed = n not in (stale, conflicting, reused)
         assert await _has_artifact(store, data) == committed  # rolled back with its append
     assert await _has_artifact(store, SHARED.data)

@@ -63,3 +63,29 @@ async def test_receipt_commits_with_its_append_and_a_taken_key_rolls_back(
     await store.append(log.header.branch_id, rest, expected_seq=2, lease=lease)
     assert rest[-1].type == "turn_completed"
     assert await store.unfinished_receipts() == []
+
+
+async def test_a_new_branch_commits_with_its_receipt_and_a_taken_key_leaves_no_branch(
+    store: Store, clock: FakeClock
+) -> None:
+    first = SampleLog(clock)
+    first.epoch = 1
+    events = [first.started(), first.turn()[0]]
+    await store.create_branch(
+        first.header, tenant_id=TENANT, events=events,
+        receipt=receipt(first, "k-new", events[1].event_id),
+    )
+    got = await store.get_receipt(TENANT, START_RUN, "k-new")
+    assert got is not None
+    assert got.branch_id == first.header.branch_id
+
+    loser = SampleLog(clock)
+    loser.epoch = 1
+    lost = [loser.started(), loser.turn()[0]]
+    with pytest.raises(StoreError) as taken:
+        await store.create_branch(
+            loser.header, tenant_id=TENANT, events=lost,
+            receipt=receipt(loser, "k-new", lost[1].event_id),
+        )
+    assert taken.value.code == "idempotency_key_reused"
+    assert [b.thread_id for b in await store.list_threads()] == [first.header.thread_id]

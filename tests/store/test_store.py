@@ -18,7 +18,7 @@ from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
 from threads.log.verify import verify_export
 from threads.store.protocol import Lease, PendingArtifact, Segment, Store
-from threads.store.sqlite import INLINE_ARTIFACT_LIMIT, sqlite
+from threads.store.sqlite import sqlite
 from threads.store.transfer import export_branch
 from threads.testing.sample_log import USER, SampleLog
 
@@ -267,7 +267,7 @@ async def _store_imported(store: Store, log: SampleLog) -> None:
 # ---- artifacts -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("size", [10, INLINE_ARTIFACT_LIMIT + 1], ids=["inline", "large"])
+@pytest.mark.parametrize("size", [10, 2 * 1024 * 1024 + 1], ids=["small", "large"])
 async def test_artifact_round_trip(store: Store, size: int) -> None:
     data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
     ref = await store.put_artifact(data, "application/octet-stream")
@@ -276,7 +276,7 @@ async def test_artifact_round_trip(store: Store, size: int) -> None:
     assert await store.put_artifact(data, "application/octet-stream") == ref
 
 
-@pytest.mark.parametrize("size", [10, INLINE_ARTIFACT_LIMIT + 1], ids=["inline", "large"])
+@pytest.mark.parametrize("size", [10, 2 * 1024 * 1024 + 1], ids=["small", "large"])
 async def test_changed_artifact_bytes_are_artifact_corrupt(
     store: Store, tamper: Tamper, size: int
 ) -> None:

@@ -28,6 +28,7 @@ from threads.cli import (
     cmd_import,
     cmd_lease,
     cmd_ls,
+    cmd_materialize,
     cmd_replay,
     cmd_serve,
     cmd_timeline,
@@ -46,7 +47,7 @@ from threads.errors import ThreadsError
 COMMANDS: list[ModuleType] = [
     cmd_demo, cmd_ls, cmd_lease, cmd_timeline, cmd_export, cmd_import, cmd_verify, cmd_replay,
     cmd_controls,
-    cmd_worker, cmd_serve, cmd_gc,
+    cmd_worker, cmd_serve, cmd_gc, cmd_materialize,
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -1,6 +1,9 @@
 """The host's runs: each executes in this process, under the thread's lease, as an
 ``Agent.stream`` whose committed events wake the stream readers (``Hub``).
 
+On start it resumes what it may owe: runs its receipts name whose branch did not end its turn,
+and free threads of its agents whose turn has work again (parks settled while it was down).
+
 Invariants: at most one run of this host drives a branch at a time; once ``stop`` began, no
 run launches; a run still going after the grace period is cancelled, which releases its lease
 as it unwinds. A branch another holder had (``branch_busy``) is tried again every
@@ -153,19 +156,29 @@ class Runs:
     # ---- start and stop --------------------------------------------------------------------
 
     async def recover(self) -> None:
-        """On start: resume every run a receipt says may be unfinished, then keep trying the
-        ones another holder had."""
+        """On start: resume every run a receipt says may be unfinished, and every free thread
+        of an agent this host serves whose turn has work again (its parks were settled while
+        the host was down, by the CLI or another process); then keep trying the ones another
+        holder had."""
+        seen: set[str] = set()
+        for thread_id, branch_id in await self._owed():
+            if branch_id not in seen:
+                seen.add(branch_id)
+                await self.resume(thread_id, branch_id)
+        self._reopener = asyncio.create_task(self._reopen_forever())
+
+    async def _owed(self) -> list[tuple[str, str]]:
+        """(thread, branch) pairs that may have work: receipts first, then free threads."""
+        owed: list[tuple[str, str]] = []
         try:
-            receipts = await self.store.unfinished_receipts()
+            owed += [(r.thread_id, r.branch_id) for r in await self.store.unfinished_receipts()]
         except ThreadsError as error:
             self.log(f"recovery could not list runs: {error.code}: {error.message}")
-            receipts = []
-        seen: set[str] = set()
-        for receipt in receipts:
-            if receipt.branch_id not in seen:
-                seen.add(receipt.branch_id)
-                await self.resume(receipt.thread_id, receipt.branch_id)
-        self._reopener = asyncio.create_task(self._reopen_forever())
+        try:
+            owed += [(b.thread_id, b.branch_id) for b in await self.store.list_free_threads()]
+        except ThreadsError as error:
+            self.log(f"recovery could not list threads: {error.code}: {error.message}")
+        return owed
 
     async def _reopen_forever(self) -> None:
         while not self.stopping:

@@ -4,14 +4,17 @@ The receipt is looked up first: another caller's key is ``idempotency_key_princi
 (checked before the body, so that caller learns nothing of the other's request), another body
 is ``idempotency_key_reused``, the same body replays the stored ``RunAccepted``. Otherwise the
 run's ``user_input`` (with ``thread_started`` for a new thread) and the receipt are committed in
-one transaction under the branch's lease, and only then is the 202 sent and the run launched.
-A concurrent request that took the key first rolls this append back and is answered from the
-winner's receipt.
+one transaction (a new thread's header too, so a request that loses the key's race leaves no
+thread behind), and only then is the 202 sent and the run launched. A concurrent request that
+took the key first rolls this append back and is answered from the winner's receipt. The next
+run of a thread is refused ``budget_exhausted`` once the agent's ``max_turns`` is spent, as a
+library run is (``budget_exceeded`` is recorded, no ``user_input``).
 """
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 from threads.errors import ConfigError, NotFound, StoreError, ThreadsError
@@ -21,7 +24,7 @@ from threads.host.runs import Runs
 from threads.log.canonical import canonical
 from threads.log.hashing import sha256_hex
 from threads.log.ids import uuid7
-from threads.log.lines import WRITER_IMPL, make_header
+from threads.log.lines import WRITER_IMPL, encode_event, first_event, make_header
 from threads.log.reduce import Fold
 from threads.principal import Principal
 from threads.run.agent import Agent
@@ -78,51 +81,113 @@ async def start_run(
         raise HostError("not_found", f"this host serves no agent named {body.agent!r}")
     if runs.stopping:
         raise HostError("branch_busy", "the host is stopping and takes no new runs; retry")
+    keyed = _Keyed(principal, key, who, digest)
     input_data = _input_data(agent, body)
-    branch, new = await _target(runs, principal, body)
     try:
-        lease = await store.acquire_lease(branch.branch_id, uuid7(store.clock.now_ms()),
-                                          START_LEASE_TTL_MS)
+        if body.thread_id is None:
+            if body.branch_id is not None:
+                raise HostError("invalid_request", "branch_id needs the thread_id it belongs to")
+            branch, fold, accepted = await _new_thread(runs, agent, keyed, input_data)
+        else:
+            branch = await _target(runs, principal, body.thread_id, body.branch_id)
+            fold, accepted = await _next_input(runs, agent, keyed, branch, input_data)
     except StoreError as error:
+        if error.code != "idempotency_key_reused":
+            raise HostError.of(error) from None
+        # A concurrent request took the key first: this one wrote nothing; answer as it would.
+        winner = await store.get_receipt(principal.tenant, START_RUN, key)
+        if winner is None:
+            raise HostError.of(error) from None
+        return replay(winner, who, digest)
+    except ThreadsError as error:
         raise HostError.of(error) from None
+    runs.hub.notify(branch.branch_id)
+    runs.launch(agent, branch, fold)
+    return accepted
+
+
+@dataclass(frozen=True, slots=True)
+class _Keyed:
+    """Who sent the keyed request and what it hashed to: what its receipt binds."""
+
+    principal: Principal
+    key: str
+    who: str
+    digest: str
+
+    def receipt(self, accepted: RunAccepted, now: int) -> RunReceipt:
+        return RunReceipt(
+            self.principal.tenant, START_RUN, self.key, self.who, self.digest,
+            accepted.thread_id, accepted.branch_id, accepted.run_id, now,
+        )
+
+    def actor(self) -> dict[str, Any]:
+        return {"kind": "user", "principal": self.principal.to_wire()}
+
+
+async def _new_thread(
+    runs: Runs, agent: Agent, keyed: _Keyed, input_data: dict[str, Any]
+) -> tuple[BranchInfo, Fold, RunAccepted]:
+    """A new thread whose header, ``thread_started``, ``user_input`` and receipt are one
+    transaction: a request that loses the key's race leaves no thread behind."""
+    store = runs.store
+    now = store.clock.now_ms()
+    header = make_header(uuid7(now), uuid7(now), now)
+    started = first_event(header, "thread_started", agent.config(), {"kind": "host"})
+    user_input = encode_event(
+        seq=started.seq + 1, event_id=uuid7(now), thread_id=header.thread_id,
+        branch_id=header.branch_id, epoch=started.epoch, type="user_input", time=now,
+        actor=keyed.actor(), prev_hash=started.hash, data=input_data,
+    )
+    accepted = RunAccepted(
+        thread_id=header.thread_id, branch_id=header.branch_id, run_id=user_input.event_id
+    )
+    await store.create_branch(
+        header, tenant_id=keyed.principal.tenant, events=[started, user_input],
+        receipt=keyed.receipt(accepted, now),
+    )
+    chain = await store.read_chain(header.branch_id)
+    return chain.branch, chain.fold(store.clock.now_ms()), accepted
+
+
+async def _next_input(
+    runs: Runs, agent: Agent, keyed: _Keyed, branch: BranchInfo, input_data: dict[str, Any]
+) -> tuple[Fold, RunAccepted]:
+    """The next run's ``user_input`` and its receipt, in one append under the branch's lease,
+    once the agent's ``max_turns`` allows one more turn (as a library run checks it)."""
+    store = runs.store
+    lease = await store.acquire_lease(
+        branch.branch_id, uuid7(store.clock.now_ms()), START_LEASE_TTL_MS
+    )
     writer: BranchWriter | None = None
     try:
         chain = await store.read_chain(branch.branch_id)
         fold = chain.fold(store.clock.now_ms())
-        _check_runnable(agent, chain.segments[-1].header.writer_impl, branch, fold, new)
+        _check_runnable(agent, chain.segments[-1].header.writer_impl, branch, fold)
         writer = BranchWriter(store, lease, fold, ttl_ms=START_LEASE_TTL_MS)
-        items: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
-        if new:
-            items.append(("thread_started", agent.config(), {"kind": "host"}))
-        actor = {"kind": "user", "principal": principal.to_wire()}
-        items.append(("user_input", input_data, actor))
-        events = await writer.append(items, hold=True)
+        refused = None if agent.budget is None else agent.budget.turns_refusal(
+            fold.turns_completed
+        )
+        if refused is not None:
+            await writer.append([("budget_exceeded", refused, {"kind": "host"})])
+            runs.hub.notify(branch.branch_id)
+            raise HostError(
+                "budget_exhausted",
+                f"agent {agent.name!r} allows {refused['limit_value']} turns per thread and"
+                " this thread has had them all (recorded as budget_exceeded); start a new"
+                " thread",
+            )
+        (event,) = await writer.append([("user_input", input_data, keyed.actor())], hold=True)
         accepted = RunAccepted(
-            thread_id=branch.thread_id, branch_id=branch.branch_id, run_id=events[-1].event_id
+            thread_id=branch.thread_id, branch_id=branch.branch_id, run_id=event.event_id
         )
-        receipt = RunReceipt(
-            principal.tenant, START_RUN, key, who, digest, accepted.thread_id,
-            accepted.branch_id, accepted.run_id, store.clock.now_ms(),
-        )
-        try:
-            await writer.append([], receipt=receipt)
-        except StoreError as error:
-            if error.code != "idempotency_key_reused":
-                raise
-            winner = await store.get_receipt(principal.tenant, START_RUN, key)
-            if winner is None:
-                raise HostError.of(error) from None
-            return replay(winner, who, digest)
-        runs.hub.notify(branch.branch_id)
-    except ThreadsError as error:
-        raise HostError.of(error) from None
+        await writer.append([], receipt=keyed.receipt(accepted, store.clock.now_ms()))
+        return writer.fold, accepted
     finally:
         if writer is not None:
             await writer.close()
         with contextlib.suppress(StoreError):  # hand the lease back: the run takes it next
             await store.release_lease(lease)
-    runs.launch(agent, branch, writer.fold)
-    return accepted
 
 
 def _input_data(agent: Agent, body: StartRunRequest) -> dict[str, Any]:
@@ -138,38 +203,27 @@ def _input_data(agent: Agent, body: StartRunRequest) -> dict[str, Any]:
 
 
 async def _target(
-    runs: Runs, principal: Principal, body: StartRunRequest
-) -> tuple[BranchInfo, bool]:
-    """The branch the run goes to, and whether it is a new thread (created here)."""
+    runs: Runs, principal: Principal, thread_id: str, branch_id: str | None
+) -> BranchInfo:
+    """The existing branch the run goes to (the thread's root unless ``branch_id``)."""
     store = runs.store
-    if body.thread_id is None:
-        if body.branch_id is not None:
-            raise HostError("invalid_request", "branch_id needs the thread_id it belongs to")
-        now = store.clock.now_ms()
-        header = make_header(uuid7(now), uuid7(now), now)
-        await store.create_branch(header, tenant_id=principal.tenant)
-        return await store.get_branch(header.branch_id), True
     try:
-        root = await store.root_branch(body.thread_id)
-        branch = root if body.branch_id is None else await store.get_branch(body.branch_id)
+        root = await store.root_branch(thread_id)
+        branch = root if branch_id is None else await store.get_branch(branch_id)
     except NotFound:
-        raise HostError("not_found", f"no thread {body.thread_id} for this tenant") from None
+        raise HostError("not_found", f"no thread {thread_id} for this tenant") from None
     if root.tenant_id != principal.tenant or branch.thread_id != root.thread_id:
-        raise HostError("not_found", f"no thread {body.thread_id} for this tenant")
-    return branch, False
+        raise HostError("not_found", f"no thread {thread_id} for this tenant")
+    return branch
 
 
-def _check_runnable(
-    agent: Agent, writer_impl: str, branch: BranchInfo, fold: Fold, new: bool
-) -> None:
+def _check_runnable(agent: Agent, writer_impl: str, branch: BranchInfo, fold: Fold) -> None:
     if writer_impl != WRITER_IMPL or branch.state != "ready" or fold.inspection_only:
         raise HostError(
             "branch_not_runnable",
             "this branch can't take a run here (written by another implementation, or"
             " inspection-only); fork it, or start a new thread",
         )
-    if new:
-        return
     started = fold.thread_started or {}
     if started.get("agent_name") != agent.name or pinned_view(started) != pinned_view(
         agent.config()

@@ -59,6 +59,7 @@ class Call:
     removed: bool = False  # a later tools_changed dropped this tool
     decision: str | None = None  # allow | deny | ask
     decision_source: str | None = None
+    decision_reason: str | None = None
     approval: Approval | None = None
     effect: EffectStatus | None = None
     attempt: int = 0
@@ -183,6 +184,17 @@ class Fold:
         return None
 
     @property
+    def mode(self) -> str:
+        """The permission mode in force: the pinned one until a ``mode_changed``."""
+        return current_mode(self.features, self)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The model settings in force (``model``, ``model_params``, ``adapter``): the pinned
+        ones until a ``settings_changed``."""
+        return dict(self.features.settings or self.thread_started or {})
+
+    @property
     def status(self) -> ThreadStatus:
         if self.inspection_only:
             return "inspection_only"
@@ -228,8 +240,8 @@ class Fold:
     def projections(self) -> dict[str, Any]:
         return {
             "cost": self.cost(),
-            "mode": current_mode(self.features, self),
-            "model": dict((self.features.settings or self.thread_started or {}).get("model", {})),
+            "mode": self.mode,
+            "model": dict(self.settings.get("model", {})),
             **self.features.projections(),
         }
 
@@ -534,6 +546,7 @@ def _on_permission_decision(fold: Fold, event: Event) -> None:
     call = fold._call(event)
     call.decision = event.data["decision"]
     call.decision_source = event.data["source"]
+    call.decision_reason = event.data.get("reason")
 
 
 def _on_approval_requested(fold: Fold, event: Event) -> None:

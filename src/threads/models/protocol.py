@@ -191,6 +191,32 @@ class Model(Protocol):
         ...
 
 
+DEFAULT_MODALITIES = frozenset({"text"})
+_PART_MODALITY = {"image_ref": "image", "image": "image"}
+
+
+def input_modalities(model: Model) -> frozenset[str]:
+    """What a model takes as input: its ``input_modalities`` when it declares them, else text
+    only (the bundled adapters send no image parts)."""
+    return frozenset(getattr(model, "input_modalities", DEFAULT_MODALITIES))
+
+
+def unsupported_content(messages: list[dict[str, Any]], model: Model) -> str | None:
+    """Why the rendered ``messages`` can't go to ``model`` (a part of a kind it does not take),
+    or None: checked before a request is recorded or sent."""
+    accepted = input_modalities(model)
+    for message in messages:
+        for part in message.get("content") or []:
+            needed = _PART_MODALITY.get(part.get("type", ""))
+            if needed is not None and needed not in accepted:
+                return (
+                    f"the conversation holds a {part['type']} part, but model {model.name}"
+                    f" declares input {sorted(accepted)} only; use a model that takes"
+                    f" {needed} input"
+                )
+    return None
+
+
 @runtime_checkable
 class SupportsLookup(Protocol):
     async def lookup(self, request: ModelRequest, fence: Fence) -> LookupResult:

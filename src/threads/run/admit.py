@@ -1,8 +1,9 @@
 """Admitting tool calls: record each ``tool_use`` of a reply as ``tool_call`` with what can be
 decided at once (an unknown tool or invalid input closes it ``not_executed``; otherwise the
-permission decision, and an approval request for an ``ask``), and the checks made again right
-before a call runs: the run's ceiling, and that a recorded grant or denial came from someone the
-authority rule allows (else the decision counts as not made and a new challenge is asked).
+permission decision), the approval challenge an ``ask`` opens when its turn comes, and the
+checks made again right before a call runs: the run's ceiling, and that a recorded grant or
+denial came from someone the authority rule allows (else the decision counts as not made and a
+new challenge is asked).
 
 Everything here returns drafts or a reason; nothing is appended or dispatched here.
 """
@@ -13,7 +14,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from threads.log.hashing import value_hash
 from threads.log.ids import uuid7
 from threads.log.reduce import Approval, Call
 from threads.run.authority import recorded_refusal
@@ -21,12 +21,14 @@ from threads.run.drafts import HOST, Draft, tool_result_data
 from threads.run.runtime import Runtime
 from threads.tools.tool import Tool
 
-APPROVAL_TTL_MS = 24 * 60 * 60 * 1000
+APPROVAL_TTL_MS = 60 * 60 * 1000  # an approval challenge is open for 1 h
 
 
 def record_calls(rt: Runtime, content: list[dict[str, Any]], request_event_id: str) -> list[Draft]:
-    """``tool_call`` drafts for every ``tool_use`` part, each followed by what can be decided
-    now: an error result (unknown tool, invalid input) or the permission decision."""
+    """``tool_call`` drafts for every ``tool_use`` part, each followed by its decision (an
+    error result for an unknown tool or invalid input, else the permission decision). What a
+    decision leads to (a denied result, an approval challenge) is recorded later, in call order,
+    once every call of the reply is recorded and decided."""
     drafts: list[Draft] = []
     for part in content:
         if part.get("type") != "tool_use":
@@ -43,9 +45,47 @@ def record_calls(rt: Runtime, content: list[dict[str, Any]], request_event_id: s
     return drafts
 
 
+def complete_recording(rt: Runtime) -> list[Draft]:
+    """What the open turn's last reply still lacks, in part order: a ``tool_call`` (+ decision)
+    for each part a crash left unrecorded, a decision for each recorded call that has none. A
+    resumed run thus continues the log as an uninterrupted one would: every call of the reply
+    is recorded and decided before any of them runs."""
+    fold = rt.fold
+    if fold.turn is None or not fold.responses:
+        return []
+    last = fold.responses[-1]
+    drafts: list[Draft] = []
+    for part in last["content"]:
+        if part.get("type") != "tool_use":
+            continue
+        call = fold.calls.get(part["call_id"])
+        if call is None:
+            drafts.extend(record_calls(rt, [part], last["request_event_id"]))
+        elif call.result is None and call.decision is None and call.effect is None:
+            tool = rt.spec.tool_named(call.name)
+            if never_runs(rt, call, tool) is None:
+                drafts.extend(admit(rt, call.call_id, call.name, call.input))
+    return drafts
+
+
+def never_runs(rt: Runtime, call: Call, tool: Tool | None) -> str | None:
+    """Why a call that never began must not start now, if it must not: the cancel barrier, no
+    such tool when it was called (or now), or a later tool set that dropped it."""
+    turn = rt.fold.turn
+    if turn is not None and turn.cancel_event is not None:
+        return "cancelled"
+    if call.spec is None:
+        return f"unknown tool {call.name}"
+    if call.removed:
+        return f"{call.name} was removed from the tool set"
+    if tool is None:
+        return f"unknown tool {call.name}"
+    return None
+
+
 def admit(rt: Runtime, call_id: str, name: str, args: dict[str, Any]) -> list[Draft]:
-    """The decision drafts for one call: a ``not_executed`` result, or ``permission_decision``
-    (+ ``approval_requested`` for an ask, + a ``denied`` result for a deny)."""
+    """The decision draft for one call: a ``not_executed`` result (unknown tool, invalid input),
+    or its ``permission_decision``."""
     tool = rt.spec.tool_named(name)
     if tool is None or rt.fold.tool_spec(name) is None:
         return [_not_executed(call_id, f"not executed: unknown tool {name}")]
@@ -53,22 +93,15 @@ def admit(rt: Runtime, call_id: str, name: str, args: dict[str, Any]) -> list[Dr
         tool.input.model_validate(args)
     except ValidationError as exc:
         return [_not_executed(call_id, f"invalid input for {name}: {validation_summary(exc)}")]
-    decision = rt.permissions.decide(name, args, tool.effect, rt.fold.thread_rules)
-    drafts = [Draft("permission_decision", decision.to_wire(call_id), HOST)]
-    if decision.decision == "deny":
-        why = decision.reason or "not permitted by " + (decision.rule_id or "policy")
-        result = tool_result_data(call_id, f"denied: {why}", origin="denied", is_error=True)
-        drafts.append(Draft("tool_result", result, HOST))
-    elif decision.decision == "ask":
-        now = rt.now()
-        request = {
-            "args_hash": value_hash(args),
-            "call_id": call_id,
-            "challenge_id": uuid7(now),
-            "expires_at": now + APPROVAL_TTL_MS,
-        }
-        drafts.append(Draft("approval_requested", request, HOST))
-    return drafts
+    permissions = rt.permissions.in_mode(rt.fold.mode)  # a mode_changed holds from its seq on
+    decision = permissions.decide(name, args, tool.effect, rt.fold.thread_rules)
+    return [Draft("permission_decision", decision.to_wire(call_id), HOST)]
+
+
+def denied_text(call: Call) -> str:
+    """What the model sees for a call the policy denied: ``denied``, with the policy's reason
+    when it gave one (the rule is on the ``permission_decision``)."""
+    return f"denied: {call.decision_reason}" if call.decision_reason else "denied"
 
 
 def ceiling_refusal(rt: Runtime, call: Call, tool: Tool) -> str | None:
@@ -91,9 +124,10 @@ def decision_refusal(rt: Runtime, approval: Approval) -> str | None:
     )
 
 
-def reopened_approval(rt: Runtime, call: Call) -> tuple[str, list[Draft]]:
-    """A new approval challenge for ``call`` and the park on it: what a run records when the
-    decision it found was not made by someone allowed to make it."""
+def open_approval(rt: Runtime, call: Call) -> tuple[str, list[Draft]]:
+    """A new approval challenge for ``call`` and the park on it: what a run records for an
+    ``ask`` when the call's turn comes, and again when the decision it found was not made by
+    someone allowed to make it."""
     now = rt.now()
     challenge_id = uuid7(now)
     expires_at = now + APPROVAL_TTL_MS

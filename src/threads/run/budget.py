@@ -53,6 +53,21 @@ class Budget:
     def from_wire(cls, value: dict[str, Any]) -> Budget:
         return cls(**{k: v for k, v in value.items() if k in LIMITS})
 
+    def turns_refusal(self, turns_completed: int) -> dict[str, Any] | None:
+        """The ``budget_exceeded`` data (thread scope) refusing one more turn after
+        ``turns_completed``, or None while ``max_turns`` allows it. Whoever writes a new
+        ``user_input`` (a run, a host) checks this first and writes no input when refused."""
+        observed = turns_completed + 1
+        if self.max_turns is None or observed <= self.max_turns:
+            return None
+        return {
+            "limit": "max_turns",
+            "limit_value": self.max_turns,
+            "observed": observed,
+            "observed_is_upper_bound": False,
+            "scope": "thread",
+        }
+
     def check_enforceable(self, model: _Priced) -> None:
         if self.max_cost_nanos is not None and model.price is None:
             raise ConfigError(

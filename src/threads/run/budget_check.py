@@ -97,12 +97,12 @@ def _scopes(rt: Runtime) -> list[tuple[BudgetScope, Budget, list[Event]]]:
 
 async def before_turn(rt: Runtime) -> BudgetExhausted | None:
     budget = rt.spec.budget
-    if budget is None or budget.max_turns is None:
+    refused = None if budget is None else budget.turns_refusal(rt.fold.turns_completed)
+    if refused is None:
         return None
-    observed = rt.fold.turns_completed + 1
-    if observed <= budget.max_turns:
-        return None
-    return await _exceeded(rt, "thread", "max_turns", budget.max_turns, observed, upper=False)
+    return await _exceeded(
+        rt, "thread", "max_turns", refused["limit_value"], refused["observed"], upper=False
+    )
 
 
 async def before_request(rt: Runtime) -> BudgetExhausted | None:

@@ -13,7 +13,15 @@ import logging
 
 from threads.log.reduce import Call
 from threads.run import settle
-from threads.run.admit import admit, ceiling_refusal, decision_refusal, reopened_approval
+from threads.run.admit import (
+    admit,
+    ceiling_refusal,
+    complete_recording,
+    decision_refusal,
+    denied_text,
+    never_runs,
+    open_approval,
+)
 from threads.run.drafts import HOST, Draft, resumed_data, tool_result_data
 from threads.run.execute import InDoubt, dispatch
 from threads.run.record import close
@@ -27,8 +35,12 @@ EXPIRED = "denied: the approval request expired (approval_expired)"
 
 
 async def run_pending(rt: Runtime) -> RunResult | None:
-    """Settle or run every pending call in call order; stop at the first park."""
+    """Record and decide what the last reply still lacks, then settle or run every pending
+    call in call order; stop at the first park."""
     await release_approval_parks(rt)
+    unrecorded = complete_recording(rt)
+    if unrecorded:
+        await rt.writer.append(unrecorded)
     parked: list[Pending] = []
     reason: ParkReason = "effect_unknown"
     for call in rt.fold.pending_calls():
@@ -64,6 +76,9 @@ async def settle_until_closed(rt: Runtime, call: Call) -> bool:
         assert tool is not None  # settle returns Retry only for a tool this agent has
         if outcome.not_before is not None:
             await rt.wait_until(outcome.not_before)
+        if not settle.resend_allowed(call, rt.now()):
+            await settle.park(rt, call)  # the dedup window passed while the resend waited
+            return True
         if not isinstance(await dispatch(rt, call, tool), InDoubt):
             return False
 
@@ -92,28 +107,13 @@ async def release_approval_parks(rt: Runtime) -> None:
 async def start(rt: Runtime, call: Call) -> Pending | None:
     """A call that never began: check everything again, then dispatch it."""
     tool = rt.spec.tool_named(call.name)
-    reason = _never_runs(rt, call, tool)
+    reason = never_runs(rt, call, tool)
     if reason is not None or tool is None:
         await close(rt, call, f"not executed: {reason}", origin="not_executed", actor=rt.actor())
         return None
     if call.decision is None:
         await rt.writer.append(admit(rt, call.call_id, call.name, call.input)[:1])
     return await _authorized_start(rt, call, tool)
-
-
-def _never_runs(rt: Runtime, call: Call, tool: Tool | None) -> str | None:
-    """Why a call that never began must not start now, if it must not: the cancel barrier, no
-    such tool when it was called (or now), or a later tool set that dropped it."""
-    turn = rt.fold.turn
-    if turn is not None and turn.cancel_event is not None:
-        return "cancelled"
-    if call.spec is None:
-        return f"unknown tool {call.name}"
-    if call.removed:
-        return f"{call.name} was removed from the tool set"
-    if tool is None:
-        return f"unknown tool {call.name}"
-    return None
 
 
 async def _authorized_start(rt: Runtime, call: Call, tool: Tool) -> Pending | None:
@@ -123,14 +123,20 @@ async def _authorized_start(rt: Runtime, call: Call, tool: Tool) -> Pending | No
         return None
     if call.decision == "allow":
         return await _run(rt, call, tool)
-    approval = call.approval
-    if call.decision != "ask" or approval is None:
+    if call.decision == "deny":
+        await close(rt, call, denied_text(call), origin="denied", actor=HOST)
         return None
-    if approval.state != "open" and (why := decision_refusal(rt, approval)) is not None:
-        log.warning(
-            "call %s: the %s decision is not accepted (%s)", call.call_id, approval.state, why
-        )
-        challenge_id, drafts = reopened_approval(rt, call)
+    approval = call.approval
+    if call.decision != "ask":
+        return None
+    if approval is None or (
+        approval.state != "open" and (why := decision_refusal(rt, approval)) is not None
+    ):
+        if approval is not None:
+            log.warning(
+                "call %s: the %s decision is not accepted (%s)", call.call_id, approval.state, why
+            )
+        challenge_id, drafts = open_approval(rt, call)
         await rt.writer.append(drafts)
         return Pending("approval", challenge_id)
     if approval.state == "granted":

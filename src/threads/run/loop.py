@@ -3,7 +3,8 @@ its outcome durable, repeat. Sequencing only: each step is a function of the ``R
 own module, and returns what it decided.
 
 user_input → model_request (Render v1 artifact, durable before dispatch) → model →
-model_response (+ tool_call / permission_decision for each call) → per call: effect_begin
+model_response (+ tool_call / permission_decision for each call, in part order) → per call, in
+call order: a denied result, an approval challenge (parks), or effect_begin
 (durable before execute, effectful classes only) → execute → effect_commit → tool_result → next
 model_request → ... → turn_completed. Recovery (``threads.run.recovery``) is the same loop
 started on a log whose tail is in doubt: it settles each in-doubt item first.
@@ -16,19 +17,17 @@ from typing import Any
 
 from threads.errors import StoreError
 from threads.run import budget_check
-from threads.run.admit import record_calls
 from threads.run.calls import release_approval_parks, run_pending
 from threads.run.drafts import HOST, Draft
 from threads.run.model_step import model_step
 from threads.run.recovery import recover
 from threads.run.results import Completed, ErrorInfo, Failed, RunResult
 from threads.run.runtime import Runtime
-from threads.run.snapshots import snapshot_turn
+from threads.run.stops import after_reply
 from threads.run.turn import (
     answered,
     finish_cancelled,
     honour_cancel_request,
-    last_stop,
     last_text,
     parked_result,
 )
@@ -82,13 +81,8 @@ async def run_turn(rt: Runtime) -> RunResult:
             return Completed(rt.thread, last_text(fold))
         if turn.cancel_event is not None:
             return await finish_cancelled(rt)
-        if answered(fold):
-            reason = "max_output" if last_stop(fold) == "max_tokens" else "end_turn"
-            await rt.writer.append([Draft("turn_completed", {"reason": reason}, HOST)])
-            await snapshot_turn(rt)
-            return Completed(rt.thread, last_text(fold))
-        if await _record_unrecorded_calls(rt):
-            continue
+        if answered(fold) and (ended := await after_reply(rt)) is not None:
+            return ended
         outcome = await model_step(rt)
         if outcome is not None:
             return outcome
@@ -108,21 +102,3 @@ async def _repair_torn_tail(rt: Runtime) -> None:
         "truncated_bytes": rt.dropped_ref["bytes"],
     }
     await rt.writer.append([Draft("log_repaired", data, HOST)])
-
-
-async def _record_unrecorded_calls(rt: Runtime) -> bool:
-    """A reply whose tool calls were never recorded (a writer that records them one by one
-    crashed in between): record the rest, in part order, before anything else."""
-    fold = rt.fold
-    if not fold.responses:
-        return False
-    last = fold.responses[-1]
-    missing = [
-        part
-        for part in last["content"]
-        if part.get("type") == "tool_use" and part["call_id"] not in fold.calls
-    ]
-    if not missing:
-        return False
-    await rt.writer.append(record_calls(rt, missing, last["request_event_id"]))
-    return True

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from threads import telemetry
-from threads.errors import StoreError
+from threads.errors import LogError, StoreError
 from threads.log.render import MEDIA_TYPE, event_refs, render
 from threads.models.normalize import (
     Unrecordable,
@@ -28,6 +28,7 @@ from threads.models.protocol import (
     ModelRequest,
     TextDelta,
     ToolDefinition,
+    unsupported_content,
 )
 from threads.run import budget_check
 from threads.run.admit import record_calls
@@ -61,7 +62,14 @@ async def model_step(rt: Runtime) -> RunResult | None:
         return exhausted
     started = rt.fold.thread_started
     assert started is not None
-    rendered = render(started, rt.fold.events, await _render_artifacts(rt), rt.memo.cache)
+    try:
+        rendered = render(started, rt.fold.events, await _render_artifacts(rt), rt.memo.cache)
+    except LogError as exc:  # an artifact the request needs is missing or corrupt
+        return await fail_turn(rt, exc.code, exc.message)
+    model = rt.spec.model
+    unsupported = unsupported_content(rendered.messages, model)
+    if unsupported is not None:
+        return await fail_turn(rt, "content_unsupported", unsupported)
     attempt = _next_attempt(rt)
     data = {
         "attempt": attempt,
@@ -74,16 +82,15 @@ async def model_step(rt: Runtime) -> RunResult | None:
     )
     request = ModelRequest(
         request_key=f"{rt.writer.branch_id}:{request_event.event_id}",
-        system=started["instructions"],
+        system=rendered.prefix["system"],
         messages=rendered.messages,
         tools=[
             ToolDefinition(t["name"], t["description"], t["input_schema"]) for t in rt.fold.tools
         ],
-        params=started["model_params"],
+        params=rendered.prefix["params"],  # the settings epoch in force
         attempt=attempt,
         provider_call_ids=await provider_call_ids(rendered.messages, rt.writer.store.get_artifact),
     )
-    model = rt.spec.model
     with telemetry.model_span(
         rt.writer.thread_id, request_event.event_id, attempt, model.provider, model.name
     ) as span:

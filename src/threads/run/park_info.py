@@ -20,6 +20,12 @@ def effect_park_detail(fold: Fold, call: Call, tool: Tool | None, now: int) -> s
     if tool is not None and call.attempt >= tool.max_attempts:
         text += f", all the tool allows ({tool.max_attempts})"
     text += "."
+    window_end = _dedup_window_end(call)
+    if window_end is not None:
+        text += (
+            f" Its provider deduplicates the key only until {iso(window_end)} (the dedup window"
+            " from the first dispatch), so threads does not send it again on its own."
+        )
     holder = earlier_holder(fold, call, settle_ms)
     parked = _parked_at(fold, call)
     if holder is not None and parked is not None and parked < holder.until:
@@ -37,6 +43,13 @@ def effect_park_detail(fold: Fold, call: Call, tool: Tool | None, now: int) -> s
         )
     text += " Check the provider, then resolve it assume_done or assume_not_done."
     return text
+
+
+def _dedup_window_end(call: Call) -> int | None:
+    window = call.spec.get("dedup_window_ms") if call.spec else None
+    if call.effect_class != "idempotent" or window is None or call.first_begin_time is None:
+        return None
+    return int(call.first_begin_time + window)
 
 
 def _parked_at(fold: Fold, call: Call) -> int | None:

@@ -28,7 +28,7 @@ from threads.run.results import ErrorInfo, Failed, RunResult, describe
 from threads.run.runtime import CancelSignal, Runtime
 from threads.run.streaming import RunStream
 from threads.run.thread import Thread
-from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter
+from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter, fence_time
 from threads.sandbox.binding import RunSandbox
 from threads.sandbox.protocol import Sandbox
 from threads.store.lease_wait import acquire_waiting, check_wait
@@ -120,6 +120,7 @@ async def _start_run(
         # A lease row that was never released (released rows read expires_at 0) means this
         # acquire takes the thread over from a holder that died or lost it.
         previous = None if new else await store.read_lease(branch_id)
+        lease_sent_at = fence_time(store)
         lease = await acquire_waiting(store, branch_id, uuid7(now), ttl_ms, wait=options.wait)
     except StoreError as exc:
         return Failed(handle, ErrorInfo(exc.code, exc.message))
@@ -139,7 +140,12 @@ async def _start_run(
         if not new:
             _check_pinned(agent, fold)
         writer = BranchWriter(
-            store, lease, fold, ttl_ms=ttl_ms, on_event=sink.event if sink else None
+            store,
+            lease,
+            fold,
+            ttl_ms=ttl_ms,
+            on_event=sink.event if sink else None,
+            lease_sent_at=lease_sent_at,
         )
         writer.start_renewal()
         http = ToolHttp(writer)

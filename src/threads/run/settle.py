@@ -130,12 +130,30 @@ async def _after_resolution(rt: Runtime, call: Call) -> Settled:
 async def _idempotent(rt: Runtime, call: Call, tool: Tool) -> Settled:
     """Resend under the same key only while the provider still deduplicates it: the resend,
     after its backoff, must fall inside the window counted from the first attempt."""
-    window = call.spec.get("dedup_window_ms") if call.spec else None
-    first = call.first_begin_time
-    resend_at = rt.now() + backoff_ms(tool, call.attempt)
-    if window is None or first is None or resend_at + PROVIDER_CLOCK_SKEW_MS - first >= window:
+    if not inside_dedup_window(call, rt.now() + backoff_ms(tool, call.attempt)):
         return await park(rt, call)
     return await _resend(rt, call, tool, "provider_dedup")
+
+
+def inside_dedup_window(call: Call, send_at: int) -> bool:
+    """Whether a send of ``call`` at ``send_at`` (host clock) still falls inside its provider's
+    dedup window, counted from the first attempt, with the provider's clock skew allowed for."""
+    window = call.spec.get("dedup_window_ms") if call.spec else None
+    first = call.first_begin_time
+    return window is not None and first is not None and (
+        send_at + PROVIDER_CLOCK_SKEW_MS - first < window
+    )
+
+
+def resend_allowed(call: Call, now: int) -> bool:
+    """Checked right before a resend is dispatched: one allowed by ``provider_dedup`` (an
+    idempotent call's ``safe_to_retry``) goes out only while the window still holds. The
+    resolution may have been recorded long ago (a crash, an outage, a long backoff wait), and
+    a resend outside the window would be applied again. ``not_sent`` and ``assume_not_done``
+    (proof the effect did not happen, or a person's decision) do not depend on it."""
+    if call.effect_class != "idempotent" or call.resolution != "safe_to_retry":
+        return True
+    return inside_dedup_window(call, now)
 
 
 async def _reconcile(rt: Runtime, call: Call, tool: Tool) -> Settled:

@@ -4,6 +4,14 @@ It holds the lease, renews it in the background well before expiry, and appends 
 lease's epoch with the expected head seq, folding each committed event into the run's state.
 Once the lease is lost it is never revived: every later append or fence check fails with
 ``stale_epoch``, so a stale holder writes and sends nothing.
+
+The fence (``check``) needs no store round trip while the lease provably holds. Expiry is judged
+by the store's clock, and a takeover needs expiry (or a holder proven dead), so a lease granted
+or renewed by a request sent at local time ``t`` cannot expire before ``t + ttl`` on any clock
+that ticks at the store clock's rate. ``check`` passes locally until ``t + ttl - margin`` on the
+holder's monotonic clock, and while the store's clock (read here) is short of the lease's
+expiry by the margin too (a wall clock that jumps ahead is noticed); past either, it renews at
+the store before anything is sent, and refuses if that fails.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from threads import telemetry
+from threads.clock import elapsed_source
 from threads.errors import LogError, StoreError
 from threads.log.admission import admit_line
 from threads.log.ids import uuid7
@@ -24,6 +33,13 @@ from threads.store.receipts import RunReceipt
 
 DEFAULT_LEASE_TTL_MS = 30_000
 TRANSIENT_FAULTS = frozenset({"store_unavailable", "store_busy"})
+FENCE_MARGIN_FRACTION = 5  # the fence stops trusting a lease a fifth of its TTL before expiry
+
+
+def fence_time(store: Store) -> int:
+    """The holder's elapsed-time reading to take just before sending a lease request (pass it
+    to ``BranchWriter(lease_sent_at=...)``)."""
+    return elapsed_source(store.clock)()
 
 
 class BranchWriter:
@@ -35,7 +51,10 @@ class BranchWriter:
         *,
         ttl_ms: int = DEFAULT_LEASE_TTL_MS,
         on_event: Callable[[Event], None] | None = None,
+        lease_sent_at: int | None = None,
     ) -> None:
+        """``lease_sent_at``: ``fence_time(store)`` read just before the request that acquired
+        ``lease`` was sent; without it the first fence check renews at the store."""
         self.store = store
         self.lease = lease
         self.acquired_at = lease.expires_at - ttl_ms  # stores set expiry to now + TTL
@@ -43,6 +62,11 @@ class BranchWriter:
         self.ttl_ms = ttl_ms
         self.on_event = on_event
         self.lost: StoreError | None = None
+        self._elapsed = elapsed_source(store.clock)
+        self._margin_ms = ttl_ms // FENCE_MARGIN_FRACTION
+        self._trusted_until: int | None = None  # elapsed-clock ms the lease surely outlives
+        if lease_sent_at is not None:
+            self._trust(lease_sent_at)
         self._renewer: asyncio.Task[None] | None = None
         self._held: list[Event] = []
         self._held_artifacts: list[PendingArtifact] = []
@@ -70,8 +94,10 @@ class BranchWriter:
         after each step of its wait); ``stale_epoch`` once it was lost."""
         if self.lost is not None:
             raise self.lost
+        sent_at = self._elapsed()
         try:
             self.lease = await self.store.renew_lease(self.lease, self.ttl_ms)
+            self._trust(sent_at)
         except StoreError as exc:
             # An unreachable or busy store says nothing about who holds the branch: the next
             # renewal tries again (the store judges expiry if it never comes back).
@@ -82,18 +108,36 @@ class BranchWriter:
             self.lost = StoreError("stale_epoch", f"lease renewal failed: {exc}")
             raise self.lost from exc
 
+    def _trust(self, sent_at: int) -> None:
+        until = sent_at + self.ttl_ms - self._margin_ms
+        if self._trusted_until is None or until > self._trusted_until:
+            self._trusted_until = until
+
+    def surely_held(self) -> bool:
+        """The lease cannot have expired yet, judged locally (see the module docstring)."""
+        until = self._trusted_until
+        return (
+            until is not None
+            and self._elapsed() < until
+            and self.store.clock.now_ms() < self.lease.expires_at - self._margin_ms
+        )
+
     async def check(self) -> None:
         """The fence: refuse (``stale_epoch``) unless this run still holds its branch. Held
-        events are made durable first (a flush checks the lease in its own transaction)."""
+        events are made durable first (a flush checks the lease in its own transaction); else
+        the lease is renewed at the store only when it is no longer surely held."""
         if self.lost is not None:
             raise self.lost
         if self._held:
             await self.append([])
             return
+        if self.surely_held():
+            return
         try:
-            await self.store.check_lease(self.lease)
+            await self.renew()
         except StoreError as exc:
-            self.lost = exc
+            if self.lost is None:
+                self.lost = exc  # not proven held: nothing more is sent
             raise
 
     def _encode(self, items: Sequence[tuple[str, dict[str, Any], dict[str, Any]]]) -> list[Event]:

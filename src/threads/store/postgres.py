@@ -310,8 +310,11 @@ class PostgresStore:
         fork_at_seq: int | None = None,
         state: str = "ready",
         events: Sequence[Event] = (),
+        receipt: RunReceipt | None = None,
     ) -> None:
         head_seq, head_hash = require_first_events(header, fork_at_seq, events)
+        if receipt is not None:
+            await self._receipts()
         try:
             async with self._txn() as conn:
                 if parent_branch_id is None:
@@ -339,6 +342,8 @@ class PostgresStore:
                     await conn.cursor().executemany(
                         INSERT_EVENTS, event_rows(header.branch_id, events)
                     )
+                if receipt is not None:
+                    await _insert_receipt(conn, None, receipt)
         except psycopg.IntegrityError:
             raise StoreError(
                 "seq_conflict", f"branch {header.branch_id} already exists; open it instead"
@@ -749,13 +754,16 @@ async def _schema_version(conn: Conn, schema: str) -> int | None:
     return int(row[0]) if row is not None else 0
 
 
-async def _insert_receipt(conn: Conn, pipeline: psycopg.AsyncPipeline, receipt: RunReceipt) -> None:
+async def _insert_receipt(
+    conn: Conn, pipeline: psycopg.AsyncPipeline | None, receipt: RunReceipt
+) -> None:
     cursor = await conn.execute(
         f"INSERT INTO run_receipts({RECEIPT_COLUMNS})"
         " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING".encode(),
         receipt.row(),
     )
-    await pipeline.sync()
+    if pipeline is not None:
+        await pipeline.sync()
     if cursor.rowcount != 1:
         raise key_taken(receipt)  # rolls the append back with it
 

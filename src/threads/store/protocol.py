@@ -117,10 +117,12 @@ class Store(Protocol):
         fork_at_seq: int | None = None,
         state: str = "ready",
         events: Sequence[Event] = (),
+        receipt: RunReceipt | None = None,
     ) -> None:
         """Create a thread's root branch (and the thread) or a child branch, with its first
         ``events`` (chaining from ``header``; e.g. ``thread_started``) in the same transaction,
-        so no crash can leave a branch that holds only its header."""
+        so no crash can leave a branch that holds only its header. ``receipt`` is committed in
+        that transaction too (a taken key rolls the branch back: ``idempotency_key_reused``)."""
         ...
 
     async def append(

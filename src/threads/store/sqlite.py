@@ -1,5 +1,8 @@
-"""The embedded SQLite store: a directory holding ``threads.db`` (WAL, ``synchronous=FULL``,
-STRICT tables) and ``artifacts/`` for artifacts too large to keep inline.
+"""The embedded SQLite store: a directory laid out as the reference lays it out, ``threads.db``
+(the v6 tables and pragmas, ``threads.store.sqlite_schema``) and ``artifacts/sha256/`` (one file
+per artifact, ``threads.store.artifact_files``), except that request artifacts are kept as
+deltas in ``threads.db`` (``threads.store.request_deltas``). ``":memory:"`` keeps everything
+in the process.
 
 All SQLite work runs on one dedicated thread per store so the event loop is never blocked.
 Invariants: an append checks the lease and the expected head before writing, inside a
@@ -20,6 +23,8 @@ from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header
+from threads.store import request_deltas
+from threads.store.artifact_files import ArtifactFiles, make_store_dirs
 from threads.store.faults import fault, os_fault, sqlite_fault
 from threads.store.group_commit import Write, commit_group, in_transaction
 from threads.store.holder import holder_id as recorded_holder
@@ -39,11 +44,10 @@ from threads.store.receipts import (
     RunReceipt,
     key_taken,
     receipt_from_row,
-    receipts_ddl,
 )
+from threads.store.request_deltas import REQUEST_MEDIA_TYPE, RequestCache
 from threads.store.rows import (
     BRANCH_COLUMNS,
-    SCHEMA_VERSION,
     artifact_missing,
     artifact_ref,
     branch_from_row,
@@ -63,66 +67,18 @@ from threads.store.rows import (
     same_segment,
     segment_head,
     stored_row,
-    unsupported_schema,
     verified_artifact,
 )
+from threads.store.sqlite_schema import DELTAS_DDL, configure, init_schema
 from threads.store.worker import Outcome, StoreThread
 
 T = TypeVar("T")
 
-INLINE_ARTIFACT_LIMIT = 1024 * 1024  # larger artifacts go to artifacts/ as files
 DEFAULT_BUSY_TIMEOUT_MS = 30_000  # how long a write waits for another writer's lock
-
-_DDL = """
-CREATE TABLE IF NOT EXISTS threads (
-  thread_id TEXT PRIMARY KEY,
-  tenant_id TEXT NOT NULL
-) STRICT;
-CREATE TABLE IF NOT EXISTS branches (
-  branch_id TEXT PRIMARY KEY,
-  thread_id TEXT NOT NULL REFERENCES threads(thread_id),
-  tenant_id TEXT NOT NULL,
-  parent_branch_id TEXT REFERENCES branches(branch_id),
-  fork_at_seq INTEGER,
-  header_line BLOB NOT NULL,
-  state TEXT NOT NULL CHECK (state IN
-    ('forking','ready','inspection_only','read_only','corrupt','fork_failed')),
-  head_seq INTEGER NOT NULL,
-  head_hash TEXT NOT NULL,
-  head_verified INTEGER NOT NULL DEFAULT 1,
-  dropped_ref TEXT
-) STRICT;
-CREATE INDEX IF NOT EXISTS branches_by_thread ON branches(thread_id);
-CREATE TABLE IF NOT EXISTS events (
-  branch_id TEXT NOT NULL REFERENCES branches(branch_id),
-  seq INTEGER NOT NULL,
-  event_id TEXT NOT NULL,
-  type TEXT NOT NULL,
-  type_version INTEGER NOT NULL,
-  critical INTEGER NOT NULL,
-  epoch INTEGER NOT NULL,
-  line BLOB NOT NULL,
-  PRIMARY KEY (branch_id, seq),
-  UNIQUE (branch_id, event_id)
-) STRICT;
-CREATE TABLE IF NOT EXISTS leases (
-  branch_id TEXT PRIMARY KEY,
-  holder_id TEXT NOT NULL,
-  epoch INTEGER NOT NULL,
-  expires_at INTEGER NOT NULL
-) STRICT;
-CREATE TABLE IF NOT EXISTS artifacts (
-  sha256 TEXT PRIMARY KEY,
-  media_type TEXT NOT NULL,
-  bytes INTEGER NOT NULL,
-  data BLOB
-) STRICT;
-"""
 
 _ROW_COLUMNS = "seq, event_id, type, type_version, critical, epoch, line"
 # Roots a worker may claim (see ``Store.list_free_threads``).
 _FREE_ROOTS = free_roots_query("?", "rowid")
-_RECEIPTS_DDL = receipts_ddl("TEXT", "INTEGER", " STRICT")
 
 
 class SQLiteStore:
@@ -141,8 +97,11 @@ class SQLiteStore:
         self.root = None if self.memory else Path(path)
         self._worker = StoreThread("threads-sqlite")
         self._conn: sqlite3.Connection | None = None
-        self._receipts_ready = False
         self._closed = False
+        self._files = None if self.root is None else ArtifactFiles(self.root)
+        self._in_memory: dict[str, bytes] = {}  # the artifacts of a ":memory:" store
+        self._requests = RequestCache()
+        self._deltas_ready = False
 
     def __repr__(self) -> str:
         return f"SQLiteStore({':memory:' if self.root is None else str(self.root)!r})"
@@ -155,50 +114,21 @@ class SQLiteStore:
         if self.root is None:
             conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         else:
-            self.root.mkdir(parents=True, exist_ok=True)
-            (self.root / "artifacts").mkdir(exist_ok=True)
+            make_store_dirs(self.root)
             conn = sqlite3.connect(
                 self.root / "threads.db",
                 isolation_level=None,
                 timeout=self.busy_timeout_ms / 1000,
                 check_same_thread=False,
             )
-            conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
         try:
-            self._init_schema(conn)
+            configure(conn, on_disk=self.root is not None, busy_timeout_ms=self.busy_timeout_ms)
+            self._deltas_ready = init_schema(conn)
         except BaseException:
             conn.close()  # an unusable store keeps no connection open
             raise
         self._conn = conn
         return conn
-
-    @staticmethod
-    def _init_schema(conn: sqlite3.Connection) -> None:
-        """Create the tables on an empty database. A store that has them is only read here:
-        opening one must never wait for (or take) the write lock a running writer holds."""
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == SCHEMA_VERSION:
-            return
-        if version != 0:
-            raise unsupported_schema(version)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]  # another opener won
-            if version == 0:
-                for statement in _DDL.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            elif version != SCHEMA_VERSION:
-                raise unsupported_schema(version)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
 
     def _require_open(self) -> None:
         if self._closed:
@@ -275,6 +205,7 @@ class SQLiteStore:
         fork_at_seq: int | None = None,
         state: str = "ready",
         events: Sequence[Event] = (),
+        receipt: RunReceipt | None = None,
     ) -> None:
         head_seq, head_hash = require_first_events(header, fork_at_seq, events)
 
@@ -305,6 +236,8 @@ class SQLiteStore:
                 " epoch, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 event_rows(header.branch_id, events),
             )
+            if receipt is not None:
+                _insert_receipt(conn, receipt)
 
         try:
             await self._run(self._txn(create))
@@ -375,11 +308,11 @@ class SQLiteStore:
         receipt: RunReceipt | None = None,
     ) -> None:
         require_batch(branch_id, lease, events)
-        if receipt is not None:
-            await self._receipts()
-        large = [a for a in artifacts if len(a.data) > INLINE_ARTIFACT_LIMIT]
-        for artifact in large:
-            await self._run(_file_writer(self, artifact.data))
+        requests = [a.data for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
+        others = [a.data for a in artifacts if a.media_type != REQUEST_MEDIA_TYPE]
+        if others:  # durable before the events that reference them
+            await self._run(lambda _conn: self._put_files(others))
+        thread_id = events[0].thread_id if events else None
 
         def write(conn: sqlite3.Connection) -> None:
             _check_lease(conn, lease, self.clock.now_ms())  # judged inside the transaction
@@ -388,8 +321,8 @@ class SQLiteStore:
                 (branch_id,),
             ).fetchone()
             require_head(branch_id, row, expected_seq, events)
-            for artifact in artifacts:
-                _insert_artifact(conn, artifact, inline=len(artifact.data) <= INLINE_ARTIFACT_LIMIT)
+            for request in requests:
+                self._save_request(conn, request, thread_id)
             try:
                 conn.executemany(
                     "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
@@ -412,22 +345,9 @@ class SQLiteStore:
 
     # ---- idempotency receipts ------------------------------------------------------------
 
-    async def _receipts(self) -> None:
-        """Create ``run_receipts`` on first use: only a host needs it, and stores of this
-        version that lack it get it in place (nothing migrates)."""
-        if not self._receipts_ready:
-
-            def create(conn: sqlite3.Connection) -> None:
-                conn.execute(_RECEIPTS_DDL)
-
-            await self._run(self._txn(create))
-            self._receipts_ready = True
-
     async def get_receipt(
         self, tenant_id: str, operation: str, idempotency_key: str
     ) -> RunReceipt | None:
-        await self._receipts()
-
         def find(conn: sqlite3.Connection) -> RunReceipt | None:
             row = conn.execute(
                 f"SELECT {RECEIPT_COLUMNS} FROM run_receipts"
@@ -439,8 +359,6 @@ class SQLiteStore:
         return await self._run(find)
 
     async def unfinished_receipts(self) -> list[RunReceipt]:
-        await self._receipts()
-
         def rows(conn: sqlite3.Connection) -> list[RunReceipt]:
             return [receipt_from_row(tuple(r)) for r in conn.execute(UNFINISHED_RECEIPTS)]
 
@@ -537,49 +455,60 @@ class SQLiteStore:
     # ---- artifacts -----------------------------------------------------------------------
 
     async def put_artifact(self, data: bytes, media_type: str) -> ArtifactRef:
-        artifact = PendingArtifact(data, media_type)
-        inline = len(data) <= INLINE_ARTIFACT_LIMIT
-        if not inline:
-            await self._run(_file_writer(self, data))
-        await self._run(self._txn(lambda conn: _insert_artifact(conn, artifact, inline=inline)))
+        if media_type == REQUEST_MEDIA_TYPE:
+            await self._run(self._txn(lambda conn: self._save_request(conn, data, None)))
+        else:
+            await self._run(lambda _conn: self._put_files([data]))
         return artifact_ref(data, media_type)
 
     async def get_artifact(self, sha256: str) -> bytes:
         def fetch(conn: sqlite3.Connection) -> bytes:
-            row = conn.execute("SELECT data FROM artifacts WHERE sha256 = ?", (sha256,)).fetchone()
-            if row is None:
+            if self._files is not None:
+                data = self._files.get(sha256)
+            else:
+                data = self._in_memory.get(sha256)
+            if data is None and self._deltas_ready:
+                data = request_deltas.load(conn, self._requests, sha256)
+            if data is None:
                 raise artifact_missing(sha256)
-            data = row[0] if row[0] is not None else self._read_file(sha256)
             return verified_artifact(sha256, data)
 
         return await self._run(fetch)
 
-    def _artifact_path(self, sha256: str) -> Path:
-        if self.root is None:
-            raise StoreError("invalid_argument", "an in-memory store keeps no artifact files")
-        return self.root / "artifacts" / sha256
+    async def materialize_requests(self) -> int:
+        """Write every request artifact kept as a delta out as a full file at its reference
+        path (``threads materialize``); returns how many files were written."""
 
-    def _write_file(self, data: bytes) -> None:
-        path = self._artifact_path(sha256_hex(data))
-        if path.exists():
-            return
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        def write(conn: sqlite3.Connection) -> int:
+            if self._files is None:
+                raise StoreError("invalid_argument", "an in-memory store keeps no artifact files")
+            if not self._deltas_ready:
+                return 0
+            written = 0
+            for sha256 in request_deltas.stored(conn):
+                if not self._files.holds(sha256):
+                    data = request_deltas.load(conn, self._requests, sha256)
+                    assert data is not None
+                    self._files.put(data)
+                    written += 1
+            return written
 
-    def _read_file(self, sha256: str) -> bytes:
-        try:
-            return self._artifact_path(sha256).read_bytes()
-        except FileNotFoundError:
-            raise StoreError("artifact_missing", f"artifact file {sha256} is missing") from None
+        return await self._run(write)
+
+    def _put_files(self, blobs: Sequence[bytes]) -> None:
+        for data in blobs:
+            if self._files is not None:
+                self._files.put(data)
+            else:
+                self._in_memory.setdefault(sha256_hex(data), data)
+
+    def _save_request(self, conn: sqlite3.Connection, data: bytes, thread_id: str | None) -> None:
+        if not self._deltas_ready:  # a store the reference wrote: our one table, on first use
+            for statement in DELTAS_DDL.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            self._deltas_ready = True
+        request_deltas.save(conn, self._requests, data, thread_id)
 
     # ---- import --------------------------------------------------------------------------
 
@@ -652,10 +581,6 @@ def sqlite(
 # ---- helpers running on the store thread ---------------------------------------------------
 
 
-def _file_writer(store: SQLiteStore, data: bytes) -> Callable[[sqlite3.Connection], None]:
-    return lambda _conn: store._write_file(data)
-
-
 def _branch(conn: sqlite3.Connection, branch_id: str) -> BranchInfo:
     row = conn.execute(
         f"SELECT {BRANCH_COLUMNS} FROM branches WHERE branch_id = ?", (branch_id,)
@@ -697,19 +622,6 @@ def _insert_receipt(conn: sqlite3.Connection, receipt: RunReceipt) -> None:
     )
     if cursor.rowcount != 1:
         raise key_taken(receipt)  # rolls the append back with it
-
-
-def _insert_artifact(conn: sqlite3.Connection, artifact: PendingArtifact, *, inline: bool) -> None:
-    conn.execute(
-        "INSERT INTO artifacts(sha256, media_type, bytes, data) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT(sha256) DO NOTHING",
-        (
-            sha256_hex(artifact.data),
-            artifact.media_type,
-            len(artifact.data),
-            artifact.data if inline else None,
-        ),
-    )
 
 
 def _segment_lines(

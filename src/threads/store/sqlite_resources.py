@@ -1,6 +1,6 @@
 """The resource ledger (``threads.store.resources``) kept in a SQLite store's ``threads.db``.
 
-The ``resources`` table is additive (``threads.store.sqlite_tables``). Every owner move runs in
+The ``resources`` table is the v6 one (``threads.store.sqlite_schema``). Every owner move runs in
 one ``BEGIN IMMEDIATE`` transaction that checks the owner's lease first; every gc move checks
 its claim the same way.
 """
@@ -22,30 +22,9 @@ from threads.store.resources import (
     next_state,
 )
 from threads.store.sqlite import SQLiteStore, _check_lease
-from threads.store.sqlite_tables import one_per_store, transaction
+from threads.store.sqlite_tables import one_per_store
 
 T = TypeVar("T")
-
-_DDL = """
-CREATE TABLE IF NOT EXISTS resources (
-  resource_id TEXT PRIMARY KEY,
-  tenant_id TEXT NOT NULL,
-  owner_branch_id TEXT NOT NULL,
-  provider TEXT NOT NULL,
-  kind TEXT NOT NULL CHECK (kind IN ('sandbox','snapshot')),
-  ref TEXT,
-  state TEXT NOT NULL CHECK (state IN
-    ('pending','live','releasing','released','release_failed','unknown')),
-  operation_key TEXT NOT NULL UNIQUE,
-  acquired_at INTEGER NOT NULL,
-  expires_at INTEGER,
-  released_at INTEGER,
-  release_outcome TEXT,
-  cleanup_claim TEXT
-) STRICT;
-CREATE INDEX IF NOT EXISTS resources_by_owner ON resources(owner_branch_id, state);
-"""
-
 
 class SQLiteResources:
     """See the module docstring; ``resources_of(store)`` makes one."""
@@ -54,7 +33,7 @@ class SQLiteResources:
         self.store = store
 
     async def _txn(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await transaction(self.store, _DDL, fn)
+        return await self.store._run(self.store._txn(fn))
 
     async def resource_pending(
         self,

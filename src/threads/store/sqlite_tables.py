@@ -1,7 +1,7 @@
-"""Additive tables beside a SQLite store's core schema (the resource ledger, local memory).
+"""Tables a provider adds to a SQLite store's ``threads.db`` beside the v6 ones (local memory).
 
-``transaction(store, ddl, fn)`` makes sure the tables of ``ddl`` exist (``IF NOT EXISTS``; a
-store created before them gains them on first use, its schema version unchanged), then runs
+``transaction(store, ddl, fn)`` makes sure the tables of ``ddl`` exist (``IF NOT EXISTS``,
+created on first use, the schema version unchanged, as the reference's provider does), then runs
 ``fn`` in one ``BEGIN IMMEDIATE`` transaction on the store's own thread. ``one_per_store``
 keeps one view object (a ledger, a memory) per open store.
 """

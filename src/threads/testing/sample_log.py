@@ -16,7 +16,7 @@ from threads.clock import Clock
 from threads.log.hashing import value_hash
 from threads.log.ids import uuid7
 from threads.log.lines import Event, Head, Header, encode_event, make_header
-from threads.log.render import render
+from threads.log.render import RenderCache, render
 
 USER = {"kind": "user", "principal": {"issuer": "api", "subject": "alice", "tenant": "local"}}
 HOST = {"kind": "host"}
@@ -57,6 +57,7 @@ class SampleLog:
         self.fork_at_seq = parent.last_seq if parent is not None else None
         self.events: list[Event] = []
         self.artifacts: dict[str, bytes] = {}  # sha256 -> the Render v1 bytes of each request
+        self._render_cache = RenderCache()  # each turn renders only the events it added
 
     # ---- writing -------------------------------------------------------------------------
 
@@ -94,7 +95,7 @@ class SampleLog:
         first = self.add("user_input", {"source": "api", "text": text}, USER)
         events = [e for _, segment in self.segments() for e in segment]
         started = next(e.data for e in events if e.type == "thread_started")
-        rendered = render(started, events)  # the request's Render v1, so replay matches it
+        rendered = render(started, events, cache=self._render_cache)  # Render v1: replay matches
         self.artifacts[rendered.request_ref()["sha256"]] = rendered.data
         request = self.add(
             "model_request",

@@ -59,8 +59,16 @@ class Fail:
 ScriptItem = Reply | Fail
 
 
-def say(text: str, *, usage: tuple[int | None, int | None] = (10, 5), chunks: int = 1) -> Reply:
-    return Reply(text=text, usage=Usage(*usage), chunks=chunks)
+def say(
+    text: str,
+    *,
+    usage: tuple[int | None, int | None] = (10, 5),
+    chunks: int = 1,
+    stop_reason: StopReason | None = None,
+) -> Reply:
+    """A text reply; ``stop_reason`` (default ``end_turn``) plays e.g. ``max_tokens`` or
+    ``pause_turn``."""
+    return Reply(text=text, usage=Usage(*usage), chunks=chunks, stop_reason=stop_reason)
 
 
 def call(name: str, call_id: str | None = None, /, **arguments: Any) -> ToolUse:
@@ -112,8 +120,10 @@ class ScriptedModel:
         max_output_tokens: int = 1024,
         price: Price | None = None,
         lookup: dict[str, LookupResult] | None = None,
+        input_modalities: Sequence[str] = ("text",),
     ) -> None:
         self.name = name
+        self.input_modalities = frozenset(input_modalities)
         self.context_window = context_window
         self.max_output_tokens = max_output_tokens
         self.price = price

@@ -1,0 +1,204 @@
+"""Request artifacts kept as deltas, so a conversation's requests take space linear in it.
+
+Each ``model_request`` names the whole Render v1 request it sent (``request_ref``), and
+consecutive requests of a thread share all but their newest lines. A request is kept as a row
+of ``request_deltas``: the sha256 of the *full* request (the address its ``request_ref``
+names), the request it is based on (the thread's latest one), how many leading and trailing
+bytes it shares with that base, and the bytes in between. A row without a base holds the whole
+request. Reading rebuilds the bytes from the nearest cached or whole ancestor and checks them
+against the address (``artifact_corrupt`` otherwise), so what export, replay and verify see is
+byte for byte what was hashed. A small cache of recent requests (``RequestCache``) makes the
+next request's delta, and a reader going through a thread in order, cost one row each.
+
+This is not the reference's layout (it keeps every artifact as a full file);
+``threads materialize`` writes request artifacts out in that form.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from threads.errors import StoreError
+from threads.log.hashing import sha256_hex
+from threads.log.render import MEDIA_TYPE as REQUEST_MEDIA_TYPE
+
+__all__ = ["REQUEST_MEDIA_TYPE", "Delta", "RequestCache", "apply", "delta", "load", "save"]
+
+CACHE_ENTRIES = 64
+CACHE_BYTES = 128 * 1024 * 1024
+MAX_CHAIN = 1_000_000  # a longer chain can only be a loop made by editing the table
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    base_sha256: str | None
+    prefix_bytes: int
+    suffix_bytes: int
+    middle: bytes
+    bytes: int  # the full request's length
+
+
+def _common_prefix(a: memoryview, b: memoryview, limit: int) -> int:
+    """Length of the longest common prefix of ``a`` and ``b``, at most ``limit``."""
+    low, high = 0, limit
+    while low < high:  # invariant: a[:low] == b[:low]
+        mid = (low + high + 1) // 2
+        if a[low:mid] == b[low:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _common_suffix(a: memoryview, b: memoryview, limit: int) -> int:
+    low, high = 0, limit
+    while low < high:  # invariant: the last ``low`` bytes agree
+        mid = (low + high + 1) // 2
+        if a[len(a) - mid : len(a) - low] == b[len(b) - mid : len(b) - low]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def delta(base_sha256: str | None, base: bytes | None, data: bytes) -> Delta:
+    """``data`` as a delta against ``base`` (whole when there is no base or nothing shared)."""
+    if base is None or base_sha256 is None:
+        return Delta(None, 0, 0, data, len(data))
+    a, b = memoryview(base), memoryview(data)
+    limit = min(len(a), len(b))
+    prefix = _common_prefix(a, b, limit)
+    suffix = _common_suffix(a, b, limit - prefix)
+    if prefix + suffix == 0:
+        return Delta(None, 0, 0, data, len(data))
+    return Delta(base_sha256, prefix, suffix, data[prefix : len(data) - suffix], len(data))
+
+
+def apply(base: bytes, d: Delta) -> bytes:
+    suffix = base[len(base) - d.suffix_bytes :] if d.suffix_bytes else b""
+    return base[: d.prefix_bytes] + d.middle + suffix
+
+
+class RequestCache:
+    """Recently written or read requests by sha256, bounded in entries and bytes."""
+
+    def __init__(self, entries: int = CACHE_ENTRIES, max_bytes: int = CACHE_BYTES) -> None:
+        self._items: OrderedDict[str, bytes] = OrderedDict()
+        self._entries = entries
+        self._max_bytes = max_bytes
+        self._bytes = 0
+
+    def get(self, sha256: str) -> bytes | None:
+        data = self._items.get(sha256)
+        if data is not None:
+            self._items.move_to_end(sha256)
+        return data
+
+    def put(self, sha256: str, data: bytes) -> None:
+        if sha256 in self._items:
+            self._items.move_to_end(sha256)
+            return
+        self._items[sha256] = data
+        self._bytes += len(data)
+        while len(self._items) > self._entries or (
+            self._bytes > self._max_bytes and len(self._items) > 1
+        ):
+            _, dropped = self._items.popitem(last=False)
+            self._bytes -= len(dropped)
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._bytes = 0
+
+
+# ---- the SQLite table (``threads.store.sqlite_schema.DELTAS_DDL``) ---------------------------
+
+_ROW = "SELECT base_sha256, prefix_bytes, suffix_bytes, middle, bytes FROM request_deltas"
+
+
+def _row(conn: sqlite3.Connection, sha256: str) -> Delta | None:
+    row = conn.execute(_ROW + " WHERE sha256 = ?", (sha256,)).fetchone()
+    if row is None:
+        return None
+    return Delta(row[0], int(row[1]), int(row[2]), bytes(row[3]), int(row[4]))
+
+
+def _held(conn: sqlite3.Connection, sha256: str) -> bool:
+    row = conn.execute("SELECT 1 FROM request_deltas WHERE sha256 = ?", (sha256,)).fetchone()
+    return row is not None
+
+
+def load(conn: sqlite3.Connection, cache: RequestCache, sha256: str) -> bytes | None:
+    """The request stored under ``sha256``, rebuilt and checked; None when no row has it."""
+    found = cache.get(sha256)
+    if found is not None and _held(conn, sha256):  # cached by a write that may have rolled back
+        return found
+    chain: list[Delta] = []
+    current: str | None = sha256
+    base = b""
+    while current is not None:
+        cached = cache.get(current) if chain else None
+        if cached is not None:
+            base = cached
+            break
+        row = _row(conn, current)
+        if row is None:
+            if not chain:
+                return None
+            raise StoreError(
+                "artifact_missing",
+                f"request artifact {sha256} is kept as a delta of {current}, which is gone",
+            )
+        chain.append(row)
+        if len(chain) > MAX_CHAIN:
+            break
+        current = row.base_sha256
+    data = base
+    for row in reversed(chain):
+        data = apply(data, row)
+    if len(data) != chain[0].bytes or sha256_hex(data) != sha256:
+        raise StoreError("artifact_corrupt", f"artifact {sha256} does not match its hash")
+    cache.put(sha256, data)
+    return data
+
+
+def save(
+    conn: sqlite3.Connection, cache: RequestCache, data: bytes, thread_id: str | None
+) -> None:
+    """Keep request ``data`` (of thread ``thread_id``, when known) as a delta against the
+    thread's latest stored request; a no-op when it is already stored. Runs inside the
+    caller's transaction."""
+    sha256 = sha256_hex(data)
+    if _held(conn, sha256):
+        cache.put(sha256, data)
+        return
+    base_sha256 = latest(conn, thread_id)
+    base = None if base_sha256 is None else load(conn, cache, base_sha256)
+    d = delta(base_sha256, base, data)
+    conn.execute(
+        "INSERT INTO request_deltas(sha256, thread_id, base_sha256, prefix_bytes, suffix_bytes,"
+        " middle, bytes) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (sha256, thread_id, d.base_sha256, d.prefix_bytes, d.suffix_bytes, d.middle, d.bytes),
+    )
+    cache.put(sha256, data)
+
+
+def latest(conn: sqlite3.Connection, thread_id: str | None) -> str | None:
+    """The newest stored request of ``thread_id`` (of any thread when None)."""
+    if thread_id is None:
+        row = conn.execute(
+            "SELECT sha256 FROM request_deltas ORDER BY rowid DESC LIMIT 1"
+        ).fetchone()
+    else:
+        row = conn.execute(
+            "SELECT sha256 FROM request_deltas WHERE thread_id = ? ORDER BY rowid DESC LIMIT 1",
+            (thread_id,),
+        ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def stored(conn: sqlite3.Connection) -> list[str]:
+    """Every request kept here, oldest first (for ``threads materialize``)."""
+    return [str(sha) for (sha,) in conn.execute("SELECT sha256 FROM request_deltas ORDER BY rowid")]

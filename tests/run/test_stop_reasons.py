@@ -1,0 +1,141 @@
+"""What a run does with each stop reason of a reply that asked for no tool, and with a request
+it must not send: pause_turn is requested again as-is (bounded), max_tokens is continued with
+the trusted continuation instruction (bounded, then ``max_output``), context_window_exceeded
+ends the turn ``context_exhausted``, and content the model can't take (or an artifact the
+request needs and the store lacks) ends the turn before any model_request: a coded ``Failed``,
+never a raise."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from threads import Completed, Failed, FakeClock, Principal, agent, sqlite
+from threads.log.lines import Event
+from threads.run.stops import CONTINUE_TEXT
+from threads.run.writer import BranchWriter
+from threads.store.sqlite import SQLiteStore
+from threads.testing.scripted import say, scripted_model
+
+ALICE = Principal("api", "acme", "alice")
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    s = sqlite(tmp_path / "store", clock=FakeClock())
+    yield s
+    await s.close()
+
+
+def turn_events(events: list[Event]) -> list[tuple[str, Any]]:
+    last_input = max(e.seq for e in events if e.type == "user_input")
+    shown = []
+    for e in events:
+        if e.seq <= last_input:
+            continue
+        detail = {
+            "model_response": e.data.get("stop_reason"),
+            "turn_completed": e.data.get("reason"),
+            "injected": e.data.get("text"),
+        }.get(e.type)
+        shown.append((e.type, detail))
+    return shown
+
+
+async def test_pause_turn_is_requested_again_as_is(store: SQLiteStore) -> None:
+    model = scripted_model([
+        say("Searching.", stop_reason="pause_turn"), say("Still.", stop_reason="pause_turn"),
+        say("Found it."),
+    ])
+    bot = agent(name="t", model=model)
+    result = await bot.run("find it", store=store, principal=ALICE)
+    assert isinstance(result, Completed)
+    assert result.output == "Found it."
+    assert turn_events(await result.thread.timeline()) == [
+        ("model_request", None), ("model_response", "pause_turn"),
+        ("model_request", None), ("model_response", "pause_turn"),
+        ("model_request", None), ("model_response", "end_turn"),
+        ("turn_completed", "end_turn"),
+    ]
+    # nothing was added between the requests: each holds the paused reply as the model sent it
+    assert [len(r.messages) for r in model.requests] == [1, 2, 3]
+
+
+async def test_pause_turn_is_bounded(store: SQLiteStore) -> None:
+    bot = agent(name="t", model=scripted_model([say("...", stop_reason="pause_turn")] * 4))
+    result = await bot.run("find it", store=store, principal=ALICE)
+    assert isinstance(result, Failed)
+    assert result.error.code == "model_error"
+    events = turn_events(await result.thread.timeline())
+    assert events.count(("model_request", None)) == 4  # the first and 3 continuations
+    assert events[-1] == ("turn_completed", "error")
+
+
+async def test_max_tokens_is_continued_then_ends_max_output(store: SQLiteStore) -> None:
+    bot = agent(name="t", model=scripted_model([say("Part", stop_reason="max_tokens")] * 4))
+    result = await bot.run("write the report", store=store, principal=ALICE)
+    assert isinstance(result, Completed)
+    events = turn_events(await result.thread.timeline())
+    assert events.count(("injected", CONTINUE_TEXT)) == 3
+    assert events[-3:] == [
+        ("model_request", None), ("model_response", "max_tokens"), ("turn_completed", "max_output")
+    ]
+
+
+async def test_context_window_exceeded_ends_the_turn_context_exhausted(store: SQLiteStore) -> None:
+    model = scripted_model([say("Half an answer", stop_reason="context_window_exceeded")])
+    result = await agent(name="t", model=model).run("go", store=store, principal=ALICE)
+    assert isinstance(result, Failed)
+    assert result.error.code == "context_exhausted"
+    ended = turn_events(await result.thread.timeline())[-1]
+    assert ended == ("turn_completed", "context_exhausted")
+
+
+async def _thread_with_image_input(
+    store: SQLiteStore, model: Any, *, stored: bool
+) -> tuple[Any, str]:
+    """A finished thread whose next turn's user_input holds an image part (as another writer
+    records one), left open for the next run to continue; ``stored``: the store holds it."""
+    bot = agent(name="t", model=model)
+    first = await bot.run("hi", store=store, principal=ALICE)
+    branch = await store.root_branch(first.thread.id)
+    lease = await store.acquire_lease(branch.branch_id, "other-writer", 60_000)
+    chain = await store.read_chain(branch.branch_id)
+    writer = BranchWriter(store, lease, chain.fold(store.clock.now_ms()))
+    image = {"bytes": 38, "media_type": "image/png", "sha256": "53" * 32}
+    if stored:
+        image = await store.put_artifact(b"\x89PNG not really an image", "image/png")
+    content = [{"type": "text", "text": "What is this?"},
+               {"type": "image_ref", "ref": image, "width": 10, "height": 10}]
+    user = {"kind": "user", "principal": ALICE.to_wire()}
+    await writer.append([("user_input", {"content": content, "source": "api"}, user)])
+    await store.release_lease(writer.lease)
+    return bot, first.thread.id
+
+
+async def test_content_the_model_cannot_take_is_refused_before_dispatch(
+    store: SQLiteStore,
+) -> None:
+    model = scripted_model([say("hello")])  # text input only
+    bot, thread_id = await _thread_with_image_input(store, model, stored=True)
+    result = await bot.run(None, store=store, thread=thread_id, principal=ALICE)
+    assert isinstance(result, Failed)
+    assert result.error.code == "content_unsupported"
+    assert turn_events(await result.thread.timeline()) == [("turn_completed", "error")]
+    [ended] = [e for e in await result.thread.timeline() if e.type == "turn_completed"][-1:]
+    assert ended.data == {"code": "content_unsupported", "reason": "error"}
+    assert len(model.requests) == 1  # only the first turn's request was sent
+
+
+async def test_a_missing_artifact_fails_the_turn_instead_of_raising(store: SQLiteStore) -> None:
+    model = scripted_model([say("hello")], input_modalities=("text", "image"))
+    bot, thread_id = await _thread_with_image_input(store, model, stored=False)
+    result = await bot.run(None, store=store, thread=thread_id, principal=ALICE)
+    assert isinstance(result, Failed)
+    assert result.error.code == "artifact_missing"
+    [ended] = [e for e in await result.thread.timeline() if e.type == "turn_completed"][-1:]
+    assert ended.data == {"reason": "error"}
+    assert len(model.requests) == 1  # only the first turn's request was sent

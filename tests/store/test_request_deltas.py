@@ -1,0 +1,176 @@
+"""Request artifacts kept as deltas: exact bytes back, linear space, damage found, and the
+reference form written out by ``threads materialize``.
+
+The delta rule is checked on random pairs (prefix, suffix, middle edits, empties); the store
+side on a thread whose requests grow turn by turn, read back warm, cold (a new process's view:
+a fresh store on the same directory) and in reverse order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+from test_reference_layout import check_layout
+
+from threads.cli.main import main
+from threads.clock import FakeClock
+from threads.log.hashing import sha256_hex
+from threads.store.protocol import PendingArtifact
+from threads.store.request_deltas import REQUEST_MEDIA_TYPE, apply, delta
+from threads.store.sqlite import SQLiteStore, sqlite
+from threads.testing.sample_log import SampleLog
+
+TURNS = 60
+TURN_BYTES = 1000
+
+
+def _pairs() -> list[tuple[bytes, bytes]]:
+    rng = random.Random(15)
+    pairs = [(b"", b""), (b"", b"abc"), (b"abc", b""), (b"abc", b"abc"), (b"aaaa", b"aa"),
+             (b"aa", b"aaaa"), (b"abcabc", b"abc"), (b"xyz", b"abc")]
+    for _ in range(300):
+        base = bytes(rng.choice(b"ab\n{}") for _ in range(rng.randrange(0, 60)))
+        cut, keep = sorted(rng.randrange(0, len(base) + 1) for _ in range(2))
+        middle = bytes(rng.choice(b"abc") for _ in range(rng.randrange(0, 20)))
+        pairs.append((base, base[:cut] + middle + base[keep:]))
+    return pairs
+
+
+def test_a_delta_rebuilds_exactly_the_bytes_it_was_made_from() -> None:
+    for base, data in _pairs():
+        d = delta("0" * 64, base, data)
+        assert apply(base, d) == data, (base, data)
+        assert d.prefix_bytes + d.suffix_bytes <= min(len(base), len(data))
+        if d.base_sha256 is not None:
+            assert len(d.middle) == len(data) - d.prefix_bytes - d.suffix_bytes
+
+
+def _requests(turns: int) -> list[bytes]:
+    """What consecutive Render v1 requests look like: each the last plus new lines."""
+    prefix = b'{"adapter":{},"system":"be brief","tools":[]}\n'
+    lines = [b'{"content":[{"text":"%s","type":"text"}],"role":"user"}\n' % (b"x%d" % i * 200)[
+        :TURN_BYTES] for i in range(turns)]
+    return [prefix + b"".join(lines[: i + 1]) for i in range(turns)]
+
+
+async def _write(store: SQLiteStore, requests: list[bytes]) -> None:
+    log = SampleLog(FakeClock())
+    await store.create_branch(log.header, tenant_id="acme")
+    lease = await store.acquire_lease(log.header.branch_id, "runner", 60_000)
+    log.epoch = lease.epoch
+    expected = 0
+    for index, request in enumerate(requests):
+        events = ([log.started()] if index == 0 else []) + log.turn()
+        await store.append(log.header.branch_id, events, expected_seq=expected, lease=lease,
+                           artifacts=[PendingArtifact(request, REQUEST_MEDIA_TYPE)])
+        expected = events[-1].seq
+
+
+def _kept_bytes(root: Path) -> int:
+    conn = sqlite3.connect(root / "threads.db")
+    try:
+        return int(conn.execute("SELECT sum(length(middle)) FROM request_deltas").fetchone()[0])
+    finally:
+        conn.close()
+
+
+async def test_growing_requests_take_linear_space_and_read_back_exactly(
+    tmp_path: Path,
+) -> None:
+    requests = _requests(TURNS)
+    store = sqlite(tmp_path / "s")
+    try:
+        await _write(store, requests)
+        for request in requests:
+            assert await store.get_artifact(sha256_hex(request)) == request
+    finally:
+        await store.close()
+    # Each request adds TURN_BYTES; kept whole, the 60 would take 30x the last one.
+    assert _kept_bytes(tmp_path / "s") <= len(requests[-1]) * 1.05
+    cold = sqlite(tmp_path / "s")
+    try:
+        for request in reversed(requests):  # no cache to lean on: each rebuilt from the rows
+            assert await cold.get_artifact(sha256_hex(request)) == request
+    finally:
+        await cold.close()
+
+
+def _edit(root: Path, sql: str) -> None:
+    conn = sqlite3.connect(root / "threads.db")
+    try:
+        with conn:
+            assert conn.execute(sql).rowcount == 1
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "code"),
+    [("UPDATE request_deltas SET middle = CAST('#' || substr(middle, 2) AS BLOB)"
+      " WHERE rowid = 3", "artifact_corrupt"),
+     ("UPDATE request_deltas SET prefix_bytes = prefix_bytes - 1 WHERE rowid = 3",
+      "artifact_corrupt"),
+     ("DELETE FROM request_deltas WHERE rowid = 3", "artifact_missing")],
+    ids=["middle", "prefix_length", "deleted_base"],
+)
+async def test_a_damaged_delta_fails_every_request_built_on_it(
+    tmp_path: Path, sql: str, code: str
+) -> None:
+    requests = _requests(6)
+    store = sqlite(tmp_path / "s")
+    await _write(store, requests)
+    await store.close()
+    _edit(tmp_path / "s", sql)
+    store = sqlite(tmp_path / "s")
+    try:
+        for request in requests[:2]:
+            assert await store.get_artifact(sha256_hex(request)) == request
+        for request in requests[2:]:
+            with pytest.raises(Exception) as err:
+                await store.get_artifact(sha256_hex(request))
+            assert getattr(err.value, "code", None) == code
+    finally:
+        await store.close()
+
+
+async def test_a_thread_never_bases_a_request_on_another_threads(tmp_path: Path) -> None:
+    store = sqlite(tmp_path / "s")
+    try:
+        await _write(store, _requests(3))
+        await _write(store, [b'{"other":1}\n' + r for r in _requests(3)])
+    finally:
+        await store.close()
+    conn = sqlite3.connect(tmp_path / "s" / "threads.db")
+    rows = conn.execute(
+        "SELECT d.thread_id, b.thread_id FROM request_deltas d"
+        " JOIN request_deltas b ON b.sha256 = d.base_sha256"
+    ).fetchall()
+    conn.close()
+    assert len(rows) == 4
+    assert all(mine == theirs for mine, theirs in rows)
+
+
+def test_materialize_writes_the_reference_form(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    requests = _requests(5)
+    root = tmp_path / "s"
+
+    async def write() -> None:
+        store = sqlite(root)
+        await _write(store, requests)
+        await store.close()
+
+    asyncio.run(write())
+    assert main(["materialize", "--store", str(root)]) == 0
+    assert "5 request artifact(s) written" in capsys.readouterr().out
+    for request in requests:  # what a reader of the reference layout opens
+        sha256 = sha256_hex(request)
+        assert (root / "artifacts" / "sha256" / sha256[:2] / sha256).read_bytes() == request
+    assert main(["materialize", "--store", str(root)]) == 0
+    assert "0 request artifact(s) written" in capsys.readouterr().out
+    check_layout(root)
