@@ -69,6 +69,7 @@ class AppendRequest:
     lease: Lease
     artifacts: Sequence[PendingArtifact] = ()
     receipt: RunReceipt | None = None
+    consumes: Sequence[str] = ()  # inbox ids of control items this append applies
 
 
 def artifact_row(artifact: PendingArtifact) -> tuple[str, str, int, bytes]:

@@ -30,6 +30,8 @@ except ImportError as exc:  # pragma: no cover - exercised by the import test wi
 from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
 from threads.log.lines import Event, Header
+from threads.store.control_items import CONSUME, lost_item
+from threads.store.control_items import sql as sql_for
 from threads.store.faults import fault
 from threads.store.holder import holder_id as recorded_holder
 from threads.store.pg_group import (
@@ -88,7 +90,6 @@ from threads.store.rows import (
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
 
 IDLE_IN_TRANSACTION_MS = 5000  # the server ends a transaction left idle this long
 LOCK_WAIT_MS = 2000  # how long acquiring a lease waits on a row lock before checking why
@@ -401,13 +402,19 @@ class PostgresStore:
         lease: Lease,
         artifacts: Sequence[PendingArtifact] = (),
         receipt: RunReceipt | None = None,
+        consumes: Sequence[str] = (),
     ) -> None:
         require_batch(branch_id, lease, events)
-        request = AppendRequest(branch_id, events, expected_seq, lease, artifacts, receipt)
-        if receipt is None:
+        request = AppendRequest(
+            branch_id, events, expected_seq, lease, artifacts, receipt, tuple(consumes)
+        )
+        if receipt is None and not consumes:
             await self._groups.append(request)
             return
-        await self._receipts()
+        # A receipt or a consumed control item can roll the append back after its writes:
+        # such an append is judged in a transaction of its own.
+        if receipt is not None:
+            await self._receipts()
         await self._append_alone(request, False)
 
     async def _append_alone(self, request: AppendRequest, maybe_landed: bool) -> None:
@@ -478,6 +485,13 @@ class PostgresStore:
                 )
             if request.receipt is not None:
                 await _insert_receipt(conn, pipeline, request.receipt)
+            for inbox_id in request.consumes:
+                consumed = await conn.execute(
+                    sql_for(CONSUME, "%s").encode(), (events[-1].seq, inbox_id)
+                )
+                await pipeline.sync()
+                if consumed.rowcount != 1:
+                    raise lost_item(inbox_id)  # rolls the append back with it
 
     # ---- idempotency receipts ------------------------------------------------------------
 
