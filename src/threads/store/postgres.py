@@ -30,6 +30,8 @@ except ImportError as exc:  # pragma: no cover - exercised by the import test wi
 from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
 from threads.log.lines import Event, Header
+from threads.store.control_items import CONSUME, lost_item
+from threads.store.control_items import sql as sql_for
 from threads.store.faults import fault
 from threads.store.holder import holder_id as recorded_holder
 from threads.store.protocol import (
@@ -398,6 +400,7 @@ class PostgresStore:
         lease: Lease,
         artifacts: Sequence[PendingArtifact] = (),
         receipt: RunReceipt | None = None,
+        consumes: Sequence[str] = (),
     ) -> None:
         require_batch(branch_id, lease, events)
         if receipt is not None:
@@ -406,7 +409,7 @@ class PostgresStore:
         try:
             await self._append(
                 branch_id, events=events, expected_seq=expected_seq, lease=lease,
-                artifacts=artifacts, receipt=receipt, written=written,
+                artifacts=artifacts, receipt=receipt, consumes=consumes, written=written,
             )
         except StoreError as exc:
             if exc.code != "store_unavailable" or self._closed:
@@ -418,7 +421,7 @@ class PostgresStore:
                 return
             await self._append(
                 branch_id, events=events, expected_seq=expected_seq, lease=lease,
-                artifacts=artifacts, receipt=receipt, written=written,
+                artifacts=artifacts, receipt=receipt, consumes=consumes, written=written,
             )
 
     async def _landed(
@@ -445,6 +448,7 @@ class PostgresStore:
         lease: Lease,
         artifacts: Sequence[PendingArtifact],
         receipt: RunReceipt | None,
+        consumes: Sequence[str],
         written: list[bool],
     ) -> None:
         # Pipelined: BEGIN + the locking read are one round trip, the writes + COMMIT another.
@@ -470,6 +474,13 @@ class PostgresStore:
                 )
             if receipt is not None:
                 await _insert_receipt(conn, pipeline, receipt)
+            for inbox_id in consumes:
+                consumed = await conn.execute(
+                    sql_for(CONSUME, "%s").encode(), (events[-1].seq, inbox_id)
+                )
+                await pipeline.sync()
+                if consumed.rowcount != 1:
+                    raise lost_item(inbox_id)  # rolls the append back with it
 
     # ---- idempotency receipts ------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header
 from threads.store import request_deltas
 from threads.store.artifact_files import ArtifactFiles, make_store_dirs
+from threads.store.control_items import CONSUME, lost_item
 from threads.store.faults import fault, os_fault, sqlite_fault
 from threads.store.holder import holder_id as recorded_holder
 from threads.store.protocol import (
@@ -296,6 +297,7 @@ class SQLiteStore:
         lease: Lease,
         artifacts: Sequence[PendingArtifact] = (),
         receipt: RunReceipt | None = None,
+        consumes: Sequence[str] = (),
     ) -> None:
         require_batch(branch_id, lease, events)
         requests = [a.data for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
@@ -326,6 +328,9 @@ class SQLiteStore:
                 )
             if receipt is not None:
                 _insert_receipt(conn, receipt)
+            for inbox_id in consumes:
+                if conn.execute(CONSUME, (events[-1].seq, inbox_id)).rowcount != 1:
+                    raise lost_item(inbox_id)  # rolls the append back with it
 
         await self._run(self._txn(write))
 
