@@ -120,18 +120,20 @@ async def post_resolve(ctx: Context, request: Request, principal: Principal) -> 
 
 
 async def post_answer(ctx: Context, request: Request, principal: Principal) -> Response:
-    await body_of(ctx, request, Answer)
+    body = await body_of(ctx, request, Answer)
     view = await _root_view(ctx, request, principal)
     call_id = request.path_params["call_id"]
     if ("input", call_id) not in view.fold.parks:
         raise HostError("no_open_question", f"no question {call_id} is waiting for an answer")
-    turn = view.fold.turn
-    asker = turn.input_event.actor.get("principal") if turn is not None else None
-    if asker is None or Principal.from_wire(asker) != principal:
-        raise HostError("forbidden", "only the principal who opened this turn may answer")
-    # Our loop never asks (no ask_user yet): a question here was written by another
-    # implementation, and this host can't hand it an answer.
-    raise HostError("invalid_answer", "this host can't deliver answers to this thread's loop")
+    handle = _handle(ctx, view, principal)
+
+    async def decide() -> None:
+        await handle.answer(call_id, body.answer, principal)
+
+    return await _appended(
+        ctx, view, decide,
+        lambda e: e.type == "tool_result" and e.data["call_id"] == call_id,
+    )
 
 
 async def post_cancel(ctx: Context, request: Request, principal: Principal) -> Response:
