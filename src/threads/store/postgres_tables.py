@@ -12,7 +12,8 @@ import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from threads.store.postgres import Conn, PostgresStore
+from threads.store.pg_group import Conn
+from threads.store.postgres import PostgresStore
 
 _CREATED: weakref.WeakKeyDictionary[PostgresStore, set[str]] = weakref.WeakKeyDictionary()
 
