@@ -309,6 +309,7 @@ class SQLiteStore:
         artifacts: Sequence[PendingArtifact] = (),
         receipt: RunReceipt | None = None,
         consumes: Sequence[str] = (),
+        finishes_fork: bool = False,
     ) -> None:
         require_batch(branch_id, lease, events)
         requests = [a.data for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
@@ -322,7 +323,8 @@ class SQLiteStore:
                 "SELECT head_seq, head_hash, state FROM branches WHERE branch_id = ?",
                 (branch_id,),
             ).fetchone()
-            require_head(branch_id, row, expected_seq, events)
+            require_head(branch_id, row, expected_seq, events,
+                         state_needed="forking" if finishes_fork else "ready")
             for request in requests:
                 base = request_deltas.previous_request(conn, branch_id)
                 self._save_request(conn, request, base)
@@ -336,8 +338,9 @@ class SQLiteStore:
                 raise duplicate_event(branch_id) from None
             if events:
                 last = events[-1]
-                conn.execute(
-                    "UPDATE branches SET head_seq = ?, head_hash = ? WHERE branch_id = ?",
+                conn.execute(  # a finished fork becomes ready with its fork event
+                    "UPDATE branches SET head_seq = ?, head_hash = ?, state = 'ready'"
+                    " WHERE branch_id = ?",
                     (last.seq, last.hash, branch_id),
                 )
             if receipt is not None:
