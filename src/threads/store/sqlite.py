@@ -70,7 +70,7 @@ from threads.store.rows import (
     stored_row,
     verified_artifact,
 )
-from threads.store.sqlite_schema import DELTAS_DDL, configure, init_schema
+from threads.store.sqlite_schema import DELTAS_DDL, configure, has_deltas_table, init_schema
 from threads.store.worker import Outcome, StoreThread
 
 T = TypeVar("T")
@@ -477,7 +477,7 @@ class SQLiteStore:
                 data = self._files.get(sha256)
             else:
                 data = self._in_memory.get(sha256)
-            if data is None and self._deltas_ready:
+            if data is None and self._has_deltas(conn):
                 data = request_deltas.load(conn, self._requests, sha256)
             if data is None:
                 raise artifact_missing(sha256)
@@ -492,7 +492,7 @@ class SQLiteStore:
         def write(conn: sqlite3.Connection) -> int:
             if self._files is None:
                 raise StoreError("invalid_argument", "an in-memory store keeps no artifact files")
-            if not self._deltas_ready:
+            if not self._has_deltas(conn):
                 return 0
             written = 0
             for sha256 in request_deltas.stored(conn):
@@ -512,12 +512,19 @@ class SQLiteStore:
             else:
                 self._in_memory.setdefault(sha256_hex(data), data)
 
+    def _has_deltas(self, conn: sqlite3.Connection) -> bool:
+        """Whether ``request_deltas`` exists. A store the reference wrote lacks it until a
+        request of ours (in this process or another) creates it, so it is looked up again
+        until it is there."""
+        if not self._deltas_ready:
+            self._deltas_ready = has_deltas_table(conn)
+        return self._deltas_ready
+
     def _save_request(self, conn: sqlite3.Connection, data: bytes, base: str | None) -> None:
-        if not self._deltas_ready:  # a store the reference wrote: our one table, on first use
+        if not self._deltas_ready:  # created in this write's transaction: it may roll back
             for statement in DELTAS_DDL.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-            self._deltas_ready = True
         request_deltas.save(conn, self._requests, data, base)
 
     # ---- import --------------------------------------------------------------------------
