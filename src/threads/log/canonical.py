@@ -208,6 +208,29 @@ def parse_strict(raw: bytes, *, seq: int | None = None) -> JsonValue:
     return value
 
 
+def _written_int(literal: str) -> int | float:
+    """``_parse_int`` plus the byte-equality check admission would make on this one token: a
+    literal past ±(2^53-1) is a double, kept only when it is that double's canonical form."""
+    value = _parse_int(literal)
+    if isinstance(value, float) and _number(value) != literal:
+        raise ValueError(f"integer {literal} is outside the safe range (±(2^53-1))")
+    return value
+
+
+def parse_written(raw: bytes, *, seq: int | None = None) -> JsonValue:
+    """Parse a line ``canonical`` just wrote under the rules of ``parse_strict`` that its
+    writer does not already guarantee: size, depth and safe integers (it is valid UTF-8 and
+    has no duplicate keys by construction). Any violation is ``invalid_line`` at ``seq``."""
+    if len(raw) > MAX_LINE_BYTES:
+        raise LogError("invalid_line", f"line is {len(raw)} bytes; the limit is 1 MiB", seq=seq)
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _nesting_depth(raw) > MAX_DEPTH:
+        raise LogError("invalid_line", f"nesting is deeper than {MAX_DEPTH} levels", seq=seq)
+    try:
+        return json.loads(raw, parse_int=_written_int)
+    except ValueError as exc:
+        raise LogError("invalid_line", f"line is not strict JSON: {exc}", seq=seq) from None
+
+
 def admit_canonical(raw: bytes, *, seq: int | None = None) -> JsonValue:
     """Parse ``raw`` strictly and require it to be byte-identical to its canonical form."""
     value = parse_strict(raw, seq=seq)
