@@ -52,6 +52,7 @@ PUBLIC = {
     "Reconcile",
     "ReplayMismatch",
     "Replayed",
+    "RetryPolicy",
     "RunContext",
     "RunResult",
     "Store",

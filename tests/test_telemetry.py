@@ -31,7 +31,6 @@ from threads import (
     tool,
 )
 from threads.models.protocol import ModelCallError
-from threads.run import model_step
 from threads.store.sqlite import SQLiteStore
 from threads.testing import call, rate_limited, say, scripted_model, use
 from threads.testing.scripted import Fail
@@ -66,10 +65,13 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
 def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     waits: list[float] = []
 
-    async def no_sleep(seconds: float) -> None:
-        waits.append(seconds)
+    waited_on_clock = FakeClock.sleep_ms
 
-    monkeypatch.setattr(model_step, "RETRY_SLEEP", no_sleep)
+    async def recording(clock: FakeClock, ms: int) -> None:
+        waits.append(ms / 1000)
+        await waited_on_clock(clock, ms)
+
+    monkeypatch.setattr(FakeClock, "sleep_ms", recording)  # a run waits on the store's clock
     return waits
 
 

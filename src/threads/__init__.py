@@ -27,6 +27,7 @@ from threads.run.results import (
     RunResult,
     RunStatus,
 )
+from threads.run.retry_policy import RetryPolicy
 from threads.run.thread import ControlError, PendingApproval, Resolution, Thread, open_thread
 from threads.run.views import ForkPoint, ThreadCost, ThreadState, ThreadUsage
 from threads.store.protocol import Store
@@ -84,6 +85,7 @@ __all__ = [
     "ReplayMismatch",
     "Replayed",
     "Resolution",
+    "RetryPolicy",
     "RunContext",
     "RunResult",
     "RunStatus",

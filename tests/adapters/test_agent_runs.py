@@ -13,12 +13,21 @@ import pytest
 from adapter_cases import CANARY_KEY
 from pydantic import BaseModel
 
-from threads import Completed, Failed, FakeClock, RunContext, TextDelta, agent, sqlite, tool
+from threads import (
+    Completed,
+    Failed,
+    FakeClock,
+    RetryPolicy,
+    RunContext,
+    TextDelta,
+    agent,
+    sqlite,
+    tool,
+)
 from threads.adapters.base import SdkModel
 from threads.anthropic import anthropic
 from threads.log.lines import Event
 from threads.openai import openai
-from threads.run import model_step as run_loop
 from threads.run.agent import Agent
 from threads.store.sqlite import SQLiteStore
 from threads.testing.fake_providers import (
@@ -113,10 +122,13 @@ async def setup(
     provider = PROVIDERS[request.param]
     slept: list[float] = []
 
-    async def no_sleep(seconds: float) -> None:
-        slept.append(seconds)
+    waited_on_clock = FakeClock.sleep_ms
 
-    monkeypatch.setattr(run_loop, "RETRY_SLEEP", no_sleep)
+    async def recording(clock: FakeClock, ms: int) -> None:
+        slept.append(ms / 1000)
+        await waited_on_clock(clock, ms)
+
+    monkeypatch.setattr(FakeClock, "sleep_ms", recording)  # a run waits on the store's clock
     applied: list[str] = []
 
     async def look_up(args: Account, ctx: RunContext) -> str:
@@ -252,7 +264,7 @@ async def test_server_errors_are_resent_only_within_bounds(setup: Setup) -> None
     result = await setup.bot.run("hi", store=setup.store)
     assert isinstance(result, Failed), result
     assert result.error.code == "model_error"
-    assert len(setup.fake.requests) == run_loop.CRASH_RESENDS + 1
+    assert len(setup.fake.requests) == RetryPolicy().crash_resends + 1
     events = await result.thread.timeline()
     assert of_type(events, "turn_completed") == [{"reason": "error"}]
     assert of_type(events, "model_response") == []

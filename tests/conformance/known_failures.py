@@ -6,12 +6,9 @@ off this list, so the list only shrinks. The issue is done when it is empty.
 
 from __future__ import annotations
 
-RETRY_FALLBACK = "3. retry policy (base x 2^(k-1), Retry-After) and model fallback"
 OUTPUT_QUESTIONS = "5. structured output and ask_user questions"
 
 KNOWN_FAILURES: dict[str, str] = {
-    "recover/model-retry-backoff-then-fallback": RETRY_FALLBACK,
-    "recover/model-fallback-reverts-next-input": RETRY_FALLBACK,
     "recover/ask-user-parks-on-call": OUTPUT_QUESTIONS,
     "recover/structured-output-plain-text-asks": OUTPUT_QUESTIONS,
     "recover/structured-output-retry-then-accept": OUTPUT_QUESTIONS,

@@ -327,6 +327,13 @@ def _agent(
             key = f"{event['branch_id']}:{event['data']['call_id']}"
             sandbox.call_tools[key] = event["data"]["name"]
     tools = tuple(_tool(spec, sandbox) for spec in specs.values())
+    fallback = []
+    for settings in (started.get("policy") or {}).get("fallback", []):
+        other = FakeModel(started, None, settings)
+        other.scripted, other.responses, other._lookup = (
+            model.scripted, model.responses, model._lookup
+        )
+        fallback.append(other)
     agent = _PinnedAgent(
         name=started.get("agent_name", "conformance"),
         model=model,
@@ -337,6 +344,7 @@ def _agent(
         approvers=None,
         sandbox=sandbox,
         memory=None,
+        fallback=tuple(fallback),
     )
     agent.__dict__["pinned"] = started
     return agent
@@ -414,14 +422,22 @@ class FakeSandbox:
 
 class FakeModel:
     """``model.json`` responses consumed in order (errors raised as ``ModelCallError``) and
-    lookup answers by model_request event_id; without a script, every request gets "Done."."""
+    lookup answers by model_request event_id; without a script, every request gets "Done.".
+    ``settings`` (a ``policy.fallback`` entry) makes the fallback model of the same script: it
+    answers from the same list, so the script is consumed in order whichever model is asked."""
 
-    def __init__(self, started: dict[str, Any], script: dict[str, Any] | None) -> None:
-        pinned_model = started.get("model", {})
+    def __init__(
+        self,
+        started: dict[str, Any],
+        script: dict[str, Any] | None,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
+        source = settings or started
+        pinned_model = source.get("model", {})
         self.name = pinned_model.get("name", "scripted-1")
         self.provider = pinned_model.get("provider", "scripted")
-        self._adapter = started.get("adapter", {"name": "scripted", "settings": {}, "version": "1"})
-        self._params = started.get("model_params", {})
+        self._adapter = source.get("adapter", {"name": "scripted", "settings": {}, "version": "1"})
+        self._params = source.get("model_params", {})
         entry = next(
             (m for m in started.get("policy", {}).get("models", []) if m.get("name") == self.name),
             {},

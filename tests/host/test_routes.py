@@ -246,10 +246,8 @@ def test_questions_settings_mode_and_forks(server: HostServer) -> None:
         409, "no_open_question")
     assert code(alice.post(f"{t}/questions/c1/answer", json={"answer": ""})) == (
         400, "invalid_request")
-    settings = {"model": {"provider": "scripted", "name": "other"}}
-    assert code(alice.post(f"{t}/settings", json=settings)) == (400, "invalid_request")
+    settings = {"model": {"provider": "scripted", "name": "scripted-1"}}
     assert code(alice.post(f"{t}/settings", json={"model": 1})) == (400, "invalid_request")
-    assert code(alice.post(f"{t}/mode", json={"mode": "plan"})) == (400, "invalid_request")
     assert code(alice.post(f"{t}/mode", json={"mode": "nope"})) == (400, "invalid_request")
     first = timeline(alice, accepted["thread_id"])[0]
     assert code(alice.post(f"{t}/forks", json={"event_id": first["event_id"]})) == (
@@ -261,6 +259,40 @@ def test_questions_settings_mode_and_forks(server: HostServer) -> None:
                        ("forks", {"event_id": "x"}), ("cancel", None),
                        ("questions/c1/answer", {"answer": "yes"})]:
         assert code(eve.post(f"{t}/{path}", json=body)) == (404, "not_found"), path
+
+
+def test_settings_and_mode_changes(server: HostServer) -> None:
+    """Each change is one event with the caller as actor; a model the thread's policy does not
+    list, or bypass without allow_bypass, is invalid_transition; a tenant member without
+    authority is 403; nothing refused is appended; the next run takes the change."""
+    alice, bob = server.client(), server.client("bob-token")
+    accepted, _ = run_to_end(alice, {"agent": "greeter", "input": "hi"})
+    tid = accepted["thread_id"]
+    t = f"/v1/threads/{tid}"
+    changed = alice.post(f"{t}/settings", json={
+        "model": {"provider": "scripted", "name": "scripted-1"},
+        "model_params": {"max_tokens": 64}, "reasoning_carryover": "omit_prior"})
+    assert changed.status_code == 200, changed.text
+    last = timeline(alice, tid)[-1]
+    assert last["event_id"] == changed.json()["event_id"]
+    assert last["type"] == "settings_changed"
+    assert last["actor"] == {"kind": "user", "principal": {
+        "issuer": "test", "tenant": "acme", "subject": "alice"}}
+    assert last["data"]["reason"] == "user"
+    assert last["data"]["settings"]["model_params"] == {"max_tokens": 64}
+    assert last["data"]["settings"]["reasoning_carryover"] == "omit_prior"
+    moved = alice.post(f"{t}/mode", json={"mode": "plan"})
+    assert moved.status_code == 200, moved.text
+    assert timeline(alice, tid)[-1]["data"] == {"from": "default", "to": "plan"}
+    head = len(timeline(alice, tid))
+    other_model = {"model": {"provider": "scripted", "name": "other"}}
+    assert code(alice.post(f"{t}/settings", json=other_model)) == (409, "invalid_transition")
+    assert code(alice.post(f"{t}/mode", json={"mode": "bypass"})) == (409, "invalid_transition")
+    assert code(bob.post(f"{t}/mode", json={"mode": "default"})) == (403, "forbidden")
+    assert code(bob.post(f"{t}/settings", json=other_model)) == (403, "forbidden")
+    assert len(timeline(alice, tid)) == head  # nothing refused was appended
+    _, result = run_to_end(alice, {"agent": "greeter", "input": "again", "thread_id": tid})
+    assert result["status"] == "completed"
 
 
 def test_bad_input(server: HostServer) -> None:

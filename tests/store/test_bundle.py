@@ -213,7 +213,7 @@ def _sql(store_dir: Path, statement: str) -> None:
         ("UPDATE events SET type = 'steer' WHERE seq = 2", "log_corrupt: at seq 2: "),
         ("DELETE FROM request_deltas WHERE rowid = (SELECT min(rowid) FROM request_deltas)",
          "artifact_missing"),
-        ("UPDATE request_deltas SET middle = CAST('x' || substr(middle, 2) AS BLOB)"
+        ("UPDATE request_deltas SET middle = CAST('#' || substr(middle, 2) AS BLOB)"
          " WHERE rowid = (SELECT min(rowid) FROM request_deltas)", "artifact_corrupt"),
     ],
     ids=["epoch", "type", "deleted_request_artifact", "altered_request_artifact"],

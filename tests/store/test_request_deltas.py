@@ -49,25 +49,24 @@ def test_a_delta_rebuilds_exactly_the_bytes_it_was_made_from() -> None:
             assert len(d.middle) == len(data) - d.prefix_bytes - d.suffix_bytes
 
 
-def _requests(turns: int) -> list[bytes]:
-    """What consecutive Render v1 requests look like: each the last plus new lines."""
-    prefix = b'{"adapter":{},"system":"be brief","tools":[]}\n'
-    lines = [b'{"content":[{"text":"%s","type":"text"}],"role":"user"}\n' % (b"x%d" % i * 200)[
-        :TURN_BYTES] for i in range(turns)]
-    return [prefix + b"".join(lines[: i + 1]) for i in range(turns)]
-
-
-async def _write(store: SQLiteStore, requests: list[bytes]) -> None:
+async def _write(store: SQLiteStore, turns: int, *, topic: str = "") -> list[bytes]:
+    """A thread of ``turns`` turns, each a ~TURN_BYTES question, appended with the Render v1
+    request its model_request names (as the run loop appends it); returns the requests."""
     log = SampleLog(FakeClock())
     await store.create_branch(log.header, tenant_id="acme")
     lease = await store.acquire_lease(log.header.branch_id, "runner", 60_000)
     log.epoch = lease.epoch
     expected = 0
-    for index, request in enumerate(requests):
-        events = ([log.started()] if index == 0 else []) + log.turn()
+    requests = []
+    for turn in range(turns):
+        events = [log.started()] if turn == 0 else []
+        events += log.turn(text=(f"{topic}question {turn} " * 100)[:TURN_BYTES])
+        request = log.artifacts[events[-3].data["request_ref"]["sha256"]]
         await store.append(log.header.branch_id, events, expected_seq=expected, lease=lease,
                            artifacts=[PendingArtifact(request, REQUEST_MEDIA_TYPE)])
         expected = events[-1].seq
+        requests.append(request)
+    return requests
 
 
 def _kept_bytes(root: Path) -> int:
@@ -81,16 +80,16 @@ def _kept_bytes(root: Path) -> int:
 async def test_growing_requests_take_linear_space_and_read_back_exactly(
     tmp_path: Path,
 ) -> None:
-    requests = _requests(TURNS)
     store = sqlite(tmp_path / "s")
     try:
-        await _write(store, requests)
+        requests = await _write(store, TURNS)
         for request in requests:
             assert await store.get_artifact(sha256_hex(request)) == request
     finally:
         await store.close()
-    # Each request adds TURN_BYTES; kept whole, the 60 would take 30x the last one.
-    assert _kept_bytes(tmp_path / "s") <= len(requests[-1]) * 1.05
+    # Each request adds a turn; kept whole, the 60 would take 30x the last one. Compressed
+    # against their bases the new bytes take far less than the last request itself.
+    assert _kept_bytes(tmp_path / "s") <= len(requests[-1]) * 0.5
     cold = sqlite(tmp_path / "s")
     try:
         for request in reversed(requests):  # no cache to lean on: each rebuilt from the rows
@@ -120,9 +119,8 @@ def _edit(root: Path, sql: str) -> None:
 async def test_a_damaged_delta_fails_every_request_built_on_it(
     tmp_path: Path, sql: str, code: str
 ) -> None:
-    requests = _requests(6)
     store = sqlite(tmp_path / "s")
-    await _write(store, requests)
+    requests = await _write(store, 6)
     await store.close()
     _edit(tmp_path / "s", sql)
     store = sqlite(tmp_path / "s")
@@ -137,35 +135,32 @@ async def test_a_damaged_delta_fails_every_request_built_on_it(
         await store.close()
 
 
-async def test_a_thread_never_bases_a_request_on_another_threads(tmp_path: Path) -> None:
+async def test_a_request_is_based_on_its_own_branchs_previous_one(tmp_path: Path) -> None:
     store = sqlite(tmp_path / "s")
     try:
-        await _write(store, _requests(3))
-        await _write(store, [b'{"other":1}\n' + r for r in _requests(3)])
+        await _write(store, 3)
+        await _write(store, 3, topic="other ")
     finally:
         await store.close()
     conn = sqlite3.connect(tmp_path / "s" / "threads.db")
-    rows = conn.execute(
-        "SELECT d.thread_id, b.thread_id FROM request_deltas d"
-        " JOIN request_deltas b ON b.sha256 = d.base_sha256"
-    ).fetchall()
+    rows = conn.execute("SELECT sha256, base_sha256 FROM request_deltas ORDER BY rowid").fetchall()
     conn.close()
-    assert len(rows) == 4
-    assert all(mine == theirs for mine, theirs in rows)
+    shas = [sha for sha, _ in rows]
+    assert [base for _, base in rows] == [None, shas[0], shas[1], None, shas[3], shas[4]]
 
 
 def test_materialize_writes_the_reference_form(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    requests = _requests(5)
     root = tmp_path / "s"
 
-    async def write() -> None:
+    async def write() -> list[bytes]:
         store = sqlite(root)
-        await _write(store, requests)
+        requests = await _write(store, 5)
         await store.close()
+        return requests
 
-    asyncio.run(write())
+    requests = asyncio.run(write())
     assert main(["materialize", "--store", str(root)]) == 0
     assert "5 request artifact(s) written" in capsys.readouterr().out
     for request in requests:  # what a reader of the reference layout opens

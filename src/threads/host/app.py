@@ -29,11 +29,10 @@ from threads.host.routes_controls import (
     post_approval,
     post_cancel,
     post_fork,
-    post_mode,
     post_resolve,
-    post_settings,
 )
 from threads.host.routes_runs import get_events, post_run
+from threads.host.routes_settings import post_mode, post_settings
 from threads.host.routes_threads import (
     get_approvals,
     get_branches,

@@ -116,11 +116,13 @@ def document() -> dict[str, Any]:
             **_op("Cancel the open turn", "200", _ref("Appended"), params=[THREAD, BRANCH],
                   errors=("400", "403", "404", "409")),
         }},
-        f"{t}/settings": {"post": _op("Change model settings (not supported yet)", "200",
+        f"{t}/settings": {"post": _op("Change the model settings of the next steps", "200",
                                       _ref("Appended"), params=[THREAD, BRANCH],
-                                      body="SettingsChange")},
-        f"{t}/mode": {"post": _op("Change the permission mode (not supported yet)", "200",
-                                  _ref("Appended"), params=[THREAD, BRANCH], body="ModeChange")},
+                                      body="SettingsChange",
+                                      errors=("400", "403", "404", "409"))},
+        f"{t}/mode": {"post": _op("Change the permission mode of the next steps", "200",
+                                  _ref("Appended"), params=[THREAD, BRANCH], body="ModeChange",
+                                  errors=("400", "403", "404", "409"))},
     }
     paths[f"{t}/cancel"]["post"]["responses"]["202"] = {
         "description": "the cancel is recorded by the run at its next step",

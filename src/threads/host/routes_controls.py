@@ -1,5 +1,4 @@
-"""Decision routes: approve or deny, answer a question, resolve a parked effect, cancel, fork,
-and the settings and mode changes this host does not apply yet.
+"""Decision routes: approve or deny, answer a question, resolve a parked effect, cancel, fork.
 
 Each decision goes through the ``Thread`` handle, which checks the tenant and the authority
 (the owning agent's approvers, else the thread's starter) and appends nothing when it refuses.
@@ -21,9 +20,7 @@ from threads.host.bodies import (
     Answer,
     ApprovalDecision,
     ForkRequest,
-    ModeChange,
     ParkedResolution,
-    SettingsChange,
 )
 from threads.host.failure import HostError
 from threads.host.http import Context, ThreadView, body_of, branch_param, owning_agent, thread_view
@@ -205,23 +202,3 @@ async def post_fork(ctx: Context, request: Request, principal: Principal) -> Res
             "no_snapshot_boundary", f"no event {body.event_id} on this branch to fork at"
         ) from None
     return JSONResponse({"thread_id": view.thread_id, "branch_id": child}, status_code=201)
-
-
-async def _unsupported(
-    ctx: Context, request: Request, principal: Principal, model: type[SettingsChange | ModeChange]
-) -> Response:
-    await body_of(ctx, request, model)
-    await _root_view(ctx, request, principal)
-    raise HostError(
-        "invalid_request",
-        "changing a thread's settings or permission mode over HTTP is not supported by this"
-        " host yet; start a new thread with the agent configured as you need",
-    )
-
-
-async def post_settings(ctx: Context, request: Request, principal: Principal) -> Response:
-    return await _unsupported(ctx, request, principal, SettingsChange)
-
-
-async def post_mode(ctx: Context, request: Request, principal: Principal) -> Response:
-    return await _unsupported(ctx, request, principal, ModeChange)

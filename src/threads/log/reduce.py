@@ -190,6 +190,17 @@ class Fold:
         return None
 
     @property
+    def mode(self) -> str:
+        """The permission mode in force: the pinned one until a ``mode_changed``."""
+        return current_mode(self.features, self)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The model settings in force (``model``, ``model_params``, ``adapter``): the pinned
+        ones until a ``settings_changed``."""
+        return dict(self.features.settings or self.thread_started or {})
+
+    @property
     def status(self) -> ThreadStatus:
         if self.inspection_only:
             return "inspection_only"
@@ -235,8 +246,8 @@ class Fold:
     def projections(self) -> dict[str, Any]:
         return {
             "cost": self.cost(),
-            "mode": current_mode(self.features, self),
-            "model": dict((self.features.settings or self.thread_started or {}).get("model", {})),
+            "mode": self.mode,
+            "model": dict(self.settings.get("model", {})),
             **self.features.projections(),
         }
 

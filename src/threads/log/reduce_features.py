@@ -61,6 +61,7 @@ class Features:
     handoff: Event | None = None
     mode: str | None = None  # None until read from the pinned policy
     settings: dict[str, Any] | None = None  # the settings epoch in force; None: as pinned
+    settings_event: Event | None = None  # the settings_changed that began it
     omit_reasoning_before: int = 0  # seq of the last settings_changed{omit_prior}
     boundaries: set[int] = field(default_factory=set)  # seqs after which no step was open
     accepted_output: Any = None
@@ -165,6 +166,7 @@ def _on_settings_changed(features: Features, facts: ChainFacts, event: Event) ->
         raise _fail(event, f"settings_changed names model {settings['model']['name']!r}, which"
                     " the policy does not list")
     features.settings = settings
+    features.settings_event = event
     if settings["reasoning_carryover"] == "omit_prior":
         features.omit_reasoning_before = event.seq
 

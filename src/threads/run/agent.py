@@ -24,6 +24,7 @@ from threads.run.budget import Budget
 from threads.run.config import AgentSpec
 from threads.run.permissions import Permissions
 from threads.run.results import RunResult
+from threads.run.retry_policy import DEFAULT_RETRY, RetryPolicy
 from threads.run.runner import RunOptions, start_run
 from threads.run.streaming import RunStream
 from threads.sandbox.protocol import Sandbox
@@ -128,6 +129,8 @@ def agent(
     sandbox: Sandbox | Any = None,
     memory: Memory | None = None,
     snapshots: bool = False,
+    fallback: Sequence[Model] = (),
+    retry: RetryPolicy | None = None,
 ) -> Agent:
     """Describe an agent. Everything is checked here: a ``ConfigError`` now, never mid-run.
 
@@ -135,7 +138,9 @@ def agent(
     ``read_file``, ``write_file`` and ``list_files`` and is where ``runs="sandbox"`` tools run;
     with ``snapshots=True`` each turn that changed its workspace ends with a snapshot (a fork
     point). ``memory`` (e.g. ``threads.local_memory.local_memory()``) adds ``save_memory``,
-    ``search_memory`` and ``forget_memory``."""
+    ``search_memory`` and ``forget_memory``. ``fallback``: models asked in turn when the one
+    in force stays overloaded (``retry.fallback_after`` overloads in a row); ``retry``: the
+    ``RetryPolicy`` (backoff, Retry-After cap, limits, fallback scope) the thread pins."""
     if not isinstance(name, str) or not name or len(name) > AGENT_NAME_MAX:
         raise ConfigError("invalid_config", "agent name must be a non-empty string")
     if not isinstance(model, Model):
@@ -154,6 +159,9 @@ def agent(
         seen.add(t.name)
     if budget is not None:
         budget.check_enforceable(model)
+    _check_fallback(model, fallback)
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise ConfigError("invalid_config", "retry must be a threads.RetryPolicy")
     return Agent(
         name=name,
         model=model,
@@ -165,7 +173,23 @@ def agent(
         sandbox=sandbox,
         memory=memory,
         snapshots=snapshots,
+        fallback=tuple(fallback),
+        retry=retry or DEFAULT_RETRY,
     )
+
+
+def _check_fallback(model: Model, fallback: Sequence[Model]) -> None:
+    seen = {(model.provider, model.name)}
+    for candidate in fallback:
+        if not isinstance(candidate, Model):
+            raise ConfigError("invalid_config", "each fallback must implement threads.Model")
+        key = (candidate.provider, candidate.name)
+        if key in seen:
+            raise ConfigError(
+                "duplicate_name", f"fallback model {candidate.provider}/{candidate.name} is"
+                " already the agent's model or an earlier fallback"
+            )
+        seen.add(key)
 
 
 def _sandbox_tools(

@@ -18,6 +18,7 @@ from threads.models.protocol import Model
 from threads.principal import Principal
 from threads.run.budget import Budget
 from threads.run.permissions import Permissions
+from threads.run.retry_policy import DEFAULT_RETRY, RetryPolicy
 from threads.sandbox.protocol import Sandbox
 from threads.tools.tool import Tool
 
@@ -36,6 +37,8 @@ class AgentSpec:
     sandbox: Sandbox | Any  # a provider; another object (a test double) gets no sandbox tools
     memory: Memory | None
     snapshots: bool = False  # snapshot the sandbox at the end of each turn that changed it
+    fallback: tuple[Model, ...] = ()  # asked in turn when the model in force stays overloaded
+    retry: RetryPolicy = DEFAULT_RETRY
 
     def tool_named(self, name: str) -> Tool | None:
         for t in self.tools:
@@ -64,22 +67,41 @@ class AgentSpec:
 
     def policy(self) -> dict[str, Any]:
         policy: dict[str, Any] = {}
-        model = self.model
-        entry: dict[str, Any] = {
-            "context_window": model.context_window,
-            "input_billing_bound": "context_window",
-            "max_output_tokens": model.max_output_tokens,
-            "name": model.name,
-            "provider": model.provider,
-        }
-        if model.price is not None:
-            entry["price"] = model.price.to_wire()
-            policy["currency"] = model.price.currency
-        policy["models"] = [entry]
+        if self.model.price is not None:
+            policy["currency"] = self.model.price.currency
+        policy["models"] = [_model_entry(m) for m in (self.model, *self.fallback)]
+        if self.fallback:
+            policy["fallback"] = [settings_of(m, "omit_prior") for m in self.fallback]
         if self.budget is not None:
             policy["budget"] = self.budget.to_wire()
         policy["permissions"] = self.permissions.to_wire()
+        policy["retry"] = self.retry.to_wire()
         return policy
+
+
+def _model_entry(model: Model) -> dict[str, Any]:
+    """A ``policy.models`` entry: the bounds and price budgets read."""
+    entry: dict[str, Any] = {
+        "context_window": model.context_window,
+        "input_billing_bound": "context_window",
+        "max_output_tokens": model.max_output_tokens,
+        "name": model.name,
+        "provider": model.provider,
+    }
+    if model.price is not None:
+        entry["price"] = model.price.to_wire()
+    return entry
+
+
+def settings_of(model: Model, carryover: str) -> dict[str, Any]:
+    """A settings epoch on ``model``: a ``policy.fallback`` entry, a ``settings_changed``'s
+    ``settings``."""
+    return {
+        "adapter": model.adapter_ref(),
+        "model": {"name": model.name, "provider": model.provider},
+        "model_params": model.params(),
+        "reasoning_carryover": carryover,
+    }
 
 
 def config_hash(data: dict[str, Any]) -> str:

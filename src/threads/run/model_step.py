@@ -1,17 +1,16 @@
 """One model request: render the log (Render v1 artifact), make ``model_request`` durable before
 dispatch, stream the reply through the fence, record ``model_response`` with its tool calls.
 
-A failed request is recorded as ``model_attempt_abandoned``; a rate limit waits a recorded
-``retry_scheduled`` and the next step resends; a request left in doubt is resent at most
-``CRASH_RESENDS`` times per reply; anything else ends the turn ``Failed``. The step returns
-``None`` when the turn goes on, else the run's outcome.
+The request goes to the model of the settings epoch in force (``threads.run.settings_epoch``),
+with that epoch's params: first a turn-scoped fallback reverts, a recorded retry wait is waited
+out. A failed request is handed to ``threads.run.model_retry`` (abandon, then retry, fall back,
+resend or end the turn); a request left in doubt is resent at most ``crash_resends`` times per
+reply. The step returns ``None`` when the turn goes on, else the run's outcome.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from threads import telemetry
@@ -24,6 +23,7 @@ from threads.models.normalize import (
     unrecordable_reply,
 )
 from threads.models.protocol import (
+    Model,
     ModelCallError,
     ModelOutput,
     ModelRequest,
@@ -34,29 +34,39 @@ from threads.models.protocol import (
 from threads.run import budget_check
 from threads.run.admit import record_calls
 from threads.run.drafts import HOST, MODEL, Draft
-from threads.run.results import ErrorInfo, Failed, RunResult
+from threads.run.model_retry import (
+    IN_DOUBT_REASONS,
+    failures_in_step,
+    on_model_error,
+    wait_for_scheduled_retry,
+)
+from threads.run.results import RunResult
+from threads.run.retry_policy import pinned_retry
 from threads.run.runtime import CallIdMemo, Runtime
+from threads.run.settings_epoch import current_model, revert
 from threads.run.turn import fail_turn
 from threads.store.protocol import PendingArtifact
 
-MAX_RATE_LIMIT_RETRIES = 5
-MAX_RETRY_AFTER_MS = 60_000
-CRASH_RESENDS = 2  # resends of a request whose outcome is unknown, per model reply
-IN_DOUBT_REASONS = ("crash", "server_error", "timeout", "stream_broken")
-# How a run waits out a recorded retry delay when none is injected; looked up per run, so a test
-# can monkeypatch it (runs started by ``Agent.run`` have no other way to take a sleep).
-RETRY_SLEEP: Callable[[float], Awaitable[None]] = asyncio.sleep
-
 
 async def model_step(rt: Runtime) -> RunResult | None:
-    in_doubt = _retries(rt, IN_DOUBT_REASONS)
-    if in_doubt > CRASH_RESENDS:
+    in_doubt = failures_in_step(rt, IN_DOUBT_REASONS)
+    if in_doubt > pinned_retry(rt.fold.thread_started).crash_resends:
         return await fail_turn(
             rt,
             "model_error",
             f"the model request was left in doubt {in_doubt} times in a row (crashes,"
             " timeouts, 5xx or cut streams after sending); threads stops resending rather"
             " than pay for it again. Check the provider, then run the thread again.",
+        )
+    await wait_for_scheduled_retry(rt)
+    reverted = revert(rt)
+    if reverted:
+        await rt.writer.append(reverted)
+    model = current_model(rt)
+    if model is None:
+        return await fail_turn(
+            rt, "model_unavailable", "the thread's settings epoch names a model this agent does"
+            " not have among its model and fallbacks", "model_unavailable",
         )
     exhausted = await budget_check.before_request(rt)
     if exhausted is not None:
@@ -67,7 +77,6 @@ async def model_step(rt: Runtime) -> RunResult | None:
         rendered = render(started, rt.fold.events, await _render_artifacts(rt), rt.memo.cache)
     except LogError as exc:  # an artifact the request needs is missing or corrupt
         return await fail_turn(rt, exc.code, exc.message)
-    model = rt.spec.model
     unsupported = unsupported_content(rendered.part_types, model)
     if unsupported is not None:
         return await fail_turn(rt, "content_unsupported", unsupported)
@@ -96,7 +105,7 @@ async def model_step(rt: Runtime) -> RunResult | None:
         rt.writer.thread_id, request_event.event_id, attempt, model.provider, model.name
     ) as span:
         try:
-            output = await _call_model(rt, request)
+            output = await _call_model(rt, model, request)
         except ModelCallError as exc:
             telemetry.outcome(span, exc.reason, error=True)
             failure: ModelCallError | None = exc
@@ -110,7 +119,7 @@ async def model_step(rt: Runtime) -> RunResult | None:
         except ModelCallError as exc:  # a reply the log can't hold faithfully: nothing recorded
             failure = exc
     if failure is not None:
-        return await _on_model_error(rt, request_event.event_id, failure)
+        return await on_model_error(rt, request_event.event_id, failure)
     return None
 
 
@@ -143,10 +152,10 @@ async def _render_artifacts(rt: Runtime) -> dict[str, bytes]:
     return memo.artifacts
 
 
-async def _call_model(rt: Runtime, request: ModelRequest) -> ModelOutput:
+async def _call_model(rt: Runtime, model: Model, request: ModelRequest) -> ModelOutput:
     output: ModelOutput | None = None
     try:
-        async for item in rt.spec.model.stream(request, rt.writer):
+        async for item in model.stream(request, rt.writer):
             if isinstance(item, TextDelta):
                 if rt.sink is not None:
                     rt.sink.delta(item)
@@ -218,48 +227,3 @@ async def _known_call_ids(rt: Runtime) -> CallIdMemo:
                     memo.provider[part["call_id"]] = issued["provider_call_id"]
     memo.seen = len(events)
     return memo
-
-
-async def _on_model_error(
-    rt: Runtime, request_event_id: str, exc: ModelCallError
-) -> RunResult | None:
-    data: dict[str, Any] = {
-        "provider_outcome": exc.provider_outcome,
-        "reason": exc.reason,
-        "request_event_id": request_event_id,
-    }
-    if exc.http_status is not None:
-        data["http_status"] = exc.http_status
-    if exc.retry_after_ms is not None:
-        data["retry_after_ms"] = exc.retry_after_ms
-    if exc.code == "stale_epoch":
-        return Failed(rt.thread, ErrorInfo("stale_epoch", exc.message))
-    await rt.writer.append([Draft("model_attempt_abandoned", data, HOST)])
-    if exc.retryable and _retries(rt, ("rate_limited", "overloaded")) <= MAX_RATE_LIMIT_RETRIES:
-        delay = min(exc.retry_after_ms or 1000, MAX_RETRY_AFTER_MS)
-        retry = {
-            "basis": "retry_after" if exc.retry_after_ms is not None else "backoff",
-            "delay_ms": delay,
-            "not_before": rt.now() + delay,
-            "request_event_id": request_event_id,
-        }
-        await rt.writer.append([Draft("retry_scheduled", retry, HOST)])
-        telemetry.retry_wait(rt.writer.thread_id, delay, exc.reason)
-        await rt.sleep(delay / 1000)
-        return None
-    if exc.provider_outcome == "unknown" and exc.code is None:
-        return None  # resent by the next model_step, which enforces CRASH_RESENDS
-    if exc.code in ("context_exhausted", "model_unavailable"):
-        return await fail_turn(rt, exc.code, exc.message, exc.code)
-    return await fail_turn(rt, exc.code or "model_error", exc.message)
-
-
-def _retries(rt: Runtime, reasons: tuple[str, ...]) -> int:
-    """Abandoned attempts with one of ``reasons`` since the turn's last model reply."""
-    count = 0
-    for event in reversed(rt.fold.events):
-        if event.type in ("model_response", "model_response_recovered", "user_input"):
-            break
-        if event.type == "model_attempt_abandoned" and event.data["reason"] in reasons:
-            count += 1
-    return count

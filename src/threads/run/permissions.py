@@ -12,7 +12,7 @@ import fnmatch
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from threads.errors import ConfigError
 
@@ -128,6 +128,16 @@ class Permissions:
             "plan_exit_mode": "default",
             "protected_paths": [],
         }
+
+    def in_mode(self, mode: str) -> Permissions:
+        """This policy under the thread's current mode (a ``mode_changed`` moved it), the
+        ceiling kept."""
+        if mode == self.mode:
+            return self
+        return Permissions(
+            cast(Mode, mode), self.allow, self.ask, self.deny,
+            allow_bypass=self.allow_bypass, ceiling=self.ceiling,
+        )
 
     def narrowed(self, ceiling: Permissions | None) -> Permissions:
         """This policy under a run-level ceiling: each call is decided under both and the

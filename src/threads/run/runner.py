@@ -19,7 +19,6 @@ from threads.log.lines import WRITER_IMPL, Event, first_event, make_header
 from threads.log.reduce import Fold
 from threads.memory import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
-from threads.run import model_step
 from threads.run.budget import Budget
 from threads.run.config import AgentSpec, pinned_view
 from threads.run.loop import drive
@@ -167,7 +166,6 @@ async def _start_run(
             run_budget=budget,
             sink=sink,
             dropped_ref=chain.branch.dropped_ref,
-            sleep=model_step.RETRY_SLEEP,
             http=http,
             cancel=cancel or CancelSignal(),
             sandbox=_run_sandbox(agent, store, principal, writer),

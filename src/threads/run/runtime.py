@@ -1,7 +1,7 @@
 """``Runtime``: the one value every step of a run is a function of.
 
 It is frozen: a step reads the run's writer (and through it the folded log), its agent spec,
-its handle, the principal, the injected clock and sleep, and returns what it decided as a value.
+its handle, the principal, the injected clock, and returns what it decided as a value.
 The few things in it that change while a run goes on are owned objects with one job each: the
 writer (lease, fenced append), the ``CancelSignal`` (a Ctrl-C asked for a cancel), the
 ``RenderMemo`` (artifacts rendering reads, render cache) and the ``CallIdMemo`` (call ids
@@ -11,7 +11,6 @@ already used). Nothing in it points back at a loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +29,6 @@ from threads.run.writer import BranchWriter
 from threads.sandbox.binding import RunSandbox
 from threads.tools.http import ToolHttp
 from threads.tools.tool import RunContext
-
-Sleep = Callable[[float], Awaitable[None]]
 
 
 class CancelSignal:
@@ -99,7 +96,6 @@ class Runtime:
     run_budget: Budget | None
     sink: RunStream | None
     dropped_ref: dict[str, Any] | None
-    sleep: Sleep
     http: ToolHttp  # ctx.http, fenced by ``writer``
     cancel: CancelSignal = field(default_factory=CancelSignal)
     memo: RenderMemo = field(default_factory=RenderMemo)

@@ -1,14 +1,18 @@
 """Request artifacts kept as deltas, so a conversation's requests take space linear in it.
 
 Each ``model_request`` names the whole Render v1 request it sent (``request_ref``), and
-consecutive requests of a thread share all but their newest lines. A request is kept as a row
+consecutive requests of a branch share all but their newest lines. A request is kept as a row
 of ``request_deltas``: the sha256 of the *full* request (the address its ``request_ref``
-names), the request it is based on (the thread's latest one), how many leading and trailing
-bytes it shares with that base, and the bytes in between. A row without a base holds the whole
-request. Reading rebuilds the bytes from the nearest cached or whole ancestor and checks them
-against the address (``artifact_corrupt`` otherwise), so what export, replay and verify see is
-byte for byte what was hashed. A small cache of recent requests (``RequestCache``) makes the
-next request's delta, and a reader going through a thread in order, cost one row each.
+names), the request it is based on (the one the branch's previous ``model_request`` names), how
+many leading and trailing bytes it shares with that base, and the bytes in between, zlib
+compressed with the end of the base as the dictionary when that pays (the lines a request adds
+look like the ones before them). A row without a base holds the whole request.
+
+Reading rebuilds the bytes from the nearest cached or whole ancestor and checks them against
+the address (``artifact_corrupt`` otherwise, ``artifact_missing`` when a base is gone), so what
+export, replay and verify see is byte for byte what was hashed. A small cache of recent
+requests (``RequestCache``) makes the next request's delta, and a reader going through a
+thread in order, cost one row each.
 
 This is not the reference's layout (it keeps every artifact as a full file);
 ``threads materialize`` writes request artifacts out in that form.
@@ -16,7 +20,9 @@ This is not the reference's layout (it keeps every artifact as a full file);
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -28,7 +34,8 @@ __all__ = ["REQUEST_MEDIA_TYPE", "Delta", "RequestCache", "apply", "delta", "loa
 
 CACHE_ENTRIES = 64
 CACHE_BYTES = 128 * 1024 * 1024
-MAX_CHAIN = 1_000_000  # a longer chain can only be a loop made by editing the table
+ZLIB_LEVEL = 6
+ZDICT_BYTES = 32 * 1024  # zlib's window: the most of a base its dictionary can use
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +43,8 @@ class Delta:
     base_sha256: str | None
     prefix_bytes: int
     suffix_bytes: int
-    middle: bytes
+    middle: bytes  # as stored: raw, or zlib with the base's tail as its dictionary
+    codec: str  # "raw" | "zlib"
     bytes: int  # the full request's length
 
 
@@ -66,19 +74,37 @@ def _common_suffix(a: memoryview, b: memoryview, limit: int) -> int:
 def delta(base_sha256: str | None, base: bytes | None, data: bytes) -> Delta:
     """``data`` as a delta against ``base`` (whole when there is no base or nothing shared)."""
     if base is None or base_sha256 is None:
-        return Delta(None, 0, 0, data, len(data))
+        return _packed(None, 0, 0, data, base=b"", total=len(data))
     a, b = memoryview(base), memoryview(data)
     limit = min(len(a), len(b))
     prefix = _common_prefix(a, b, limit)
     suffix = _common_suffix(a, b, limit - prefix)
     if prefix + suffix == 0:
-        return Delta(None, 0, 0, data, len(data))
-    return Delta(base_sha256, prefix, suffix, data[prefix : len(data) - suffix], len(data))
+        return _packed(None, 0, 0, data, base=b"", total=len(data))
+    middle = data[prefix : len(data) - suffix]
+    return _packed(base_sha256, prefix, suffix, middle, base=base, total=len(data))
+
+
+def _packed(
+    base_sha256: str | None, prefix: int, suffix: int, middle: bytes, *, base: bytes, total: int
+) -> Delta:
+    """The delta with its middle compressed when that saves at least a tenth."""
+    packer = zlib.compressobj(ZLIB_LEVEL, zdict=base[-ZDICT_BYTES:])
+    packed = packer.compress(middle) + packer.flush()
+    if len(packed) * 10 <= len(middle) * 9:
+        return Delta(base_sha256, prefix, suffix, packed, "zlib", total)
+    return Delta(base_sha256, prefix, suffix, middle, "raw", total)
 
 
 def apply(base: bytes, d: Delta) -> bytes:
+    """The full request ``d`` was made from, given its base (b"" for a whole request);
+    ``zlib.error`` when the stored middle is damaged."""
+    middle = d.middle
+    if d.codec == "zlib":
+        unpacker = zlib.decompressobj(zdict=base[-ZDICT_BYTES:])
+        middle = unpacker.decompress(middle) + unpacker.flush()
     suffix = base[len(base) - d.suffix_bytes :] if d.suffix_bytes else b""
-    return base[: d.prefix_bytes] + d.middle + suffix
+    return base[: d.prefix_bytes] + middle + suffix
 
 
 class RequestCache:
@@ -108,21 +134,19 @@ class RequestCache:
             _, dropped = self._items.popitem(last=False)
             self._bytes -= len(dropped)
 
-    def clear(self) -> None:
-        self._items.clear()
-        self._bytes = 0
-
 
 # ---- the SQLite table (``threads.store.sqlite_schema.DELTAS_DDL``) ---------------------------
 
-_ROW = "SELECT base_sha256, prefix_bytes, suffix_bytes, middle, bytes FROM request_deltas"
+_ROW = (
+    "SELECT base_sha256, prefix_bytes, suffix_bytes, middle, codec, bytes FROM request_deltas"
+)
 
 
 def _row(conn: sqlite3.Connection, sha256: str) -> Delta | None:
     row = conn.execute(_ROW + " WHERE sha256 = ?", (sha256,)).fetchone()
     if row is None:
         return None
-    return Delta(row[0], int(row[1]), int(row[2]), bytes(row[3]), int(row[4]))
+    return Delta(row[0], int(row[1]), int(row[2]), bytes(row[3]), str(row[4]), int(row[5]))
 
 
 def _held(conn: sqlite3.Connection, sha256: str) -> bool:
@@ -136,9 +160,11 @@ def load(conn: sqlite3.Connection, cache: RequestCache, sha256: str) -> bytes | 
     if found is not None and _held(conn, sha256):  # cached by a write that may have rolled back
         return found
     chain: list[Delta] = []
+    seen: set[str] = set()  # a loop of bases can only come from editing the table
     current: str | None = sha256
     base = b""
-    while current is not None:
+    while current is not None and current not in seen:
+        seen.add(current)
         cached = cache.get(current) if chain else None
         if cached is not None:
             base = cached
@@ -152,12 +178,13 @@ def load(conn: sqlite3.Connection, cache: RequestCache, sha256: str) -> bytes | 
                 f"request artifact {sha256} is kept as a delta of {current}, which is gone",
             )
         chain.append(row)
-        if len(chain) > MAX_CHAIN:
-            break
         current = row.base_sha256
     data = base
-    for row in reversed(chain):
-        data = apply(data, row)
+    try:
+        for row in reversed(chain):
+            data = apply(data, row)
+    except zlib.error:
+        data = b""  # damaged stored bytes: reported below as not matching the hash
     if len(data) != chain[0].bytes or sha256_hex(data) != sha256:
         raise StoreError("artifact_corrupt", f"artifact {sha256} does not match its hash")
     cache.put(sha256, data)
@@ -165,38 +192,36 @@ def load(conn: sqlite3.Connection, cache: RequestCache, sha256: str) -> bytes | 
 
 
 def save(
-    conn: sqlite3.Connection, cache: RequestCache, data: bytes, thread_id: str | None
+    conn: sqlite3.Connection, cache: RequestCache, data: bytes, base_sha256: str | None
 ) -> None:
-    """Keep request ``data`` (of thread ``thread_id``, when known) as a delta against the
-    thread's latest stored request; a no-op when it is already stored. Runs inside the
-    caller's transaction."""
+    """Keep request ``data`` as a delta against request ``base_sha256`` (whole when that is
+    None or not kept here); a no-op when it is already stored. Runs inside the caller's
+    transaction."""
     sha256 = sha256_hex(data)
     if _held(conn, sha256):
         cache.put(sha256, data)
         return
-    base_sha256 = latest(conn, thread_id)
     base = None if base_sha256 is None else load(conn, cache, base_sha256)
-    d = delta(base_sha256, base, data)
+    d = delta(base_sha256 if base is not None else None, base, data)
     conn.execute(
-        "INSERT INTO request_deltas(sha256, thread_id, base_sha256, prefix_bytes, suffix_bytes,"
-        " middle, bytes) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (sha256, thread_id, d.base_sha256, d.prefix_bytes, d.suffix_bytes, d.middle, d.bytes),
+        "INSERT INTO request_deltas(sha256, base_sha256, prefix_bytes, suffix_bytes, middle,"
+        " codec, bytes) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (sha256, d.base_sha256, d.prefix_bytes, d.suffix_bytes, d.middle, d.codec, d.bytes),
     )
     cache.put(sha256, data)
 
 
-def latest(conn: sqlite3.Connection, thread_id: str | None) -> str | None:
-    """The newest stored request of ``thread_id`` (of any thread when None)."""
-    if thread_id is None:
-        row = conn.execute(
-            "SELECT sha256 FROM request_deltas ORDER BY rowid DESC LIMIT 1"
-        ).fetchone()
-    else:
-        row = conn.execute(
-            "SELECT sha256 FROM request_deltas WHERE thread_id = ? ORDER BY rowid DESC LIMIT 1",
-            (thread_id,),
-        ).fetchone()
-    return None if row is None else str(row[0])
+def previous_request(conn: sqlite3.Connection, branch_id: str) -> str | None:
+    """The sha256 of the request the branch's latest ``model_request`` names, if any."""
+    row = conn.execute(
+        "SELECT line FROM events WHERE branch_id = ? AND type = 'model_request'"
+        " ORDER BY seq DESC LIMIT 1",
+        (branch_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    ref = json.loads(row[0])["data"].get("request_ref")
+    return str(ref["sha256"]) if isinstance(ref, dict) else None
 
 
 def stored(conn: sqlite3.Connection) -> list[str]:

@@ -99,6 +99,7 @@ class SQLiteStore:
         self._in_memory: dict[str, bytes] = {}  # the artifacts of a ":memory:" store
         self._requests = RequestCache()
         self._deltas_ready = False
+        self._last_put_request: str | None = None
 
     def __repr__(self) -> str:
         return f"SQLiteStore({':memory:' if self.root is None else str(self.root)!r})"
@@ -301,7 +302,6 @@ class SQLiteStore:
         others = [a.data for a in artifacts if a.media_type != REQUEST_MEDIA_TYPE]
         if others:  # durable before the events that reference them
             await self._run(lambda _conn: self._put_files(others))
-        thread_id = events[0].thread_id if events else None
 
         def write(conn: sqlite3.Connection) -> None:
             _check_lease(conn, lease, self.clock.now_ms())  # judged inside the transaction
@@ -311,7 +311,8 @@ class SQLiteStore:
             ).fetchone()
             require_head(branch_id, row, expected_seq, events)
             for request in requests:
-                self._save_request(conn, request, thread_id)
+                base = request_deltas.previous_request(conn, branch_id)
+                self._save_request(conn, request, base)
             conn.executemany(
                 "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
                 " epoch, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -440,8 +441,9 @@ class SQLiteStore:
     # ---- artifacts -----------------------------------------------------------------------
 
     async def put_artifact(self, data: bytes, media_type: str) -> ArtifactRef:
-        if media_type == REQUEST_MEDIA_TYPE:
-            await self._run(self._txn(lambda conn: self._save_request(conn, data, None)))
+        if media_type == REQUEST_MEDIA_TYPE:  # an import puts a log's requests in order
+            base, self._last_put_request = self._last_put_request, sha256_hex(data)
+            await self._run(self._txn(lambda conn: self._save_request(conn, data, base)))
         else:
             await self._run(lambda _conn: self._put_files([data]))
         return artifact_ref(data, media_type)
@@ -487,13 +489,13 @@ class SQLiteStore:
             else:
                 self._in_memory.setdefault(sha256_hex(data), data)
 
-    def _save_request(self, conn: sqlite3.Connection, data: bytes, thread_id: str | None) -> None:
+    def _save_request(self, conn: sqlite3.Connection, data: bytes, base: str | None) -> None:
         if not self._deltas_ready:  # a store the reference wrote: our one table, on first use
             for statement in DELTAS_DDL.split(";"):
                 if statement.strip():
                     conn.execute(statement)
             self._deltas_ready = True
-        request_deltas.save(conn, self._requests, data, thread_id)
+        request_deltas.save(conn, self._requests, data, base)
 
     # ---- import --------------------------------------------------------------------------
 

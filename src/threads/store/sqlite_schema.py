@@ -287,14 +287,13 @@ CREATE TABLE IF NOT EXISTS team_feed (
 DELTAS_DDL = """
 CREATE TABLE IF NOT EXISTS request_deltas (
   sha256 TEXT PRIMARY KEY,
-  thread_id TEXT,
   base_sha256 TEXT REFERENCES request_deltas(sha256),
   prefix_bytes INTEGER NOT NULL CHECK (prefix_bytes >= 0),
   suffix_bytes INTEGER NOT NULL CHECK (suffix_bytes >= 0),
   middle BLOB NOT NULL,
+  codec TEXT NOT NULL CHECK (codec IN ('raw','zlib')),
   bytes INTEGER NOT NULL CHECK (bytes >= 0)
 ) STRICT;
-CREATE INDEX IF NOT EXISTS request_deltas_by_thread ON request_deltas(thread_id);
 """
 
 

@@ -1,7 +1,7 @@
 """The public test kit: ``scripted_model`` (a deterministic model that plays a script of
-replies; ``say``, ``use``, ``call``, ``rate_limited`` and ``server_error`` build the script),
-``FakeClock`` lives in ``threads.clock``, and ``threads.testing.fake_providers`` serves fake
-OpenAI and Anthropic endpoints on loopback.
+replies; ``say``, ``use``, ``call``, ``rate_limited``, ``overloaded`` and ``server_error`` build
+the script), ``FakeClock`` lives in ``threads.clock``, and ``threads.testing.fake_providers``
+serves fake OpenAI and Anthropic endpoints on loopback.
 """
 
 from threads.testing.scripted import (
@@ -9,6 +9,7 @@ from threads.testing.scripted import (
     ScriptedModel,
     ScriptError,
     call,
+    overloaded,
     rate_limited,
     say,
     scripted_model,
@@ -21,6 +22,7 @@ __all__ = [
     "ScriptError",
     "ScriptedModel",
     "call",
+    "overloaded",
     "rate_limited",
     "say",
     "scripted_model",

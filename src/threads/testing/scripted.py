@@ -84,7 +84,8 @@ def use(
     return Reply(text=text, tool_calls=tuple(calls), usage=Usage(*usage))
 
 
-def rate_limited(retry_after_ms: int = 0) -> Fail:
+def rate_limited(retry_after_ms: int | None = 0) -> Fail:
+    """A 429; ``retry_after_ms`` None: without a Retry-After (the run backs off)."""
     return Fail(
         ModelCallError(
             "scripted 429",
@@ -93,6 +94,19 @@ def rate_limited(retry_after_ms: int = 0) -> Fail:
             retryable=True,
             retry_after_ms=retry_after_ms,
             http_status=429,
+        )
+    )
+
+
+def overloaded() -> Fail:
+    """A 529: the provider is overloaded (retried with backoff; may lead to a fallback)."""
+    return Fail(
+        ModelCallError(
+            "scripted 529 overloaded",
+            reason="overloaded",
+            provider_outcome="failed",
+            retryable=True,
+            http_status=529,
         )
     )
 

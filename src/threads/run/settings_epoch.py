@@ -1,0 +1,69 @@
+"""Settings epochs: which model a request goes to, and the ``settings_changed`` a run records
+to switch. A thread starts on its pinned model; after too many overloads the run falls back to
+the next model the pinned ``policy.fallback`` lists (``reason: fallback``, reasoning of the
+earlier epoch omitted), and a fallback with ``fallback_scope: turn`` ends at the next input
+(``reason: revert``, back to the pinned settings). Render v1 line 0 follows the epoch in force,
+so the recorded request and the one sent agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from threads.models.protocol import Model
+from threads.run.drafts import HOST, Draft
+from threads.run.retry_policy import pinned_retry
+from threads.run.runtime import Runtime
+
+
+def current_model(rt: Runtime) -> Model | None:
+    """The agent's model for the settings epoch in force; None when the agent has none by the
+    name the epoch names (its fallback list no longer holds it)."""
+    settings = rt.fold.features.settings
+    if settings is None:
+        return rt.spec.model
+    return _model_named(rt, settings["model"])
+
+
+def fallback(rt: Runtime, cause_event_id: str) -> list[Draft]:
+    """The switch to the next fallback model after the one in force, or [] when there is none
+    (or the agent no longer has it)."""
+    started = rt.fold.thread_started or {}
+    entries = (started.get("policy") or {}).get("fallback") or []
+    settings = rt.fold.features.settings
+    current = (settings or started)["model"]
+    names = [entry["model"] for entry in entries]
+    after = names.index(current) + 1 if current in names else 0
+    for entry in entries[after:]:
+        if _model_named(rt, entry["model"]) is not None:
+            data = {"cause_event_id": cause_event_id, "reason": "fallback", "settings": entry}
+            return [Draft("settings_changed", data, HOST)]
+    return []
+
+
+def revert(rt: Runtime) -> list[Draft]:
+    """Back to the pinned settings when a turn-scoped fallback began before the open turn."""
+    fold = rt.fold
+    event, turn = fold.features.settings_event, fold.turn
+    if event is None or turn is None or event.data["reason"] != "fallback":
+        return []
+    if event.seq > turn.input_event.seq or pinned_retry(fold.thread_started).fallback_scope != (
+        "turn"
+    ):
+        return []
+    started = fold.thread_started or {}
+    settings = {
+        "adapter": started["adapter"],
+        "model": started["model"],
+        "model_params": started["model_params"],
+        "reasoning_carryover": "keep",
+    }
+    data = {"cause_event_id": turn.input_event.event_id, "reason": "revert", "settings": settings}
+    return [Draft("settings_changed", data, HOST)]
+
+
+def _model_named(rt: Runtime, ref: dict[str, Any]) -> Model | None:
+    for model in (rt.spec.model, *rt.spec.fallback):
+        if model.name == ref["name"] and model.provider == ref["provider"]:
+            return model
+    return None
