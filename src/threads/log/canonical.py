@@ -208,6 +208,12 @@ def parse_strict(raw: bytes, *, seq: int | None = None) -> JsonValue:
     return value
 
 
+def parse_stored(raw: bytes) -> JsonValue:
+    """A line admitted earlier, read back as admission read it (integer literals past the
+    safe range are doubles) without repeating its checks."""
+    return json.loads(raw, parse_int=_parse_int)
+
+
 def _written_int(literal: str) -> int | float:
     """``_parse_int`` plus the byte-equality check admission would make on this one token: a
     literal past ±(2^53-1) is a double, kept only when it is that double's canonical form."""
