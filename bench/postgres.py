@@ -30,9 +30,9 @@ from threads.log.lines import Event
 from threads.store.postgres import postgres
 from threads.store.protocol import Lease, Store
 from threads.store.sqlite import sqlite
-from threads.testing.sample_log import SampleLog
+from threads.testing.sample_log import USER, SampleLog
 
-CONCURRENCY = (1, 4, 16)
+CONCURRENCY = (1, 4, 16, 32)
 TTL_MS = 600_000
 
 
@@ -44,7 +44,8 @@ async def _prepare(store: Store, appends: int) -> tuple[SampleLog, Lease, list[E
     log.epoch = lease.epoch
     await store.append(log.header.branch_id, [log.started()], expected_seq=0, lease=lease)
     events = [
-        log.add("user_input", {"source": "api", "text": f"message {i}"}) for i in range(appends)
+        log.add("user_input", {"source": "api", "text": f"message {i}"}, USER)
+        for i in range(appends)
     ]
     return log, lease, events
 

@@ -65,6 +65,7 @@ PUBLIC = {
     "Usage",
     "__version__",
     "agent",
+    "ask_user",
     "open_thread",
     "sqlite",
     "tool",

@@ -16,6 +16,7 @@ from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.agent import Agent, agent
 from threads.run.budget import Budget
 from threads.run.permissions import Permissions
+from threads.run.questions import ask_user
 from threads.run.results import (
     BudgetExhausted,
     Cancelled,
@@ -103,6 +104,7 @@ __all__ = [
     "Usage",
     "__version__",
     "agent",
+    "ask_user",
     "open_thread",
     "sqlite",
     "tool",

@@ -71,6 +71,8 @@ API_CODES: frozenset[str] = frozenset(
         "invalid_argument",
         "not_pending",
         "interrupted",
+        "control_consumed",
+        "budget_exhausted",
         # faults of the store's environment (never log_corrupt: the log itself may be healthy)
         "store_busy",
         "store_read_only",

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from threads import ControlError, Principal, open_thread
-from threads.run.model_step import CRASH_RESENDS, IN_DOUBT_REASONS
+from threads.run.model_retry import IN_DOUBT_REASONS
+from threads.run.retry_policy import RetryPolicy
 from threads.store.sqlite import SQLiteStore
 from threads.testing.fake_service import FakeService
 from threads.tools.tool import DEFAULT_SETTLE_MS
 
+CRASH_RESENDS = RetryPolicy().crash_resends  # the default policy's resends of an in-doubt request
 WORKER = Path(__file__).with_name("worker.py")
 STARTER = Principal(issuer="api", tenant="drill", subject="alice")
 KILLED = -9

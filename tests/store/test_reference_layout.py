@@ -382,3 +382,24 @@ async def test_other_versions_and_our_old_layout_are_unsupported_format(
             assert getattr(err.value, "code", None) == "unsupported_format"
         finally:
             await store.close()
+
+
+async def test_our_first_request_in_a_threads_ts_directory_adds_only_our_table(
+    tmp_path: Path,
+) -> None:
+    case = TS_LOGS[0].parent
+    log = TS_LOGS[0].read_bytes()
+    root = tmp_path / "ts"
+    write_ts_store(root, log, _case_artifacts(case), "acme")
+    request = b'{"adapter":{},"tools":[]}\n{"content":[{"text":"hi","type":"text"}]}\n'
+    store = sqlite(root)
+    try:
+        ref = await store.put_artifact(request, "application/x-ndjson")
+        assert await store.get_artifact(ref["sha256"]) == request
+    finally:
+        await store.close()
+    conn = sqlite3.connect(root / "threads.db")
+    tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    conn.close()
+    assert tables - set(V6_COLUMNS) == {"request_deltas"}
+    check_layout(root)

@@ -1,4 +1,4 @@
-"""Operator controls: ``threads approvals|approve|deny|resolve|cancel THREAD ...``.
+"""Operator controls: ``threads approvals|approve|deny|resolve|answer|cancel THREAD ...``.
 
 The CLI acts as the operator the API uses by default (``api/local/operator``) unless
 ``--issuer/--tenant/--subject`` say otherwise. Each control goes through the thread handle's own
@@ -42,6 +42,13 @@ def register(subparsers: Any) -> None:
         "--assume-not-done", dest="decision", action="store_const", const="assume_not_done"
     )
     resolve.set_defaults(handler=run_resolve)
+    answer = _command(subparsers, "answer", "answer the question an ask_user call parked on")
+    answer.add_argument("call_id", metavar="CALL_ID")
+    answer.add_argument(
+        "answer", metavar="ANSWER", nargs="+",
+        help="the answer; several options for a multi_select question",
+    )
+    answer.set_defaults(handler=run_answer)
     cancel = _command(subparsers, "cancel", "record a durable cancel of the open turn")
     cancel.add_argument("--reason")
     cancel.set_defaults(handler=run_cancel)
@@ -131,6 +138,14 @@ async def run_resolve(args: argparse.Namespace) -> int:
         args, act, f"resolved {args.effect_key} ({args.decision}); run the thread again"
         " (or let a worker pick it up) to continue",
     )
+
+
+async def run_answer(args: argparse.Namespace) -> int:
+    async def act(thread: Thread, who: Principal) -> None:
+        picked = args.answer[0] if len(args.answer) == 1 else list(args.answer)
+        await thread.answer(args.call_id, picked, who)
+
+    return await _act(args, act, f"answered {args.call_id}; run the thread again to continue")
 
 
 async def run_cancel(args: argparse.Namespace) -> int:

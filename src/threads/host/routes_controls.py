@@ -3,19 +3,19 @@
 Each decision goes through the ``Thread`` handle, which checks the tenant and the authority
 (the owning agent's approvers, else the thread's starter) and appends nothing when it refuses.
 After approve, deny, answer, resolve and cancel the host continues the thread itself, whatever
-the decision's outcome.
+the decision's outcome. A cancel of a thread another process runs is queued for that process
+as a control item (202 ``CancelAccepted``), which it records at its next step boundary.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from threads.errors import NotFound, ThreadsError
+from threads.errors import NotFound, StoreError, ThreadsError
 from threads.host.bodies import (
     Answer,
     ApprovalDecision,
@@ -30,8 +30,7 @@ from threads.principal import Principal
 from threads.run.authority import refusal
 from threads.run.fork import fork_at
 from threads.run.thread import Thread
-
-CANCEL_WAIT_S = 2.0  # how long a cancel of our own run waits to answer with its event id
+from threads.store.capabilities import controls_of
 
 
 async def _root_view(ctx: Context, request: Request, principal: Principal) -> ThreadView:
@@ -121,18 +120,20 @@ async def post_resolve(ctx: Context, request: Request, principal: Principal) -> 
 
 
 async def post_answer(ctx: Context, request: Request, principal: Principal) -> Response:
-    await body_of(ctx, request, Answer)
+    body = await body_of(ctx, request, Answer)
     view = await _root_view(ctx, request, principal)
     call_id = request.path_params["call_id"]
     if ("input", call_id) not in view.fold.parks:
         raise HostError("no_open_question", f"no question {call_id} is waiting for an answer")
-    turn = view.fold.turn
-    asker = turn.input_event.actor.get("principal") if turn is not None else None
-    if asker is None or Principal.from_wire(asker) != principal:
-        raise HostError("forbidden", "only the principal who opened this turn may answer")
-    # Our loop never asks (no ask_user yet): a question here was written by another
-    # implementation, and this host can't hand it an answer.
-    raise HostError("invalid_answer", "this host can't deliver answers to this thread's loop")
+    handle = _handle(ctx, view, principal)
+
+    async def decide() -> None:
+        await handle.answer(call_id, body.answer, principal)
+
+    return await _appended(
+        ctx, view, decide,
+        lambda e: e.type == "tool_result" and e.data["call_id"] == call_id,
+    )
 
 
 async def post_cancel(ctx: Context, request: Request, principal: Principal) -> Response:
@@ -144,33 +145,39 @@ async def post_cancel(ctx: Context, request: Request, principal: Principal) -> R
     )
     if refused is not None:
         raise HostError("forbidden", refused)
-    if ctx.runs.cancel_in_process(branch_id):
-        event = await _wait_for(ctx, view, lambda e: e.type == "cancel_requested")
-        if event is None:
-            return JSONResponse({"item_key": uuid7(ctx.runs.store.clock.now_ms())}, 202)
-        return JSONResponse({"event_id": event.event_id})
     handle = _handle(ctx, view, principal)
 
     async def decide() -> None:
         await handle.cancel(principal)
 
-    return await _appended(ctx, view, decide, lambda e: e.type == "cancel_requested")
+    try:
+        return await _appended(ctx, view, decide, lambda e: e.type == "cancel_requested")
+    except StoreError as error:
+        if error.code != "branch_busy":
+            raise
+        # A run holds the branch. When it is ours, its tools see ctx.cancelled at once; the
+        # durable barrier comes from the queued item either way, at the run's next step.
+        signalled = ctx.runs.cancel_in_process(branch_id)
+        return await _queue_cancel(ctx, view, principal, error, signalled)
 
 
-async def _wait_for(ctx: Context, view: ThreadView, match: Callable[[Event], bool]) -> Event | None:
-    """The first event after the view's head that matches, once our run commits it."""
-    store, hub = ctx.runs.store, ctx.runs.hub
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + CANCEL_WAIT_S
-    branch_id = view.branch.branch_id
-    while loop.time() < deadline:
-        seen = hub.version(branch_id)
-        chain = await store.read_chain(branch_id)
-        found = next((e for e in chain.events if e.seq > view.fold.last_seq and match(e)), None)
-        if found is not None:
-            return found
-        await hub.wait(branch_id, seen, max(0.0, deadline - loop.time()))
-    return None
+async def _queue_cancel(
+    ctx: Context, view: ThreadView, principal: Principal, busy: StoreError, signalled: bool
+) -> Response:
+    """Queue the cancel for the process running the thread (202 ``CancelAccepted``); it
+    records the barrier at its next step boundary."""
+    if view.fold.turn is None:
+        raise HostError("not_found", "no turn is open on this thread; nothing to cancel")
+    controls = controls_of(ctx.runs.store)
+    if controls is None:  # a store without an inbox: only a run of ours can be told
+        if not signalled:
+            raise HostError.of(busy)
+        return JSONResponse({"item_key": uuid7(ctx.runs.store.clock.now_ms())}, 202)
+    item_key = await controls.queue_control(
+        tenant_id=view.root.tenant_id, thread_id=view.thread_id,
+        principal=principal.to_wire(), command="cancel",
+    )
+    return JSONResponse({"item_key": item_key}, status_code=202)
 
 
 async def post_fork(ctx: Context, request: Request, principal: Principal) -> Response:

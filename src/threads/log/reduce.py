@@ -56,6 +56,7 @@ class Call:
     branch_id: str
     seq: int
     spec: dict[str, Any] | None  # ToolSpec of that name in the tool set at call time
+    event_id: str = ""  # the tool_call's
     removed: bool = False  # a later tools_changed dropped this tool
     decision: str | None = None  # allow | deny | ask
     decision_source: str | None = None
@@ -525,6 +526,7 @@ def _on_tool_call(fold: Fold, event: Event) -> None:
         branch_id=event.branch_id,
         seq=event.seq,
         spec=fold.tool_spec(data["name"]),
+        event_id=event.event_id,
     )
     fold.calls[call_id] = call
     fold.call_order.append(call_id)

@@ -65,6 +65,7 @@ class Features:
     omit_reasoning_before: int = 0  # seq of the last settings_changed{omit_prior}
     boundaries: set[int] = field(default_factory=set)  # seqs after which no step was open
     accepted_output: Any = None
+    accepted_seq: int = 0  # seq of the output_validated that accepted it
 
     def projections(self) -> dict[str, Any]:
         return {
@@ -172,7 +173,8 @@ def _on_settings_changed(features: Features, facts: ChainFacts, event: Event) ->
 
 
 @cache
-def _validator(schema_json: str) -> Draft202012Validator:
+def schema_validator(schema_json: str) -> Draft202012Validator:
+    """The Draft 2020-12 validator of a JSON schema (given as sorted JSON text, to cache it)."""
     return Draft202012Validator(json.loads(schema_json))
 
 
@@ -190,9 +192,10 @@ def _on_output_validated(features: Features, facts: ChainFacts, event: Event) ->
         raise _fail(event, "output_validated names no candidate (tool_call or model_response)")
     if data["outcome"] == "accepted":
         schema = json.dumps(output.get("schema", {}), sort_keys=True)
-        if not _validator(schema).is_valid(data["value"]):
+        if not schema_validator(schema).is_valid(data["value"]):
             raise _fail(event, "output_validated accepted a value its schema refuses")
         features.accepted_output = data["value"]
+        features.accepted_seq = event.seq
 
 
 def _on_compacted(features: Features, facts: ChainFacts, event: Event) -> None:

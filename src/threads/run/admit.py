@@ -18,6 +18,7 @@ from threads.log.ids import uuid7
 from threads.log.reduce import Approval, Call
 from threads.run.authority import recorded_refusal
 from threads.run.drafts import HOST, Draft, tool_result_data
+from threads.run.output_schema import is_candidate
 from threads.run.runtime import Runtime
 from threads.tools.tool import Tool
 
@@ -90,7 +91,8 @@ def admit(rt: Runtime, call_id: str, name: str, args: dict[str, Any]) -> list[Dr
     if tool is None or rt.fold.tool_spec(name) is None:
         return [_not_executed(call_id, f"not executed: unknown tool {name}")]
     try:
-        tool.input.model_validate(args)
+        if not is_candidate(rt.fold, name):  # a final_output candidate is judged when it runs
+            tool.input.model_validate(args)
     except ValidationError as exc:
         return [_not_executed(call_id, f"invalid input for {name}: {validation_summary(exc)}")]
     permissions = rt.permissions.in_mode(rt.fold.mode)  # a mode_changed holds from its seq on

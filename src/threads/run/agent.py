@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from threads.errors import ConfigError
 from threads.memory import Memory
 from threads.memory_tools import memory_tools
@@ -22,6 +24,7 @@ from threads.principal import Principal
 from threads.run.blocking import run_blocking
 from threads.run.budget import Budget
 from threads.run.config import AgentSpec
+from threads.run.output_schema import DEFAULT_OUTPUT_RETRIES, final_output_tool
 from threads.run.permissions import Permissions
 from threads.run.results import RunResult
 from threads.run.retry_policy import DEFAULT_RETRY, RetryPolicy
@@ -131,6 +134,8 @@ def agent(
     snapshots: bool = False,
     fallback: Sequence[Model] = (),
     retry: RetryPolicy | None = None,
+    output: type[BaseModel] | None = None,
+    output_retries: int = DEFAULT_OUTPUT_RETRIES,
 ) -> Agent:
     """Describe an agent. Everything is checked here: a ``ConfigError`` now, never mid-run.
 
@@ -140,7 +145,12 @@ def agent(
     point). ``memory`` (e.g. ``threads.local_memory.local_memory()``) adds ``save_memory``,
     ``search_memory`` and ``forget_memory``. ``fallback``: models asked in turn when the one
     in force stays overloaded (``retry.fallback_after`` overloads in a row); ``retry``: the
-    ``RetryPolicy`` (backoff, Retry-After cap, limits, fallback scope) the thread pins."""
+    ``RetryPolicy`` (backoff, Retry-After cap, limits, fallback scope) the thread pins.
+    ``output``: a Pydantic model; a turn then ends only on a valid ``final_output`` call (the
+    tool is added), ``Completed.output`` is the validated model, and at most
+    ``output_retries`` failed candidates are shown to the model before the turn ends
+    ``output_invalid``. Add ``threads.ask_user`` to ``tools`` to let the model ask a question
+    (the run parks ``awaiting_input`` until ``Thread.answer``)."""
     if not isinstance(name, str) or not name or len(name) > AGENT_NAME_MAX:
         raise ConfigError("invalid_config", "agent name must be a non-empty string")
     if not isinstance(model, Model):
@@ -149,7 +159,8 @@ def agent(
             "model must implement threads.Model (e.g. threads.openai.openai(...) or"
             " threads.testing.scripted_model(...))",
         )
-    tools = [*tools, *_sandbox_tools(sandbox, tools, snapshots), *_memory_tools(memory)]
+    tools = [*tools, *_sandbox_tools(sandbox, tools, snapshots), *_memory_tools(memory),
+             *_output_tools(output, output_retries)]
     seen: set[str] = set()
     for t in tools:
         if not isinstance(t, Tool):
@@ -175,7 +186,19 @@ def agent(
         snapshots=snapshots,
         fallback=tuple(fallback),
         retry=retry or DEFAULT_RETRY,
+        output=output,
+        output_retries=output_retries,
     )
+
+
+def _output_tools(output: type[BaseModel] | None, retries: int) -> tuple[Tool, ...]:
+    if output is None:
+        return ()
+    if not (isinstance(output, type) and issubclass(output, BaseModel)):
+        raise ConfigError("invalid_config", "output must be a Pydantic model class")
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise ConfigError("invalid_config", "output_retries must be an integer >= 0")
+    return (final_output_tool(output),)
 
 
 def _check_fallback(model: Model, fallback: Sequence[Model]) -> None:

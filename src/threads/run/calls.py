@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from threads.log.reduce import Call
-from threads.run import settle
+from threads.run import settle, structured
 from threads.run.admit import (
     admit,
     ceiling_refusal,
@@ -24,10 +24,12 @@ from threads.run.admit import (
 )
 from threads.run.drafts import HOST, Draft, resumed_data, tool_result_data
 from threads.run.execute import InDoubt, dispatch
+from threads.run.output_schema import is_candidate
+from threads.run.questions import ASK_USER, QUESTION_TTL_MS
 from threads.run.record import close
 from threads.run.results import Parked, ParkReason, Pending, RunResult
 from threads.run.runtime import Runtime
-from threads.run.turn import honour_cancel_request, pending_for
+from threads.run.turn import PARK_REASONS, honour_cancel_request, pending_for
 from threads.tools.tool import Tool
 
 log = logging.getLogger("threads")
@@ -55,9 +57,9 @@ async def run_pending(rt: Runtime) -> RunResult | None:
             continue  # nothing new starts while something is parked
         outcome = await start(rt, call)
         if outcome is not None:
+            if not parked:
+                reason = PARK_REASONS.get(outcome.kind, reason)
             parked.append(outcome)
-            if outcome.kind == "approval":
-                reason = "awaiting_approval"
     if parked:
         return Parked(rt.thread, reason, parked)
     return None
@@ -159,10 +161,28 @@ async def _authorized_start(rt: Runtime, call: Call, tool: Tool) -> Pending | No
 
 
 async def _run(rt: Runtime, call: Call, tool: Tool) -> Pending | None:
-    """Dispatch a call for the first time; one left in doubt is settled at once."""
+    """Dispatch a call for the first time; one left in doubt is settled at once. A question
+    parks the run instead, a final_output candidate is judged instead."""
+    if call.name == ASK_USER:
+        return await _park_on_question(rt, call)
+    if is_candidate(rt.fold, call.name):
+        await structured.judge(rt, call)
+        return None
     if isinstance(await dispatch(rt, call, tool), InDoubt) and await settle_until_closed(rt, call):
         return pending_for(rt, "effect", call.effect_key)
     return None
+
+
+async def _park_on_question(rt: Runtime, call: Call) -> Pending:
+    """The park an allowed ask_user call puts the run in (recorded once)."""
+    if ("input", call.call_id) not in rt.fold.parks:
+        data = {
+            "address": {"id": call.call_id, "kind": "input"},
+            "expires_at": rt.now() + QUESTION_TTL_MS,
+            "reason": "awaiting_input",
+        }
+        await rt.writer.append([Draft("parked", data, HOST)])
+    return Pending("input", call.call_id)
 
 
 def _error_result(call: Call, text: str, origin: str) -> Draft:

@@ -12,11 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from threads.log.hashing import value_hash
 from threads.memory import Memory
 from threads.models.protocol import Model
 from threads.principal import Principal
 from threads.run.budget import Budget
+from threads.run.output_schema import DEFAULT_OUTPUT_RETRIES, output_policy_of
 from threads.run.permissions import Permissions
 from threads.run.retry_policy import DEFAULT_RETRY, RetryPolicy
 from threads.sandbox.protocol import Sandbox
@@ -39,6 +42,8 @@ class AgentSpec:
     snapshots: bool = False  # snapshot the sandbox at the end of each turn that changed it
     fallback: tuple[Model, ...] = ()  # asked in turn when the model in force stays overloaded
     retry: RetryPolicy = DEFAULT_RETRY
+    output: type[BaseModel] | None = None  # a turn ends only on a valid final_output
+    output_retries: int = DEFAULT_OUTPUT_RETRIES
 
     def tool_named(self, name: str) -> Tool | None:
         for t in self.tools:
@@ -76,6 +81,8 @@ class AgentSpec:
             policy["budget"] = self.budget.to_wire()
         policy["permissions"] = self.permissions.to_wire()
         policy["retry"] = self.retry.to_wire()
+        if self.output is not None:
+            policy["output"] = output_policy_of(self.output, self.output_retries)
         return policy
 
 

@@ -16,7 +16,7 @@ import dataclasses
 from typing import Any
 
 from threads.errors import StoreError
-from threads.run import budget_check
+from threads.run import budget_check, structured
 from threads.run.calls import release_approval_parks, run_pending
 from threads.run.drafts import HOST, Draft
 from threads.run.model_step import model_step
@@ -74,6 +74,9 @@ async def run_turn(rt: Runtime) -> RunResult:
         stop = await run_pending(rt)
         if stop is not None:
             return stop
+        ended = await structured.after_calls(rt)
+        if ended is not None:
+            return ended
         await honour_cancel_request(rt)  # a Ctrl-C during a call: no further request
         fold = rt.fold
         turn = fold.turn

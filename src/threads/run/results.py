@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from threads.log.reduce import ParkKind
 from threads.run.budget import BudgetLimit, BudgetScope
@@ -45,8 +45,11 @@ class BudgetInfo:
 
 @dataclass(frozen=True, slots=True)
 class Completed:
+    """``output``: the last reply's text, or for an agent with ``output=Model`` the validated
+    model instance."""
+
     thread: Thread
-    output: str
+    output: Any
     status: Literal["completed"] = field(default="completed", init=False)
 
 

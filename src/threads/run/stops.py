@@ -15,9 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 from threads.run.drafts import HOST, Draft
+from threads.run.output_schema import pinned_output
 from threads.run.results import Completed, RunResult
 from threads.run.runtime import Runtime
 from threads.run.snapshots import snapshot_turn
+from threads.run.structured import ask_for_output
 from threads.run.turn import fail_turn, last_stop, last_text
 
 DEFAULT_CONTINUATIONS = 3
@@ -43,6 +45,8 @@ async def after_reply(rt: Runtime) -> RunResult | None:
             " its text is not a finished answer", "context_exhausted",
         )
     reason = "end_turn"
+    if stop != "max_tokens" and pinned_output(rt.fold) is not None:
+        return await ask_for_output(rt)  # plain text is no final_output: ask for one
     if stop == "max_tokens":
         if _in_turn(rt, _is_continuation) < _bound(rt, "max_output_continuations"):
             data = {

@@ -3,8 +3,8 @@ its id (no agent needed).
 
 Reads (``timeline``, ``state``, ``usage``, ``cost``, ``pending_approvals``) reduce the log;
 ``replay`` re-renders every recorded model request and compares it with what was recorded.
-Controls (``approve``, ``deny``, ``resolve_parked``, ``cancel``) append one event with the
-principal as actor, under the lease for that one append. Authority is one rule
+Controls (``approve``, ``deny``, ``resolve_parked``, ``answer``, ``cancel``) append one event
+with the principal as actor, under the lease for that one append. Authority is one rule
 (``threads.run.authority``): the agent's approvers (when the handle knows the agent), else the
 principal who started the thread; another tenant never; the handle's ``approvers`` only narrow.
 """
@@ -31,6 +31,7 @@ from threads.run.fork import Restore, fork_at
 from threads.run.holders import earlier_holder, iso
 from threads.run.park_info import effect_park_detail
 from threads.run.permissions import check_rule, rule_matches
+from threads.run.questions import answer_draft, answer_text
 from threads.run.replay import replay_branch
 from threads.run.views import (
     ForkPoint,
@@ -357,6 +358,33 @@ class Thread:
             if address is not None:
                 items.append(("resumed", resumed_data(fold, address), actor))
             await writer.append(items)
+
+    async def answer(
+        self, call_id: str, answer: str | list[str], principal: Principal
+    ) -> None:
+        """Answer the question an ``ask_user`` call parked the thread on: one append, the
+        call's ``tool_result{origin: answered}``. Only the principal whose input opened the turn
+        may answer (``forbidden``); no open question is ``not_parked``; an answer the question
+        does not take (not one of its options, several without ``multi_select``) is
+        ``invalid_answer``. Run the thread again to continue."""
+        branch = await self._branch()
+        async with control_writer(self.store, branch.branch_id) as writer:
+            fold = writer.fold
+            call = fold.calls.get(call_id)
+            if ("input", call_id) not in fold.parks or call is None:
+                raise ControlError("not_parked", f"no question {call_id} is waiting for an answer")
+            asker = _asked_by(fold, call.seq)
+            if branch.tenant_id != principal.tenant or asker != principal:
+                raise ControlError(
+                    "forbidden", "only the principal who opened this turn may answer its"
+                    " question; nothing was recorded",
+                )
+            try:
+                text = answer_text(call.input, answer)
+            except ValueError as exc:
+                raise ControlError("invalid_answer", f"{exc}; nothing was recorded") from None
+            actor = {"kind": "user", "principal": principal.to_wire()}
+            await writer.append([answer_draft(call_id, text, actor)])
 
     async def cancel(self, principal: Principal, reason: str | None = None) -> None:
         """Record a durable cancel barrier; the next run of the thread carries it out."""

@@ -10,6 +10,7 @@ from typing import Any
 from threads.log.reduce import Fold, ParkKind
 from threads.run.drafts import HOST, Draft
 from threads.run.park_info import effect_park_detail
+from threads.run.queued_controls import apply_queued_cancels
 from threads.run.results import Cancelled, ErrorInfo, Failed, Parked, ParkReason, Pending
 from threads.run.runtime import Runtime
 
@@ -58,12 +59,15 @@ def parked_result(rt: Runtime) -> Parked:
 
 
 async def honour_cancel_request(rt: Runtime) -> None:
-    """Record a Ctrl-C (``run_sync``) as the durable ``cancel_requested`` barrier."""
+    """Record a Ctrl-C (``run_sync``) as the durable ``cancel_requested`` barrier, or a cancel
+    another process queued for this thread while this run held it."""
     turn = rt.fold.turn
     if rt.cancel.wanted and turn is not None and turn.cancel_event is None:
         actor = {"kind": "user", "principal": rt.principal.to_wire()}
         data = {"reason": "interrupted (Ctrl-C)", "scope": "turn"}
         await rt.writer.append([Draft("cancel_requested", data, actor)])
+        return
+    await apply_queued_cancels(rt)
 
 
 async def finish_cancelled(rt: Runtime) -> Cancelled:

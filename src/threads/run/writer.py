@@ -174,6 +174,7 @@ class BranchWriter:
         artifacts: Sequence[PendingArtifact] = (),
         hold: bool = False,
         receipt: RunReceipt | None = None,
+        consumes: Sequence[str] = (),
     ) -> list[Event]:
         """Append ``(type, data, actor)`` items in one transaction; returns the events.
 
@@ -181,7 +182,8 @@ class BranchWriter:
         the same transaction: for outcomes that nothing is dispatched on before then (a tool
         result, written together with the next model_request). Held events are durable before
         any later send, and before the run ends. ``receipt`` is committed in the same
-        transaction (a host's idempotency receipt for the ``user_input`` it writes)."""
+        transaction (a host's idempotency receipt for the ``user_input`` it writes), and so are
+        ``consumes`` (the control items this append applies)."""
         if self.lost is not None:
             raise self.lost
         return await self.append_prepared(
@@ -218,6 +220,7 @@ class BranchWriter:
                     lease=self.lease,
                     artifacts=batch_artifacts,
                     receipt=receipt,
+                    consumes=consumes,
                 )
             except StoreError as exc:
                 if exc.code in ("stale_epoch", "seq_conflict"):

@@ -30,8 +30,19 @@ except ImportError as exc:  # pragma: no cover - exercised by the import test wi
 from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
 from threads.log.lines import Event, Header
+from threads.store.control_items import CONSUME, lost_item
+from threads.store.control_items import sql as sql_for
 from threads.store.faults import fault
 from threads.store.holder import holder_id as recorded_holder
+from threads.store.pg_group import (
+    INSERT_ARTIFACT,
+    INSERT_EVENTS,
+    LEASE_NOW,
+    AppendRequest,
+    Conn,
+    GroupCommitter,
+    artifact_row,
+)
 from threads.store.protocol import (
     ArtifactRef,
     BranchInfo,
@@ -59,6 +70,7 @@ from threads.store.rows import (
     build_segment,
     check_chain,
     dropped_ref_text,
+    duplicate_event,
     event_rows,
     free_roots,
     free_roots_query,
@@ -76,13 +88,8 @@ from threads.store.rows import (
     verified_artifact,
 )
 
-Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 P = ParamSpec("P")
 T = TypeVar("T")
-
-# The database's clock in Unix ms; ``COALESCE`` lets an injected test clock's reading win.
-_DB_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
-_NOW = f"COALESCE(%s::bigint, {_DB_NOW})"
 
 IDLE_IN_TRANSACTION_MS = 5000  # the server ends a transaction left idle this long
 LOCK_WAIT_MS = 2000  # how long acquiring a lease waits on a row lock before checking why
@@ -147,20 +154,16 @@ CREATE TABLE artifacts (
 
 _RECEIPTS_DDL = receipts_ddl("text", "bigint")
 
-_LEASE = f"SELECT holder_id, epoch, expires_at, {_NOW} FROM leases WHERE branch_id = %s"
+_LEASE = f"SELECT holder_id, epoch, expires_at, {LEASE_NOW} FROM leases WHERE branch_id = %s"
 _LEASE_FOR_UPDATE = _LEASE + " FOR UPDATE"
 # Locks the lease row and the branch row together (the only statement that takes both).
 _LEASE_AND_HEAD = (
-    f"SELECT l.holder_id, l.epoch, l.expires_at, {_NOW}, b.head_seq, b.head_hash, b.state"
+    f"SELECT l.holder_id, l.epoch, l.expires_at, {LEASE_NOW}, b.head_seq, b.head_hash, b.state"
     " FROM leases l JOIN branches b ON b.branch_id = l.branch_id"
     " WHERE l.branch_id = %s FOR UPDATE OF l, b"
 )
 # Roots a worker may claim (see ``Store.list_free_threads``).
-_FREE_ROOTS = free_roots_query(_NOW, "created")
-_INSERT_EVENTS = (
-    "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical, epoch, line)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-)
+_FREE_ROOTS = free_roots_query(LEASE_NOW, "created")
 
 
 # ---- faults ---------------------------------------------------------------------------------
@@ -229,6 +232,7 @@ class PostgresStore:
         self._receipts_ready = False
         self._closed = False
         self._open_lock = asyncio.Lock()
+        self._groups = GroupCommitter(self._conn, self._now, self._append_alone)
 
     def __repr__(self) -> str:
         return f"PostgresStore(schema={self.schema!r})"  # the URL may carry a password
@@ -337,7 +341,7 @@ class PostgresStore:
                 )
                 if events:
                     await conn.cursor().executemany(
-                        _INSERT_EVENTS, event_rows(header.branch_id, events)
+                        INSERT_EVENTS, event_rows(header.branch_id, events)
                     )
                 if receipt is not None:
                     await _insert_receipt(conn, None, receipt)
@@ -398,55 +402,66 @@ class PostgresStore:
         lease: Lease,
         artifacts: Sequence[PendingArtifact] = (),
         receipt: RunReceipt | None = None,
+        consumes: Sequence[str] = (),
     ) -> None:
         require_batch(branch_id, lease, events)
+        request = AppendRequest(
+            branch_id, events, expected_seq, lease, artifacts, receipt, tuple(consumes)
+        )
+        if receipt is None and not consumes:
+            await self._groups.append(request)
+            return
+        # A receipt or a consumed control item can roll the append back after its writes:
+        # such an append is judged in a transaction of its own.
         if receipt is not None:
             await self._receipts()
+        await self._append_alone(request, False)
+
+    async def _append_alone(self, request: AppendRequest, maybe_landed: bool) -> None:
+        """One append in a transaction of its own (after a group's transaction failed,
+        ``maybe_landed`` says whether its commit may have landed before the connection was lost:
+        the store is asked first)."""
+        if maybe_landed:
+            await self._drop_dead_connections()
+            if await self._landed(request):
+                return
         written = [False]  # set once the writes (and COMMIT) may have reached the server
         try:
-            await self._append(
-                branch_id, events=events, expected_seq=expected_seq, lease=lease,
-                artifacts=artifacts, receipt=receipt, written=written,
-            )
+            await self._append(request, written)
         except StoreError as exc:
             if exc.code != "store_unavailable" or self._closed:
                 raise
             await self._drop_dead_connections()
             # Lost before any write was sent: nothing was committed. Lost after: ask the store
             # whether the batch landed (stale_epoch if another holder took over meanwhile).
-            if written[0] and await self._landed(branch_id, events, expected_seq, lease):
+            if written[0] and await self._landed(request):
                 return
-            await self._append(
-                branch_id, events=events, expected_seq=expected_seq, lease=lease,
-                artifacts=artifacts, receipt=receipt, written=written,
-            )
+            await self._append(request, written)
 
-    async def _landed(
-        self, branch_id: str, events: Sequence[Event], expected_seq: int, lease: Lease
-    ) -> bool:
+    async def _landed(self, request: AppendRequest) -> bool:
         """After a connection was lost mid-append: did the batch commit? The lease is checked
         first, so while it holds nobody else can have moved the head."""
-        await self.check_lease(lease)
-        branch = await self.get_branch(branch_id)
+        events = request.events
+        await self.check_lease(request.lease)
+        branch = await self.get_branch(request.branch_id)
         if events and (branch.head_seq, branch.head_hash) == (events[-1].seq, events[-1].hash):
             return True
-        if branch.head_seq == expected_seq:
+        if branch.head_seq == request.expected_seq:
             return False
         raise StoreError(
             "seq_conflict", "the branch moved while the connection was lost; re-read it"
         )
 
-    async def _append(
-        self,
-        branch_id: str,
-        *,
-        events: Sequence[Event],
-        expected_seq: int,
-        lease: Lease,
-        artifacts: Sequence[PendingArtifact],
-        receipt: RunReceipt | None,
-        written: list[bool],
-    ) -> None:
+    async def _append(self, request: AppendRequest, written: list[bool]) -> None:
+        try:
+            await self._append_once(request, written)
+        except psycopg.IntegrityError:
+            # The head check passed under the row locks, so no other writer's event holds
+            # these seqs: an event_id of the batch is already on the branch.
+            raise duplicate_event(request.branch_id) from None
+
+    async def _append_once(self, request: AppendRequest, written: list[bool]) -> None:
+        branch_id, events, lease = request.branch_id, request.events, request.lease
         # Pipelined: BEGIN + the locking read are one round trip, the writes + COMMIT another.
         async with self._conn() as conn, conn.pipeline() as pipeline, conn.transaction():
             cursor = await conn.execute(_LEASE_AND_HEAD, (self._now(), branch_id))
@@ -457,19 +472,26 @@ class PostgresStore:
             if row is None:  # no lease row: nobody ever held this branch
                 raise stale_epoch(lease)
             require_live(row[:3], lease, int(row[3]))
-            require_head(branch_id, row[4:], expected_seq, events)
+            require_head(branch_id, row[4:], request.expected_seq, events)
             written[0] = True
-            for artifact in artifacts:
+            for artifact in request.artifacts:
                 await _insert_artifact(conn, artifact)
             if events:
-                await cursor.executemany(_INSERT_EVENTS, event_rows(branch_id, events))
+                await cursor.executemany(INSERT_EVENTS, event_rows(branch_id, events))
                 last = events[-1]
                 await conn.execute(
                     "UPDATE branches SET head_seq = %s, head_hash = %s WHERE branch_id = %s",
                     (last.seq, last.hash, branch_id),
                 )
-            if receipt is not None:
-                await _insert_receipt(conn, pipeline, receipt)
+            if request.receipt is not None:
+                await _insert_receipt(conn, pipeline, request.receipt)
+            for inbox_id in request.consumes:
+                consumed = await conn.execute(
+                    sql_for(CONSUME, "%s").encode(), (events[-1].seq, inbox_id)
+                )
+                await pipeline.sync()
+                if consumed.rowcount != 1:
+                    raise lost_item(inbox_id)  # rolls the append back with it
 
     # ---- idempotency receipts ------------------------------------------------------------
 
@@ -692,7 +714,7 @@ class PostgresStore:
             )
             if segment.events:
                 await cursor.executemany(
-                    _INSERT_EVENTS, event_rows(header.branch_id, segment.events)
+                    INSERT_EVENTS, event_rows(header.branch_id, segment.events)
                 )
         return True
 
@@ -802,12 +824,7 @@ async def _chain_epoch(conn: Conn, branch: BranchInfo) -> int:
 
 
 async def _insert_artifact(conn: Conn, artifact: PendingArtifact) -> None:
-    ref = artifact_ref(artifact.data, artifact.media_type)
-    await conn.execute(
-        "INSERT INTO artifacts(sha256, media_type, bytes, data) VALUES (%s, %s, %s, %s)"
-        " ON CONFLICT (sha256) DO NOTHING",
-        (ref["sha256"], artifact.media_type, len(artifact.data), artifact.data),
-    )
+    await conn.execute(INSERT_ARTIFACT, artifact_row(artifact))
 
 
 async def _lines(conn: Conn, branch_id: str, through_seq: int | None) -> list[bytes]:

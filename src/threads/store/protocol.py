@@ -134,10 +134,14 @@ class Store(Protocol):
         lease: Lease,
         artifacts: Sequence[PendingArtifact] = (),
         receipt: RunReceipt | None = None,
+        consumes: Sequence[str] = (),
     ) -> None:
         """One transaction: lease live at ``lease.epoch`` (else ``stale_epoch``), head at
         ``expected_seq`` (else ``seq_conflict``), then artifacts, events and the new head, and
-        ``receipt`` when given (a taken key rolls it all back: ``idempotency_key_reused``)."""
+        ``receipt`` when given (a taken key rolls it all back: ``idempotency_key_reused``).
+        ``consumes``: inbox ids this append applies (``threads.store.control_items``), each
+        marked consumed at the batch's last seq by compare-and-set; one another writer
+        consumed first rolls it all back (``control_consumed``)."""
         ...
 
     async def get_receipt(

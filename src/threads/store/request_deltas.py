@@ -35,6 +35,7 @@ __all__ = ["REQUEST_MEDIA_TYPE", "Delta", "RequestCache", "apply", "delta", "loa
 CACHE_ENTRIES = 64
 CACHE_BYTES = 128 * 1024 * 1024
 ZLIB_LEVEL = 6
+FAST_ABOVE_BYTES = 64 * 1024
 ZDICT_BYTES = 32 * 1024  # zlib's window: the most of a base its dictionary can use
 
 
@@ -48,8 +49,10 @@ class Delta:
     bytes: int  # the full request's length
 
 
-def _common_prefix(a: memoryview, b: memoryview, limit: int) -> int:
+def _common_prefix(a: bytes, b: bytes, limit: int) -> int:
     """Length of the longest common prefix of ``a`` and ``b``, at most ``limit``."""
+    if b.startswith(a[:limit]):  # the usual case: a request is its base plus new lines
+        return limit
     low, high = 0, limit
     while low < high:  # invariant: a[:low] == b[:low]
         mid = (low + high + 1) // 2
@@ -60,7 +63,7 @@ def _common_prefix(a: memoryview, b: memoryview, limit: int) -> int:
     return low
 
 
-def _common_suffix(a: memoryview, b: memoryview, limit: int) -> int:
+def _common_suffix(a: bytes, b: bytes, limit: int) -> int:
     low, high = 0, limit
     while low < high:  # invariant: the last ``low`` bytes agree
         mid = (low + high + 1) // 2
@@ -75,10 +78,9 @@ def delta(base_sha256: str | None, base: bytes | None, data: bytes) -> Delta:
     """``data`` as a delta against ``base`` (whole when there is no base or nothing shared)."""
     if base is None or base_sha256 is None:
         return _packed(None, 0, 0, data, base=b"", total=len(data))
-    a, b = memoryview(base), memoryview(data)
-    limit = min(len(a), len(b))
-    prefix = _common_prefix(a, b, limit)
-    suffix = _common_suffix(a, b, limit - prefix)
+    limit = min(len(base), len(data))
+    prefix = _common_prefix(base, data, limit)
+    suffix = _common_suffix(base, data, limit - prefix)
     if prefix + suffix == 0:
         return _packed(None, 0, 0, data, base=b"", total=len(data))
     middle = data[prefix : len(data) - suffix]
@@ -89,7 +91,8 @@ def _packed(
     base_sha256: str | None, prefix: int, suffix: int, middle: bytes, *, base: bytes, total: int
 ) -> Delta:
     """The delta with its middle compressed when that saves at least a tenth."""
-    packer = zlib.compressobj(ZLIB_LEVEL, zdict=base[-ZDICT_BYTES:])
+    level = ZLIB_LEVEL if len(middle) <= FAST_ABOVE_BYTES else 1  # a whole request: be quick
+    packer = zlib.compressobj(level, zdict=base[-ZDICT_BYTES:])
     packed = packer.compress(middle) + packer.flush()
     if len(packed) * 10 <= len(middle) * 9:
         return Delta(base_sha256, prefix, suffix, packed, "zlib", total)

@@ -125,6 +125,16 @@ def stale_epoch(lease: Lease) -> StoreError:
     )
 
 
+def duplicate_event(branch_id: str) -> StoreError:
+    """An append whose insert hit a unique key although its head check passed: an event of
+    the batch reuses an ``event_id`` already stored on the branch (a writer bug)."""
+    return StoreError(
+        "invalid_argument",
+        f"refused append: an event of this batch has an event_id already stored on branch"
+        f" {branch_id}; mint new ids (nothing of the batch was written)",
+    )
+
+
 def require_lease_branch(lease: Lease, branch_id: str) -> None:
     if lease.branch_id != branch_id:
         raise StoreError(

@@ -5,9 +5,10 @@ deltas in ``threads.db`` (``threads.store.request_deltas``). ``":memory:"`` keep
 in the process.
 
 All SQLite work runs on one dedicated thread per store so the event loop is never blocked.
-Invariants: an append is one ``BEGIN IMMEDIATE`` transaction that checks the lease and the
-expected head before writing; stored line bytes are never rewritten; lease expiry is judged by
-the store's clock, never by the holder's.
+Invariants: an append checks the lease and the expected head before writing, inside a
+``BEGIN IMMEDIATE`` transaction that appends to other branches queued with it share
+(``threads.store.group_commit``: one fsync for all of them, one savepoint each); stored line
+bytes are never rewritten; lease expiry is judged by the store's clock, never by the holder's.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header
 from threads.store import request_deltas
 from threads.store.artifact_files import ArtifactFiles, make_store_dirs
+from threads.store.control_items import CONSUME, lost_item
 from threads.store.faults import fault, os_fault, sqlite_fault
+from threads.store.group_commit import Write, commit_group, in_transaction
 from threads.store.holder import holder_id as recorded_holder
 from threads.store.protocol import (
     ArtifactRef,
@@ -52,6 +55,7 @@ from threads.store.rows import (
     build_segment,
     check_chain,
     dropped_ref_text,
+    duplicate_event,
     event_rows,
     free_roots,
     free_roots_query,
@@ -67,7 +71,7 @@ from threads.store.rows import (
     verified_artifact,
 )
 from threads.store.sqlite_schema import DELTAS_DDL, configure, init_schema
-from threads.store.worker import StoreThread
+from threads.store.worker import Outcome, StoreThread
 
 T = TypeVar("T")
 
@@ -128,25 +132,46 @@ class SQLiteStore:
         self._conn = conn
         return conn
 
-    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _require_open(self) -> None:
         if self._closed:
             raise StoreError("invalid_argument", "this store is closed; open it again")
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        self._require_open()
         return await self._worker.run(lambda: self._guarded(fn))
 
     def _guarded(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` on the connection; faults of the environment become coded errors. An
-        ``IntegrityError`` is left to the caller, for which it means a conflict."""
+        """Run ``fn`` on the connection; faults of the environment become coded errors."""
         try:
             return fn(self._connect())
-        except sqlite3.IntegrityError:
-            raise
-        except sqlite3.Error as exc:
-            error = sqlite_fault(exc)
-            if error.code == "store_unavailable" and not self._writable():
-                error = fault("store_read_only", f"SQLite: {exc}")
-            raise error from None
-        except OSError as exc:
-            raise os_fault(exc) from None
+        except BaseException as exc:
+            coded = self._coded(exc)
+            if coded is exc:
+                raise
+            raise coded from None
+
+    def _coded(self, exc: BaseException) -> BaseException:
+        """A fault of the environment as its coded error. An ``IntegrityError`` is left to the
+        caller, for which it means a conflict; anything else not SQLite's or the OS's is kept."""
+        if isinstance(exc, sqlite3.IntegrityError) or not isinstance(exc, sqlite3.Error | OSError):
+            return exc
+        if isinstance(exc, OSError):
+            return os_fault(exc)
+        error = sqlite_fault(exc)
+        if error.code == "store_unavailable" and not self._writable():
+            error = fault("store_read_only", f"SQLite: {exc}")
+        return error
+
+    def _commit_appends(self, writes: list[Write]) -> list[Outcome]:
+        """The store thread's batch for appends (see ``threads.store.group_commit``)."""
+        try:
+            conn = self._connect()
+        except BaseException as exc:
+            return [(None, self._coded(exc))] * len(writes)
+        return [
+            (result, None if error is None else self._coded(error))
+            for result, error in commit_group(conn, writes)
+        ]
 
     def _writable(self) -> bool:
         """Whether the store's directory can take files (the WAL and shared-memory files
@@ -156,20 +181,7 @@ class SQLiteStore:
     def _txn(
         self, fn: Callable[[sqlite3.Connection], T], *, begin: str = "BEGIN IMMEDIATE"
     ) -> Callable[[sqlite3.Connection], T]:
-        def run(conn: sqlite3.Connection) -> T:
-            conn.execute(begin)
-            try:
-                result = fn(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                # A failed COMMIT (busy, disk full, I/O error) leaves the transaction open:
-                # roll it back, or every later BEGIN on this connection fails.
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            return result
-
-        return run
+        return lambda conn: in_transaction(conn, fn, begin)
 
     async def close(self) -> None:
         if self._closed:
@@ -296,6 +308,7 @@ class SQLiteStore:
         lease: Lease,
         artifacts: Sequence[PendingArtifact] = (),
         receipt: RunReceipt | None = None,
+        consumes: Sequence[str] = (),
     ) -> None:
         require_batch(branch_id, lease, events)
         requests = [a.data for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
@@ -313,11 +326,14 @@ class SQLiteStore:
             for request in requests:
                 base = request_deltas.previous_request(conn, branch_id)
                 self._save_request(conn, request, base)
-            conn.executemany(
-                "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
-                " epoch, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                event_rows(branch_id, events),
-            )
+            try:
+                conn.executemany(
+                    "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
+                    " epoch, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    event_rows(branch_id, events),
+                )
+            except sqlite3.IntegrityError:
+                raise duplicate_event(branch_id) from None
             if events:
                 last = events[-1]
                 conn.execute(
@@ -326,8 +342,12 @@ class SQLiteStore:
                 )
             if receipt is not None:
                 _insert_receipt(conn, receipt)
+            for inbox_id in consumes:
+                if conn.execute(CONSUME, (events[-1].seq, inbox_id)).rowcount != 1:
+                    raise lost_item(inbox_id)  # rolls the append back with it
 
-        await self._run(self._txn(write))
+        self._require_open()
+        await self._worker.run_grouped(write, self._commit_appends)
 
     # ---- idempotency receipts ------------------------------------------------------------
 

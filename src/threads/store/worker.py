@@ -6,6 +6,11 @@ about 45 µs per call in ``bench/append.py``; a ``SimpleQueue`` and one ``call_s
 cost about 19 µs. Invariant: jobs run one at a time, in the order submitted, on one thread (so
 one SQLite connection is only ever used by that thread); each caller gets its job's result or
 exception.
+
+Grouped jobs (``run_grouped``): jobs submitted with the same ``Batch`` that are queued one after
+another when the thread gets to them are handed to that batch together, in order, so it can run
+them in one transaction (``threads.store.group_commit``). Nothing waits for a group to fill: a
+group is whatever queued up while the previous job ran.
 """
 
 from __future__ import annotations
@@ -19,7 +24,14 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
+Outcome = tuple[Any, BaseException | None]  # a job's result, or the exception it raised
+# Runs the queued items of one group together; one outcome per item, in order.
+Batch = Callable[[list[Any]], list[Outcome]]
+
+MAX_GROUP = 64  # most jobs handed to one batch call
+
+# (loop, future, job): a solo job is a callable; a grouped one is (batch, item).
+_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Any, Batch | None]
 
 
 class StoreThread:
@@ -32,9 +44,16 @@ class StoreThread:
 
     def run(self, fn: Callable[[], T]) -> asyncio.Future[T]:
         """Queue ``fn``; await the returned future for its result."""
+        return self._submit(fn, None)
+
+    def run_grouped(self, item: Any, batch: Batch) -> asyncio.Future[Any]:
+        """Queue ``item`` for ``batch``; await the returned future for its own outcome."""
+        return self._submit(item, batch)
+
+    def _submit(self, payload: Any, batch: Batch | None) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put((loop, future, fn))
+        future: asyncio.Future[Any] = loop.create_future()
+        self._jobs.put((loop, future, payload, batch))
         return future
 
     def stop(self) -> None:
@@ -43,21 +62,61 @@ class StoreThread:
         self._thread.join()
 
     def _serve(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            loop, future, fn = job
+        job = self._jobs.get()
+        while job is not None:
+            loop, future, payload, batch = job
+            if batch is None:
+                _deliver([(loop, future)], [_call(payload)])
+                job = self._jobs.get()
+                continue
+            group, taken = self._gather(job, batch)
             try:
-                result, error = fn(), None
-            except BaseException as exc:  # handed to the awaiting caller, never swallowed
-                result, error = None, exc
-            # A closed loop (RuntimeError) means nobody is waiting for this result any more.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_settle, future, result, error)
+                outcomes = batch([member[2] for member in group])
+            except BaseException as exc:  # the batch itself failed: every member hears why
+                outcomes = [(None, exc)] * len(group)
+            _deliver([(member[0], member[1]) for member in group], outcomes)
+            job = taken[0] if taken else self._jobs.get()
+
+    def _gather(self, first: _Job, batch: Batch) -> tuple[list[_Job], list[_Job | None]]:
+        """``first`` and the jobs of the same batch queued right behind it, and (as a list of
+        at most one) the other job, or the stop, taken off the queue while gathering them."""
+        group = [first]
+        while len(group) < MAX_GROUP:
+            try:
+                queued = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if queued is None or queued[3] != batch:
+                return group, [queued]
+            group.append(queued)
+        return group, []
 
 
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.cancelled():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+def _call(fn: Callable[[], Any]) -> Outcome:
+    try:
+        return fn(), None
+    except BaseException as exc:  # handed to the awaiting caller, never swallowed
+        return None, exc
+
+
+def _deliver(
+    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]], outcomes: list[Outcome]
+) -> None:
+    """Settle each waiter's future on its loop: one wake-up per loop, not one per job."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Outcome]]] = {}
+    for (loop, future), outcome in zip(waiters, outcomes, strict=True):
+        by_loop.setdefault(loop, []).append((future, outcome))
+    for loop, settled in by_loop.items():
+        # A closed loop (RuntimeError) means nobody is waiting for these results any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle_all, settled)
+
+
+def _settle_all(settled: list[tuple[asyncio.Future[Any], Outcome]]) -> None:
+    for future, (result, error) in settled:
+        if future.cancelled():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)

@@ -1,0 +1,36 @@
+"""The holder's side of control items (``threads.store.control_items``): at each step boundary
+the run applies the cancels other processes queued for its thread while it held the lease.
+
+A queued cancel becomes the durable ``cancel_requested`` barrier (its actor the principal who
+asked), appended together with the item's consumption in one transaction. An item that finds
+nothing to cancel (the turn it was queued for already ended or already carries a barrier) is
+consumed without an append, so it never cancels a later turn.
+"""
+
+from __future__ import annotations
+
+from threads.run.drafts import Draft
+from threads.run.runtime import Runtime
+from threads.store.capabilities import controls_of
+
+QUEUED_REASON = "cancel queued while another process ran the thread"
+
+
+async def apply_queued_cancels(rt: Runtime) -> None:
+    controls = controls_of(rt.writer.store)
+    if controls is None:
+        return
+    for item in await controls.pending_controls(rt.writer.thread_id):
+        if item.command != "cancel":
+            continue  # stop_when_idle is not applied by this loop; it waits for one that does
+        turn = rt.fold.turn
+        if (
+            turn is None
+            or turn.cancel_event is not None
+            or item.received_at < turn.input_event.time  # queued for a turn that ended
+        ):
+            await controls.consume_control(item.inbox_id, rt.fold.last_seq)
+            continue
+        data = {"reason": QUEUED_REASON, "scope": "turn"}
+        actor = {"kind": "user", "principal": item.principal}
+        await rt.writer.append([Draft("cancel_requested", data, actor)], consumes=[item.inbox_id])

@@ -1,0 +1,104 @@
+"""Durable control items: a cancel asked of a thread that another process is running.
+
+A control (today ``cancel``) that can't take the branch's lease because another process holds
+it is queued as an ``inbox`` row instead of being refused: ``channel="api"``,
+``installation_id="local"``, ``item_key = delivery_id`` = a fresh UUIDv7, and ``item`` the
+canonical JSON of ``{kind:"control", principal, address:<thread_id>, item_key, command}`` (the
+spellings the TypeScript implementation reads). While an unconsumed item with the same command
+waits for a thread, queueing again answers with that item, never a second one. The holder looks
+at each step boundary and applies an item in the append that records it, setting
+``consumed_seq`` by compare-and-set (``consumed_seq IS NULL``) in that transaction: a lost
+compare-and-set rolls the append back (``control_consumed``), so an item is applied once.
+Authority is checked before an item is queued; applying never checks again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from threads.errors import StoreError
+from threads.log.canonical import canonical
+
+CONTROL_CHANNEL = "api"
+CONTROL_INSTALLATION = "local"
+Command = Literal["cancel", "stop_when_idle"]
+
+INBOX_COLUMNS = "inbox_id, tenant_id, thread_id, item, received_at"
+# Unconsumed control items of one thread (placeholders: the engine's, filled by ``sql``).
+PENDING = (
+    f"SELECT {INBOX_COLUMNS} FROM inbox WHERE thread_id = ? AND channel = 'api'"
+    " AND installation_id = 'local' AND consumed_seq IS NULL ORDER BY received_at, inbox_id"
+)
+INSERT = (
+    "INSERT INTO inbox(inbox_id, tenant_id, channel, installation_id, item_key, delivery_id,"
+    " thread_id, item, received_at) VALUES (?, ?, 'api', 'local', ?, ?, ?, ?, ?)"
+)
+CONSUME = "UPDATE inbox SET consumed_seq = ? WHERE inbox_id = ? AND consumed_seq IS NULL"
+
+
+@dataclass(frozen=True, slots=True)
+class ControlItem:
+    inbox_id: str
+    tenant_id: str
+    thread_id: str
+    item_key: str
+    command: str
+    principal: dict[str, Any]
+    received_at: int
+
+
+def item_bytes(principal: dict[str, Any], thread_id: str, item_key: str, command: str) -> bytes:
+    return canonical({
+        "address": thread_id,
+        "command": command,
+        "item_key": item_key,
+        "kind": "control",
+        "principal": principal,
+    })
+
+
+def control_from_row(row: tuple[Any, ...]) -> ControlItem | None:
+    """The control item of an inbox row; None for a row that is not one (another kind)."""
+    inbox_id, tenant_id, thread_id, raw, received_at = row
+    try:
+        item = json.loads(bytes(raw))
+    except ValueError:
+        return None
+    if not isinstance(item, dict) or item.get("kind") != "control":
+        return None
+    return ControlItem(
+        str(inbox_id), str(tenant_id), str(thread_id), str(item.get("item_key")),
+        str(item.get("command")), dict(item.get("principal") or {}), int(received_at),
+    )
+
+
+def sql(statement: str, placeholder: str) -> str:
+    """``statement`` with the engine's placeholder (``?`` for SQLite, ``%s`` for Postgres)."""
+    return statement.replace("?", placeholder)
+
+
+def lost_item(inbox_id: str) -> StoreError:
+    return StoreError(
+        "control_consumed",
+        f"control item {inbox_id} was applied by another writer first; re-read the branch",
+    )
+
+
+class ControlItems(Protocol):
+    """What a store engine provides for control items."""
+
+    async def queue_control(
+        self, *, tenant_id: str, thread_id: str, principal: dict[str, Any], command: Command
+    ) -> str:
+        """Queue ``command`` for the thread's holder; returns the item key (the waiting
+        item's, when one with this command is already queued)."""
+        ...
+
+    async def pending_controls(self, thread_id: str) -> list[ControlItem]: ...
+
+    async def consume_control(self, inbox_id: str, seq: int) -> bool:
+        """Mark an item consumed without an append (it found nothing to apply to); False when
+        another writer consumed it first."""
+        ...

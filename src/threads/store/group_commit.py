@@ -1,0 +1,81 @@
+"""Group commit on SQLite: appends to different branches that queued up together on the store
+thread commit in one transaction, so one fsync makes all of them durable.
+
+Invariants: each append keeps every check it makes alone (lease and epoch, expected head,
+branch state) and runs them and its writes inside its own savepoint, after the appends before it
+in the group, exactly as if it ran alone right after them; a refused append is rolled back to
+its savepoint and gets its own error while the others commit. When the transaction as a whole
+fails (its ``COMMIT``, or a fault SQLite answers by rolling everything back) nothing of the group
+was committed, and each append runs again in a transaction of its own, so every caller hears
+its own outcome. No caller is answered before the ``COMMIT`` holding its writes returned
+(``synchronous=FULL``: the WAL is on disk).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from threads.store.worker import Outcome
+
+T = TypeVar("T")
+
+Write = Callable[[sqlite3.Connection], Any]
+
+
+def in_transaction(
+    conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T], begin: str
+) -> T:
+    """Run ``fn`` in one transaction opened with ``begin``; committed, or rolled back."""
+    conn.execute(begin)
+    try:
+        result = fn(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        # A failed COMMIT (busy, disk full, I/O error) leaves the transaction open: roll it
+        # back, or every later BEGIN on this connection fails.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def commit_group(conn: sqlite3.Connection, writes: Sequence[Write]) -> list[Outcome]:
+    """Run ``writes`` in order in one ``BEGIN IMMEDIATE`` transaction, each in its savepoint;
+    one outcome (result or exception) per write."""
+    if len(writes) == 1:
+        return [_alone(conn, writes[0])]
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except BaseException as exc:  # busy past the timeout, I/O: no write of the group ran
+        return [(None, exc)] * len(writes)
+    try:
+        outcomes = [_in_savepoint(conn, write) for write in writes]
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        return [_alone(conn, write) for write in writes]
+    return outcomes
+
+
+def _in_savepoint(conn: sqlite3.Connection, write: Write) -> Outcome:
+    conn.execute("SAVEPOINT one_append")
+    try:
+        result = write(conn)
+    except Exception as exc:
+        if not conn.in_transaction:  # SQLite rolled the whole transaction back (full, I/O)
+            raise
+        conn.execute("ROLLBACK TO one_append")
+        conn.execute("RELEASE one_append")
+        return None, exc
+    conn.execute("RELEASE one_append")
+    return result, None
+
+
+def _alone(conn: sqlite3.Connection, write: Write) -> Outcome:
+    try:
+        return in_transaction(conn, write, "BEGIN IMMEDIATE"), None
+    except BaseException as exc:  # handed to that append's caller
+        return None, exc

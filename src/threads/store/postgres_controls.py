@@ -1,0 +1,76 @@
+"""Control items (``threads.store.control_items``) in a Postgres store's ``inbox`` table.
+
+The table is created on first use. Queueing takes a transaction-scoped advisory lock on the
+thread first, so two hosts queueing one command for one thread queue it once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from threads.log.ids import uuid7
+from threads.store.control_items import (
+    CONSUME,
+    INSERT,
+    PENDING,
+    Command,
+    ControlItem,
+    control_from_row,
+    item_bytes,
+    sql,
+)
+from threads.store.postgres import PostgresStore
+from threads.store.postgres_tables import transaction
+
+INBOX_DDL = """
+CREATE TABLE IF NOT EXISTS inbox (
+  inbox_id text PRIMARY KEY,
+  tenant_id text NOT NULL,
+  channel text NOT NULL,
+  installation_id text NOT NULL,
+  item_key text NOT NULL,
+  delivery_id text,
+  thread_id text,
+  item bytea NOT NULL,
+  received_at bigint NOT NULL,
+  consumed_seq bigint,
+  UNIQUE (tenant_id, channel, installation_id, item_key)
+);
+CREATE INDEX IF NOT EXISTS inbox_waiting ON inbox(thread_id) WHERE consumed_seq IS NULL;
+"""
+
+
+class PostgresControls:
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+
+    async def queue_control(
+        self, *, tenant_id: str, thread_id: str, principal: dict[str, Any], command: Command
+    ) -> str:
+        now = self.store.clock.now_ms()
+        async with transaction(self.store, INBOX_DDL) as conn:
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"threads:inbox:{thread_id}",)
+            )
+            cursor = await conn.execute(sql(PENDING, "%s").encode(), (thread_id,))
+            for row in await cursor.fetchall():
+                waiting = control_from_row(row)
+                if waiting is not None and waiting.command == command:
+                    return waiting.item_key
+            key = uuid7(now)
+            await conn.execute(sql(INSERT, "%s").encode(), (
+                uuid7(now), tenant_id, key, key, thread_id,
+                item_bytes(principal, thread_id, key, command), now,
+            ))
+            return key
+
+    async def pending_controls(self, thread_id: str) -> list[ControlItem]:
+        async with transaction(self.store, INBOX_DDL) as conn:
+            cursor = await conn.execute(sql(PENDING, "%s").encode(), (thread_id,))
+            items = [control_from_row(r) for r in await cursor.fetchall()]
+        return [i for i in items if i is not None]
+
+    async def consume_control(self, inbox_id: str, seq: int) -> bool:
+        async with transaction(self.store, INBOX_DDL) as conn:
+            cursor = await conn.execute(sql(CONSUME, "%s").encode(), (seq, inbox_id))
+            return cursor.rowcount == 1

@@ -1,0 +1,156 @@
+"""Drill child for group commit: many branches appending at once on one store, in one process.
+
+``python group_writer.py SPEC`` with SPEC as JSON: ``engine`` (``sqlite`` | ``postgres``),
+``store`` (directory) or ``url`` + ``schema``, ``branches``, ``appends`` (per branch, a bound:
+the parent kills us long before), and ``kill``: ``null`` (the parent SIGKILLs us whenever it
+likes), ``"before_commit"`` (die once a group of two or more has run every write of its
+transaction but not its COMMIT) or ``"after_commit"`` (die once such a group's COMMIT returned,
+before any of its callers is told); a kill boundary is armed once ``armed_after`` appends were
+acknowledged.
+
+Every line goes to stdout the moment it is true, unbuffered: ``ack BRANCH SEQ HASH`` after the
+append of that event returned to its caller (so it is durable, by the store's promise),
+``group N`` when a group of N appends starts committing, and ``dying BRANCH:SEQ ...`` with the
+members of the group we are about to die in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+from threads.clock import SYSTEM_CLOCK
+from threads.store.protocol import Store
+from threads.testing.sample_log import USER, SampleLog
+
+TTL_MS = 600_000
+
+
+ACKED = [0]  # appends acknowledged so far
+ARMED_AFTER = [0]  # a kill boundary is armed once this many were
+
+
+def say(line: str) -> None:
+    os.write(1, (line + "\n").encode())
+
+
+def armed(kill: str | None, size: int) -> bool:
+    return kill is not None and size >= 2 and ACKED[0] >= ARMED_AFTER[0]
+
+
+def die(members: list[str]) -> None:
+    say("dying " + " ".join(members))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def member_names(events: list[Any]) -> list[str]:
+    return [f"{e.branch_id}:{e.seq}" for e in events]
+
+
+def watch_sqlite(kill: str | None) -> None:
+    """Report groups and die at the asked boundary, around SQLite's group step."""
+    import threads.store.sqlite as engine
+
+    real = engine.commit_group
+
+    def group(conn: Any, writes: list[Any]) -> Any:
+        say(f"group {len(writes)}")
+        if not armed(kill, len(writes)):
+            return real(conn, writes)
+        names = [w.members for w in writes]
+        if kill == "before_commit":
+            def last(c: Any, write: Any = writes[-1]) -> Any:
+                result = write(c)
+                die([n for ns in names for n in ns])  # every write ran; no COMMIT yet
+                return result
+
+            writes = [*writes[:-1], last]
+        outcomes = real(conn, writes)
+        die([n for ns in names for n in ns])  # committed; nobody told
+        return outcomes
+
+    engine.commit_group = group
+
+    # Tag each append's write closure with its events' names, for ``dying``.
+    appending: contextvars.ContextVar[list[str]] = contextvars.ContextVar("appending")
+    real_append = engine.SQLiteStore.append
+    real_grouped = engine.StoreThread.run_grouped
+
+    async def append(self: Any, branch_id: str, events: Any, **kwargs: Any) -> None:
+        appending.set(member_names(list(events)))  # this task's own context
+        await real_append(self, branch_id, events, **kwargs)
+
+    def grouped(self: Any, write: Any, batch: Any) -> Any:
+        write.members = appending.get()
+        return real_grouped(self, write, batch)
+
+    engine.SQLiteStore.append = append  # type: ignore[method-assign]
+    engine.StoreThread.run_grouped = grouped  # type: ignore[method-assign]
+
+
+def watch_postgres(kill: str | None) -> None:
+    import threads.store.pg_group as group_module
+
+    real_commit = group_module.GroupCommitter._commit
+    real_write = group_module._write
+
+    async def commit(self: Any, group: list[Any]) -> Any:
+        say(f"group {len(group)}")
+        verdicts = await real_commit(self, group)
+        if kill == "after_commit" and armed(kill, len(group)) and not any(verdicts):
+            die([n for request, _ in group for n in member_names(list(request.events))])
+        return verdicts
+
+    async def write(conn: Any, requests: list[Any]) -> None:
+        await real_write(conn, requests)
+        if kill == "before_commit" and armed(kill, len(requests)):
+            # Have the server run every statement of the group (an inner pipeline block syncs
+            # on exit), but never send the COMMIT.
+            async with conn.pipeline():
+                pass
+            die([n for r in requests for n in member_names(list(r.events))])
+
+    group_module.GroupCommitter._commit = commit  # type: ignore[method-assign]
+    group_module._write = write
+
+
+def open_store(spec: dict[str, Any]) -> Store:
+    if spec["engine"] == "sqlite":
+        from threads.store.sqlite import sqlite
+
+        return sqlite(spec["store"])
+    from threads.store.postgres import postgres
+
+    return postgres(spec["url"], schema=spec["schema"], min_size=4, max_size=4)
+
+
+async def write_branch(store: Store, n: int, appends: int) -> None:
+    log = SampleLog(SYSTEM_CLOCK)
+    await store.create_branch(log.header, tenant_id="drill")
+    lease = await store.acquire_lease(log.header.branch_id, f"group-writer-{n}", TTL_MS)
+    log.epoch = lease.epoch
+    event = log.started()
+    for i in range(appends):
+        await store.append(log.header.branch_id, [event], expected_seq=event.seq - 1, lease=lease)
+        say(f"ack {event.branch_id} {event.seq} {event.hash}")
+        ACKED[0] += 1
+        event = log.add("user_input", {"source": "api", "text": f"message {i} of {n}"}, USER)
+
+
+async def main(spec: dict[str, Any]) -> None:
+    ARMED_AFTER[0] = spec["armed_after"]
+    (watch_sqlite if spec["engine"] == "sqlite" else watch_postgres)(spec["kill"])
+    store = open_store(spec)
+    writers = [write_branch(store, n, spec["appends"]) for n in range(spec["branches"])]
+    await asyncio.gather(*writers)
+    await store.close()
+    say("finished")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(json.loads(sys.argv[1])))
