@@ -187,7 +187,7 @@ class BranchWriter:
         if self.lost is not None:
             raise self.lost
         return await self.append_prepared(
-            self.prepare(items), artifacts=artifacts, hold=hold, receipt=receipt
+            self.prepare(items), artifacts=artifacts, hold=hold, receipt=receipt, consumes=consumes
         )
 
     async def append_prepared(
@@ -197,6 +197,7 @@ class BranchWriter:
         artifacts: Sequence[PendingArtifact] = (),
         hold: bool = False,
         receipt: RunReceipt | None = None,
+        consumes: Sequence[str] = (),
     ) -> list[Event]:
         """``append`` for events ``prepare`` returned, before anything else was appended."""
         if self.lost is not None:
