@@ -37,6 +37,8 @@ class CancelSignal:
 
     def __init__(self) -> None:
         self.wanted = False
+        # when (elapsed-time clock) the run last looked for cancels other processes queued
+        self.queued_checked_at: int | None = None
         self._in_flight: dict[asyncio.Event, str] = {}
 
     def request(self) -> None:
