@@ -208,6 +208,17 @@ def parse_strict(raw: bytes, *, seq: int | None = None) -> JsonValue:
     return value
 
 
+# Digits to "1", every other byte to "0": a run of 16 ones is a run of 16 digits. 2^53 has 16
+# digits, so a line without such a run holds no integer literal past the safe range.
+_DIGITS = bytes(0x31 if 0x30 <= b <= 0x39 else 0x30 for b in range(256))
+_SIXTEEN_DIGITS = b"1" * 16
+
+
+def may_hold_unsafe_integer(raw: bytes) -> bool:
+    """False when ``raw`` surely holds no integer literal past ±(2^53-1) (a fast byte scan)."""
+    return _SIXTEEN_DIGITS in raw.translate(_DIGITS)
+
+
 def parse_stored(raw: bytes) -> JsonValue:
     """A line admitted earlier, read back as admission read it (integer literals past the
     safe range are doubles) without repeating its checks."""
@@ -232,7 +243,9 @@ def parse_written(raw: bytes, *, seq: int | None = None) -> JsonValue:
     if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _nesting_depth(raw) > MAX_DEPTH:
         raise LogError("invalid_line", f"nesting is deeper than {MAX_DEPTH} levels", seq=seq)
     try:
-        return json.loads(raw, parse_int=_written_int)
+        if may_hold_unsafe_integer(raw):
+            return json.loads(raw, parse_int=_written_int)
+        return json.loads(raw)
     except ValueError as exc:
         raise LogError("invalid_line", f"line is not strict JSON: {exc}", seq=seq) from None
 

@@ -15,21 +15,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from threads.log.canonical import parse_stored
-
-# Digits to "1", every other byte to "0": a run of 16 ones is a run of 16 digits. 2^53 has 16
-# digits, so a line without such a run holds no literal past the safe range.
-_DIGITS = bytes(0x31 if 0x30 <= b <= 0x39 else 0x30 for b in range(256))
-_SIXTEEN_DIGITS = b"1" * 16
-
-
-def _has_long_number(raw: bytes) -> bool:
-    return _SIXTEEN_DIGITS in raw.translate(_DIGITS)
+from threads.log.canonical import may_hold_unsafe_integer, parse_stored
 
 
 def _reader(fast: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     def parse(raw: bytes) -> Any:
-        if _has_long_number(raw):
+        if may_hold_unsafe_integer(raw):
             return parse_stored(raw)
         try:
             return fast(raw)
