@@ -6,32 +6,27 @@ asked), appended together with the item's consumption in one transaction. An ite
 nothing to cancel (the turn it was queued for already ended or already carries a barrier) is
 consumed without an append, so it never cancels a later turn.
 
-Looking costs a store round trip, so a run looks at a step boundary only when
-``CONTROL_POLL_MS`` have passed (on the run's elapsed-time clock) since it last looked: a queued
-cancel is applied at the first step boundary at most that long after it was queued, and a fast
-loop does not pay a round trip per step for it.
+Looking costs a store round trip, so a run looks again only once its log moved (a reply, a
+result, any event) since it last looked: once per step boundary, not at every check the loop
+makes between two steps.
 """
 
 from __future__ import annotations
 
-from threads.clock import elapsed_source
 from threads.run.drafts import Draft
 from threads.run.runtime import Runtime
 from threads.store.capabilities import controls_of
 
 QUEUED_REASON = "cancel queued while another process ran the thread"
-CONTROL_POLL_MS = 100
 
 
 async def apply_queued_cancels(rt: Runtime) -> None:
     controls = controls_of(rt.writer.store)
     if controls is None:
         return
-    now = elapsed_source(rt.writer.store.clock)()
-    last = rt.cancel.queued_checked_at
-    if last is not None and now - last < CONTROL_POLL_MS:
-        return
-    rt.cancel.queued_checked_at = now
+    if rt.cancel.queued_checked_at == rt.fold.last_seq:
+        return  # nothing happened since the last look: this is the same step boundary
+    rt.cancel.queued_checked_at = rt.fold.last_seq
     for item in await controls.pending_controls(rt.writer.thread_id):
         if item.command != "cancel":
             continue  # stop_when_idle is not applied by this loop; it waits for one that does

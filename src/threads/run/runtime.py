@@ -37,7 +37,7 @@ class CancelSignal:
 
     def __init__(self) -> None:
         self.wanted = False
-        # when (elapsed-time clock) the run last looked for cancels other processes queued
+        # the log's last seq when the run last looked for cancels other processes queued
         self.queued_checked_at: int | None = None
         self._in_flight: dict[asyncio.Event, str] = {}
 
