@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict
 from runner import Case, CaseSkipped, Expected, _compare_state, load_expected
 
 from threads.clock import FakeClock
-from threads.errors import StoreError
 from threads.log.verify import verify_export
 from threads.models.protocol import (
     LookupResult,
@@ -126,12 +125,9 @@ async def _run(
         sandbox = FakeSandbox(sandbox_script)
         model = FakeModel(started or {}, model_script)
         agent = _agent(started or {}, events, model, sandbox)
-        try:
-            result = await _recover(agent, store, imported.thread_id, imported.branch_id, principal)
-        except StoreError as exc:
-            if exc.code == "artifact_missing":
-                raise CaseSkipped(_missing_artifact_reason(exc, expected)) from exc
-            raise
+        result = await _recover(agent, store, imported.thread_id, imported.branch_id, principal)
+        if isinstance(result, Failed) and result.error.code == "artifact_missing":
+            raise CaseSkipped(_missing_artifact_reason(result.error.message, expected))
 
         if expected.doc["outcome"] == "error":
             want_error = expected.doc["error"]
@@ -225,8 +221,8 @@ def _refs(value: Any) -> list[dict[str, Any]]:
     return []
 
 
-def _missing_artifact_reason(exc: StoreError, expected: Expected) -> str:
-    digest = exc.message.split()[1] if len(exc.message.split()) > 1 else "?"
+def _missing_artifact_reason(message: str, expected: Expected) -> str:
+    digest = message.split()[1] if len(message.split()) > 1 else "?"
     previews = [
         m["data"]["preview"] for m in expected.doc.get("appended", [])
         if isinstance(m.get("data", {}).get("preview"), str)

@@ -5,7 +5,8 @@
 ``python worker.py many SPEC`` runs several threads at once on one store (see ``many``).
 
 SPEC is JSON: ``store`` (directory), ``port`` (fake service), ``profile`` (the script:
-``drill``, ``every_class``, ``result_last`` with ``tool``, or ``race``), ``thread`` (id or
+``drill``, ``every_class``, ``result_last`` with ``tool``, ``rate_limited`` (a 429 first
+when ``retry_after_ms`` is given), or ``race``), ``thread`` (id or
 null), ``input`` (text or null), ``label`` (who, for the service), ``kill`` (where to SIGKILL
 ourselves, or null), ``gate`` (a service gate a tool waits on, or null), ``clock_file`` (a file
 holding a millisecond offset the parent moves, or null); for the control drills ``ask``
@@ -53,7 +54,7 @@ from threads.models.protocol import Model
 from threads.run.agent import Agent
 from threads.store.sqlite import SQLiteStore
 from threads.testing.fake_service import ServiceClient
-from threads.testing.scripted import call, say, scripted_model, use
+from threads.testing.scripted import call, rate_limited, say, scripted_model, use
 
 STARTER = Principal(issuer="api", tenant="drill", subject="alice")
 DAY_MS = 24 * 60 * 60 * 1000
@@ -98,6 +99,10 @@ def drill_script(spec: dict[str, Any]) -> list[Any]:
                 (use(call("charge_card", amount=1)), say("ok"))]
     if profile == "every_class":
         return list(EVERY_CLASS_SCRIPT)
+    if profile == "rate_limited":  # a 429 with Retry-After before the first reply (if given)
+        after = spec.get("retry_after_ms")
+        limited = [rate_limited(retry_after_ms=after)] if after is not None else []
+        return [*limited, say("all done"), say("bye")]
     if profile == "result_last":
         return result_last_script(spec["tool"])
     return list(DRILL_SCRIPT)

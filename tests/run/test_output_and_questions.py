@@ -74,6 +74,8 @@ async def test_a_turn_ends_only_on_a_valid_final_output(store: SQLiteStore) -> N
     assert results["c2"]["preview"] == '{"fixed":true}'
     assert of_type(events, "turn_completed")[-1].data == {"reason": "end_turn"}
     assert len(model.requests) == 3  # the accepted candidate ends the turn: no further call
+    replayed = await result.thread.replay()
+    assert (replayed.requests, replayed.mismatch) == (3, None)
 
 
 async def test_output_invalid_after_the_retries(store: SQLiteStore) -> None:

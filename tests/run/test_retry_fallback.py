@@ -12,7 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from threads import Completed, Failed, FakeClock, Principal, RetryPolicy, agent, sqlite
+from threads import (
+    Budget,
+    BudgetExhausted,
+    Completed,
+    Failed,
+    FakeClock,
+    Price,
+    Principal,
+    RetryPolicy,
+    agent,
+    sqlite,
+)
 from threads.errors import ConfigError
 from threads.log.lines import Event
 from threads.log.render import prefix_digest, prefix_line
@@ -66,6 +77,9 @@ async def test_overloads_back_off_then_fall_back_then_revert(store: SQLiteStore)
     assert revert.data["reason"] == "revert"
     assert revert.data["cause_event_id"] == of_type(events, "user_input")[-1].event_id
     assert primary.requests[-1].params == {"max_tokens": 1024}
+    replayed = await again.thread.replay()  # every request re-renders to its recorded bytes
+    assert replayed.requests == 4
+    assert replayed.mismatch is None
 
 
 async def test_thread_scoped_fallback_sticks(store: SQLiteStore) -> None:
@@ -136,3 +150,22 @@ def test_fallback_and_retry_are_checked_when_the_agent_is_made() -> None:
     with pytest.raises(ConfigError) as bad:
         RetryPolicy(base_delay_ms=0)
     assert bad.value.code == "invalid_config"
+    priced = scripted_model([], price=Price(input=1, output=1))
+    with pytest.raises(ConfigError) as unpriced:
+        agent(name="t", model=priced, fallback=[scripted_model([], name="free")],
+              budget=Budget(max_cost_nanos=10**9))
+    assert unpriced.value.code == "budget_unenforceable"
+
+
+async def test_a_budget_reserves_for_the_costliest_model_the_run_may_ask(
+    store: SQLiteStore,
+) -> None:
+    """A fallback may answer any request, so each request is checked at the worst case of
+    every model the agent may ask: here the fallback's price, which the limit can't cover."""
+    cheap = scripted_model([say("never")], price=Price(input=1, output=1))
+    costly = scripted_model([], name="costly", price=Price(input=100, output=100))
+    limit = 200_000 * 1 + 1024 * 1  # one worst-case attempt on the cheap model, exactly
+    bot = agent(name="t", model=cheap, fallback=[costly], budget=Budget(max_cost_nanos=limit))
+    result = await bot.run("hi", store=store, principal=ALICE)
+    assert isinstance(result, BudgetExhausted)
+    assert cheap.requests == []

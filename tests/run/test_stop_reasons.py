@@ -83,6 +83,8 @@ async def test_max_tokens_is_continued_then_ends_max_output(store: SQLiteStore) 
     assert events[-3:] == [
         ("model_request", None), ("model_response", "max_tokens"), ("turn_completed", "max_output")
     ]
+    replayed = await result.thread.replay()  # the continuations re-render byte for byte
+    assert (replayed.requests, replayed.mismatch) == (4, None)
 
 
 async def test_context_window_exceeded_ends_the_turn_context_exhausted(store: SQLiteStore) -> None:

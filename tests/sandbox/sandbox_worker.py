@@ -5,7 +5,10 @@ SPEC is JSON: ``store``, ``sandboxes`` (the local sandbox root), ``clock_file`` 
 offset the parent moves, so leases expire without sleeping), ``thread`` (id or null),
 ``input`` (text or null), ``script`` (``bash``, ``two_step`` or ``three``),
 ``kill_after_create`` (SIGKILL this process right after the provider created a sandbox, before
-the ledger records it).
+the ledger records it), ``fork`` (instead of a run: fork ``thread`` at its first fork point;
+with ``kill_fork`` ``before_commit`` or ``after_commit`` this process SIGKILLs itself right
+before or right after the transaction that writes the child's ``fork`` event and makes it
+ready).
 
 The ``bash`` script asks for one command that appends a line to ``/workspace/runs`` (so a
 re-run shows up as a second line), marks ``/workspace/started`` and sleeps; the ``two_step``
@@ -27,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from threads import Principal, agent, tool
+from threads import Principal, agent, open_thread, tool
 from threads.sandbox import SandboxContext
 from threads.sandbox.local import LocalSandbox, local
 from threads.sandbox.local_session import LocalSession
@@ -88,9 +91,35 @@ def build(spec: dict[str, Any]) -> Any:
         [use(call("bash", command=LONG_COMMAND)), say("done")]), sandbox=provider)
 
 
+def kill_at_fork_commit(store: Any, when: str) -> None:
+    """SIGKILL this process at the fork's one durable boundary (before or after its commit)."""
+    real = store.append
+
+    async def append(branch_id: str, events: Any, **kwargs: Any) -> None:
+        forking = any(e.type == "fork" for e in events)
+        if forking and when == "before_commit":
+            os.kill(os.getpid(), signal.SIGKILL)
+        await real(branch_id, events, **kwargs)
+        if forking and when == "after_commit":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    store.append = append
+
+
+async def fork(spec: dict[str, Any], store: Any) -> dict[str, Any]:
+    thread = await open_thread(store, spec["thread"])
+    point = (await thread.fork_points())[0]
+    if spec.get("kill_fork"):
+        kill_at_fork_commit(store, spec["kill_fork"])
+    child = await thread.fork(point.snapshot_event_id, local(spec["sandboxes"]))
+    return {"status": "forked", "thread": spec["thread"], "child": child}
+
+
 async def main(spec: dict[str, Any]) -> dict[str, Any]:
     store = sqlite(spec["store"], clock=OffsetClock(spec["clock_file"]))
     try:
+        if spec.get("fork"):
+            return await fork(spec, store)
         result = await build(spec).run(
             spec.get("input"), thread=spec.get("thread"), store=store, principal=STARTER,
             lease_ttl_ms=LEASE_TTL_MS,

@@ -23,12 +23,13 @@ import pytest
 from namespaces import live_members
 
 from threads.clock import FakeClock
+from threads.run.fork import FORK_LEASE_TTL_MS, abandon_interrupted_forks
 from threads.sandbox.gc import collect
 from threads.sandbox.ledger import DEFAULT_LIFETIME_MS
 from threads.sandbox.local import BWRAP, local
 from threads.sandbox.supervisor import Records
+from threads.store.capabilities import resources_of
 from threads.store.sqlite import sqlite
-from threads.store.sqlite_resources import resources_of
 from threads.store.transfer import export_branch
 
 WORKER = Path(__file__).with_name("sandbox_worker.py")
@@ -132,6 +133,41 @@ class SandboxDrill:
                 await store.close()
 
         return asyncio.run(rows())
+
+    def branches(self, thread: str) -> list[Any]:
+        async def read() -> list[Any]:
+            store = sqlite(self.store)
+            try:
+                return await store.list_branches(thread)
+            finally:
+                await store.close()
+
+        return asyncio.run(read())
+
+    def own_events(self, branch_id: str) -> list[dict[str, Any]]:
+        async def read() -> list[dict[str, Any]]:
+            store = sqlite(self.store)
+            try:
+                return [json.loads(r.line) for r in await store.stored_rows(branch_id)]
+            finally:
+                await store.close()
+
+        return asyncio.run(read())
+
+    def abandon_and_gc(self, advance_ms: int) -> tuple[list[str], list[str]]:
+        """``threads gc``'s two steps now (plus ``advance_ms``): interrupted forks given up,
+        then what gc released."""
+        async def run() -> tuple[list[str], list[str]]:
+            store = sqlite(self.store, clock=FakeClock(self.now() + advance_ms))
+            try:
+                failed = await abandon_interrupted_forks(store)
+                report = await collect(resources_of(store), {"local": local(self.sandboxes)},
+                                       store.clock)
+                return failed, report.released
+            finally:
+                await store.close()
+
+        return asyncio.run(run())
 
     def gc_after_expiry(self) -> Any:
         async def run() -> Any:
@@ -276,3 +312,45 @@ def test_kills_at_random_times_never_rerun_a_command_or_leak(tmp_path: Path) -> 
         assert leaked == 0, (seed, trial)
         snapshot_dir = drill.sandboxes / "snapshots" / "refs"
         assert not snapshot_dir.exists() or list(snapshot_dir.iterdir()) == [], (seed, trial)
+
+
+@pytest.mark.parametrize("when", ["before_commit", "after_commit"])
+def test_sigkill_at_the_fork_commit_leaves_a_whole_fork_or_none(
+    tmp_path: Path, when: str
+) -> None:
+    """The child's fork event and its becoming ready are one transaction. Killed right before
+    it: the child stays ``forking`` (never readable as a branch), gc gives it up once its lease
+    lapsed and releases the sandbox it was restored into. Killed right after: the child is
+    ready with its fork event, and its sandbox is its own."""
+    drill = SandboxDrill(tmp_path)
+    parent = drill.run(input="three commands", script="three")
+    assert parent["status"] == "completed", parent
+    tid = parent["thread"]
+    before = set(drill.workspaces())
+    worker = drill.spawn(fork=True, thread=tid, kill_fork=when)
+    _, err = worker.communicate(timeout=60)
+    assert worker.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    FIGURES["kills"] += 1
+    (child,) = [b for b in drill.branches(tid) if b.parent_branch_id is not None]
+    (restored,) = set(drill.workspaces()) - before
+    owned = [r for r in drill.ledger() if r.owner_branch_id == child.branch_id]
+    assert [(r.kind, r.state, r.ref) for r in owned] == [
+        ("sandbox", "live", restored.parent.name)]
+    if when == "after_commit":
+        assert child.state == "ready"
+        (fork,) = drill.own_events(child.branch_id)
+        assert fork["type"] == "fork"
+        assert fork["data"]["sandbox_id"] == restored.parent.name
+        return
+    assert child.state == "forking"
+    assert child.head_seq == child.fork_at_seq  # no event of its own: no half fork
+    assert drill.abandon_and_gc(advance_ms=0) == ([], [])  # its lease is still live
+    drill.advance(FORK_LEASE_TTL_MS + 1)
+    failed, released = drill.abandon_and_gc(advance_ms=0)
+    assert failed == [child.branch_id]
+    assert released == [owned[0].operation_key]
+    (child,) = [b for b in drill.branches(tid) if b.parent_branch_id is not None]
+    assert child.state == "fork_failed"
+    leaked = len(set(drill.workspaces()) - before)
+    FIGURES["leaked_sandboxes"] += leaked
+    assert leaked == 0

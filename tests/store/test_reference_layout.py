@@ -392,12 +392,17 @@ async def test_our_first_request_in_a_threads_ts_directory_adds_only_our_table(
     root = tmp_path / "ts"
     write_ts_store(root, log, _case_artifacts(case), "acme")
     request = b'{"adapter":{},"tools":[]}\n{"content":[{"text":"hi","type":"text"}]}\n'
-    store = sqlite(root)
+    reader, writer = sqlite(root), sqlite(root)  # two processes' views of one directory
     try:
-        ref = await store.put_artifact(request, "application/x-ndjson")
-        assert await store.get_artifact(ref["sha256"]) == request
+        with pytest.raises(Exception) as err:
+            await reader.get_artifact(sha256_hex(request))  # before any table of ours
+        assert getattr(err.value, "code", None) == "artifact_missing"
+        ref = await writer.put_artifact(request, "application/x-ndjson")
+        assert await writer.get_artifact(ref["sha256"]) == request
+        assert await reader.get_artifact(ref["sha256"]) == request  # made by the other one
     finally:
-        await store.close()
+        await reader.close()
+        await writer.close()
     conn = sqlite3.connect(root / "threads.db")
     tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     conn.close()

@@ -14,12 +14,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from test_reference_layout import check_layout
+from test_reference_layout import TS_LOGS, check_layout, write_ts_store
 
 from threads.cli.main import main
 from threads.clock import FakeClock
 from threads.log.hashing import sha256_hex
 from threads.store.protocol import PendingArtifact
+from threads.store.receipts import RunReceipt
 from threads.store.request_deltas import REQUEST_MEDIA_TYPE, apply, delta
 from threads.store.sqlite import SQLiteStore, sqlite
 from threads.testing.sample_log import SampleLog
@@ -168,4 +169,41 @@ def test_materialize_writes_the_reference_form(
         assert (root / "artifacts" / "sha256" / sha256[:2] / sha256).read_bytes() == request
     assert main(["materialize", "--store", str(root)]) == 0
     assert "0 request artifact(s) written" in capsys.readouterr().out
+    check_layout(root)
+
+
+async def test_a_refused_first_request_in_a_threads_ts_directory_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """Our table is created inside the append that first needs it: refused, it rolls back
+    with the append, and the next append creates it again."""
+    root = tmp_path / "ts"
+    write_ts_store(root, TS_LOGS[0].read_bytes(), {}, "acme")
+    clock = FakeClock()
+    store = sqlite(root, clock=clock)
+    try:
+        log = SampleLog(clock)
+        await store.create_branch(log.header, tenant_id="acme")
+        lease = await store.acquire_lease(log.header.branch_id, "runner", 60_000)
+        log.epoch = lease.epoch
+        receipt = RunReceipt("acme", "start_run", "k1", "api/acme/alice", "0" * 64,
+                             log.header.thread_id, log.header.branch_id, "r", 1)
+        started = log.started()
+        await store.append(log.header.branch_id, [started], expected_seq=0, lease=lease,
+                           receipt=receipt)
+        events = log.turn()
+        request = log.artifacts[events[1].data["request_ref"]["sha256"]]
+        pending = [PendingArtifact(request, REQUEST_MEDIA_TYPE)]
+        with pytest.raises(Exception) as err:  # refused after the request (and table) went in
+            await store.append(log.header.branch_id, events, expected_seq=1, lease=lease,
+                               artifacts=pending, receipt=receipt)
+        assert getattr(err.value, "code", None) == "idempotency_key_reused"
+        with pytest.raises(Exception) as err:
+            await store.get_artifact(sha256_hex(request))
+        assert getattr(err.value, "code", None) == "artifact_missing"
+        await store.append(log.header.branch_id, events, expected_seq=1, lease=lease,
+                           artifacts=pending)
+        assert await store.get_artifact(sha256_hex(request)) == request
+    finally:
+        await store.close()
     check_layout(root)

@@ -168,9 +168,10 @@ def agent(
         if t.name in seen:
             raise ConfigError("duplicate_name", f"two tools are named {t.name!r}")
         seen.add(t.name)
-    if budget is not None:
-        budget.check_enforceable(model)
     _check_fallback(model, fallback)
+    if budget is not None:
+        for candidate in (model, *fallback):
+            budget.check_enforceable(candidate)
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise ConfigError("invalid_config", "retry must be a threads.RetryPolicy")
     return Agent(

@@ -14,6 +14,7 @@ from typing import Any
 
 from threads.log.lines import Event
 from threads.log.reduce import usage_cost
+from threads.models.protocol import Model, Price
 from threads.run.budget import Budget, BudgetLimit, BudgetScope
 from threads.run.config import AgentSpec
 from threads.run.drafts import HOST, Draft
@@ -31,8 +32,13 @@ class Spend:
 
 
 def attempt_bounds(spec: AgentSpec) -> tuple[int, int, int]:
-    """(input tokens, output tokens, cost nanos) one attempt can at most use."""
-    model = spec.model
+    """(input tokens, output tokens, cost nanos) one attempt can at most use, on whichever of
+    the agent's models (its model and fallbacks) is asked."""
+    bounds = [_model_bounds(model) for model in (spec.model, *spec.fallback)]
+    return max(b[0] for b in bounds), max(b[1] for b in bounds), max(b[2] for b in bounds)
+
+
+def _model_bounds(model: Model) -> tuple[int, int, int]:
     max_tokens = int(model.params().get("max_tokens", model.max_output_tokens))
     price = model.price
     if price is None:
@@ -45,9 +51,29 @@ def attempt_bounds(spec: AgentSpec) -> tuple[int, int, int]:
     )
 
 
+def _costliest_price(spec: AgentSpec) -> Price | None:
+    """Every per-token rate at its highest among the agent's models: a reply is never priced
+    below what the model that may have given it charges."""
+    prices = [m.price for m in (spec.model, *spec.fallback) if m.price is not None]
+    if not prices:
+        return None
+
+    def top(rates: list[int | None]) -> int | None:
+        known = [r for r in rates if r is not None]
+        return max(known) if known else None
+
+    return Price(
+        input=max(p.input for p in prices),
+        output=max(p.output for p in prices),
+        cache_read=top([p.cache_read for p in prices]),
+        cache_write=top([p.cache_write for p in prices]),
+        currency=prices[0].currency,
+    )
+
+
 def spend(spec: AgentSpec, events: list[Event]) -> Spend:
     """What ``events`` spent, with in-doubt and unreported usage at its bound."""
-    price = spec.model.price
+    price = _costliest_price(spec)
     price_wire = None if price is None else price.to_wire()
     bound_in, bound_out, bound_cost = attempt_bounds(spec)
     total = Spend()

@@ -20,8 +20,8 @@ from threads.log.lines import make_header
 from threads.run.writer import BranchWriter
 from threads.sandbox.ledger import Owner
 from threads.sandbox.protocol import Sandbox, SandboxContext, snapshot_data
-from threads.store.protocol import BranchInfo, Lease, Store
-from threads.store.sqlite_resources import resources_of
+from threads.store.capabilities import resources_of
+from threads.store.protocol import BranchInfo, Store
 
 Restore = Callable[[dict[str, Any]], Awaitable[str]]
 FORK_LEASE_TTL_MS = 10_000
@@ -71,10 +71,13 @@ async def fork_at(
         state="forking",
     )
     lease = await store.acquire_lease(header.branch_id, uuid7(now), FORK_LEASE_TTL_MS)
+    writer = BranchWriter(
+        store, lease, (await store.read_chain(header.branch_id)).fold(now),
+        ttl_ms=FORK_LEASE_TTL_MS,
+    )
+    writer.start_renewal()  # a slow restore keeps the child's lease, so no one gives it up
     try:
-        sandbox_id = await _restore(store, parent, lease, restore, event.data)
-        child = await store.read_chain(header.branch_id)
-        writer = BranchWriter(store, lease, child.fold(now), ttl_ms=FORK_LEASE_TTL_MS)
+        sandbox_id = await _restore(store, parent, writer, restore, event.data)
         data = {
             "at_hash": event.hash,
             "knowledge_policy": knowledge_policy,
@@ -82,10 +85,10 @@ async def fork_at(
             "reason": "snapshot",
             "sandbox_id": sandbox_id,
         }
-        # The store takes appends on ready branches only; a crash between the two lines leaves
-        # a child without its fork event, which no read accepts and gc frees after its expiry.
-        await store.set_branch_state(header.branch_id, "ready")
-        await writer.append([("fork", data, {"kind": "host"})])
+        # One transaction: the fork event, and the child becoming ready. A crash before it
+        # leaves a ``forking`` child, which ``abandon_interrupted_forks`` fails once its lease
+        # lapsed (gc then releases its sandbox); never a ready child without its fork event.
+        await writer.append([("fork", data, {"kind": "host"})], finishes_fork=True)
     except BaseException:
         # Never resume an interrupted fork: the child is marked failed and never runs, and
         # gc releases whatever sandbox it was given.
@@ -93,24 +96,36 @@ async def fork_at(
             await store.set_branch_state(header.branch_id, "fork_failed")
         raise
     finally:
-        with contextlib.suppress(StoreError):
-            await store.release_lease(lease)
+        await writer.close()  # hands the child's lease back
     return header.branch_id
 
 
 async def _restore(
-    store: Store, parent: BranchInfo, lease: Lease, restore: Restore | Sandbox,
+    store: Store, parent: BranchInfo, writer: BranchWriter, restore: Restore | Sandbox,
     snapshot: dict[str, Any],
 ) -> str:
     if not isinstance(restore, Sandbox):
         return await restore(snapshot)
-
-    async def fence() -> None:
-        await store.check_lease(lease)
-
     owner = Owner(
-        resources_of(store), restore, store.clock, parent.tenant_id, lambda: lease,
-        SandboxContext(fence),
+        resources_of(store), restore, store.clock, parent.tenant_id, lambda: writer.lease,
+        SandboxContext(writer.check),
     )
     session = await owner.restore(snapshot_data(snapshot))
     return session.id
+
+
+async def abandon_interrupted_forks(store: Store) -> list[str]:
+    """Fail every child a crash left ``forking`` (its lease lapsed or never taken): it has no
+    fork event and never runs, and the sandbox it was restoring into becomes gc's. Returns the
+    branch ids it failed. A fork still restoring (its lease renewed) is left alone."""
+    failed: list[str] = []
+    for root in await store.list_threads():
+        for branch in await store.list_branches(root.thread_id):
+            if branch.state != "forking":
+                continue
+            lease = await store.read_lease(branch.branch_id)
+            if lease is not None and lease.live:
+                continue
+            await store.set_branch_state(branch.branch_id, "fork_failed")
+            failed.append(branch.branch_id)
+    return failed

@@ -33,6 +33,7 @@ from threads.run.turn import (
 )
 
 LOST_BRANCH = ("stale_epoch", "seq_conflict", "branch_busy")
+MISSING_BYTES = ("artifact_missing", "artifact_corrupt")
 
 
 async def drive(rt: Runtime, input: str | None, *, recovering: bool) -> RunResult:
@@ -62,7 +63,9 @@ async def drive(rt: Runtime, input: str | None, *, recovering: bool) -> RunResul
         await rt.writer.append([Draft("user_input", data, actor)])
         return await run_turn(rt)
     except StoreError as exc:
-        if exc.code in LOST_BRANCH:
+        # A lost branch, or an artifact the log needs that the store lacks (a result to
+        # materialize, ...): a coded outcome, nothing recorded; a later run tries again.
+        if exc.code in LOST_BRANCH or exc.code in MISSING_BYTES:
             return Failed(rt.thread, ErrorInfo(exc.code, exc.message))
         raise
 

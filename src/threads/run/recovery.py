@@ -18,6 +18,7 @@ from threads.run.drafts import RECOVERY, Draft
 from threads.run.model_step import record_response
 from threads.run.results import RunResult
 from threads.run.runtime import Runtime
+from threads.run.settings_epoch import current_model
 from threads.run.turn import answered, finish_cancelled
 
 
@@ -36,7 +37,7 @@ async def _open_model_request(rt: Runtime) -> bool:
     if attempt is None:
         return False
     event = attempt.event
-    model = rt.spec.model
+    model = current_model(rt) or rt.spec.model  # the one the open request went to
     request = ModelRequest(
         request_key=f"{rt.writer.branch_id}:{event.event_id}",
         system="",

@@ -175,6 +175,7 @@ class BranchWriter:
         hold: bool = False,
         receipt: RunReceipt | None = None,
         consumes: Sequence[str] = (),
+        finishes_fork: bool = False,
     ) -> list[Event]:
         """Append ``(type, data, actor)`` items in one transaction; returns the events.
 
@@ -183,7 +184,8 @@ class BranchWriter:
         result, written together with the next model_request). Held events are durable before
         any later send, and before the run ends. ``receipt`` is committed in the same
         transaction (a host's idempotency receipt for the ``user_input`` it writes), and so are
-        ``consumes`` (the control items this append applies)."""
+        ``consumes`` (the control items this append applies). ``finishes_fork``: the append of
+        a new child's ``fork`` event, which makes the branch ready in the same transaction."""
         if self.lost is not None:
             raise self.lost
         return await self.append_prepared(
@@ -222,6 +224,7 @@ class BranchWriter:
                     artifacts=batch_artifacts,
                     receipt=receipt,
                     consumes=consumes,
+                    finishes_fork=finishes_fork,
                 )
             except StoreError as exc:
                 if exc.code in ("stale_epoch", "seq_conflict"):

@@ -70,6 +70,7 @@ class AppendRequest:
     artifacts: Sequence[PendingArtifact] = ()
     receipt: RunReceipt | None = None
     consumes: Sequence[str] = ()  # inbox ids of control items this append applies
+    finishes_fork: bool = False  # a new child's fork event: the branch is forking, not ready
 
 
 def artifact_row(artifact: PendingArtifact) -> tuple[str, str, int, bytes]:

@@ -403,16 +403,19 @@ class PostgresStore:
         artifacts: Sequence[PendingArtifact] = (),
         receipt: RunReceipt | None = None,
         consumes: Sequence[str] = (),
+        finishes_fork: bool = False,
     ) -> None:
         require_batch(branch_id, lease, events)
         request = AppendRequest(
-            branch_id, events, expected_seq, lease, artifacts, receipt, tuple(consumes)
+            branch_id, events, expected_seq, lease, artifacts, receipt, tuple(consumes),
+            finishes_fork,
         )
-        if receipt is None and not consumes:
+        if receipt is None and not consumes and not finishes_fork:
             await self._groups.append(request)
             return
-        # A receipt or a consumed control item can roll the append back after its writes:
-        # such an append is judged in a transaction of its own.
+        # A receipt or a consumed control item can roll the append back after its writes, and
+        # a fork's first append takes a branch that is not ready yet: each is judged in a
+        # transaction of its own.
         if receipt is not None:
             await self._receipts()
         await self._append_alone(request, False)
@@ -472,15 +475,17 @@ class PostgresStore:
             if row is None:  # no lease row: nobody ever held this branch
                 raise stale_epoch(lease)
             require_live(row[:3], lease, int(row[3]))
-            require_head(branch_id, row[4:], request.expected_seq, events)
+            require_head(branch_id, row[4:], request.expected_seq, events,
+                         state_needed="forking" if request.finishes_fork else "ready")
             written[0] = True
             for artifact in request.artifacts:
                 await _insert_artifact(conn, artifact)
             if events:
                 await cursor.executemany(INSERT_EVENTS, event_rows(branch_id, events))
                 last = events[-1]
-                await conn.execute(
-                    "UPDATE branches SET head_seq = %s, head_hash = %s WHERE branch_id = %s",
+                await conn.execute(  # a finished fork becomes ready with its fork event
+                    "UPDATE branches SET head_seq = %s, head_hash = %s, state = 'ready'"
+                    " WHERE branch_id = %s",
                     (last.seq, last.hash, branch_id),
                 )
             if request.receipt is not None:

@@ -135,13 +135,16 @@ class Store(Protocol):
         artifacts: Sequence[PendingArtifact] = (),
         receipt: RunReceipt | None = None,
         consumes: Sequence[str] = (),
+        finishes_fork: bool = False,
     ) -> None:
         """One transaction: lease live at ``lease.epoch`` (else ``stale_epoch``), head at
         ``expected_seq`` (else ``seq_conflict``), then artifacts, events and the new head, and
         ``receipt`` when given (a taken key rolls it all back: ``idempotency_key_reused``).
         ``consumes``: inbox ids this append applies (``threads.store.control_items``), each
         marked consumed at the batch's last seq by compare-and-set; one another writer
-        consumed first rolls it all back (``control_consumed``)."""
+        consumed first rolls it all back (``control_consumed``). ``finishes_fork``: the branch
+        must be ``forking`` (not ``ready``) and becomes ``ready`` in this transaction, with its
+        ``fork`` event: no crash leaves a ready child without it."""
         ...
 
     async def get_receipt(

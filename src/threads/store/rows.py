@@ -190,9 +190,15 @@ def require_free(row: tuple[Any, ...] | None, holder_id: str, now: int) -> None:
 
 
 def require_head(
-    branch_id: str, row: tuple[Any, ...] | None, expected_seq: int, events: Sequence[Event]
+    branch_id: str,
+    row: tuple[Any, ...] | None,
+    expected_seq: int,
+    events: Sequence[Event],
+    *,
+    state_needed: str = "ready",
 ) -> None:
-    """``row`` = (head_seq, head_hash, state) of the branch being appended to."""
+    """``row`` = (head_seq, head_hash, state) of the branch being appended to; only a branch in
+    ``state_needed`` takes the append (``forking`` for the append that finishes a fork)."""
     if row is None:
         raise NotFound(f"no branch {branch_id} in this store")
     head_seq, head_hash, state = row
@@ -202,7 +208,12 @@ def require_head(
             f"branch head is at seq {head_seq}, not {expected_seq}: another writer"
             " appended; re-read the branch and decide again",
         )
-    if state != "ready":
+    if state != state_needed:
+        if state_needed == "forking":
+            raise StoreError(
+                "branch_not_runnable",
+                f"this fork was given up ({state}) while it restored; fork again",
+            )
         raise StoreError("branch_not_runnable", f"branch is {state}; it takes no appends")
     if events and (events[0].prev_hash != head_hash or events[0].seq != head_seq + 1):
         raise StoreError("seq_conflict", "first event does not chain to the stored head")

@@ -70,7 +70,7 @@ from threads.store.rows import (
     stored_row,
     verified_artifact,
 )
-from threads.store.sqlite_schema import DELTAS_DDL, configure, init_schema
+from threads.store.sqlite_schema import DELTAS_DDL, configure, has_deltas_table, init_schema
 from threads.store.worker import Outcome, StoreThread
 
 T = TypeVar("T")
@@ -309,6 +309,7 @@ class SQLiteStore:
         artifacts: Sequence[PendingArtifact] = (),
         receipt: RunReceipt | None = None,
         consumes: Sequence[str] = (),
+        finishes_fork: bool = False,
     ) -> None:
         require_batch(branch_id, lease, events)
         requests = [a.data for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
@@ -322,7 +323,8 @@ class SQLiteStore:
                 "SELECT head_seq, head_hash, state FROM branches WHERE branch_id = ?",
                 (branch_id,),
             ).fetchone()
-            require_head(branch_id, row, expected_seq, events)
+            require_head(branch_id, row, expected_seq, events,
+                         state_needed="forking" if finishes_fork else "ready")
             for request in requests:
                 base = request_deltas.previous_request(conn, branch_id)
                 self._save_request(conn, request, base)
@@ -336,8 +338,9 @@ class SQLiteStore:
                 raise duplicate_event(branch_id) from None
             if events:
                 last = events[-1]
-                conn.execute(
-                    "UPDATE branches SET head_seq = ?, head_hash = ? WHERE branch_id = ?",
+                conn.execute(  # a finished fork becomes ready with its fork event
+                    "UPDATE branches SET head_seq = ?, head_hash = ?, state = 'ready'"
+                    " WHERE branch_id = ?",
                     (last.seq, last.hash, branch_id),
                 )
             if receipt is not None:
@@ -474,7 +477,7 @@ class SQLiteStore:
                 data = self._files.get(sha256)
             else:
                 data = self._in_memory.get(sha256)
-            if data is None and self._deltas_ready:
+            if data is None and self._has_deltas(conn):
                 data = request_deltas.load(conn, self._requests, sha256)
             if data is None:
                 raise artifact_missing(sha256)
@@ -489,7 +492,7 @@ class SQLiteStore:
         def write(conn: sqlite3.Connection) -> int:
             if self._files is None:
                 raise StoreError("invalid_argument", "an in-memory store keeps no artifact files")
-            if not self._deltas_ready:
+            if not self._has_deltas(conn):
                 return 0
             written = 0
             for sha256 in request_deltas.stored(conn):
@@ -509,12 +512,19 @@ class SQLiteStore:
             else:
                 self._in_memory.setdefault(sha256_hex(data), data)
 
+    def _has_deltas(self, conn: sqlite3.Connection) -> bool:
+        """Whether ``request_deltas`` exists. A store the reference wrote lacks it until a
+        request of ours (in this process or another) creates it, so it is looked up again
+        until it is there."""
+        if not self._deltas_ready:
+            self._deltas_ready = has_deltas_table(conn)
+        return self._deltas_ready
+
     def _save_request(self, conn: sqlite3.Connection, data: bytes, base: str | None) -> None:
-        if not self._deltas_ready:  # a store the reference wrote: our one table, on first use
+        if not self._deltas_ready:  # created in this write's transaction: it may roll back
             for statement in DELTAS_DDL.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-            self._deltas_ready = True
         request_deltas.save(conn, self._requests, data, base)
 
     # ---- import --------------------------------------------------------------------------

@@ -366,3 +366,10 @@ def _require_layout(conn: sqlite3.Connection) -> bool:
             " (threads export --bundle) and import them into a new store.",
         )
     return "request_deltas" in tables
+
+
+def has_deltas_table(conn: sqlite3.Connection) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'request_deltas'"
+    ).fetchone()
+    return row is not None
