@@ -189,7 +189,12 @@ class BranchWriter:
         if self.lost is not None:
             raise self.lost
         return await self.append_prepared(
-            self.prepare(items), artifacts=artifacts, hold=hold, receipt=receipt, consumes=consumes
+            self.prepare(items),
+            artifacts=artifacts,
+            hold=hold,
+            receipt=receipt,
+            consumes=consumes,
+            finishes_fork=finishes_fork,
         )
 
     async def append_prepared(
@@ -200,6 +205,7 @@ class BranchWriter:
         hold: bool = False,
         receipt: RunReceipt | None = None,
         consumes: Sequence[str] = (),
+        finishes_fork: bool = False,
     ) -> list[Event]:
         """``append`` for events ``prepare`` returned, before anything else was appended."""
         if self.lost is not None:
