@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from threads import Budget, EffectUnknown, Permissions, agent, tool
+from threads import Budget, EffectUnknown, Permissions, agent, ask_user, tool
 from threads.run.agent import Agent
 from threads.testing.fake_service import ServiceClient
 from threads.testing.scripted import call, say, scripted_model, use
@@ -60,6 +60,10 @@ async def wait_gate(args: Gate, ctx: Any) -> str:
     return "the gate opened"
 
 
+class Verdict(BaseModel):
+    fixed: bool
+
+
 class Restorer:
     """A sandbox that can restore a snapshot: what a fork over HTTP needs."""
 
@@ -87,6 +91,13 @@ def agents() -> list[Agent]:
         ),
         agent(name="counted", model=scripted_model([say("once"), say("twice")]),
               budget=Budget(max_turns=1)),
+        agent(
+            name="asker", tools=[ask_user],
+            model=scripted_model([use(call("ask_user", "q1", question="Which?",
+                                           options=["red", "blue"])), say("blue it is")]),
+        ),
+        agent(name="judge", output=Verdict,
+              model=scripted_model([use(call("final_output", fixed=True))])),
         agent(
             name="waiter",
             model=scripted_model([use(call("wait_gate", name="g")), say("waited")]),

@@ -238,6 +238,28 @@ def test_cancel_a_running_run_and_a_parked_one(server: HostServer, service: Any)
     assert code(alice.post(f"/v1/threads/{parked['thread_id']}/cancel")) == (404, "not_found")
 
 
+def test_a_question_is_answered_over_http_and_the_run_goes_on(server: HostServer) -> None:
+    alice, bob = server.client(), server.client("bob-token")
+    accepted, result = run_to_end(alice, {"agent": "asker", "input": "paint it"})
+    assert result == {"status": "parked", "reason": "awaiting_input",
+                      "pending": [{"kind": "input", "id": "q1"}]}
+    path = f"/v1/threads/{accepted['thread_id']}/questions/q1/answer"
+    assert code(bob.post(path, json={"answer": "red"})) == (403, "forbidden")
+    assert code(alice.post(path, json={"answer": "green"})) == (409, "invalid_answer")
+    answered = alice.post(path, json={"answer": "Blue"})
+    assert answered.status_code == 200, answered.text
+    messages = sse(alice, f"/v1/threads/{accepted['thread_id']}/runs/{accepted['run_id']}/events")
+    assert messages[-1]["data"]["result"] == {"status": "completed", "output": "blue it is"}
+    result_event = next(e for e in timeline(alice, accepted["thread_id"])
+                        if e["event_id"] == answered.json()["event_id"])
+    assert result_event["data"]["preview"] == "blue"
+
+
+def test_a_structured_output_is_the_runs_output(server: HostServer) -> None:
+    _, result = run_to_end(server.client(), {"agent": "judge", "input": "fixed?"})
+    assert result == {"status": "completed", "output": {"fixed": True}}
+
+
 def test_questions_settings_mode_and_forks(server: HostServer) -> None:
     alice = server.client()
     accepted, _ = run_to_end(alice, {"agent": "greeter", "input": "hi"})

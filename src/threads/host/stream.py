@@ -86,6 +86,10 @@ def outcome(run_events: list[Event], runs: Runs, branch_id: str) -> dict[str, An
 def _ended(closing: Event, run_events: list[Event]) -> dict[str, Any]:
     reason = closing.data["reason"]
     if reason in ("end_turn", "max_output"):
+        accepted = next((e for e in reversed(run_events) if e.type == "output_validated"
+                         and e.data["outcome"] == "accepted"), None)
+        if accepted is not None:  # structured output: the validated value
+            return {"status": "completed", "output": accepted.data["value"]}
         response = next((e for e in reversed(run_events) if e.type == "model_response"), None)
         content = response.data["content"] if response is not None else []
         text = "".join(p.get("text", "") for p in content if p.get("type") == "text")
