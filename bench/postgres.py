@@ -1,8 +1,9 @@
-"""Postgres next to SQLite, in one run: appends/s and scripted steps/s with 1, 4 and 16 threads
-working concurrently. Appends: each thread on its own branch under its own lease, one event per
-append (one transaction each, the way the run loop writes). Steps: each thread is a run of the
+"""Postgres next to SQLite, in one run: appends/s and scripted steps/s with 1, 4, 16 and 32
+threads working concurrently in one process (appends of different threads ready together are
+group-committed: see the README's "Throughput"). Appends: each thread on its own branch under
+its own lease, one event per append, the way the run loop writes. Steps: each thread is a run of the
 scripted agent of ``bench/steps.py`` (a model turn calling a read_only tool: two durable
-transactions per step), all runs started together.
+appends per step), ``STEPS`` steps each, all runs started together.
 
 Events are minted before the clock starts, so the numbers are the store's: lease check, head
 check, insert, head move and commit (``synchronous=FULL`` on SQLite, default ``fsync`` on
@@ -24,7 +25,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from steps import STEPS, bench_agent
+from steps import StepClock, bench_agent
 from threads.clock import SYSTEM_CLOCK
 from threads.log.lines import Event
 from threads.store.postgres import postgres
@@ -33,6 +34,7 @@ from threads.store.sqlite import sqlite
 from threads.testing.sample_log import USER, SampleLog
 
 CONCURRENCY = (1, 4, 16, 32)
+STEPS = 100  # per thread, in the steps/s rows
 TTL_MS = 600_000
 
 
@@ -65,7 +67,7 @@ async def appends_per_second(store: Store, threads: int, total: int) -> float:
 
 
 async def steps_per_second(store: Store, threads: int) -> float:
-    bots = [bench_agent() for _ in range(threads)]
+    bots = [bench_agent(STEPS, StepClock()) for _ in range(threads)]
     start = time.perf_counter()
     results = await asyncio.gather(*(bot.run("go", store=store) for bot in bots))
     elapsed = time.perf_counter() - start

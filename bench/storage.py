@@ -82,12 +82,13 @@ def exponent(points: list[tuple[int, int]]) -> float:
 
 async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="threads-storage-") as tmp:
-        points = []
-        print(f"{'turns':>6} {'bytes':>12} {'allocated':>12}")
+        points: list[tuple[int, int]] = []
+        print(f"{'turns':>6} {'bytes':>12} {'allocated':>12} {'bytes/turn since last':>22}")
         for n in SIZES:
             size, allocated = await chat_bytes(Path(tmp) / f"chat{n}", n)
+            marginal = f"{(size - points[-1][1]) / (n - points[-1][0]):>22,.0f}" if points else ""
             points.append((n, size))
-            print(f"{n:>6} {size:>12,} {allocated:>12,}")
+            print(f"{n:>6} {size:>12,} {allocated:>12,} {marginal}")
         print(f"growth exponent over n={SIZES[0]}..{SIZES[-1]}: {exponent(points):.2f}")
         size, allocated = await chat_bytes(Path(tmp) / "huge", 5, huge_at=1)
         print(f"5 turns, one 10 MiB tool output: {size:,} bytes ({size / len(HUGE):.2f}x the"

@@ -1,4 +1,5 @@
-"""``local_memory()``: memories kept in the SQLite store's own ``threads.db``.
+"""``local_memory()``: memories kept in the store itself: a SQLite store's own ``threads.db``
+here, a Postgres store's schema in ``threads.store.postgres_memory``.
 
 Tables ``local_memory`` (one row per record) and ``local_memory_fts`` (an FTS5 index of the
 text) are created on first use, beside the log; who owns a record (tenant, agent, scope) is
@@ -12,23 +13,19 @@ own records.
 
 from __future__ import annotations
 
-import re
 import sqlite3
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Literal, TypeVar
 
-from threads.errors import ConfigError, StoreError
-from threads.log.hashing import sha256_hex
-from threads.memory import SEARCH_DEFAULT_K, Fence, MemoryRecord, MemoryScope
+from threads.errors import ConfigError
+from threads.memory import SEARCH_DEFAULT_K, BoundMemory, Fence, MemoryRecord, MemoryScope
+from threads.memory_records import FOREVER_MS, NAMESPACE, TERM, record_id, saved_again, text_hash
 from threads.store.sqlite import SQLiteStore
 from threads.store.sqlite_tables import one_per_store, transaction
 
 T = TypeVar("T")
-
-FOREVER_MS = 2**53 - 1
-TERM = re.compile(r"\w+", re.UNICODE)
-NAMESPACE = "local"  # the memory_bindings namespace of this provider's records
 # A record joined to its binding, the owner columns named as the old table named them.
 _OWNED = (
     "local_memory m JOIN memory_bindings b"
@@ -47,10 +44,6 @@ CREATE VIRTUAL TABLE IF NOT EXISTS local_memory_fts USING fts5(record_id UNINDEX
 """
 
 
-def record_id(key: str) -> str:
-    return "mem_" + sha256_hex(key.encode("utf-8"))[:24]
-
-
 class LocalMemory:
     """The provider; ``bind(store)`` gives the memory of one store."""
 
@@ -65,14 +58,20 @@ class LocalMemory:
     def check_fenceable(self) -> None:
         return None  # it sends nothing anywhere: every call is a transaction on the store
 
-    def bind(self, store: object) -> StoreMemory:
-        if not isinstance(store, SQLiteStore):
-            raise ConfigError(
-                "invalid_config",
-                "local_memory() keeps memories in a SQLite store; run this agent on"
-                " threads.sqlite(...) or choose another memory provider",
-            )
-        return one_per_store(_BOUND, store, StoreMemory)
+    def bind(self, store: object) -> BoundMemory:
+        if isinstance(store, SQLiteStore):
+            return one_per_store(_BOUND, store, StoreMemory)
+        engine = sys.modules.get("threads.store.postgres")
+        if engine is not None and isinstance(store, engine.PostgresStore):
+            from threads.store.postgres_memory import PostgresMemory
+
+            return PostgresMemory(store)
+        raise ConfigError(
+            "invalid_config",
+            "local_memory() keeps memories in the store itself, a SQLite or Postgres one; run"
+            " this agent on threads.sqlite(...) or threads.postgres.postgres(...), or choose"
+            " another memory provider",
+        )
 
 
 _BOUND: weakref.WeakKeyDictionary[SQLiteStore, StoreMemory] = weakref.WeakKeyDictionary()
@@ -91,7 +90,7 @@ class StoreMemory:
         await fence()
         rid = record_id(key)
         now = self.store.clock.now_ms()
-        digest = sha256_hex(text.encode("utf-8"))
+        digest = text_hash(text)
 
         def save(conn: sqlite3.Connection) -> MemoryRecord:
             row = conn.execute(
@@ -100,12 +99,7 @@ class StoreMemory:
                 (rid,),
             ).fetchone()
             if row is not None:
-                if tuple(row[:4]) != (scope.tenant_id, scope.agent, scope.user, digest):
-                    raise StoreError(
-                        "invalid_argument",
-                        f"memory key {key} already saved other content; a key names one write",
-                    )
-                return MemoryRecord(rid, text, int(row[4]))
+                return saved_again(tuple(row), scope, digest, key, text)
             conn.execute(
                 "INSERT INTO memory_bindings(namespace, record_id, tenant_id, agent, scope)"
                 " VALUES (?, ?, ?, ?, ?)",
@@ -163,5 +157,5 @@ class StoreMemory:
 
 
 def local_memory() -> LocalMemory:
-    """Memories in the run's own SQLite store (``agent(memory=local_memory())``)."""
+    """Memories in the run's own store, SQLite or Postgres (``agent(memory=local_memory())``)."""
     return LocalMemory()

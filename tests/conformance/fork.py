@@ -26,8 +26,8 @@ from threads.errors import NotFound, ThreadsError
 from threads.log.lines import Event
 from threads.run.thread import Thread
 from threads.sandbox.protocol import SandboxError, SandboxInfo, SnapshotData
+from threads.store.capabilities import resources_of
 from threads.store.sqlite import sqlite
-from threads.store.sqlite_resources import resources_of
 from threads.store.transfer import export_branch, import_log
 
 _FORK_KEYS = frozenset({"outcome", "error", "state", "appended", "fork", "resources"})

@@ -3,6 +3,7 @@ keeps records in the store, scoped to tenant, agent and user, fenced and idempot
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -10,11 +11,17 @@ import pytest
 
 from threads import ConfigError, agent
 from threads.errors import StoreError
-from threads.local_memory import StoreMemory, local_memory, record_id
-from threads.memory import MemoryScope, mem0
+from threads.local_memory import local_memory
+from threads.memory import BoundMemory, MemoryScope, mem0
+from threads.memory_records import record_id
 from threads.run.principal import Principal
 from threads.store.sqlite import sqlite
 from threads.testing.scripted import say, scripted_model
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
+from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
+
+ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 
 
 def test_mem0_is_refused_at_setup() -> None:
@@ -33,7 +40,7 @@ def test_a_memory_adapter_that_does_not_declare_the_fence_is_refused() -> None:
     assert refused.value.code == "transport_fence_unsupported"
 
 
-# ---- local_memory(): kept in the SQLite store, scoped, fenced, idempotent by key ------------
+# ---- local_memory(): kept in the store (SQLite, Postgres), scoped, fenced, idempotent by key --
 
 ALICE = MemoryScope.of(Principal("api", "acme", "alice"), "support")
 BOB = MemoryScope.of(Principal("api", "acme", "bob"), "support")
@@ -45,14 +52,15 @@ async def _open() -> None:
     return None
 
 
-@pytest.fixture
-async def memory(tmp_path: Path) -> AsyncIterator[StoreMemory]:
-    store = sqlite(tmp_path / "store")
+@pytest.fixture(params=ENGINES)
+async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BoundMemory]:
+    store = sqlite(tmp_path / "store") if request.param == "sqlite" else open_postgres(None)
     yield local_memory().bind(store)
     await store.close()
+    await drop_store(store)
 
 
-async def test_the_same_key_saves_once(memory: StoreMemory) -> None:
+async def test_the_same_key_saves_once(memory: BoundMemory) -> None:
     first = await memory.remember(ALICE, "Tea, not coffee.", "b:call_1", _open)
     again = await memory.remember(ALICE, "Tea, not coffee.", "b:call_1", _open)
     assert first == again
@@ -65,7 +73,7 @@ async def test_the_same_key_saves_once(memory: StoreMemory) -> None:
     ]
 
 
-async def test_a_scope_sees_and_forgets_only_its_own(memory: StoreMemory) -> None:
+async def test_a_scope_sees_and_forgets_only_its_own(memory: BoundMemory) -> None:
     mine = await memory.remember(ALICE, "Alice drinks tea", "b:1", _open)
     await memory.remember(BOB, "Bob drinks tea too", "b:2", _open)
     assert [h.text for h in await memory.recall(ALICE, "tea", _open)] == ["Alice drinks tea"]
@@ -79,14 +87,14 @@ async def test_a_scope_sees_and_forgets_only_its_own(memory: StoreMemory) -> Non
     assert await memory.recall(ALICE, "tea", _open) == []
 
 
-async def test_query_text_is_never_search_syntax(memory: StoreMemory) -> None:
+async def test_query_text_is_never_search_syntax(memory: BoundMemory) -> None:
     await memory.remember(ALICE, 'He said "NEAR" AND then OR not', "b:1", _open)
     for query in ['"', "AND", "NEAR(", "*", "a OR", "-x", "col:val", ""]:
         await memory.recall(ALICE, query, _open)  # none of these raises
     assert len(await memory.recall(ALICE, 'said "NEAR"', _open)) == 1
 
 
-async def test_a_refused_fence_reads_and_writes_nothing(memory: StoreMemory) -> None:
+async def test_a_refused_fence_reads_and_writes_nothing(memory: BoundMemory) -> None:
     async def lost() -> None:
         raise StoreError("stale_epoch", "lease lost")
 
@@ -97,7 +105,7 @@ async def test_a_refused_fence_reads_and_writes_nothing(memory: StoreMemory) -> 
     assert await memory.recall(ALICE, "saved", _open) == []
 
 
-def test_local_memory_needs_a_sqlite_store() -> None:
+def test_local_memory_needs_a_store_that_keeps_it() -> None:
     with pytest.raises(ConfigError) as err:
         local_memory().bind(object())
     assert err.value.code == "invalid_config"

@@ -1,8 +1,10 @@
 """Agents with a sandbox: the built-in tools, ``runs="sandbox"`` tools, timeouts settled by
-proof, snapshots at turn ends and forks that restore them, and memory, all on real runs."""
+proof, snapshots at turn ends and forks that restore them, and memory, all on real runs, on a
+SQLite store and on a Postgres one (when its server answers on 127.0.0.1:5432)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,18 +16,25 @@ from threads import ConfigError, Principal, agent, open_thread, tool
 from threads.local_memory import local_memory
 from threads.sandbox import OPEN_CONTEXT, SandboxInfo
 from threads.sandbox.local import LocalSandbox
-from threads.store.sqlite import SQLiteStore, sqlite
+from threads.store.protocol import Store
+from threads.store.sqlite import sqlite
 from threads.testing.scripted import call, say, scripted_model, use
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
+from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
+
+ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 
 ALICE = Principal(issuer="api", tenant="acme", subject="alice")
 BOB = Principal(issuer="api", tenant="acme", subject="bob")
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = sqlite(tmp_path / "store")
+@pytest.fixture(params=ENGINES)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    s = sqlite(tmp_path / "store") if request.param == "sqlite" else open_postgres(None)
     yield s
     await s.close()
+    await drop_store(s)
 
 
 def results(events: list[Any]) -> list[dict[str, Any]]:
@@ -33,7 +42,7 @@ def results(events: list[Any]) -> list[dict[str, Any]]:
 
 
 async def test_built_in_tools_work_in_the_sandbox(
-    store: SQLiteStore, provider: LocalSandbox
+    store: Store, provider: LocalSandbox
 ) -> None:
     model = scripted_model([
         use(call("write_file", path="/workspace/notes/a.txt", content="hello")),
@@ -63,7 +72,7 @@ class Label(BaseModel):
 
 
 async def test_a_sandbox_tool_gets_the_run_sandbox(
-    store: SQLiteStore, provider: LocalSandbox
+    store: Store, provider: LocalSandbox
 ) -> None:
     async def stamp(args: Label, ctx: Any) -> str:
         await ctx.sandbox.write_file(f"/workspace/{args.name}", ctx.effect_key.encode())
@@ -82,7 +91,7 @@ async def test_a_sandbox_tool_gets_the_run_sandbox(
 
 
 async def test_a_timed_out_command_is_interrupted_by_proof_never_rerun(
-    store: SQLiteStore, provider: LocalSandbox
+    store: Store, provider: LocalSandbox
 ) -> None:
     model = scripted_model([
         use(call("bash", command="echo once >> /workspace/runs; sleep 30", timeout_ms=300)),
@@ -106,7 +115,7 @@ async def test_a_timed_out_command_is_interrupted_by_proof_never_rerun(
 
 
 async def test_snapshots_fork_and_the_child_runs_on_its_own_copy(
-    store: SQLiteStore, provider: LocalSandbox
+    store: Store, provider: LocalSandbox
 ) -> None:
     parent_model = scripted_model([
         use(call("write_file", path="/workspace/plan.txt", content="v1")),
@@ -154,7 +163,7 @@ async def test_snapshots_fork_and_the_child_runs_on_its_own_copy(
 
 
 async def test_memory_is_saved_by_one_run_and_found_by_the_next_for_that_user_only(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     saver = agent(name="helper", memory=local_memory(), model=scripted_model([
         use(call("save_memory", text="Alice drinks tea, not coffee.")), say("noted")]))
@@ -208,7 +217,7 @@ async def _noop(args: Label, ctx: Any) -> str:
 
 
 async def test_in_doubt_calls_park_when_no_sandbox_can_answer(
-    store: SQLiteStore, provider: LocalSandbox
+    store: Store, provider: LocalSandbox
 ) -> None:
     """No ledger row for the branch (the call never reached a sandbox, or the thread came from
     another store), or a sandbox that vanished: nothing can prove the command gone, so park."""

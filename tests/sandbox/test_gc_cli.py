@@ -13,8 +13,8 @@ from threads.log.lines import make_header
 from threads.sandbox import SandboxContext
 from threads.sandbox.ledger import DEFAULT_LIFETIME_MS, Owner
 from threads.sandbox.local import LocalSandbox
+from threads.store.capabilities import resources_of
 from threads.store.sqlite import sqlite
-from threads.store.sqlite_resources import resources_of
 
 
 def _gc(store: Path, sandboxes: Path) -> subprocess.CompletedProcess[str]:

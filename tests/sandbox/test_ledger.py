@@ -1,10 +1,12 @@
-"""The resource ledger and gc over a real SQLite store and the real local sandbox."""
+"""The resource ledger and gc over a real store (SQLite, and Postgres when its server answers
+on 127.0.0.1:5432) and the real local sandbox."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, cast
 
 import pytest
 
@@ -17,26 +19,35 @@ from threads.sandbox.gc import collect
 from threads.sandbox.ledger import DEFAULT_LIFETIME_MS, Owner
 from threads.sandbox.local import LocalSandbox
 from threads.sandbox.local_session import LocalSession
-from threads.store.protocol import Lease
-from threads.store.sqlite import SQLiteStore, sqlite
-from threads.store.sqlite_resources import SQLiteResources, resources_of
+from threads.store.capabilities import resources_of
+from threads.store.protocol import Lease, Store
+from threads.store.resources import ResourceStore
+from threads.store.sqlite import sqlite
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
+from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
+
+ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = sqlite(tmp_path / "store", clock=FakeClock(1_790_000_000_000))
+@pytest.fixture(params=ENGINES)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    clock = FakeClock(1_790_000_000_000)
+    s = sqlite(tmp_path / "store", clock=clock) if request.param == "sqlite" else (
+        open_postgres(clock))
     yield s
     await s.close()
+    await drop_store(s)
 
 
-async def _branch(store: SQLiteStore) -> str:
+async def _branch(store: Store) -> str:
     now = store.clock.now_ms()
     header = make_header(uuid7(now), uuid7(now), now)
     await store.create_branch(header, tenant_id="acme")
     return header.branch_id
 
 
-def _owner(store: SQLiteStore, sandbox: LocalSandbox, lease: Lease) -> Owner:
+def _owner(store: Store, sandbox: LocalSandbox, lease: Lease) -> Owner:
     async def fence() -> None:
         await store.check_lease(lease)
 
@@ -44,7 +55,7 @@ def _owner(store: SQLiteStore, sandbox: LocalSandbox, lease: Lease) -> Owner:
                  SandboxContext(fence))
 
 
-def _clock(store: SQLiteStore) -> FakeClock:
+def _clock(store: Store) -> FakeClock:
     assert isinstance(store.clock, FakeClock)
     return store.clock
 
@@ -52,7 +63,7 @@ def _clock(store: SQLiteStore) -> FakeClock:
 class Crashing(LocalSandbox):
     """Creates for real, then loses the answer (a crash or a dropped connection)."""
 
-    def __init__(self, base: LocalSandbox, store: SQLiteStore, fail: str = "unavailable"):
+    def __init__(self, base: LocalSandbox, store: Store, fail: str = "unavailable"):
         super().__init__(base.root, base.limits)
         self.store = store
         self.fail = fail
@@ -66,7 +77,7 @@ class Crashing(LocalSandbox):
 
 
 async def test_the_pending_row_commits_before_the_create_and_a_lost_answer_is_found(
-    store: SQLiteStore, provider: LocalSandbox
+    store: Store, provider: LocalSandbox
 ) -> None:
     branch = await _branch(store)
     lease = await store.acquire_lease(branch, "w1", 30_000)
@@ -80,7 +91,7 @@ async def test_the_pending_row_commits_before_the_create_and_a_lost_answer_is_fo
 
 
 async def test_a_create_the_crash_never_recorded_is_adopted_by_the_next_owner(
-    store: SQLiteStore, provider: LocalSandbox
+    store: Store, provider: LocalSandbox
 ) -> None:
     branch = await _branch(store)
     lease = await store.acquire_lease(branch, "w1", 30_000)
@@ -102,7 +113,7 @@ async def _never_refuses() -> None:
     return None
 
 
-async def test_a_stale_owner_creates_nothing(store: SQLiteStore, provider: LocalSandbox) -> None:
+async def test_a_stale_owner_creates_nothing(store: Store, provider: LocalSandbox) -> None:
     branch = await _branch(store)
     lease = await store.acquire_lease(branch, "w1", 30_000)
     _clock(store).advance(31_000)
@@ -115,7 +126,7 @@ async def test_a_stale_owner_creates_nothing(store: SQLiteStore, provider: Local
 
 
 async def test_a_typed_create_failure_releases_the_row(
-    store: SQLiteStore, provider: LocalSandbox
+    store: Store, provider: LocalSandbox
 ) -> None:
     branch = await _branch(store)
     lease = await store.acquire_lease(branch, "w1", 30_000)
@@ -126,7 +137,7 @@ async def test_a_typed_create_failure_releases_the_row(
 
 
 async def test_a_nonfinal_lookup_leaves_the_row_unknown(
-    store: SQLiteStore, provider: LocalSandbox
+    store: Store, provider: LocalSandbox
 ) -> None:
     class Nonfinal(Crashing):
         async def lookup(self, kind: Literal["sandbox", "snapshot"], key: str) -> str | None:
@@ -144,7 +155,7 @@ async def test_a_nonfinal_lookup_leaves_the_row_unknown(
 
 
 async def test_gc_releases_only_what_no_run_needs(
-    store: SQLiteStore, provider: LocalSandbox
+    store: Store, provider: LocalSandbox
 ) -> None:
     resources = resources_of(store)
     branch = await _branch(store)
@@ -172,7 +183,7 @@ async def test_gc_releases_only_what_no_run_needs(
 
 
 async def test_gc_loses_to_a_run_that_touches_its_sandbox(
-    store: SQLiteStore, provider: LocalSandbox
+    store: Store, provider: LocalSandbox
 ) -> None:
     resources = resources_of(store)
     branch = await _branch(store)
@@ -181,15 +192,19 @@ async def test_gc_loses_to_a_run_that_touches_its_sandbox(
     _clock(store).advance(DEFAULT_LIFETIME_MS + 1)
     lease = await store.acquire_lease(branch, "w2", 30_000)  # the next run of the branch
 
-    class TouchedMidGc(SQLiteResources):
-        """The run attaches again right after gc claimed the row."""
+    class TouchedMidGc:
+        """The ledger, but the run attaches again right after gc claimed the row."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(resources, name)
 
         async def resource_claim(self, key: str, claim: str, *, now: int) -> bool:
-            won = await super().resource_claim(key, claim, now=now)
+            won = await resources.resource_claim(key, claim, now=now)
             await _owner(store, provider, lease).sandbox_session()
             return won
 
-    report = await collect(TouchedMidGc(store), {"local": provider}, store.clock)
+    touched = cast(ResourceStore, TouchedMidGc())
+    report = await collect(touched, {"local": provider}, store.clock)
     assert report.released == []
     assert report.lost_claims == [(await resources.resources())[0].operation_key]
     assert provider.sandbox_ids() == [session.id]
@@ -197,7 +212,7 @@ async def test_gc_loses_to_a_run_that_touches_its_sandbox(
 
 
 async def test_gc_collects_what_a_failed_fork_or_a_deleted_branch_owned(
-    store: SQLiteStore, provider: LocalSandbox
+    store: Store, provider: LocalSandbox
 ) -> None:
     branch = await _branch(store)
     lease = await store.acquire_lease(branch, "w1", 30_000)
@@ -208,7 +223,7 @@ async def test_gc_collects_what_a_failed_fork_or_a_deleted_branch_owned(
     assert provider.sandbox_ids() == []
 
 
-async def test_illegal_moves_are_refused(store: SQLiteStore, provider: LocalSandbox) -> None:
+async def test_illegal_moves_are_refused(store: Store, provider: LocalSandbox) -> None:
     branch = await _branch(store)
     lease = await store.acquire_lease(branch, "w1", 30_000)
     resources = resources_of(store)

@@ -28,8 +28,8 @@ from threads.sandbox.gc import collect
 from threads.sandbox.ledger import DEFAULT_LIFETIME_MS
 from threads.sandbox.local import BWRAP, local
 from threads.sandbox.supervisor import Records
+from threads.store.capabilities import resources_of
 from threads.store.sqlite import sqlite
-from threads.store.sqlite_resources import resources_of
 from threads.store.transfer import export_branch
 
 WORKER = Path(__file__).with_name("sandbox_worker.py")

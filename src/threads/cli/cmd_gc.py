@@ -19,7 +19,7 @@ from threads.run.fork import abandon_interrupted_forks
 from threads.sandbox.gc import collect
 from threads.sandbox.local import local
 from threads.sandbox.protocol import Sandbox
-from threads.store.sqlite_resources import resources_of
+from threads.store.capabilities import resources_of
 
 
 def register(subparsers: Any) -> None:

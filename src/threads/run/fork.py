@@ -20,8 +20,8 @@ from threads.log.lines import make_header
 from threads.run.writer import BranchWriter
 from threads.sandbox.ledger import Owner
 from threads.sandbox.protocol import Sandbox, SandboxContext, snapshot_data
+from threads.store.capabilities import resources_of
 from threads.store.protocol import BranchInfo, Store
-from threads.store.sqlite_resources import resources_of
 
 Restore = Callable[[dict[str, Any]], Awaitable[str]]
 FORK_LEASE_TTL_MS = 10_000

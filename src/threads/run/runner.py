@@ -30,10 +30,10 @@ from threads.run.thread import Thread
 from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter, fence_time
 from threads.sandbox.binding import RunSandbox
 from threads.sandbox.protocol import Sandbox
+from threads.store.capabilities import resources_of
 from threads.store.lease_wait import acquire_waiting, check_wait
 from threads.store.protocol import Chain, Store
 from threads.store.sqlite import sqlite
-from threads.store.sqlite_resources import resources_of
 from threads.tools.http import ToolHttp
 
 

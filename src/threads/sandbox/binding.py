@@ -21,8 +21,8 @@ from threads.sandbox.protocol import (
     SnapshotData,
     Termination,
 )
+from threads.store.capabilities import resources_of
 from threads.store.protocol import Lease, Store
-from threads.store.sqlite_resources import resources_of
 
 
 class RunSandbox:
