@@ -5,18 +5,28 @@ byte equality, then format admission for lines carrying ``format`` (Header / Hea
 schema (with the critical rule for unknown events). Invariant: ``admit_line`` either returns
 a typed value built from exactly ``raw`` or raises a ``LogError`` naming the seq the problem
 belongs to (0 for a header, the head's own seq for a head, else the line's position).
+
+A writer admits its own lines with ``encode_admitted``: a line the canonical encoder wrote needs
+no byte-equality round trip and can hold no duplicate key, so what is left is size, depth, safe
+integers and the schema of the value read back from its bytes (``parse_written``). The
+last lines admitted either way are remembered by their bytes, so the store's own admission of a
+line its writer just admitted is a lookup, with the same verdict.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from threads.errors import LogError
-from threads.log.canonical import admit_canonical
+from threads.log.canonical import admit_canonical, canonical, parse_written
 from threads.log.lines import (
     FORMAT_HEAD,
     FORMAT_LOG,
     FORMAT_VERSION,
+    NON_CRITICAL_TYPES,
+    Actor,
+    Data,
     Event,
     Head,
     Header,
@@ -27,10 +37,27 @@ from threads.log.schema import validate_event, validate_head, validate_header
 
 Line = Header | Event | Head
 
+_REMEMBERED = 64  # admitted event lines kept by their bytes (a step writes a handful)
+_REMEMBERED_LINE_BYTES = 64 * 1024  # longer lines are admitted again: memory stays small
+_admitted: dict[bytes, Event] = {}
+_admitted_lock = threading.Lock()
+
+
+def _remember(event: Event) -> Event:
+    if len(event.line) <= _REMEMBERED_LINE_BYTES:
+        with _admitted_lock:
+            _admitted[event.line] = event
+            if len(_admitted) > _REMEMBERED:
+                del _admitted[next(iter(_admitted))]
+    return event
+
 
 def admit_line(raw: bytes, *, position_seq: int) -> Line:
     """Admit one line (without its ``\\n``). ``position_seq`` is the seq the line would have if
     it were the next event: the seq reported when the line cannot be read at all."""
+    known = _admitted.get(raw)
+    if known is not None:
+        return known
     value = admit_canonical(raw, seq=position_seq)
     if not isinstance(value, dict):
         message = f"a line must be a JSON object, not {_json_kind(value)}"
@@ -38,7 +65,44 @@ def admit_line(raw: bytes, *, position_seq: int) -> Line:
     if "format" in value:
         return _admit_formatted(value, raw, position_seq)
     validate_event(value, seq=position_seq)
-    return event_from_value(value, raw)
+    return _remember(event_from_value(value, raw))
+
+
+def encode_admitted(
+    *,
+    seq: int,
+    event_id: str,
+    thread_id: str,
+    branch_id: str,
+    epoch: int,
+    type: str,
+    time: int,
+    actor: Actor,
+    prev_hash: str,
+    data: Data,
+) -> Event:
+    """Write one event line in canonical form (as ``encode_event``) and admit it: the same
+    verdict ``admit_line`` gives its bytes, without re-reading them as a stranger's."""
+    critical = type not in NON_CRITICAL_TYPES
+    value = {
+        "actor": actor,
+        "branch_id": branch_id,
+        "critical": critical,
+        "data": data,
+        "epoch": epoch,
+        "event_id": event_id,
+        "prev_hash": prev_hash,
+        "seq": seq,
+        "thread_id": thread_id,
+        "time": time,
+        "type": type,
+        "type_version": 1,
+    }
+    line = canonical(value)
+    # The schema sees the value as any reader will (a tuple read back is a list, 2.0 is 2).
+    read_back = parse_written(line, seq=seq)
+    validate_event(read_back, seq=seq)
+    return _remember(event_from_value(read_back, line))
 
 
 def _admit_formatted(value: dict[str, Any], raw: bytes, position_seq: int) -> Header | Head:

@@ -208,6 +208,48 @@ def parse_strict(raw: bytes, *, seq: int | None = None) -> JsonValue:
     return value
 
 
+# Digits to "1", every other byte to "0": a run of 16 ones is a run of 16 digits. 2^53 has 16
+# digits, so a line without such a run holds no integer literal past the safe range.
+_DIGITS = bytes(0x31 if 0x30 <= b <= 0x39 else 0x30 for b in range(256))
+_SIXTEEN_DIGITS = b"1" * 16
+
+
+def may_hold_unsafe_integer(raw: bytes) -> bool:
+    """False when ``raw`` surely holds no integer literal past ±(2^53-1) (a fast byte scan)."""
+    return _SIXTEEN_DIGITS in raw.translate(_DIGITS)
+
+
+def parse_stored(raw: bytes) -> JsonValue:
+    """A line admitted earlier, read back as admission read it (integer literals past the
+    safe range are doubles) without repeating its checks."""
+    return json.loads(raw, parse_int=_parse_int)
+
+
+def _written_int(literal: str) -> int | float:
+    """``_parse_int`` plus the byte-equality check admission would make on this one token: a
+    literal past ±(2^53-1) is a double, kept only when it is that double's canonical form."""
+    value = _parse_int(literal)
+    if isinstance(value, float) and _number(value) != literal:
+        raise ValueError(f"integer {literal} is outside the safe range (±(2^53-1))")
+    return value
+
+
+def parse_written(raw: bytes, *, seq: int | None = None) -> JsonValue:
+    """Parse a line ``canonical`` just wrote under the rules of ``parse_strict`` that its
+    writer does not already guarantee: size, depth and safe integers (it is valid UTF-8 and
+    has no duplicate keys by construction). Any violation is ``invalid_line`` at ``seq``."""
+    if len(raw) > MAX_LINE_BYTES:
+        raise LogError("invalid_line", f"line is {len(raw)} bytes; the limit is 1 MiB", seq=seq)
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _nesting_depth(raw) > MAX_DEPTH:
+        raise LogError("invalid_line", f"nesting is deeper than {MAX_DEPTH} levels", seq=seq)
+    try:
+        if may_hold_unsafe_integer(raw):
+            return json.loads(raw, parse_int=_written_int)
+        return json.loads(raw)
+    except ValueError as exc:
+        raise LogError("invalid_line", f"line is not strict JSON: {exc}", seq=seq) from None
+
+
 def admit_canonical(raw: bytes, *, seq: int | None = None) -> JsonValue:
     """Parse ``raw`` strictly and require it to be byte-identical to its canonical form."""
     value = parse_strict(raw, seq=seq)

@@ -125,6 +125,7 @@ class Fold:
     turns_completed: int = 0
     calls: dict[str, Call] = field(default_factory=dict)
     call_order: list[str] = field(default_factory=list)
+    settled_calls: int = 0  # the first calls in call_order that all have a result (final)
     effect_order: list[str] = field(default_factory=list)
     attempts: dict[str, ModelAttempt] = field(default_factory=dict)
     open_attempt: ModelAttempt | None = None
@@ -176,7 +177,12 @@ class Fold:
     # ---- queries the loop uses -----------------------------------------------------------
 
     def pending_calls(self) -> list[Call]:
-        return [self.calls[c] for c in self.call_order if self.calls[c].result is None]
+        order, calls = self.call_order, self.calls
+        settled = self.settled_calls
+        while settled < len(order) and calls[order[settled]].result is not None:
+            settled += 1  # a result is final: these are never looked at again
+        self.settled_calls = settled
+        return [calls[c] for c in order[settled:] if calls[c].result is None]
 
     def tool_spec(self, name: str) -> dict[str, Any] | None:
         for spec in self.tools:

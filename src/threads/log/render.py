@@ -16,6 +16,7 @@ the events before the request and those artifacts' bytes; nothing here does I/O.
 
 from __future__ import annotations
 
+import hashlib
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,9 +44,11 @@ class Rendered:
     prefix_sha256: str
     prefix: dict[str, Any]
     messages: list[dict[str, Any]]  # the conversation lines after line 0, for an adapter
+    sha256: str  # of ``data``
+    part_types: frozenset[str]  # the ``type`` of every content part in ``messages``
 
     def request_ref(self) -> dict[str, Any]:
-        return {"bytes": len(self.data), "media_type": MEDIA_TYPE, "sha256": sha256_hex(self.data)}
+        return {"bytes": len(self.data), "media_type": MEDIA_TYPE, "sha256": self.sha256}
 
     def declared_prefix(self) -> dict[str, Any]:
         return {"bytes": self.prefix_bytes, "sha256": self.prefix_sha256}
@@ -266,27 +269,82 @@ class _Lines:
                 continue
             yield entry.line, entry.data
 
+    def in_order(self) -> bool:
+        """Every entry renders as recorded, in order: nothing hidden, moved or rewritten, so
+        the request only ever grows by the entries appended since the last one."""
+        return not self.denied_inputs and not self.compacted and not self.omit_before
+
+
+@dataclass(slots=True)
+class _Flat:
+    """The last request rendered from an in-order ``_Lines``, kept to be extended: its line
+    0, the entries it holds, its bytes so far and their running hash."""
+
+    settings: Mapping[str, Any] | None
+    first: bytes
+    prefix: dict[str, Any]
+    entries: int
+    parts: list[bytes]
+    hasher: Any  # hashlib's sha256 object
+    messages: list[dict[str, Any]]
+    part_types: set[str]
+
+    def add(self, line: dict[str, Any]) -> None:
+        if line["role"] == TOOLS_ROLE:
+            return  # a tools line changes the set an adapter sends (it takes it separately)
+        self.messages.append(line)
+        self.part_types.update(str(part.get("type")) for part in line.get("content") or ())
+
 
 class RenderCache:
     """What a run has already rendered. The log only grows and events never change, so each
-    request renders only the events appended since the previous one."""
+    request renders only the events appended since the previous one, and (while the lines
+    stay in order) hashes only their bytes."""
 
     def __init__(self) -> None:
         self._last: Event | None = None  # the last event fed, to recognise a longer log
         self._seen = 0
         self._lines = _Lines()
+        self.flat: _Flat | None = None
 
     def feed(self, events: Sequence[Event], artifacts: Artifacts) -> _Lines:
         grown = len(events) >= self._seen and (
             self._seen == 0 or events[self._seen - 1] is self._last
         )
         if not grown:
-            self._seen, self._lines = 0, _Lines()
+            self._seen, self._lines, self.flat = 0, _Lines(), None
         for event in events[self._seen :]:
             self._lines.feed(event, artifacts)
         self._seen = len(events)
         self._last = events[-1] if events else None
         return self._lines
+
+
+def _flat(started: Mapping[str, Any], rendered: _Lines, last: _Flat | None) -> _Flat:
+    """The request ``rendered`` implies: ``last`` extended when that is exact, else anew."""
+    if last is not None and last.settings is rendered.settings and rendered.in_order():
+        for entry in rendered.entries[last.entries :]:
+            last.parts.append(entry.data)
+            last.hasher.update(entry.data)
+            last.add(entry.line)
+        last.entries = len(rendered.entries)
+        return last
+    first = prefix_line(started, rendered.settings)
+    flat = _Flat(
+        rendered.settings,
+        first,
+        declared_prefix(started, rendered.settings),
+        len(rendered.entries),
+        [first],
+        hashlib.sha256(first),
+        [],
+        set(),
+    )
+    for line, raw in rendered.lines():
+        flat.parts.append(raw)
+        flat.hasher.update(raw)
+        flat.add(line)
+    return flat
 
 
 def render(
@@ -297,11 +355,13 @@ def render(
 ) -> Rendered:
     """The request the log ``events`` implies next (``started`` is the thread_started data)."""
     cache = cache if cache is not None else RenderCache()
-    rendered = cache.feed(events, artifacts or {})
-    first = prefix_line(started, rendered.settings)
-    lines = list(rendered.lines())
-    data = first + b"".join(raw for _, raw in lines)
-    prefix = declared_prefix(started, rendered.settings)
-    # a tools line changes the set an adapter sends (it takes the current set separately)
-    messages = [line for line, _ in lines if line["role"] != TOOLS_ROLE]
-    return Rendered(data, len(first), sha256_hex(first), prefix, messages)
+    flat = cache.flat = _flat(started, cache.feed(events, artifacts or {}), cache.flat)
+    return Rendered(
+        b"".join(flat.parts),
+        len(flat.first),
+        sha256_hex(flat.first),
+        flat.prefix,
+        list(flat.messages),
+        flat.hasher.copy().hexdigest(),
+        frozenset(flat.part_types),
+    )

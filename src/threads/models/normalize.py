@@ -3,7 +3,7 @@
 A provider's reply is data from outside; the log admits only format-valid lines. Where a
 faithful mapping exists it is applied here: a call id that breaks the ``call_id`` pattern (or
 repeats one already on the thread) gets a minted id ``pc_<sha256>`` naming an artifact that holds
-the provider's own id (so adapters send that id back, see ``provider_call_ids``); an integer
+the provider's own id (adapters send that id back: ``ModelRequest.provider_call_ids``); an integer
 past 2^53 that a double holds exactly becomes that double; a token count that is negative, past
 2^53-1 or not an integer is recorded as unknown (``null``); a lone surrogate in text becomes
 U+FFFD; an unknown stop reason is ``other``. What has no faithful form (NaN or infinite numbers,
@@ -15,10 +15,9 @@ Invariant: ``normalize_output`` never changes a reply that was already recordabl
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, get_args
 
@@ -62,21 +61,6 @@ def normalize_output(output: ModelOutput, taken_call_ids: set[str]) -> Normalize
     usage = Usage(*(_tokens(getattr(output.usage, f)) for f in _USAGE_FIELDS))
     normalized = replace(output, content=content, stop_reason=stop, usage=usage)
     return Normalized(normalized, artifacts)
-
-
-async def provider_call_ids(
-    messages: list[dict[str, Any]], get_artifact: Callable[[str], Awaitable[bytes]]
-) -> dict[str, str]:
-    """Minted call id → the provider's own id, for each minted id in a request's messages (so
-    the adapter sends the provider the ids it issued)."""
-    ids: dict[str, str] = {}
-    for message in messages:
-        parts = message.get("content") if message.get("role") == "assistant" else []
-        for part in parts or ():
-            sha256 = minted_sha256(str(part.get("call_id", "")))
-            if part.get("type") == "tool_use" and sha256 is not None:
-                ids[part["call_id"]] = json.loads(await get_artifact(sha256))["provider_call_id"]
-    return ids
 
 
 def unrecordable_reply(why: str) -> ModelCallError:

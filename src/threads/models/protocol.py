@@ -10,7 +10,7 @@ an adapter makes goes through the ``Fence`` it is handed (see ``threads.models.f
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -201,19 +201,18 @@ def input_modalities(model: Model) -> frozenset[str]:
     return frozenset(getattr(model, "input_modalities", DEFAULT_MODALITIES))
 
 
-def unsupported_content(messages: list[dict[str, Any]], model: Model) -> str | None:
-    """Why the rendered ``messages`` can't go to ``model`` (a part of a kind it does not take),
-    or None: checked before a request is recorded or sent."""
+def unsupported_content(part_types: Collection[str], model: Model) -> str | None:
+    """Why messages holding content parts of ``part_types`` can't go to ``model`` (a part of a
+    kind it does not take), or None: checked before a request is recorded or sent."""
     accepted = input_modalities(model)
-    for message in messages:
-        for part in message.get("content") or []:
-            needed = _PART_MODALITY.get(part.get("type", ""))
-            if needed is not None and needed not in accepted:
-                return (
-                    f"the conversation holds a {part['type']} part, but model {model.name}"
-                    f" declares input {sorted(accepted)} only; use a model that takes"
-                    f" {needed} input"
-                )
+    for part_type in sorted(part_types):
+        needed = _PART_MODALITY.get(part_type)
+        if needed is not None and needed not in accepted:
+            return (
+                f"the conversation holds a {part_type} part, but model {model.name}"
+                f" declares input {sorted(accepted)} only; use a model that takes"
+                f" {needed} input"
+            )
     return None
 
 

@@ -10,6 +10,7 @@ reply. The step returns ``None`` when the turn goes on, else the run's outcome.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from threads import telemetry
@@ -17,8 +18,8 @@ from threads.errors import LogError, StoreError
 from threads.log.render import MEDIA_TYPE, event_refs, render
 from threads.models.normalize import (
     Unrecordable,
+    minted_sha256,
     normalize_output,
-    provider_call_ids,
     unrecordable_reply,
 )
 from threads.models.protocol import (
@@ -41,7 +42,7 @@ from threads.run.model_retry import (
 )
 from threads.run.results import RunResult
 from threads.run.retry_policy import pinned_retry
-from threads.run.runtime import Runtime
+from threads.run.runtime import CallIdMemo, Runtime
 from threads.run.settings_epoch import current_model, revert
 from threads.run.turn import fail_turn
 from threads.store.protocol import PendingArtifact
@@ -76,7 +77,7 @@ async def model_step(rt: Runtime) -> RunResult | None:
         rendered = render(started, rt.fold.events, await _render_artifacts(rt), rt.memo.cache)
     except LogError as exc:  # an artifact the request needs is missing or corrupt
         return await fail_turn(rt, exc.code, exc.message)
-    unsupported = unsupported_content(rendered.messages, model)
+    unsupported = unsupported_content(rendered.part_types, model)
     if unsupported is not None:
         return await fail_turn(rt, "content_unsupported", unsupported)
     attempt = _next_attempt(rt)
@@ -98,7 +99,7 @@ async def model_step(rt: Runtime) -> RunResult | None:
         ],
         params=rendered.prefix["params"],  # the settings epoch in force
         attempt=attempt,
-        provider_call_ids=await provider_call_ids(rendered.messages, rt.writer.store.get_artifact),
+        provider_call_ids=dict((await _known_call_ids(rt)).provider),
     )
     with telemetry.model_span(
         rt.writer.thread_id, request_event.event_id, attempt, model.provider, model.name
@@ -186,7 +187,7 @@ async def record_response(
     its tool calls with what can be decided at once. A reply with no faithful form raises
     ``ModelCallError(model_error)``, and nothing of it is written."""
     try:
-        normalized = normalize_output(output, _call_ids(rt))
+        normalized = normalize_output(output, (await _known_call_ids(rt)).taken)
     except Unrecordable as exc:
         raise unrecordable_reply(str(exc)) from None
     output = normalized.output
@@ -200,16 +201,29 @@ async def record_response(
     if type_ == "model_response_recovered":
         data["provider_request_id"] = output.provider_request_id or "unknown"
     drafts = [Draft(type_, data, actor), *record_calls(rt, output.content, request_event_id)]
-    refusal = rt.writer.refusal(drafts)
-    if refusal is not None:
-        raise unrecordable_reply(refusal.message)
+    try:
+        events = rt.writer.prepare(drafts)
+    except LogError as exc:
+        raise unrecordable_reply(exc.message) from None
     artifacts = [PendingArtifact(blob, media) for blob, media in normalized.artifacts]
-    await rt.writer.append(drafts, artifacts=artifacts)
+    await rt.writer.append_prepared(events, artifacts=artifacts)
 
 
-def _call_ids(rt: Runtime) -> set[str]:
-    """Call ids already on the thread (recorded calls and every reply's tool_use parts)."""
-    ids = set(rt.fold.calls)
-    for response in rt.fold.responses:
-        ids.update(p["call_id"] for p in response["content"] if p.get("type") == "tool_use")
-    return ids
+async def _known_call_ids(rt: Runtime) -> CallIdMemo:
+    """``rt.call_ids`` brought up to date with the events appended since it was last read."""
+    memo = rt.call_ids
+    events = rt.fold.events
+    for event in events[memo.seen :]:
+        if event.type == "tool_call":
+            memo.taken.add(event.data["call_id"])
+        elif event.type in ("model_response", "model_response_recovered"):
+            for part in event.data["content"]:
+                if part.get("type") != "tool_use":
+                    continue
+                memo.taken.add(part["call_id"])
+                sha256 = minted_sha256(part["call_id"])
+                if sha256 is not None and part["call_id"] not in memo.provider:
+                    issued = json.loads(await rt.writer.store.get_artifact(sha256))
+                    memo.provider[part["call_id"]] = issued["provider_call_id"]
+    memo.seen = len(events)
+    return memo

@@ -5,6 +5,10 @@ A queued cancel becomes the durable ``cancel_requested`` barrier (its actor the 
 asked), appended together with the item's consumption in one transaction. An item that finds
 nothing to cancel (the turn it was queued for already ended or already carries a barrier) is
 consumed without an append, so it never cancels a later turn.
+
+Looking costs a store round trip, so a run looks again only once its log moved (a reply, a
+result, any event) since it last looked: once per step boundary, not at every check the loop
+makes between two steps.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ async def apply_queued_cancels(rt: Runtime) -> None:
     controls = controls_of(rt.writer.store)
     if controls is None:
         return
+    if rt.cancel.queued_checked_at == rt.fold.last_seq:
+        return  # nothing happened since the last look: this is the same step boundary
+    rt.cancel.queued_checked_at = rt.fold.last_seq
     for item in await controls.pending_controls(rt.writer.thread_id):
         if item.command != "cancel":
             continue  # stop_when_idle is not applied by this loop; it waits for one that does

@@ -3,8 +3,9 @@
 It is frozen: a step reads the run's writer (and through it the folded log), its agent spec,
 its handle, the principal, the injected clock, and returns what it decided as a value.
 The few things in it that change while a run goes on are owned objects with one job each: the
-writer (lease, fenced append), the ``CancelSignal`` (a Ctrl-C asked for a cancel) and the
-``RenderMemo`` (artifacts rendering reads, render cache). Nothing in it points back at a loop.
+writer (lease, fenced append), the ``CancelSignal`` (a Ctrl-C asked for a cancel), the
+``RenderMemo`` (artifacts rendering reads, render cache) and the ``CallIdMemo`` (call ids
+already used). Nothing in it points back at a loop.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class CancelSignal:
 
     def __init__(self) -> None:
         self.wanted = False
+        # the log's last seq when the run last looked for cancels other processes queued
+        self.queued_checked_at: int | None = None
         self._in_flight: dict[asyncio.Event, str] = {}
 
     def request(self) -> None:
@@ -71,6 +74,18 @@ class RenderMemo:
     cache: RenderCache = field(default_factory=RenderCache)
 
 
+@dataclass(slots=True)
+class CallIdMemo:
+    """The call ids already on the thread (recorded calls and every reply's tool_use parts) and
+    the provider's own id behind each minted one, kept up to date from the events appended
+    since the last look (``seen`` of them were scanned): a new reply must not reuse an id, and
+    an adapter sends the provider the ids it issued."""
+
+    taken: set[str] = field(default_factory=set)
+    provider: dict[str, str] = field(default_factory=dict)
+    seen: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class Runtime:
     writer: BranchWriter
@@ -86,6 +101,7 @@ class Runtime:
     http: ToolHttp  # ctx.http, fenced by ``writer``
     cancel: CancelSignal = field(default_factory=CancelSignal)
     memo: RenderMemo = field(default_factory=RenderMemo)
+    call_ids: CallIdMemo = field(default_factory=CallIdMemo)
     recovering: bool = False  # settling what a crash left: steps act as ``recovery``
     sandbox: RunSandbox | None = None  # the branch's sandbox, opened on first use
     memory: MemoryHandle | None = None  # the agent's memory, scoped to this run's user

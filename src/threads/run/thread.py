@@ -97,6 +97,7 @@ class Thread:
         self.principal = principal
         self.approvers = tuple(approvers) if approvers is not None else None
         self.agent = agent
+        self._folded: tuple[tuple[str, int, str, str], Fold] | None = None
 
     def __repr__(self) -> str:
         return f"Thread({self.id!r})"
@@ -108,9 +109,21 @@ class Thread:
         return branch
 
     async def fold(self) -> Fold:
+        """The root branch folded. It is read (and its chain checked) again only once its head
+        or state moved since this handle last read it: ``open_thread`` then ``state`` read and
+        fold the log once."""
         branch = await self._branch()
+        now = self.store.clock.now_ms()
+        at = (branch.branch_id, branch.head_seq, branch.head_hash, branch.state)
+        if self._folded is not None and self._folded[0] == at:
+            fold = self._folded[1]
+            fold.now_ms = now  # which snapshots are still fork points is judged now
+            return fold
         chain = await self.store.read_chain(branch.branch_id)
-        return chain.fold(self.store.clock.now_ms())
+        fold = chain.fold(now)
+        read = chain.branch
+        self._folded = ((read.branch_id, read.head_seq, read.head_hash, read.state), fold)
+        return fold
 
     async def timeline(self) -> list[Event]:
         return list((await self.fold()).events)

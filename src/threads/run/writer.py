@@ -23,10 +23,10 @@ from typing import Any
 
 from threads import telemetry
 from threads.clock import elapsed_source
-from threads.errors import LogError, StoreError
-from threads.log.admission import admit_line
+from threads.errors import StoreError
+from threads.log.admission import encode_admitted
 from threads.log.ids import uuid7
-from threads.log.lines import Event, encode_event
+from threads.log.lines import Event
 from threads.log.reduce import Fold
 from threads.store.protocol import Lease, PendingArtifact, Store
 from threads.store.receipts import RunReceipt
@@ -140,14 +140,18 @@ class BranchWriter:
                 self.lost = exc  # not proven held: nothing more is sent
             raise
 
-    def _encode(self, items: Sequence[tuple[str, dict[str, Any], dict[str, Any]]]) -> list[Event]:
+    def prepare(self, items: Sequence[tuple[str, dict[str, Any], dict[str, Any]]]) -> list[Event]:
+        """Encode ``(type, data, actor)`` items as the next events, each line admitted as the
+        store admits it; nothing is written or folded. ``LogError`` for a line the store would
+        refuse, so data from outside (a model's reply) that the log can't hold leaves the writer
+        usable instead of poisoned. Write the result with ``append_prepared``."""
         fold = self.fold
         now = self.store.clock.now_ms()
         seq, prev = fold.last_seq, fold.last_hash
         events: list[Event] = []
         for type_, data, actor in items:
             seq += 1
-            event = encode_event(
+            event = encode_admitted(
                 seq=seq,
                 event_id=uuid7(now),
                 thread_id=self.thread_id,
@@ -162,19 +166,6 @@ class BranchWriter:
             events.append(event)
             prev = event.hash
         return events
-
-    def refusal(
-        self, items: Sequence[tuple[str, dict[str, Any], dict[str, Any]]]
-    ) -> LogError | None:
-        """Why the store would refuse ``items`` (the same line admission it applies), or None;
-        nothing is written or folded. For data from outside (a model's reply), so a refused
-        reply leaves the writer usable instead of poisoned."""
-        for event in self._encode(items):
-            try:
-                admit_line(event.line, position_seq=event.seq)
-            except LogError as exc:
-                return exc
-        return None
 
     async def append(
         self,
@@ -197,13 +188,36 @@ class BranchWriter:
         a new child's ``fork`` event, which makes the branch ready in the same transaction."""
         if self.lost is not None:
             raise self.lost
-        events = self._encode(items)
+        return await self.append_prepared(
+            self.prepare(items),
+            artifacts=artifacts,
+            hold=hold,
+            receipt=receipt,
+            consumes=consumes,
+            finishes_fork=finishes_fork,
+        )
+
+    async def append_prepared(
+        self,
+        events: Sequence[Event],
+        *,
+        artifacts: Sequence[PendingArtifact] = (),
+        hold: bool = False,
+        receipt: RunReceipt | None = None,
+        consumes: Sequence[str] = (),
+        finishes_fork: bool = False,
+    ) -> list[Event]:
+        """``append`` for events ``prepare`` returned, before anything else was appended."""
+        if self.lost is not None:
+            raise self.lost
+        if events and events[0].seq != self.fold.last_seq + 1:
+            raise StoreError("invalid_argument", "prepared events are no longer the next ones")
         for event in events:
             self.fold.apply(event)
         if hold:
             self._held.extend(events)
             self._held_artifacts.extend(artifacts)
-            return events
+            return list(events)
         batch = [*self._held, *events]
         batch_artifacts = [*self._held_artifacts, *artifacts]
         if batch:
@@ -233,7 +247,7 @@ class BranchWriter:
         if self.on_event is not None:
             for event in batch:
                 self.on_event(event)
-        return events
+        return list(events)
 
     async def close(self) -> None:
         if self._held and self.lost is None:

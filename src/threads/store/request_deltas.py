@@ -79,8 +79,11 @@ def delta(base_sha256: str | None, base: bytes | None, data: bytes) -> Delta:
     if base is None or base_sha256 is None:
         return _packed(None, 0, 0, data, base=b"", total=len(data))
     limit = min(len(base), len(data))
-    prefix = _common_prefix(base, data, limit)
-    suffix = _common_suffix(base, data, limit - prefix)
+    if data.startswith(base):  # the usual case: the conversation grew by its newest lines
+        prefix, suffix = len(base), 0
+    else:
+        prefix = _common_prefix(base, data, limit)
+        suffix = _common_suffix(base, data, limit - prefix)
     if prefix + suffix == 0:
         return _packed(None, 0, 0, data, base=b"", total=len(data))
     middle = data[prefix : len(data) - suffix]

@@ -19,6 +19,7 @@ from threads.log.admission import admit_line
 from threads.log.canonical import MAX_SAFE_INT, canonical
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header, event_from_value, header_from_value
+from threads.log.stored_json import loads_stored
 from threads.store.holder import parse as parse_holder
 from threads.store.holder import provably_gone
 from threads.store.protocol import ArtifactRef, BranchInfo, Lease, Segment, StoredRow
@@ -291,7 +292,7 @@ def build_segment(info: BranchInfo, header_line: bytes, lines: list[bytes]) -> S
 
 
 def _decoded(raw: bytes) -> dict[str, Any]:
-    value = json.loads(raw)
+    value = loads_stored(raw)
     if not isinstance(value, dict):
         raise TypeError("a stored line is not a JSON object")
     return value

@@ -13,6 +13,7 @@ import itertools
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from threads.models.fence import Fence
@@ -26,6 +27,8 @@ from threads.models.protocol import (
     TextDelta,
     Usage,
 )
+
+_ROLE = itemgetter("role")
 
 
 class ScriptError(AssertionError):
@@ -177,7 +180,7 @@ class ScriptedModel:
     ) -> AsyncIterator[TextDelta | ModelOutput]:
         await fence.check()
         self.requests.append(request)
-        position = sum(1 for m in request.messages if m["role"] == "assistant")
+        position = list(map(_ROLE, request.messages)).count("assistant")
         errors, reply = self._plan(position)
         raised = self._errors_raised.get(position, 0)
         if raised < len(errors):

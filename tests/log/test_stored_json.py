@@ -1,0 +1,56 @@
+"""The parse that store reads use gives every admitted line the value admission read from it
+(``parse_strict``), with orjson installed or not."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from threads.log import stored_json
+from threads.log.canonical import MAX_SAFE_INT, admit_canonical, canonical, parse_strict
+
+TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=8)
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-MAX_SAFE_INT, MAX_SAFE_INT)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | TEXT
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(TEXT, VALUES, max_size=4))
+def test_the_value_admission_read(value: dict[str, Any]) -> None:
+    line = canonical(value)
+    assert stored_json.loads_stored(line) == parse_strict(line)
+    assert stored_json._reader(json.loads)(line) == parse_strict(line)
+
+
+def test_a_double_written_as_digits_past_64_bits() -> None:
+    line = canonical({"n": 2.0**64})  # admitted: the literal is that double's canonical form
+    admit_canonical(line)
+    assert line == b'{"n":18446744073709552000}'
+    assert stored_json.loads_stored(line) == {"n": 2.0**64}
+    assert stored_json._reader(json.loads)(line) == {"n": 2.0**64}
+
+
+def test_without_orjson_the_standard_library_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "orjson", None)  # import orjson now raises ImportError
+    parse = stored_json._orjson_or_standard()
+    assert parse(b'{"a":[1,2.5,"x"]}') == {"a": [1, 2.5, "x"]}
+    assert parse(b'{"n":18446744073709552000}') == {"n": 2.0**64}
+
+
+def test_a_damaged_line_still_fails_to_decode() -> None:
+    with pytest.raises(ValueError):
+        stored_json.loads_stored(b'{"a":1')
