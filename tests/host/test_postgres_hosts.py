@@ -69,3 +69,26 @@ def test_start_on_one_host_decide_on_another(two_hosts: tuple[HostServer, HostSe
     assert ids == list(range(ids[0], ids[-1] + 1))
     assert on_b.get(f"/v1/threads/{tid}/timeline").json() == on_a.get(
         f"/v1/threads/{tid}/timeline").json()
+
+
+@needs_postgres
+def test_cancel_on_one_host_of_a_run_another_executes(
+    two_hosts: tuple[HostServer, HostServer], service: object
+) -> None:
+    """The waiter runs on A; B queues the cancel (202, once) in the shared inbox; A records it
+    at its next step boundary and the run ends cancelled, seen from both hosts."""
+    a, b = two_hosts
+    on_a, on_b = a.client(), b.client()
+    gate = service.client()  # type: ignore[attr-defined]
+    accepted = on_a.post("/v1/runs", json={"agent": "waiter", "input": "wait"},
+                         headers={"idempotency-key": str(uuid.uuid4())}).json()
+    tid = accepted["thread_id"]
+    gate.await_waiting("g")
+    queued = on_b.post(f"/v1/threads/{tid}/cancel")
+    assert queued.status_code == 202, queued.text
+    assert on_b.post(f"/v1/threads/{tid}/cancel").json() == queued.json()
+    gate.open_gate("g")
+    path = f"/v1/threads/{tid}/runs/{accepted['run_id']}/events"
+    assert sse(on_b, path)[-1]["data"]["result"] == {"status": "cancelled"}
+    events = [e["event"] for e in on_a.get(f"/v1/threads/{tid}/timeline").json()["entries"]]
+    assert [e["type"] for e in events].count("cancel_requested") == 1
