@@ -15,11 +15,13 @@ Authority is checked before an item is queued; applying never checks again.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from threads.errors import StoreError
 from threads.log.canonical import canonical
+from threads.log.ids import uuid7
 
 CONTROL_CHANNEL = "api"
 CONTROL_INSTALLATION = "local"
@@ -72,6 +74,26 @@ def control_from_row(row: tuple[Any, ...]) -> ControlItem | None:
         str(inbox_id), str(tenant_id), str(thread_id), str(item.get("item_key")),
         str(item.get("command")), dict(item.get("principal") or {}), int(received_at),
     )
+
+
+def controls_in(rows: Iterable[tuple[Any, ...]]) -> list[ControlItem]:
+    """The control items among ``PENDING``'s rows."""
+    items = (control_from_row(tuple(row)) for row in rows)
+    return [item for item in items if item is not None]
+
+
+def waiting_key(rows: Iterable[tuple[Any, ...]], command: str) -> str | None:
+    """The key of an unconsumed item with ``command`` among ``PENDING``'s rows, if any."""
+    return next((i.item_key for i in controls_in(rows) if i.command == command), None)
+
+
+def insert_args(
+    tenant_id: str, thread_id: str, principal: dict[str, Any], command: str, now: int
+) -> tuple[str, tuple[Any, ...]]:
+    """A fresh item's key and ``INSERT``'s arguments for it."""
+    key = uuid7(now)
+    item = item_bytes(principal, thread_id, key, command)
+    return key, (uuid7(now), tenant_id, key, key, thread_id, item, now)
 
 
 def sql(statement: str, placeholder: str) -> str:

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from threads.log.ids import uuid7
 from threads.store.control_items import (
     CONSUME,
     INSERT,
     PENDING,
     Command,
     ControlItem,
-    control_from_row,
-    item_bytes,
+    controls_in,
+    insert_args,
     sql,
+    waiting_key,
 )
 from threads.store.postgres import PostgresStore
 from threads.store.postgres_tables import transaction
@@ -53,22 +53,17 @@ class PostgresControls:
                 "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"threads:inbox:{thread_id}",)
             )
             cursor = await conn.execute(sql(PENDING, "%s").encode(), (thread_id,))
-            for row in await cursor.fetchall():
-                waiting = control_from_row(row)
-                if waiting is not None and waiting.command == command:
-                    return waiting.item_key
-            key = uuid7(now)
-            await conn.execute(sql(INSERT, "%s").encode(), (
-                uuid7(now), tenant_id, key, key, thread_id,
-                item_bytes(principal, thread_id, key, command), now,
-            ))
+            waiting = waiting_key(await cursor.fetchall(), command)
+            if waiting is not None:
+                return waiting
+            key, args = insert_args(tenant_id, thread_id, principal, command, now)
+            await conn.execute(sql(INSERT, "%s").encode(), args)
             return key
 
     async def pending_controls(self, thread_id: str) -> list[ControlItem]:
         async with transaction(self.store, INBOX_DDL) as conn:
             cursor = await conn.execute(sql(PENDING, "%s").encode(), (thread_id,))
-            items = [control_from_row(r) for r in await cursor.fetchall()]
-        return [i for i in items if i is not None]
+            return controls_in(await cursor.fetchall())
 
     async def consume_control(self, inbox_id: str, seq: int) -> bool:
         async with transaction(self.store, INBOX_DDL) as conn:

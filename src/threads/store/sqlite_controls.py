@@ -9,15 +9,15 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from threads.log.ids import uuid7
 from threads.store.control_items import (
     CONSUME,
     INSERT,
     PENDING,
     Command,
     ControlItem,
-    control_from_row,
-    item_bytes,
+    controls_in,
+    insert_args,
+    waiting_key,
 )
 from threads.store.sqlite import SQLiteStore
 
@@ -32,23 +32,18 @@ class SQLiteControls:
         now = self.store.clock.now_ms()
 
         def queue(conn: sqlite3.Connection) -> str:
-            for row in conn.execute(PENDING, (thread_id,)):
-                waiting = control_from_row(tuple(row))
-                if waiting is not None and waiting.command == command:
-                    return waiting.item_key
-            key = uuid7(now)
-            conn.execute(INSERT, (
-                uuid7(now), tenant_id, key, key, thread_id,
-                item_bytes(principal, thread_id, key, command), now,
-            ))
+            waiting = waiting_key(conn.execute(PENDING, (thread_id,)), command)
+            if waiting is not None:
+                return waiting
+            key, args = insert_args(tenant_id, thread_id, principal, command, now)
+            conn.execute(INSERT, args)
             return key
 
         return await self.store._run(self.store._txn(queue))
 
     async def pending_controls(self, thread_id: str) -> list[ControlItem]:
         def read(conn: sqlite3.Connection) -> list[ControlItem]:
-            items = (control_from_row(tuple(r)) for r in conn.execute(PENDING, (thread_id,)))
-            return [i for i in items if i is not None]
+            return controls_in(conn.execute(PENDING, (thread_id,)))
 
         return await self.store._run(read)
 
