@@ -9,12 +9,15 @@ unless ``allow_internet``; a read-only root filesystem except the ``/workspace``
 commands as uid 1000; pids, CPU and memory limits. A command whose outcome is in doubt is
 proven gone by stopping the whole container (a stopped container runs nothing) and starting it
 again. Docker containers take no snapshots here (no fork points), as upstream's do not.
+``labelled`` lists every container carrying the label, for ``threads gc`` to remove the ones
+whose ledger row is gone or released (orphans).
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
+import json
 import posixpath
 import tarfile
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -37,6 +40,7 @@ from threads.sandbox.protocol import (
 )
 
 USER = "1000:1000"
+OPERATION_LABEL = "threads.operation_key"
 RUN_DIR = "/run/threads"
 MIN_MEMORY_MB = 64
 STOP_PROOF_ROUNDS = 3
@@ -81,7 +85,7 @@ class DockerSandbox:
             "User": USER,
             "WorkingDir": WORKSPACE,
             "Env": [],
-            "Labels": {"threads.operation_key": operation_key, "threads.provider": "docker"},
+            "Labels": {OPERATION_LABEL: operation_key, "threads.provider": "docker"},
             "NetworkDisabled": not self.allow_internet,
             "HostConfig": {
                 "NetworkMode": "bridge" if self.allow_internet else "none",
@@ -141,6 +145,22 @@ class DockerSandbox:
         self, snapshot: SnapshotData, operation_key: str, ctx: SandboxContext
     ) -> DockerSession:
         raise SandboxError("snapshot_missing", "Docker sandboxes take no snapshots here")
+
+    async def labelled(self, ctx: SandboxContext) -> list[tuple[str, str]]:
+        """``(container name, operation key)`` of every container on this engine that carries
+        threads' ``threads.operation_key`` label, running or not: what orphan gc looks at."""
+        with operation(ctx):
+            response = await self.engine.request(
+                "GET", "/containers/json",
+                params={"all": "1", "filters": json.dumps({"label": [OPERATION_LABEL]})},
+            )
+        found = []
+        for container in response.json():
+            key = (container.get("Labels") or {}).get(OPERATION_LABEL)
+            names = container.get("Names") or []
+            if isinstance(key, str) and names:
+                found.append((str(names[0]).lstrip("/"), key))
+        return found
 
     async def release(
         self, kind: Literal["sandbox", "snapshot"], ref: str, ctx: SandboxContext

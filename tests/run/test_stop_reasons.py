@@ -15,6 +15,7 @@ import pytest
 
 from threads import Completed, Failed, FakeClock, Principal, agent, sqlite
 from threads.log.lines import Event
+from threads.log.render import prefix_digest, prefix_line
 from threads.run.stops import CONTINUE_TEXT
 from threads.run.writer import BranchWriter
 from threads.store.sqlite import SQLiteStore
@@ -141,3 +142,33 @@ async def test_a_missing_artifact_fails_the_turn_instead_of_raising(store: SQLit
     [ended] = [e for e in await result.thread.timeline() if e.type == "turn_completed"][-1:]
     assert ended.data == {"reason": "error"}
     assert len(model.requests) == 1  # only the first turn's request was sent
+
+
+async def test_a_paused_reply_left_by_a_crash_is_continued_not_interrupted(
+    store: SQLiteStore,
+) -> None:
+    """A writer died right after recording a pause_turn reply: the next run asks again (the
+    paused reply is no answer), instead of closing the turn ``interrupted``."""
+    model = scripted_model([say("hello"), say("written by hand"), say("Found it.")])
+    bot = agent(name="t", model=model)
+    first = await bot.run("hi", store=store, principal=ALICE)
+    branch = await store.root_branch(first.thread.id)
+    lease = await store.acquire_lease(branch.branch_id, "the-writer-that-died", 60_000)
+    writer = BranchWriter(store, lease, (await store.read_chain(branch.branch_id)).fold(0))
+    user = {"kind": "user", "principal": ALICE.to_wire()}
+    await writer.append([("user_input", {"source": "api", "text": "search"}, user)])
+    prefix = prefix_digest(prefix_line(writer.fold.thread_started))
+    ref = {"bytes": 1, "media_type": "application/x-ndjson", "sha256": "0" * 64}
+    [request] = await writer.append([("model_request", {
+        "attempt": 1, "declared_prefix": prefix, "request_ref": ref}, {"kind": "host"})])
+    paused = {"completeness": "complete", "content": [{"type": "text", "text": "Searching."}],
+              "request_event_id": request.event_id, "stop_reason": "pause_turn",
+              "usage": {"input_tokens": 1, "output_tokens": 1}}
+    await writer.append([("model_response", paused, {"kind": "model"})])
+    await store.release_lease(writer.lease)
+    result = await bot.run(None, store=store, thread=first.thread.id, principal=ALICE)
+    assert isinstance(result, Completed)
+    assert result.output == "Found it."
+    assert turn_events(await result.thread.timeline())[-3:] == [
+        ("model_request", None), ("model_response", "end_turn"), ("turn_completed", "end_turn")
+    ]

@@ -9,9 +9,11 @@ run, every test here skips and says why.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -22,8 +24,14 @@ import pytest
 
 from threads.docker import DockerSandbox, container_name, docker
 from threads.errors import StoreError
+from threads.log.ids import uuid7
+from threads.log.lines import make_header
 from threads.sandbox import OPEN_CONTEXT as CTX
 from threads.sandbox import SandboxContext, SandboxError
+from threads.sandbox.gc import collect
+from threads.sandbox.ledger import Owner
+from threads.store.capabilities import resources_of
+from threads.store.sqlite import sqlite
 
 IMAGE = "threads-busybox:test"
 BUSYBOX = Path("/bin/busybox")
@@ -181,3 +189,53 @@ async def test_a_refused_fence_sends_nothing(provider: DockerSandbox, engine: Pa
     with pytest.raises(StoreError):
         await provider.create("fenced", SandboxContext(lost))
     assert await provider.lookup("sandbox", "fenced") is None
+
+
+async def test_gc_removes_orphaned_containers_and_nothing_a_row_still_names(
+    provider: DockerSandbox, engine: Path, tmp_path: Path
+) -> None:
+    """Four labelled containers: a live row's, a pending row's, a released row's (its release
+    never reached the engine) and one with no row at all (its row's store was wiped). gc
+    removes the last two, keeps the first two, and the CLI does the same with --docker."""
+    store = sqlite(tmp_path / "store")  # the system clock, as the gc process reads it
+    resources = resources_of(store)
+    now = store.clock.now_ms()
+    header = make_header(uuid7(now), uuid7(now), now)
+    await store.create_branch(header, tenant_id="acme")
+    lease = await store.acquire_lease(header.branch_id, "w1", 30_000)
+
+    async def fence() -> None:
+        await store.check_lease(lease)
+
+    owner = Owner(resources, provider, store.clock, "acme", lambda: lease, SandboxContext(fence))
+    live = await owner.sandbox_session()
+    pending, released, rowless = (uuid7(now) for _ in range(3))
+    for key in (pending, released):
+        await resources.resource_pending(operation_key=key, tenant_id="acme",
+                                         provider="docker", kind="sandbox", lease=lease)
+    await resources.resource_move(released, "not_found", lease=lease)
+    made = {key: (await provider.create(key, CTX)).id for key in (pending, released, rowless)}
+    try:
+        report = await collect(resources, {"docker": provider}, store.clock)
+        assert sorted(report.orphans_removed) == sorted([made[released], made[rowless]])
+        names = {name for name, _ in await provider.labelled(CTX)}
+        assert {live.id, made[pending]} <= names
+        assert not names & {made[released], made[rowless]}
+
+        orphan = (await provider.create(uuid7(now), CTX)).id  # another row-less container
+        await store.close()
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "threads.cli", "gc", "--store", str(tmp_path / "store"),
+             "--sandboxes", str(tmp_path / "local"), "--docker", str(engine)],
+            capture_output=True, text=True, timeout=120, check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "orphans removed (no ledger row, or a released one): 1" in done.stdout
+        names = {name for name, _ in await provider.labelled(CTX)}
+        assert orphan not in names
+        assert {live.id, made[pending]} <= names
+    finally:
+        for ref in (live.id, made[pending]):
+            await provider.release("sandbox", ref, CTX)
+        await store.close()

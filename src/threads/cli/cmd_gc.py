@@ -1,9 +1,12 @@
-"""``threads gc [--store DIR] [--sandboxes DIR]``: release sandboxes and snapshots no branch needs.
+"""``threads gc [--store DIR] [--sandboxes DIR] [--docker [SOCKET]]``: release sandboxes and
+snapshots no branch needs.
 
 Runs ``threads.sandbox.gc.collect`` with the local sandbox provider kept under ``--sandboxes``
 (the default root of ``threads.sandbox.local()``), and prints what it did. First it gives up
 forks a crash interrupted (``forking`` children whose lease lapsed become ``fork_failed``), so
-the sandboxes they were restoring into are collected with the rest. Rows of providers it
+the sandboxes they were restoring into are collected with the rest. With ``--docker`` it also
+collects the Docker provider's rows and removes its orphans: containers labelled by threads
+whose ledger row is gone or released. Rows of providers it
 has no adapter for are counted and left alone, as are ``pending`` and ``unknown`` rows.
 Invariant: gc never takes a branch lease and never frees a row a run touched after its claim.
 """
@@ -33,6 +36,11 @@ def register(subparsers: Any) -> None:
         "--sandboxes", metavar="DIR",
         help="where the local sandboxes live (default: threads.sandbox.local()'s)",
     )
+    parser.add_argument(
+        "--docker", metavar="SOCKET", nargs="?", const="",
+        help="also collect Docker sandboxes and orphaned threads containers (the engine at"
+        " SOCKET, else DOCKER_HOST or /var/run/docker.sock)",
+    )
     parser.set_defaults(handler=run, parser=parser)
 
 
@@ -40,9 +48,19 @@ async def run(args: argparse.Namespace) -> int:
     sandboxes: dict[str, Sandbox] = {}
     root = Path(args.sandboxes) if args.sandboxes else None
     sandboxes["local"] = local(root)
+    engine = None
+    if args.docker is not None:
+        from threads.docker import docker
+
+        engine = docker("", socket=args.docker or None)  # gc never creates: no image needed
+        sandboxes["docker"] = engine
     async with opened_store(args.store) as store:
         abandoned = await abandon_interrupted_forks(store)
-        report = await collect(resources_of(store), sandboxes, store.clock)
+        try:
+            report = await collect(resources_of(store), sandboxes, store.clock)
+        finally:
+            if engine is not None:
+                await engine.close()
     if abandoned:
         print(f"gave up {len(abandoned)} fork(s) a crash interrupted: {', '.join(abandoned)}")
     for line in report.lines():

@@ -4,7 +4,8 @@ Under the run's new epoch and with actor ``recovery`` it settles every in-doubt 
 writer left: an open model request (ask the model's optional ``lookup``; otherwise record the
 attempt abandoned, billed at its bound, and resend within bounds), pending calls (materialize,
 settle by class, park, or close ``not_executed``), and an open turn (closed ``interrupted`` when
-its input was already answered; continued when none of it was sent; cancelled when a durable
+its input was already answered; continued when none of it was sent, or when the last reply
+was paused or cut at max_tokens, which the loop continues; cancelled when a durable
 cancel is waiting). There is no separate resume call: running the thread again does this.
 """
 
@@ -19,7 +20,8 @@ from threads.run.model_step import record_response
 from threads.run.results import RunResult
 from threads.run.runtime import Runtime
 from threads.run.settings_epoch import current_model
-from threads.run.turn import answered, finish_cancelled
+from threads.run.stops import CONTINUED
+from threads.run.turn import answered, finish_cancelled, last_stop
 
 
 async def recover(rt: Runtime) -> RunResult | None:
@@ -82,6 +84,6 @@ async def _open_turn(rt: Runtime, *, recovered: bool) -> RunResult | None:
         # The answer was only just recovered: the turn goes on exactly as if the response had
         # arrived live (the loop closes it end_turn, or runs its calls).
         return None
-    if fold.transcript and answered(fold):
+    if fold.transcript and answered(fold) and last_stop(fold) not in CONTINUED:
         await rt.writer.append([Draft("turn_completed", {"reason": "interrupted"}, RECOVERY)])
     return None

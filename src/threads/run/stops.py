@@ -23,6 +23,7 @@ from threads.run.structured import ask_for_output
 from threads.run.turn import fail_turn, last_stop, last_text
 
 DEFAULT_CONTINUATIONS = 3
+CONTINUED = ("pause_turn", "max_tokens")  # replies the turn goes on after (within bounds)
 CONTINUE_ORIGIN = "max_output"
 CONTINUE_TEXT = (
     "Output limit reached. Continue exactly where you stopped. Do not repeat earlier output."

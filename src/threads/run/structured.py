@@ -97,7 +97,12 @@ def typed_output(rt: Runtime) -> Any:
     value = rt.fold.features.accepted_output
     if value is None or pinned_output(rt.fold) is None:
         return last_text(rt.fold)
-    return rt.spec.output.model_validate(value) if rt.spec.output is not None else value
+    if rt.spec.output is None:
+        return value
+    try:
+        return rt.spec.output.model_validate(value)
+    except ValidationError:  # accepted by an earlier run under another output model
+        return value
 
 
 def _accepted_in_turn(fold: Fold) -> bool:

@@ -6,12 +6,20 @@ compare-and-set, moves the row to ``releasing`` under that claim, and releases i
 context whose fence is "the row still carries my claim". A run that touches its live row voids
 the claim, so gc never frees what a run is using. ``pending`` and ``unknown`` rows are never
 touched: only their owner (or an operator) can tell what they are.
+
+Orphans: a provider that can list what it made (``Labelled``: Docker lists its labelled
+containers) has each one whose operation key has no ledger row, or a ``released`` one, removed.
+Such a container can never be needed: a row is written ``pending`` before its create is asked
+for, and ``released`` is final. The fence of each removal re-reads the row, so a row that turned
+up (another store's runs share the daemon?) stops it. Containers of a ``pending``, ``unknown``
+or live row are never touched here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from threads.clock import Clock
 from threads.errors import StoreError
@@ -30,6 +38,7 @@ class GcReport:
     skipped_pending: int = 0
     skipped_unknown: int = 0
     no_provider: list[str] = field(default_factory=list)
+    orphans_removed: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = [
@@ -38,6 +47,7 @@ class GcReport:
             f" taken back by a run or another gc {len(self.lost_claims)}",
             f"left alone: {self.skipped_pending} pending, {self.skipped_unknown} unknown"
             " (only their owner or an operator can settle them)",
+            f"orphans removed (no ledger row, or a released one): {len(self.orphans_removed)}",
         ]
         if self.no_provider:
             providers = ", ".join(sorted(set(self.no_provider)))
@@ -61,7 +71,47 @@ async def collect(
             report.no_provider.append(row.provider)
             continue
         await _collect_one(resources, sandbox, row, clock, report)
+    for sandbox in sandboxes.values():
+        if isinstance(sandbox, Labelled):
+            report.orphans_removed += await _remove_orphans(resources, sandbox)
     return report
+
+
+@runtime_checkable
+class Labelled(Protocol):
+    """A provider that can list every sandbox it made, with the operation key it was made
+    under (``threads.docker.DockerSandbox``)."""
+
+    async def labelled(self, ctx: SandboxContext) -> list[tuple[str, str]]: ...
+
+
+async def _remove_orphans(resources: ResourceStore, sandbox: Sandbox) -> list[str]:
+    """Remove every listed sandbox whose key has no ledger row or a released one."""
+    assert isinstance(sandbox, Labelled)
+
+    async def orphaned(key: str) -> bool:
+        rows = [r for r in await resources.resources() if r.operation_key == key]
+        return not rows or rows[0].state == "released"
+
+    removed = []
+    for ref, key in await sandbox.labelled(SandboxContext(_listing, authority="cleanup")):
+        if not await orphaned(key):
+            continue
+
+        async def still_orphaned(key: str = key) -> None:
+            if not await orphaned(key):
+                raise SandboxError("cleanup_claim_lost", f"a ledger row for {key} turned up")
+
+        try:
+            await sandbox.release("sandbox", ref, SandboxContext(still_orphaned, "cleanup"))
+        except SandboxError:
+            continue  # left for the next gc
+        removed.append(ref)
+    return removed
+
+
+async def _listing() -> None:
+    return None  # listing only reads; each removal has its own fence
 
 
 async def _collect_one(
