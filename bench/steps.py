@@ -8,7 +8,8 @@ transaction), then the tool runs. Printed:
 - µs per step (median over a run of ``--steps`` steps on a warmed store) and its ratio to one
   raw sqlite3 INSERT + COMMIT of a ~400-byte line with the same pragmas (WAL, synchronous=FULL);
 - the step cost at conversation length N=50 and N=800 (median of the steps around each point
-  of one long run, so the ratio shows work that grows with the conversation);
+  of one long run, so the ratio shows work that grows with the conversation), in wall time and
+  in the process's CPU time (which a disk shared with other work does not blur);
 - open + state of a 10,001-event thread (``open_thread`` then ``Thread.state``), in ms.
 
 Run: ``python bench/steps.py [--steps N] [--long N]``. The raw commits are timed interleaved
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import sqlite3
 import statistics
 import tempfile
@@ -66,17 +68,27 @@ class RawLog:
 
 
 class StepClock:
-    """Stamps each tool execution: the time between two is one whole step."""
+    """Stamps each tool execution: the time between two is one whole step (wall time, and the
+    CPU time of the whole process, which a busy shared disk does not blur)."""
 
     def __init__(self) -> None:
         self.stamps: list[int] = []
+        self.cpu: list[int] = []
 
     async def lookup(self, args: Query, ctx: object) -> str:
         self.stamps.append(time.perf_counter_ns())
+        self.cpu.append(time.process_time_ns())
         return f"result for {args.q}"
 
     def steps_us(self) -> list[float]:
-        return [(b - a) / 1000 for a, b in zip(self.stamps, self.stamps[1:], strict=False)]
+        return _gaps_us(self.stamps)
+
+    def cpu_us(self) -> list[float]:
+        return _gaps_us(self.cpu)
+
+
+def _gaps_us(stamps: list[int]) -> list[float]:
+    return [(b - a) / 1000 for a, b in itertools.pairwise(stamps)]
 
 
 def bench_agent(steps: int, clock: StepClock) -> Agent:
@@ -88,14 +100,14 @@ def bench_agent(steps: int, clock: StepClock) -> Agent:
     return agent(name="bench", model=scripted_model(script), tools=[lookup_tool])
 
 
-async def run_steps(path: Path, steps: int) -> list[float]:
-    """Per-step µs of one run of ``steps`` steps on a fresh thread of a warmed store."""
+async def run_steps(path: Path, steps: int) -> StepClock:
+    """One run of ``steps`` steps on a fresh thread of a warmed store, stamped."""
     store = sqlite(path)
     try:
         await bench_agent(3, StepClock()).run("warm up", store=store)
         clock = StepClock()
         await bench_agent(steps, clock).run("go", store=store)
-        return clock.steps_us()
+        return clock
     finally:
         await store.close()
 
@@ -135,7 +147,7 @@ async def main() -> None:
         directory = Path(tmp)
         raw = RawLog(directory / "raw.db")
         raw_us = raw.commits_us(RAW_COMMITS)
-        per_step = await run_steps(directory / "steps", args.steps)
+        per_step = (await run_steps(directory / "steps", args.steps)).steps_us()
         raw_us += raw.commits_us(RAW_COMMITS)
         long_run = await run_steps(directory / "long", args.long)
         raw_us += raw.commits_us(RAW_COMMITS)
@@ -143,7 +155,8 @@ async def main() -> None:
         raw.db.close()
     floor = statistics.median(raw_us)
     step = statistics.median(per_step)
-    at_50, at_800 = at(long_run, 50), at(long_run, 800)
+    at_50, at_800 = at(long_run.steps_us(), 50), at(long_run.steps_us(), 800)
+    cpu_50, cpu_800 = at(long_run.cpu_us(), 50), at(long_run.cpu_us(), 800)
     print("(medians; ratios are from this one run)")
     rows = [
         ("raw sqlite3 INSERT+COMMIT", f"{floor:9.1f} µs"),
@@ -151,6 +164,9 @@ async def main() -> None:
          f" = {step / floor:5.2f}x raw"),
         ("step at N=50", f"{at_50:9.1f} µs"),
         ("step at N=800", f"{at_800:9.1f} µs = {at_800 / at_50:5.2f}x N=50"),
+        ("CPU of a step at N=50 (all threads)", f"{cpu_50:9.1f} µs"),
+        ("CPU of a step at N=800 (all threads)",
+         f"{cpu_800:9.1f} µs = {cpu_800 / cpu_50:5.2f}x N=50"),
         (f"open + state of a {events:,}-event thread", f"{open_ms:9.1f} ms"),
     ]
     for label, value in rows:

@@ -145,6 +145,7 @@ class ScriptedModel:
         self.max_output_tokens = max_output_tokens
         self.price = price
         self._script = list(script)
+        self._plans: list[tuple[list[Fail], Reply]] | None = None  # _plan's index, built once
         self._lookups = dict(lookup or {})
         self._errors_raised: dict[int, int] = {}
         self.requests: list[ModelRequest] = []
@@ -161,19 +162,22 @@ class ScriptedModel:
         return {"max_tokens": self.max_output_tokens}
 
     def _plan(self, position: int) -> tuple[list[Fail], Reply]:
-        replies = -1
-        errors: list[Fail] = []
-        for item in self._script:
-            if isinstance(item, Fail):
-                errors.append(item)
-                continue
-            replies += 1
-            if replies == position:
-                return errors, item
-            errors = []
-        raise ScriptError(
-            f"scripted model has no reply #{position + 1}: the script holds {replies + 1}"
-        )
+        """The errors to raise before reply #``position`` (0-based), and that reply."""
+        if self._plans is None:
+            self._plans = []
+            errors: list[Fail] = []
+            for item in self._script:
+                if isinstance(item, Fail):
+                    errors.append(item)
+                else:
+                    self._plans.append((errors, item))
+                    errors = []
+        if position >= len(self._plans):
+            raise ScriptError(
+                f"scripted model has no reply #{position + 1}: the script holds"
+                f" {len(self._plans)}"
+            )
+        return self._plans[position]
 
     async def stream(
         self, request: ModelRequest, fence: Fence
