@@ -4,7 +4,8 @@ the run applies the cancels other processes queued for its thread while it held 
 A queued cancel becomes the durable ``cancel_requested`` barrier (its actor the principal who
 asked), appended together with the item's consumption in one transaction. An item that finds
 nothing to cancel (the turn it was queued for already ended or already carries a barrier) is
-consumed without an append, so it never cancels a later turn.
+consumed without an append, so it never cancels a later turn; so is one whose principal is not
+a valid principal (another writer's malformed row never stops a run).
 
 Looking costs a store round trip, so a run looks again only once its log moved (a reply, a
 result, any event) since it last looked: once per step boundary, not at every check the loop
@@ -13,6 +14,9 @@ makes between two steps.
 
 from __future__ import annotations
 
+from typing import Any
+
+from threads.principal import Principal
 from threads.run.drafts import Draft
 from threads.run.runtime import Runtime
 from threads.store.capabilities import controls_of
@@ -35,9 +39,17 @@ async def apply_queued_cancels(rt: Runtime) -> None:
             turn is None
             or turn.cancel_event is not None
             or item.received_at < turn.input_event.time  # queued for a turn that ended
+            or not _valid_principal(item.principal)  # not ours to record: dropped, never fatal
         ):
             await controls.consume_control(item.inbox_id, rt.fold.last_seq)
             continue
         data = {"reason": QUEUED_REASON, "scope": "turn"}
         actor = {"kind": "user", "principal": item.principal}
         await rt.writer.append([Draft("cancel_requested", data, actor)], consumes=[item.inbox_id])
+
+
+def _valid_principal(wire: dict[str, Any]) -> bool:
+    try:
+        return Principal.from_wire(wire).to_wire() == wire  # no other key either
+    except (KeyError, TypeError, ValueError):
+        return False

@@ -89,17 +89,19 @@ async def _remove_orphans(resources: ResourceStore, sandbox: Sandbox) -> list[st
     """Remove every listed sandbox whose key has no ledger row or a released one."""
     assert isinstance(sandbox, Labelled)
 
-    async def orphaned(key: str) -> bool:
-        rows = [r for r in await resources.resources() if r.operation_key == key]
-        return not rows or rows[0].state == "released"
+    def orphaned(rows: list[Resource], key: str) -> bool:
+        row = next((r for r in rows if r.operation_key == key), None)
+        return row is None or row.state == "released"
 
+    listed = await sandbox.labelled(SandboxContext(_listing, authority="cleanup"))
+    rows = await resources.resources()
     removed = []
-    for ref, key in await sandbox.labelled(SandboxContext(_listing, authority="cleanup")):
-        if not await orphaned(key):
+    for ref, key in listed:
+        if not orphaned(rows, key):
             continue
 
         async def still_orphaned(key: str = key) -> None:
-            if not await orphaned(key):
+            if not orphaned(await resources.resources(), key):
                 raise SandboxError("cleanup_claim_lost", f"a ledger row for {key} turned up")
 
         try:

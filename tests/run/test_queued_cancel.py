@@ -1,0 +1,95 @@
+"""The holder's side of queued cancels: a cancel queued while the run holds the thread becomes
+its ``cancel_requested`` at the next step boundary (once); one queued for a turn that already
+ended never cancels a later turn; a malformed item is consumed without effect, never fatal."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from threads import Cancelled, Completed, FakeClock, Principal, agent, sqlite, tool
+from threads.store.capabilities import controls_of
+from threads.store.sqlite import SQLiteStore
+from threads.testing.scripted import call, say, scripted_model, use
+
+ALICE = Principal("api", "acme", "alice")
+BOB = {"issuer": "api", "subject": "bob", "tenant": "acme"}
+
+
+class Empty(BaseModel):
+    pass
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    s = sqlite(tmp_path / "store", clock=FakeClock())
+    yield s
+    await s.close()
+
+
+def bot(during: Callable[[Any], Any]) -> Any:
+    async def step(args: Empty, ctx: Any) -> str:
+        await during(ctx)
+        return "stepped"
+
+    script = [use(call("step")), say("done"), use(call("step")), say("done again")]
+    return agent(name="t", model=scripted_model(script),
+                 tools=[tool(name="step", description="s", input=Empty, execute=step,
+                             effect="read_only")])
+
+
+def inbox(store: SQLiteStore) -> list[tuple[Any, ...]]:
+    assert store.root is not None
+    conn = sqlite3.connect(store.root / "threads.db")
+    try:
+        return conn.execute("SELECT item_key, consumed_seq FROM inbox").fetchall()
+    finally:
+        conn.close()
+
+
+async def test_a_cancel_queued_mid_run_is_recorded_at_the_next_step(store: SQLiteStore) -> None:
+    async def queue(ctx: Any) -> None:  # another process, while this run holds the thread
+        controls = controls_of(store)
+        assert controls is not None
+        await controls.queue_control(tenant_id="acme", thread_id=ctx.thread_id,
+                                     principal=BOB, command="cancel")
+
+    result = await bot(queue).run("go", store=store, principal=ALICE)
+    assert isinstance(result, Cancelled), result
+    events = await result.thread.timeline()
+    (cancel,) = [e for e in events if e.type == "cancel_requested"]
+    assert cancel.actor == {"kind": "user", "principal": BOB}
+    assert [seq for _, seq in inbox(store)] == [cancel.seq]
+
+
+async def test_a_stale_or_malformed_item_never_cancels(store: SQLiteStore) -> None:
+    async def nothing(ctx: Any) -> None:
+        return None
+
+    first = await bot(nothing).run("go", store=store, principal=ALICE)
+    assert isinstance(first, Completed)
+    controls = controls_of(store)
+    assert controls is not None
+    await controls.queue_control(tenant_id="acme", thread_id=first.thread.id, principal=BOB,
+                                 command="cancel")  # the turn it was meant for is over
+    store.clock.advance(1)  # type: ignore[attr-defined]
+
+    async def malformed(ctx: Any) -> None:
+        await controls.queue_control(tenant_id="acme", thread_id=ctx.thread_id,
+                                     principal={**BOB, "extra": 1}, command="stop_when_idle")
+        await controls.queue_control(tenant_id="acme", thread_id=ctx.thread_id,
+                                     principal={"subject": 7}, command="cancel")
+
+    again = await bot(malformed).run("again", store=store, principal=ALICE,
+                                     thread=first.thread.id)
+    assert isinstance(again, Completed), again
+    events = await again.thread.timeline()
+    assert not [e for e in events if e.type == "cancel_requested"]
+    consumed = dict(inbox(store))
+    assert sum(seq is not None for seq in consumed.values()) == 2  # stale + malformed cancel
+    assert len(consumed) == 3  # stop_when_idle waits for a loop that applies it
