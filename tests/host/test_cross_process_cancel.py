@@ -70,3 +70,4 @@ def test_a_cancel_on_another_host_is_queued_and_applied_by_the_holder(
     assert cancels[0]["actor"]["principal"]["subject"] == "alice"
     assert cancels[0]["data"]["reason"] == QUEUED_REASON
     assert inbox(server) == [(key, item, cancels[0]["seq"])]  # consumed by that append
+

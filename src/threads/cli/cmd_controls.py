@@ -5,7 +5,9 @@ The CLI acts as the operator the API uses by default (``api/local/operator``) un
 controls, so the CLI is held to the same authority rule as the API (the thread's approvers, else
 the principal who started it; never another tenant), and appends one event with the operator as
 actor under the thread's lease for that one append: a live run holding the thread makes it fail
-``branch_busy``. Refusals are coded errors (exit 1); run the thread again after.
+``branch_busy``, except ``cancel``, which is then queued for the process running the thread
+(it records the cancel at its next step). Refusals are coded errors (exit 1); run the thread
+again after.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from threads.cli import render
 from threads.cli.support import add_operator_options, add_store_option, opened_store, operator
+from threads.errors import StoreError
 from threads.principal import Principal
 from threads.run.thread import ParkedEffect, PendingApproval, Thread, open_thread
 
@@ -149,7 +152,17 @@ async def run_answer(args: argparse.Namespace) -> int:
 
 
 async def run_cancel(args: argparse.Namespace) -> int:
-    async def act(thread: Thread, who: Principal) -> None:
-        await thread.cancel(who, args.reason)
-
-    return await _act(args, act, "cancel recorded; the next run of the thread ends cancelled")
+    who = operator(args)
+    async with opened_store(args.store) as store:
+        thread = await open_thread(store, args.thread, principal=who)
+        try:
+            await thread.cancel(who, args.reason)
+        except StoreError as error:
+            if error.code != "branch_busy":
+                raise
+            key = await thread.queue_cancel(who)
+            print(f"cancel queued (item {key}): the process running the thread records it at"
+                  " its next step, and the run ends cancelled")
+            return 0
+    print("cancel recorded; the next run of the thread ends cancelled")
+    return 0

@@ -24,13 +24,11 @@ from threads.host.bodies import (
 )
 from threads.host.failure import HostError
 from threads.host.http import Context, ThreadView, body_of, branch_param, owning_agent, thread_view
-from threads.log.ids import uuid7
 from threads.log.lines import Event
 from threads.principal import Principal
 from threads.run.authority import refusal
 from threads.run.fork import fork_at
 from threads.run.thread import Thread
-from threads.store.capabilities import controls_of
 
 
 async def _root_view(ctx: Context, request: Request, principal: Principal) -> ThreadView:
@@ -155,29 +153,11 @@ async def post_cancel(ctx: Context, request: Request, principal: Principal) -> R
     except StoreError as error:
         if error.code != "branch_busy":
             raise
-        # A run holds the branch. When it is ours, its tools see ctx.cancelled at once; the
-        # durable barrier comes from the queued item either way, at the run's next step.
-        signalled = ctx.runs.cancel_in_process(branch_id)
-        return await _queue_cancel(ctx, view, principal, error, signalled)
-
-
-async def _queue_cancel(
-    ctx: Context, view: ThreadView, principal: Principal, busy: StoreError, signalled: bool
-) -> Response:
-    """Queue the cancel for the process running the thread (202 ``CancelAccepted``); it
-    records the barrier at its next step boundary."""
-    if view.fold.turn is None:
-        raise HostError("not_found", "no turn is open on this thread; nothing to cancel")
-    controls = controls_of(ctx.runs.store)
-    if controls is None:  # a store without an inbox: only a run of ours can be told
-        if not signalled:
-            raise HostError.of(busy)
-        return JSONResponse({"item_key": uuid7(ctx.runs.store.clock.now_ms())}, 202)
-    item_key = await controls.queue_control(
-        tenant_id=view.root.tenant_id, thread_id=view.thread_id,
-        principal=principal.to_wire(), command="cancel",
-    )
-    return JSONResponse({"item_key": item_key}, status_code=202)
+        # Another process runs the thread (or our own run does: its tools see ctx.cancelled
+        # at once). Queue the cancel for it; it records the barrier at its next step.
+        ctx.runs.cancel_in_process(branch_id)
+        item_key = await handle.queue_cancel(principal)
+        return JSONResponse({"item_key": item_key}, status_code=202)
 
 
 async def post_fork(ctx: Context, request: Request, principal: Principal) -> Response:

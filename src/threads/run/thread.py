@@ -44,6 +44,7 @@ from threads.run.views import (
     usage_of,
 )
 from threads.sandbox.protocol import Sandbox
+from threads.store.capabilities import controls_of
 from threads.store.protocol import BranchInfo, Store
 from threads.tools.tool import DEFAULT_SETTLE_MS
 
@@ -402,6 +403,28 @@ class Thread:
             await writer.append(
                 [("cancel_requested", data, {"kind": "user", "principal": principal.to_wire()})]
             )
+
+
+    async def queue_cancel(self, principal: Principal) -> str:
+        """For a thread another process is running (``cancel`` was ``branch_busy``): check the
+        authority as ``cancel`` does, then queue the cancel for that process as a control item
+        (``threads.store.control_items``); it records ``cancel_requested`` at its next step.
+        Returns the item key (the waiting item's, when one is queued already)."""
+        branch = await self._branch()
+        fold = await self.fold()
+        self._authorize(fold, principal, branch)
+        if fold.turn is None:
+            raise ControlError("not_pending", "no turn is open on this thread; nothing to cancel")
+        controls = controls_of(self.store)
+        if controls is None:
+            raise ControlError(
+                "capability_missing", "this store keeps no control items; cancel once the run"
+                " holding the thread has stopped",
+            )
+        return await controls.queue_control(
+            tenant_id=branch.tenant_id, thread_id=self.id, principal=principal.to_wire(),
+            command="cancel",
+        )
 
 
 def _asked_by(fold: Fold, seq: int) -> Principal | None:
