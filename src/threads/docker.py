@@ -10,7 +10,7 @@ commands as uid 1000; pids, CPU and memory limits. A command whose outcome is in
 proven gone by stopping the whole container (a stopped container runs nothing) and starting it
 again. Docker containers take no snapshots here (no fork points), as upstream's do not.
 ``labelled`` lists every container carrying the label, for ``threads gc`` to remove the ones
-whose ledger row is gone or released (orphans).
+whose ledger row is released (orphans) and report the ones its store has no row for.
 """
 
 from __future__ import annotations

@@ -195,8 +195,10 @@ async def test_gc_removes_orphaned_containers_and_nothing_a_row_still_names(
     provider: DockerSandbox, engine: Path, tmp_path: Path
 ) -> None:
     """Four labelled containers: a live row's, a pending row's, a released row's (its release
-    never reached the engine) and one with no row at all (its row's store was wiped). gc
-    removes the last two, keeps the first two, and the CLI does the same with --docker."""
+    never reached the engine) and one with no row in this store (another store's, or this
+    store's rows were lost). gc removes only the released one and lists the row-less one; the
+    CLI does the same with --docker, and removes the row-less ones with
+    --docker-remove-unknown."""
     store = sqlite(tmp_path / "store")  # the system clock, as the gc process reads it
     resources = resources_of(store)
     now = store.clock.now_ms()
@@ -217,23 +219,33 @@ async def test_gc_removes_orphaned_containers_and_nothing_a_row_still_names(
     made = {key: (await provider.create(key, CTX)).id for key in (pending, released, rowless)}
     try:
         report = await collect(resources, {"docker": provider}, store.clock)
-        assert sorted(report.orphans_removed) == sorted([made[released], made[rowless]])
+        assert report.orphans_removed == [made[released]]
+        assert made[rowless] in report.foreign_left  # (other row-less ones may be on the engine)
         names = {name for name, _ in await provider.labelled(CTX)}
-        assert {live.id, made[pending]} <= names
-        assert not names & {made[released], made[rowless]}
+        assert {live.id, made[pending], made[rowless]} <= names
+        assert made[released] not in names
 
         orphan = (await provider.create(uuid7(now), CTX)).id  # another row-less container
         await store.close()
-        done = await asyncio.to_thread(
-            subprocess.run,
-            [sys.executable, "-m", "threads.cli", "gc", "--store", str(tmp_path / "store"),
-             "--sandboxes", str(tmp_path / "local"), "--docker", str(engine)],
-            capture_output=True, text=True, timeout=120, check=False,
-        )
+
+        def gc(*extra: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "threads.cli", "gc", "--store", str(tmp_path / "store"),
+                 "--sandboxes", str(tmp_path / "local"), "--docker", str(engine), *extra],
+                capture_output=True, text=True, timeout=120, check=False,
+            )
+
+        done = await asyncio.to_thread(gc)
         assert done.returncode == 0, done.stderr
-        assert "orphans removed (no ledger row, or a released one): 1" in done.stdout
+        assert "orphans removed (their ledger row is released): 0" in done.stdout
+        [left] = [line for line in done.stdout.splitlines() if "has no row for" in line]
+        assert orphan in left
+        assert made[rowless] in left
+        assert {orphan, made[rowless]} <= {name for name, _ in await provider.labelled(CTX)}
+        done = await asyncio.to_thread(gc, "--docker-remove-unknown")
+        assert done.returncode == 0, done.stderr
         names = {name for name, _ in await provider.labelled(CTX)}
-        assert orphan not in names
+        assert not names & {orphan, made[rowless]}
         assert {live.id, made[pending]} <= names
     finally:
         for ref in (live.id, made[pending]):

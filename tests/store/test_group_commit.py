@@ -116,15 +116,42 @@ async def start_writers(store: Store, clock: FakeClock, ttls: list[int]) -> list
 async def append_together(
     store: Store, calls: list[Coroutine[Any, Any, None]]
 ) -> list[BaseException | None]:
-    """Run the appends so that they queue up together; each one's exception, or None."""
-    gate = threading.Event()
-    held = store._worker.run(gate.wait) if isinstance(store, SQLiteStore) else None
-    tasks = [asyncio.ensure_future(call) for call in calls]
-    # Runs after every task's first step, which queues its append: then the thread may go.
-    asyncio.get_running_loop().call_soon(gate.set)
-    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-    if held is not None:
-        await held
+    """Run the appends so that they queue up together; each one's exception, or None.
+
+    On SQLite an append first writes its file artifacts (a job of its own), then queues its
+    grouped write. The store thread is held twice: until every append has queued its file job,
+    and, from the first grouped write on, until every append has queued its grouped write, so
+    the group is whole however the machine schedules the tasks."""
+    if not isinstance(store, SQLiteStore):
+        return list(await asyncio.gather(*calls, return_exceptions=True))
+    worker = store._worker
+    real_run_grouped = worker.run_grouped
+    files_gate, writes_gate = threading.Event(), threading.Event()
+    held = [worker.run(files_gate.wait)]
+    queued = 0
+
+    def run_grouped(item: Any, batch: Any) -> Any:
+        nonlocal queued
+        if queued == 0:
+            held.append(worker.run(writes_gate.wait))
+        queued += 1
+        future = real_run_grouped(item, batch)
+        if queued == len(calls):
+            writes_gate.set()
+        return future
+
+    worker.run_grouped = run_grouped  # type: ignore[method-assign]
+    try:
+        tasks = [asyncio.ensure_future(call) for call in calls]
+        # Runs after every task's first step, which queues its file job: then the thread may go.
+        asyncio.get_running_loop().call_soon(files_gate.set)
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        worker.run_grouped = real_run_grouped  # type: ignore[method-assign]
+        files_gate.set()
+        writes_gate.set()
+    for future in held:
+        await future
     return list(outcomes)
 
 

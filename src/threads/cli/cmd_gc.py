@@ -1,12 +1,13 @@
-"""``threads gc [--store DIR] [--sandboxes DIR] [--docker [SOCKET]]``: release sandboxes and
-snapshots no branch needs.
+"""``threads gc [--store DIR] [--sandboxes DIR] [--docker [SOCKET] [--docker-remove-unknown]]``:
+release sandboxes and snapshots no branch needs.
 
 Runs ``threads.sandbox.gc.collect`` with the local sandbox provider kept under ``--sandboxes``
 (the default root of ``threads.sandbox.local()``), and prints what it did. First it gives up
 forks a crash interrupted (``forking`` children whose lease lapsed become ``fork_failed``), so
 the sandboxes they were restoring into are collected with the rest. With ``--docker`` it also
 collects the Docker provider's rows and removes its orphans: containers labelled by threads
-whose ledger row is gone or released. Rows of providers it
+whose ledger row is released; those with no row here are reported and left alone (another
+store's runs may use the engine) unless ``--docker-remove-unknown``. Rows of providers it
 has no adapter for are counted and left alone, as are ``pending`` and ``unknown`` rows.
 Invariant: gc never takes a branch lease and never frees a row a run touched after its claim.
 """
@@ -41,6 +42,11 @@ def register(subparsers: Any) -> None:
         help="also collect Docker sandboxes and orphaned threads containers (the engine at"
         " SOCKET, else DOCKER_HOST or /var/run/docker.sock)",
     )
+    parser.add_argument(
+        "--docker-remove-unknown", action="store_true",
+        help="with --docker, also remove threads containers this store has no ledger row for"
+        " (only when no other store's runs use that engine)",
+    )
     parser.set_defaults(handler=run, parser=parser)
 
 
@@ -57,7 +63,10 @@ async def run(args: argparse.Namespace) -> int:
     async with opened_store(args.store) as store:
         abandoned = await abandon_interrupted_forks(store)
         try:
-            report = await collect(resources_of(store), sandboxes, store.clock)
+            report = await collect(
+                resources_of(store), sandboxes, store.clock,
+                remove_unknown=args.docker_remove_unknown,
+            )
         finally:
             if engine is not None:
                 await engine.close()

@@ -7,7 +7,8 @@ per type, cached), an unknown one against ``Envelope`` alone and then the critic
 Speed: ``jsonschema`` (Draft 2020-12, ``referencing`` registry) is the reference, but it spends
 ~0.5-2 ms per event walking ``$ref``s. So each schema is also compiled here into plain Python
 predicates covering exactly the keywords the vendored schema uses (compilation fails loudly on
-any other keyword). The predicate's "valid" is final (~20 µs per event); on "invalid",
+any other keyword); with the ``fast`` extra, ``jsonschema-rs`` takes the predicate's place
+(~5x faster). The fast path's "valid" is final (~20 µs per event compiled); on "invalid",
 ``jsonschema`` runs to name the failing path, and if it finds nothing the line is admitted, so
 a predicate that is too strict costs only speed. A predicate that is too lenient would admit a
 bad line: tests cross-check the two on the conformance lines and on thousands of mutations.
@@ -275,7 +276,8 @@ class _Validator:
     def __init__(self, *defs: str) -> None:
         refs = [{"$ref": f"{SCHEMA_ID}#/$defs/{name}"} for name in defs]
         schema = refs[0] if len(refs) == 1 else {"allOf": refs}
-        self._fast = _conjunction([_compiler().ref(name) for name in defs])
+        self._compiled = _conjunction([_compiler().ref(name) for name in defs])
+        self._fast = _native(defs) or self._compiled
         # No format checker: the schema pins formats with patterns (and 2020-12 makes format
         # assertion opt-in anyway).
         self._reference = Draft202012Validator(schema, registry=_registry())
@@ -289,6 +291,31 @@ class _Validator:
             return None
         detail = f"{found.json_path}: {found.message}"
         return detail if len(detail) <= _MAX_MESSAGE else detail[: _MAX_MESSAGE - 1] + "…"
+
+
+def _native(defs: tuple[str, ...]) -> Predicate | None:
+    """The same schema checked by ``jsonschema-rs`` (the ``fast`` extra; ~5x faster than the
+    compiled predicate), or None without it. A value it can't take in (it converts every Python
+    value first) is judged by the compiled predicate instead."""
+    try:
+        import jsonschema_rs
+    except ImportError:
+        return None
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$defs": _schema()["$defs"],
+        "allOf": [{"$ref": f"#/$defs/{name}"} for name in defs],
+    }
+    native = jsonschema_rs.validator_for(schema)
+    compiled = _conjunction([_compiler().ref(name) for name in defs])
+
+    def valid(value: Any) -> bool:
+        try:
+            return bool(native.is_valid(value))
+        except (ValueError, TypeError, OverflowError):
+            return compiled(value)
+
+    return valid
 
 
 @cache

@@ -39,6 +39,7 @@ class GcReport:
     skipped_unknown: int = 0
     no_provider: list[str] = field(default_factory=list)
     orphans_removed: list[str] = field(default_factory=list)
+    foreign_left: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = [
@@ -47,8 +48,15 @@ class GcReport:
             f" taken back by a run or another gc {len(self.lost_claims)}",
             f"left alone: {self.skipped_pending} pending, {self.skipped_unknown} unknown"
             " (only their owner or an operator can settle them)",
-            f"orphans removed (no ledger row, or a released one): {len(self.orphans_removed)}",
+            f"orphans removed (their ledger row is released): {len(self.orphans_removed)}",
         ]
+        if self.foreign_left:
+            out.append(
+                f"left alone: {len(self.foreign_left)} threads container(s) this store has no"
+                " row for (another store's runs on the same engine, or this store's rows were"
+                " lost): " + ", ".join(sorted(self.foreign_left))
+                + "; --docker-remove-unknown removes them"
+            )
         if self.no_provider:
             providers = ", ".join(sorted(set(self.no_provider)))
             out.append(f"no provider configured here for: {providers}")
@@ -56,8 +64,15 @@ class GcReport:
 
 
 async def collect(
-    resources: ResourceStore, sandboxes: Mapping[str, Sandbox], clock: Clock
+    resources: ResourceStore,
+    sandboxes: Mapping[str, Sandbox],
+    clock: Clock,
+    *,
+    remove_unknown: bool = False,
 ) -> GcReport:
+    """Release what no live branch needs (see the README's ``threads gc``). A labelled sandbox
+    this store has no row for is someone else's until an operator says otherwise
+    (``remove_unknown``): another store's runs may use the same engine."""
     report = GcReport()
     now = clock.now_ms()
     for row in await resources.resources():
@@ -73,7 +88,7 @@ async def collect(
         await _collect_one(resources, sandbox, row, clock, report)
     for sandbox in sandboxes.values():
         if isinstance(sandbox, Labelled):
-            report.orphans_removed += await _remove_orphans(resources, sandbox)
+            await _remove_orphans(resources, sandbox, report, remove_unknown=remove_unknown)
     return report
 
 
@@ -85,19 +100,24 @@ class Labelled(Protocol):
     async def labelled(self, ctx: SandboxContext) -> list[tuple[str, str]]: ...
 
 
-async def _remove_orphans(resources: ResourceStore, sandbox: Sandbox) -> list[str]:
-    """Remove every listed sandbox whose key has no ledger row or a released one."""
+async def _remove_orphans(
+    resources: ResourceStore, sandbox: Sandbox, report: GcReport, *, remove_unknown: bool
+) -> None:
+    """Remove every listed sandbox whose ledger row is released (and, when asked, those with
+    no row here); report the row-less ones left alone."""
     assert isinstance(sandbox, Labelled)
 
     def orphaned(rows: list[Resource], key: str) -> bool:
         row = next((r for r in rows if r.operation_key == key), None)
-        return row is None or row.state == "released"
+        return row.state == "released" if row is not None else remove_unknown
 
     listed = await sandbox.labelled(SandboxContext(_listing, authority="cleanup"))
     rows = await resources.resources()
-    removed = []
+    known = {r.operation_key for r in rows}
     for ref, key in listed:
         if not orphaned(rows, key):
+            if key not in known:
+                report.foreign_left.append(ref)
             continue
 
         async def still_orphaned(key: str = key) -> None:
@@ -108,8 +128,7 @@ async def _remove_orphans(resources: ResourceStore, sandbox: Sandbox) -> list[st
             await sandbox.release("sandbox", ref, SandboxContext(still_orphaned, "cleanup"))
         except SandboxError:
             continue  # left for the next gc
-        removed.append(ref)
-    return removed
+        report.orphans_removed.append(ref)
 
 
 async def _listing() -> None:
