@@ -277,7 +277,7 @@ class _Validator:
         refs = [{"$ref": f"{SCHEMA_ID}#/$defs/{name}"} for name in defs]
         schema = refs[0] if len(refs) == 1 else {"allOf": refs}
         self._compiled = _conjunction([_compiler().ref(name) for name in defs])
-        self._fast = _native(defs) or self._compiled
+        self._fast = _native(defs, self._compiled) or self._compiled
         # No format checker: the schema pins formats with patterns (and 2020-12 makes format
         # assertion opt-in anyway).
         self._reference = Draft202012Validator(schema, registry=_registry())
@@ -293,7 +293,7 @@ class _Validator:
         return detail if len(detail) <= _MAX_MESSAGE else detail[: _MAX_MESSAGE - 1] + "…"
 
 
-def _native(defs: tuple[str, ...]) -> Predicate | None:
+def _native(defs: tuple[str, ...], compiled: Predicate) -> Predicate | None:
     """The same schema checked by ``jsonschema-rs`` (the ``fast`` extra; ~5x faster than the
     compiled predicate), or None without it. A value it can't take in (it converts every Python
     value first) is judged by the compiled predicate instead."""
@@ -307,7 +307,6 @@ def _native(defs: tuple[str, ...]) -> Predicate | None:
         "allOf": [{"$ref": f"#/$defs/{name}"} for name in defs],
     }
     native = jsonschema_rs.validator_for(schema)
-    compiled = _conjunction([_compiler().ref(name) for name in defs])
 
     def valid(value: Any) -> bool:
         try:
