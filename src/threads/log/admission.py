@@ -19,18 +19,18 @@ import threading
 from typing import Any
 
 from threads.errors import LogError
-from threads.log.canonical import admit_canonical, canonical, parse_written
+from threads.log.canonical import admit_canonical, parse_written
 from threads.log.lines import (
     FORMAT_HEAD,
     FORMAT_LOG,
     FORMAT_VERSION,
-    NON_CRITICAL_TYPES,
     Actor,
     Data,
     Event,
     Head,
     Header,
     event_from_value,
+    event_line,
     header_from_value,
 )
 from threads.log.schema import validate_event, validate_head, validate_header
@@ -83,22 +83,10 @@ def encode_admitted(
 ) -> Event:
     """Write one event line in canonical form (as ``encode_event``) and admit it: the same
     verdict ``admit_line`` gives its bytes, without re-reading them as a stranger's."""
-    critical = type not in NON_CRITICAL_TYPES
-    value = {
-        "actor": actor,
-        "branch_id": branch_id,
-        "critical": critical,
-        "data": data,
-        "epoch": epoch,
-        "event_id": event_id,
-        "prev_hash": prev_hash,
-        "seq": seq,
-        "thread_id": thread_id,
-        "time": time,
-        "type": type,
-        "type_version": 1,
-    }
-    line = canonical(value)
+    line = event_line(
+        seq=seq, event_id=event_id, thread_id=thread_id, branch_id=branch_id, epoch=epoch,
+        type=type, time=time, actor=actor, prev_hash=prev_hash, data=data,
+    )
     # The schema sees the value as any reader will (a tuple read back is a list, 2.0 is 2).
     read_back = parse_written(line, seq=seq)
     validate_event(read_back, seq=seq)

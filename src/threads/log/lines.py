@@ -147,6 +147,38 @@ def event_from_value(value: dict[str, Any], line: bytes) -> Event:
     )
 
 
+def event_line(
+    *,
+    seq: int,
+    event_id: str,
+    thread_id: str,
+    branch_id: str,
+    epoch: int,
+    type: str,
+    time: int,
+    actor: Actor,
+    prev_hash: str,
+    data: Data,
+) -> bytes:
+    """The canonical bytes of an event line at ``type_version`` 1; ``critical`` is pinned by
+    the type. Every writer's line is made here (``encode_event``, ``encode_admitted``)."""
+    value: dict[str, JsonValue] = {
+        "actor": actor,
+        "branch_id": branch_id,
+        "critical": type not in NON_CRITICAL_TYPES,
+        "data": data,
+        "epoch": epoch,
+        "event_id": event_id,
+        "prev_hash": prev_hash,
+        "seq": seq,
+        "thread_id": thread_id,
+        "time": time,
+        "type": type,
+        "type_version": 1,
+    }
+    return canonical(value)
+
+
 def encode_event(
     *,
     seq: int,
@@ -161,22 +193,10 @@ def encode_event(
     data: Data,
 ) -> Event:
     """Write one event line in canonical form; ``critical`` is pinned by the type."""
-    critical = type not in NON_CRITICAL_TYPES
-    value: dict[str, JsonValue] = {
-        "actor": actor,
-        "branch_id": branch_id,
-        "critical": critical,
-        "data": data,
-        "epoch": epoch,
-        "event_id": event_id,
-        "prev_hash": prev_hash,
-        "seq": seq,
-        "thread_id": thread_id,
-        "time": time,
-        "type": type,
-        "type_version": 1,
-    }
-    line = canonical(value)
+    line = event_line(
+        seq=seq, event_id=event_id, thread_id=thread_id, branch_id=branch_id, epoch=epoch,
+        type=type, time=time, actor=actor, prev_hash=prev_hash, data=data,
+    )
     return Event(
         seq,
         event_id,
@@ -188,7 +208,7 @@ def encode_event(
         time,
         actor,
         prev_hash,
-        critical,
+        type not in NON_CRITICAL_TYPES,
         data,
         line,
         sha256_hex(line),
