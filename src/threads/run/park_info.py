@@ -20,7 +20,7 @@ def effect_park_detail(fold: Fold, call: Call, tool: Tool | None, now: int) -> s
     if tool is not None and call.attempt >= tool.max_attempts:
         text += f", all the tool allows ({tool.max_attempts})"
     text += "."
-    window_end = _dedup_window_end(call)
+    window_end = dedup_window_end(call)
     if window_end is not None:
         text += (
             f" Its provider deduplicates the key only until {iso(window_end)} (the dedup window"
@@ -45,7 +45,9 @@ def effect_park_detail(fold: Fold, call: Call, tool: Tool | None, now: int) -> s
     return text
 
 
-def _dedup_window_end(call: Call) -> int | None:
+def dedup_window_end(call: Call) -> int | None:
+    """When the provider stops deduplicating an idempotent call's key (host clock): its dedup
+    window counted from the first attempt. None for other classes or a call never begun."""
     window = call.spec.get("dedup_window_ms") if call.spec else None
     if call.effect_class != "idempotent" or window is None or call.first_begin_time is None:
         return None

@@ -27,6 +27,7 @@ from threads.log.reduce import Call
 from threads.run.authority import human_resolution, recorded_refusal
 from threads.run.drafts import RECOVERY, Draft, resumed_data
 from threads.run.holders import EarlierHolder, earlier_holder, iso, window_park_ends
+from threads.run.park_info import dedup_window_end
 from threads.run.record import close, stored_text
 from threads.run.runtime import Runtime
 from threads.sandbox.protocol import SandboxError
@@ -138,11 +139,8 @@ async def _idempotent(rt: Runtime, call: Call, tool: Tool) -> Settled:
 def inside_dedup_window(call: Call, send_at: int) -> bool:
     """Whether a send of ``call`` at ``send_at`` (host clock) still falls inside its provider's
     dedup window, counted from the first attempt, with the provider's clock skew allowed for."""
-    window = call.spec.get("dedup_window_ms") if call.spec else None
-    first = call.first_begin_time
-    return window is not None and first is not None and (
-        send_at + PROVIDER_CLOCK_SKEW_MS - first < window
-    )
+    end = dedup_window_end(call)
+    return end is not None and send_at + PROVIDER_CLOCK_SKEW_MS < end
 
 
 def resend_allowed(call: Call, now: int) -> bool:
