@@ -12,7 +12,9 @@ Reading rebuilds the bytes from the nearest cached or whole ancestor and checks 
 the address (``artifact_corrupt`` otherwise, ``artifact_missing`` when a base is gone), so what
 export, replay and verify see is byte for byte what was hashed. A small cache of recent
 requests (``RequestCache``) makes the next request's delta, and a reader going through a
-thread in order, cost one row each.
+thread in order, cost one row each; ``LatestRequests`` remembers which request each branch's
+latest ``model_request`` names, by the head it was true at, so finding a new request's base
+costs no query.
 
 This is not the reference's layout (it keeps every artifact as a full file);
 ``threads materialize`` writes request artifacts out in that form.
@@ -24,19 +26,26 @@ import json
 import sqlite3
 import zlib
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
+from threads.log.lines import Event
 from threads.log.render import MEDIA_TYPE as REQUEST_MEDIA_TYPE
 
-__all__ = ["REQUEST_MEDIA_TYPE", "Delta", "RequestCache", "apply", "delta", "load", "save"]
+__all__ = [
+    "REQUEST_MEDIA_TYPE", "Delta", "Latest", "LatestRequests", "RequestCache", "apply", "delta",
+    "load", "save",
+]
 
 CACHE_ENTRIES = 64
 CACHE_BYTES = 128 * 1024 * 1024
 ZLIB_LEVEL = 6
 FAST_ABOVE_BYTES = 64 * 1024
 ZDICT_BYTES = 32 * 1024  # zlib's window: the most of a base its dictionary can use
+SMALL_WBITS = 12  # the 4 KiB window of a small middle's compressor
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +104,11 @@ def _packed(
 ) -> Delta:
     """The delta with its middle compressed when that saves at least a tenth."""
     level = ZLIB_LEVEL if len(middle) <= FAST_ABOVE_BYTES else 1  # a whole request: be quick
-    packer = zlib.compressobj(level, zdict=base[-ZDICT_BYTES:])
+    # A middle of a turn or two gets a small window: setting up zlib's full one took longer
+    # than compressing it. The dictionary stays the base's tail (``apply`` is unchanged), of
+    # which the window sees the last 4 KiB.
+    wbits = SMALL_WBITS if len(middle) <= 1 << SMALL_WBITS else zlib.MAX_WBITS
+    packer = zlib.compressobj(level, zlib.DEFLATED, wbits, zdict=base[-ZDICT_BYTES:])
     packed = packer.compress(middle) + packer.flush()
     if len(packed) * 10 <= len(middle) * 9:
         return Delta(base_sha256, prefix, suffix, packed, "zlib", total)
@@ -198,23 +211,31 @@ def load(conn: sqlite3.Connection, cache: RequestCache, sha256: str) -> bytes | 
 
 
 def save(
-    conn: sqlite3.Connection, cache: RequestCache, data: bytes, base_sha256: str | None
-) -> None:
+    conn: sqlite3.Connection,
+    cache: RequestCache,
+    data: bytes,
+    base_sha256: str | None,
+    *,
+    base_held: bool = False,
+) -> str:
     """Keep request ``data`` as a delta against request ``base_sha256`` (whole when that is
-    None or not kept here); a no-op when it is already stored. Runs inside the caller's
-    transaction."""
+    None or not kept here); a no-op when it is already stored. ``base_held``: the caller knows
+    the base's row is stored, so a cached copy of the base is used without looking the row up.
+    Runs inside the caller's transaction; returns the request's sha256."""
     sha256 = sha256_hex(data)
-    if _held(conn, sha256):
-        cache.put(sha256, data)
-        return
-    base = None if base_sha256 is None else load(conn, cache, base_sha256)
+    base = None
+    if base_sha256 is not None:
+        base = cache.get(base_sha256) if base_held else None
+        if base is None:
+            base = load(conn, cache, base_sha256)
     d = delta(base_sha256 if base is not None else None, base, data)
-    conn.execute(
+    conn.execute(  # a request already kept (a retried turn) keeps its row
         "INSERT INTO request_deltas(sha256, base_sha256, prefix_bytes, suffix_bytes, middle,"
-        " codec, bytes) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        " codec, bytes) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(sha256) DO NOTHING",
         (sha256, d.base_sha256, d.prefix_bytes, d.suffix_bytes, d.middle, d.codec, d.bytes),
     )
     cache.put(sha256, data)
+    return sha256
 
 
 def previous_request(conn: sqlite3.Connection, branch_id: str) -> str | None:
@@ -224,10 +245,62 @@ def previous_request(conn: sqlite3.Connection, branch_id: str) -> str | None:
         " ORDER BY seq DESC LIMIT 1",
         (branch_id,),
     ).fetchone()
-    if row is None:
-        return None
-    ref = json.loads(row[0])["data"].get("request_ref")
+    return None if row is None else _named(json.loads(row[0])["data"])
+
+
+def _named(data: Mapping[str, Any]) -> str | None:
+    """The sha256 of the request a ``model_request``'s data names."""
+    ref = data.get("request_ref")
     return str(ref["sha256"]) if isinstance(ref, dict) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Latest:
+    """What ``previous_request`` answers for ``branch_id`` while its head is ``head_hash``,
+    and whether that request's row is known to be stored."""
+
+    branch_id: str
+    head_hash: str
+    sha256: str | None
+    held: bool
+
+
+class LatestRequests:
+    """The request each branch's latest ``model_request`` names, so the next request's base
+    costs no query. Invariant: an entry is recorded only once the append it describes has
+    committed, and answers only while the branch's head is the hash it was recorded at; a
+    chain ending at that hash holds exactly the events it held then (the hash chain), whoever
+    appended in between, so the answer is ``previous_request``'s."""
+
+    def __init__(self, entries: int = 16 * CACHE_ENTRIES) -> None:
+        self._items: OrderedDict[str, Latest] = OrderedDict()
+        self._entries = entries
+
+    def at(self, branch_id: str, head_hash: str) -> Latest | None:
+        latest = self._items.get(branch_id)
+        return latest if latest is not None and latest.head_hash == head_hash else None
+
+    @staticmethod
+    def after(
+        before: Latest | None, events: Sequence[Event], saved: Sequence[str]
+    ) -> Latest | None:
+        """The entry for a branch once ``events`` (not empty) follow a head ``before``
+        describes (None: not known); ``saved``: the requests that append stored."""
+        last = events[-1]
+        for event in reversed(events):
+            if event.type == "model_request":
+                sha256 = _named(event.data)
+                return Latest(last.branch_id, last.hash, sha256, sha256 in saved)
+        if before is None:
+            return None
+        return Latest(last.branch_id, last.hash, before.sha256, before.held)
+
+    def record(self, latest: Latest) -> None:
+        """Only for an append that committed (see the class docstring)."""
+        self._items[latest.branch_id] = latest
+        self._items.move_to_end(latest.branch_id)
+        if len(self._items) > self._entries:
+            self._items.popitem(last=False)
 
 
 def stored(conn: sqlite3.Connection) -> list[str]:
