@@ -125,6 +125,8 @@ class SQLiteStore:
             conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         else:
             make_store_dirs(self.root)
+            assert self._files is not None
+            self._files.sweep(self.clock.now_ms())  # temp files of puts a crash cut short
             conn = sqlite3.connect(
                 self.root / "threads.db",
                 isolation_level=None,
