@@ -1,9 +1,11 @@
 """Additive tables beside a Postgres store's core schema (control items, the resource ledger,
-local memory).
+local memory, request deltas).
 
 ``transaction(store, ddl)`` makes sure the tables of ``ddl`` exist (``IF NOT EXISTS``, under the
 schema's advisory lock, once per open store; a store created before them gains them on first
 use, its schema version unchanged), then yields one connection inside one transaction.
+``connection(store, ddl)`` does the same but yields the connection outside any transaction, for
+work that is one statement (its own implicit transaction: one round trip instead of three).
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from threads.store.postgres import PostgresStore
 _CREATED: weakref.WeakKeyDictionary[PostgresStore, set[str]] = weakref.WeakKeyDictionary()
 
 
-@asynccontextmanager
-async def transaction(store: PostgresStore, ddl: str) -> AsyncIterator[Conn]:
+async def ensure(store: PostgresStore, ddl: str) -> None:
+    """Create the tables of ``ddl`` unless this open store already did."""
     created = _CREATED.setdefault(store, set())
     if ddl not in created:
         async with store._txn() as conn:
@@ -28,5 +30,17 @@ async def transaction(store: PostgresStore, ddl: str) -> AsyncIterator[Conn]:
             )
             await conn.execute(ddl.encode())
         created.add(ddl)
+
+
+@asynccontextmanager
+async def transaction(store: PostgresStore, ddl: str) -> AsyncIterator[Conn]:
+    await ensure(store, ddl)
     async with store._txn() as conn:
+        yield conn
+
+
+@asynccontextmanager
+async def connection(store: PostgresStore, ddl: str) -> AsyncIterator[Conn]:
+    await ensure(store, ddl)
+    async with store._conn() as conn:
         yield conn
