@@ -23,7 +23,7 @@ from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header
-from threads.store import request_deltas
+from threads.store import sqlite_deltas
 from threads.store.artifact_files import ArtifactFiles, make_store_dirs
 from threads.store.control_items import CONSUME, lost_item
 from threads.store.faults import fault, os_fault, sqlite_fault
@@ -326,7 +326,7 @@ class SQLiteStore:
             require_head(branch_id, row, expected_seq, events,
                          state_needed="forking" if finishes_fork else "ready")
             for request in requests:
-                base = request_deltas.previous_request(conn, branch_id)
+                base = sqlite_deltas.previous_request(conn, branch_id)
                 self._save_request(conn, request, base)
             try:
                 conn.executemany(
@@ -478,7 +478,7 @@ class SQLiteStore:
             else:
                 data = self._in_memory.get(sha256)
             if data is None and self._has_deltas(conn):
-                data = request_deltas.load(conn, self._requests, sha256)
+                data = sqlite_deltas.load(conn, self._requests, sha256)
             if data is None:
                 raise artifact_missing(sha256)
             return verified_artifact(sha256, data)
@@ -495,9 +495,9 @@ class SQLiteStore:
             if not self._has_deltas(conn):
                 return 0
             written = 0
-            for sha256 in request_deltas.stored(conn):
+            for sha256 in sqlite_deltas.stored(conn):
                 if not self._files.holds(sha256):
-                    data = request_deltas.load(conn, self._requests, sha256)
+                    data = sqlite_deltas.load(conn, self._requests, sha256)
                     assert data is not None
                     self._files.put(data)
                     written += 1
@@ -525,7 +525,7 @@ class SQLiteStore:
             for statement in DELTAS_DDL.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-        request_deltas.save(conn, self._requests, data, base)
+        sqlite_deltas.save(conn, self._requests, data, base)
 
     # ---- import --------------------------------------------------------------------------
 
