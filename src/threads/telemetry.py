@@ -55,9 +55,20 @@ def _span(name: str, attributes: dict[str, Attribute]) -> Iterator[Span]:
     if not TRACING:
         yield NO_SPAN
         return
-    tracer = otel_trace.get_tracer("threads")
-    with tracer.start_as_current_span(name, attributes=attributes) as current:
+    with _tracer().start_as_current_span(name, attributes=attributes) as current:
         yield current
+
+
+_TRACERS: list[otel_trace.Tracer] = []
+
+
+def _tracer() -> otel_trace.Tracer:
+    """The package's tracer, made once: until the application sets a provider it is the API's
+    proxy, which hands over to the real tracer once one is set (asking the API for a tracer per
+    span read the environment each time)."""
+    if not _TRACERS:
+        _TRACERS.append(otel_trace.get_tracer("threads"))
+    return _TRACERS[0]
 
 
 def outcome(current: Span, value: str, *, error: bool = False) -> None:

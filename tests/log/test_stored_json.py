@@ -11,8 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from threads.log import canonical as canonical_module
 from threads.log import stored_json
-from threads.log.canonical import MAX_SAFE_INT, admit_canonical, canonical, parse_strict
+from threads.log.canonical import (
+    MAX_SAFE_INT,
+    admit_canonical,
+    canonical,
+    canonical_reference,
+    parse_strict,
+)
 
 TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=8)
 SCALARS = (
@@ -46,9 +53,13 @@ def test_a_double_written_as_digits_past_64_bits() -> None:
 
 def test_without_orjson_the_standard_library_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "orjson", None)  # import orjson now raises ImportError
-    parse = stored_json._orjson_or_standard()
+    parse = stored_json._reader(canonical_module._fast_decoder())
     assert parse(b'{"a":[1,2.5,"x"]}') == {"a": [1, 2.5, "x"]}
     assert parse(b'{"n":18446744073709552000}') == {"n": 2.0**64}
+    encode = canonical_module._fast_encoder()
+    assert encode({"b": [1, "\u00e9\n"], "a": None}) == canonical_reference(
+        {"b": [1, "\u00e9\n"], "a": None}
+    )
 
 
 def test_a_damaged_line_still_fails_to_decode() -> None:

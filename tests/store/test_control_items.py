@@ -52,3 +52,32 @@ async def test_queue_once_apply_once(store: Store, clock: FakeClock) -> None:
     (waiting,) = await controls.pending_controls(tid)
     assert await controls.consume_control(waiting.inbox_id, 2) is True
     assert await controls.pending_controls(tid) == []
+
+
+async def test_an_append_answers_the_next_look_with_what_it_read(
+    store: Store, clock: FakeClock
+) -> None:
+    """``as_of`` the head an append of this store object made, the answer is the inbox as that
+    append's transaction read it: an item queued before it is there, one queued through this
+    store object after it is seen too (the view is dropped), and the plain look always reads."""
+    controls = controls_of(store)
+    assert controls is not None
+    log = SampleLog(clock)
+    branch, tid = log.header.branch_id, log.header.thread_id
+    await store.create_branch(log.header, tenant_id=TENANT)
+    lease = await store.acquire_lease(branch, "h1", 30_000)
+    log.epoch = lease.epoch
+    await store.append(branch, [log.started()], expected_seq=0, lease=lease)
+    assert await controls.pending_controls(tid, as_of=(branch, 1)) == []
+
+    key = await controls.queue_control(
+        tenant_id=TENANT, thread_id=tid, principal=ALICE, command="cancel")
+    (queued,) = await controls.pending_controls(tid, as_of=(branch, 1))
+    assert queued.item_key == key
+    first = log.turn()[0]
+    await store.append(branch, [first], expected_seq=1, lease=lease)
+    (seen,) = await controls.pending_controls(tid, as_of=(branch, 2))
+    assert seen.item_key == key
+    assert await controls.consume_control(seen.inbox_id, 2) is True
+    assert await controls.pending_controls(tid, as_of=(branch, 2)) == []
+    assert await controls.pending_controls(tid, as_of=(branch, 99)) == []  # never a head here

@@ -11,11 +11,10 @@ uses this: it must see duplicate keys and every spelling rule.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-from threads.log.canonical import may_hold_unsafe_integer, parse_stored
+from threads.log.canonical import fast_loads, may_hold_unsafe_integer, parse_stored
 
 
 def _reader(fast: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
@@ -30,12 +29,4 @@ def _reader(fast: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     return parse
 
 
-def _orjson_or_standard() -> Callable[[bytes], Any]:
-    try:
-        import orjson
-    except ImportError:
-        return _reader(json.loads)
-    return _reader(orjson.loads)
-
-
-loads_stored: Callable[[bytes], Any] = _orjson_or_standard()
+loads_stored: Callable[[bytes], Any] = _reader(fast_loads)

@@ -118,7 +118,13 @@ class ControlItems(Protocol):
         item's, when one with this command is already queued)."""
         ...
 
-    async def pending_controls(self, thread_id: str) -> list[ControlItem]: ...
+    async def pending_controls(
+        self, thread_id: str, *, as_of: tuple[str, int] | None = None
+    ) -> list[ControlItem]:
+        """The thread's unconsumed items, oldest first. With ``as_of`` (a branch and the seq
+        of its head) an engine may answer with what it read inside the transaction of its own
+        append that made that seq the head, without a round trip."""
+        ...
 
     async def consume_control(self, inbox_id: str, seq: int) -> bool:
         """Mark an item consumed without an append (it found nothing to apply to); False when

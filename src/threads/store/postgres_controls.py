@@ -60,7 +60,9 @@ class PostgresControls:
             await conn.execute(sql(INSERT, "%s").encode(), args)
             return key
 
-    async def pending_controls(self, thread_id: str) -> list[ControlItem]:
+    async def pending_controls(
+        self, thread_id: str, *, as_of: tuple[str, int] | None = None
+    ) -> list[ControlItem]:
         async with connection(self.store, INBOX_DDL) as conn:  # one read: no BEGIN/COMMIT
             cursor = await conn.execute(sql(PENDING, "%s").encode(), (thread_id,))
             return controls_in(await cursor.fetchall())
