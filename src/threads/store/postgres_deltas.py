@@ -3,16 +3,15 @@ table, created on first use (a store written before it keeps its requests whole 
 ``artifacts``, where they are still read).
 
 Writing: an append's requests are based on the request the branch's previous ``model_request``
-names. Which one that is, a store remembers per branch together with the head it holds at
-(valid while the branch's head hash is that one: the hash chain fixes every event before it),
-so the writer of a branch's last append plans the delta before the transaction, against the
-base's bytes in the cache. Otherwise (another host wrote, a process restarted) the base is
-looked up inside the append's transaction, after the head check: the branches' latest
-``model_request`` lines, then the bases' rows, one round trip each for a whole group. The cache
-holds only requests checked against their hash that are committed, so a cached base is a row
-of the table (its foreign key says so at insert; a base deleted behind the store's back is
-dropped from the cache and the append planned again). A request whose base can't be rebuilt is
-kept whole.
+names. Which one that is, a store remembers per branch by the head it was true at
+(``LatestRequests``), so the writer of a branch's last append plans the delta before the
+transaction, against the base's bytes in the cache (the head check confirms the head).
+Otherwise (another host wrote, a process restarted) the base is looked up inside the append's
+transaction, after the head check: the branches' latest ``model_request`` lines, then the
+bases' rows, one round trip each for a whole group. The cache holds only requests checked
+against their hash that are committed, so a cached base is a row of the table (its foreign key
+says so at insert; a base deleted behind the store's back is dropped from the cache and the
+append planned again). A request whose base can't be rebuilt is kept whole.
 
 Reading: one recursive query fetches a request's rows back to the nearest cached ancestor, then
 ``rebuild`` checks the bytes against the address.
@@ -20,7 +19,6 @@ Reading: one recursive query fetches a request's rows back to the nearest cached
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,19 +33,19 @@ from threads.store.request_deltas import (
     COLUMNS,
     INSERT,
     Delta,
+    Latest,
+    LatestRequests,
     RequestCache,
     delta,
     line_request_sha,
     rebuild,
-    request_sha,
     table_ddl,
 )
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
 DDL = table_ddl("bytea")
-BRANCHES_REMEMBERED = 4096  # branches whose latest request a store remembers
-INSERT_DELTAS = sql(INSERT, "%s") + " ON CONFLICT (sha256) DO NOTHING"
+INSERT_DELTAS = sql(INSERT, "%s")
 # The rows of the ``want`` requests and their bases, back to (not including) a ``known`` one.
 # UNION drops a row met twice, so a loop of bases (an edited table) ends.
 _CHAINS = f"""
@@ -86,8 +84,8 @@ class PostgresDeltas:
     """A store's request cache and what it remembers of its branches' latest requests."""
 
     def __init__(self) -> None:
-        self.cache = RequestCache()
-        self._latest: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
+        self.cache = RequestCache()  # committed requests only (see the module docstring)
+        self.latest = LatestRequests()
 
     # ---- writing -------------------------------------------------------------------------
 
@@ -95,11 +93,11 @@ class PostgresDeltas:
         """The append's requests, with their rows made now when the base is known here."""
         prev_hash = events[0].prev_hash if events else None
         planned = Planned(branch_id, prev_hash, [(sha256_hex(d), d) for d in datas])
-        known = self._latest.get(branch_id)
-        if known is not None and known[0] == prev_hash:  # the head check confirms it later
-            base = None if known[1] is None else self.cache.get(known[1])
-            if known[1] is None or base is not None:
-                planned.rows = _rows(planned, known[1], base)
+        known = None if prev_hash is None else self.latest.at(branch_id, prev_hash)
+        if known is not None:
+            base = None if known.sha256 is None else self.cache.get(known.sha256)
+            if known.sha256 is None or base is not None:
+                planned.rows = _rows(planned, known.sha256, base)
         return planned
 
     async def resolve(
@@ -144,33 +142,25 @@ class PostgresDeltas:
             if row[1] is not None:
                 self.cache.drop(row[1])
         planned.rows = None
-        self._latest.pop(planned.branch_id, None)
 
     def committed(
         self, branch_id: str, events: Sequence[Event], planned: Planned | None
     ) -> None:
         """After an append committed: its requests are rows, and the branch's head moved."""
+        saved = [] if planned is None else [sha for sha, _ in planned.requests]
         if planned is not None:
             for sha, data in planned.requests:
                 self.cache.put(sha, data)
-        if not events:
-            return
-        known = self._latest.pop(branch_id, None)
-        asked = next((e for e in reversed(events) if e.type == "model_request"), None)
-        if asked is not None:
-            self._remember(branch_id, events[-1].hash, request_sha(asked.data))
-        elif known is not None and known[0] == events[0].prev_hash:
-            self._remember(branch_id, events[-1].hash, known[1])
+        if events:
+            before = self.latest.at(branch_id, events[0].prev_hash)
+            after = LatestRequests.after(before, events, saved)
+            if after is not None:
+                self.latest.record(after)
 
     def created(self, branch_id: str, head_hash: str, events: Sequence[Event]) -> None:
         """After a branch was created with ``events`` (its head now ``head_hash``)."""
-        asked = next((e for e in reversed(events) if e.type == "model_request"), None)
-        self._remember(branch_id, head_hash, None if asked is None else request_sha(asked.data))
-
-    def _remember(self, branch_id: str, head_hash: str, sha256: str | None) -> None:
-        self._latest[branch_id] = (head_hash, sha256)
-        if len(self._latest) > BRANCHES_REMEMBERED:
-            self._latest.popitem(last=False)
+        after = LatestRequests.after(None, events, ()) if events else None
+        self.latest.record(after or Latest(branch_id, head_hash, None, False))
 
     # ---- reading and importing -----------------------------------------------------------
 

@@ -14,7 +14,9 @@ Reading (``rebuild``) rebuilds the bytes from the nearest cached or whole ancest
 them against the address (``artifact_corrupt`` otherwise, ``artifact_missing`` when a base is
 gone), so what export, replay and verify see is byte for byte what was hashed. A small cache of
 recent requests (``RequestCache``) makes the next request's delta, and a reader going through a
-thread in order, cost one row each.
+thread in order, cost one row each; ``LatestRequests`` remembers which request each branch's
+latest ``model_request`` names, by the head it was true at, so finding a new request's base
+costs no query.
 
 This is not the reference's layout (it keeps every artifact as a full file); on a SQLite store
 ``threads materialize`` writes request artifacts out in that form.
@@ -31,11 +33,12 @@ from typing import Any
 
 from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
+from threads.log.lines import Event
 from threads.log.render import MEDIA_TYPE as REQUEST_MEDIA_TYPE
 
 __all__ = [
-    "COLUMNS", "INSERT", "REQUEST_MEDIA_TYPE", "Delta", "RequestCache", "apply", "delta",
-    "line_request_sha", "rebuild", "request_sha", "table_ddl",
+    "COLUMNS", "INSERT", "REQUEST_MEDIA_TYPE", "Delta", "Latest", "LatestRequests",
+    "RequestCache", "apply", "delta", "line_request_sha", "rebuild", "request_sha", "table_ddl",
 ]
 
 CACHE_ENTRIES = 64
@@ -43,6 +46,7 @@ CACHE_BYTES = 128 * 1024 * 1024
 ZLIB_LEVEL = 6
 FAST_ABOVE_BYTES = 64 * 1024
 ZDICT_BYTES = 32 * 1024  # zlib's window: the most of a base its dictionary can use
+SMALL_WBITS = 12  # the 4 KiB window of a small middle's compressor
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +115,11 @@ def _packed(
 ) -> Delta:
     """The delta with its middle compressed when that saves at least a tenth."""
     level = ZLIB_LEVEL if len(middle) <= FAST_ABOVE_BYTES else 1  # a whole request: be quick
-    packer = zlib.compressobj(level, zdict=base[-ZDICT_BYTES:])
+    # A middle of a turn or two gets a small window: setting up zlib's full one took longer
+    # than compressing it. The dictionary stays the base's tail (``apply`` is unchanged), of
+    # which the window sees the last 4 KiB.
+    wbits = SMALL_WBITS if len(middle) <= 1 << SMALL_WBITS else zlib.MAX_WBITS
+    packer = zlib.compressobj(level, zlib.DEFLATED, wbits, zdict=base[-ZDICT_BYTES:])
     packed = packer.compress(middle) + packer.flush()
     if len(packed) * 10 <= len(middle) * 9:
         return Delta(base_sha256, prefix, suffix, packed, "zlib", total)
@@ -178,7 +186,11 @@ CREATE TABLE IF NOT EXISTS request_deltas (
 ){options};
 """
 COLUMNS = "sha256, base_sha256, prefix_bytes, suffix_bytes, middle, codec, bytes"
-INSERT = f"INSERT INTO request_deltas({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+# A request already kept (a retried turn, the same first request of two threads) keeps its row.
+INSERT = (
+    f"INSERT INTO request_deltas({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (sha256) DO NOTHING"
+)
 
 
 def table_ddl(blob: str, options: str = "") -> str:
@@ -236,3 +248,52 @@ def request_sha(data: Mapping[str, Any]) -> str | None:
 def line_request_sha(line: bytes) -> str | None:
     """``request_sha`` of a stored ``model_request`` line."""
     return request_sha(json.loads(line)["data"])
+
+
+@dataclass(frozen=True, slots=True)
+class Latest:
+    """What ``previous_request`` answers for ``branch_id`` while its head is ``head_hash``,
+    and whether that request's row is known to be stored."""
+
+    branch_id: str
+    head_hash: str
+    sha256: str | None
+    held: bool
+
+
+class LatestRequests:
+    """The request each branch's latest ``model_request`` names, so the next request's base
+    costs no query. Invariant: an entry is recorded only once the append it describes has
+    committed, and answers only while the branch's head is the hash it was recorded at; a
+    chain ending at that hash holds exactly the events it held then (the hash chain), whoever
+    appended in between, so the answer is ``previous_request``'s."""
+
+    def __init__(self, entries: int = 16 * CACHE_ENTRIES) -> None:
+        self._items: OrderedDict[str, Latest] = OrderedDict()
+        self._entries = entries
+
+    def at(self, branch_id: str, head_hash: str) -> Latest | None:
+        latest = self._items.get(branch_id)
+        return latest if latest is not None and latest.head_hash == head_hash else None
+
+    @staticmethod
+    def after(
+        before: Latest | None, events: Sequence[Event], saved: Sequence[str]
+    ) -> Latest | None:
+        """The entry for a branch once ``events`` (not empty) follow a head ``before``
+        describes (None: not known); ``saved``: the requests that append stored."""
+        last = events[-1]
+        for event in reversed(events):
+            if event.type == "model_request":
+                sha256 = request_sha(event.data)
+                return Latest(last.branch_id, last.hash, sha256, sha256 in saved)
+        if before is None:
+            return None
+        return Latest(last.branch_id, last.hash, before.sha256, before.held)
+
+    def record(self, latest: Latest) -> None:
+        """Only for an append that committed (see the class docstring)."""
+        self._items[latest.branch_id] = latest
+        self._items.move_to_end(latest.branch_id)
+        if len(self._items) > self._entries:
+            self._items.popitem(last=False)

@@ -20,11 +20,6 @@ def _row(conn: sqlite3.Connection, sha256: str) -> Delta | None:
     return None if row is None else Delta.from_row(row[1:])
 
 
-def _held(conn: sqlite3.Connection, sha256: str) -> bool:
-    row = conn.execute("SELECT 1 FROM request_deltas WHERE sha256 = ?", (sha256,)).fetchone()
-    return row is not None
-
-
 def load(conn: sqlite3.Connection, cache: RequestCache, sha256: str) -> bytes | None:
     """The request stored under ``sha256``, rebuilt and checked; None when no row has it."""
     data = request_deltas.rebuild(sha256, lambda sha: _row(conn, sha), cache.get)
@@ -34,19 +29,27 @@ def load(conn: sqlite3.Connection, cache: RequestCache, sha256: str) -> bytes | 
 
 
 def save(
-    conn: sqlite3.Connection, cache: RequestCache, data: bytes, base_sha256: str | None
-) -> None:
+    conn: sqlite3.Connection,
+    cache: RequestCache,
+    data: bytes,
+    base_sha256: str | None,
+    *,
+    base_held: bool = False,
+) -> str:
     """Keep request ``data`` as a delta against request ``base_sha256`` (whole when that is
-    None or not kept here); a no-op when it is already stored. Runs inside the caller's
-    transaction."""
+    None or not kept here); a no-op when it is already stored. ``base_held``: the caller knows
+    the base's row is stored, so a cached copy of the base is used without looking the row up.
+    Runs inside the caller's transaction; returns the request's sha256."""
     sha256 = sha256_hex(data)
-    if _held(conn, sha256):
-        cache.put(sha256, data)
-        return
-    base = None if base_sha256 is None else load(conn, cache, base_sha256)
+    base = None
+    if base_sha256 is not None:
+        base = cache.get(base_sha256) if base_held else None
+        if base is None:
+            base = load(conn, cache, base_sha256)
     d = request_deltas.delta(base_sha256 if base is not None else None, base, data)
     conn.execute(request_deltas.INSERT, d.row(sha256))
     cache.put(sha256, data)
+    return sha256
 
 
 def previous_request(conn: sqlite3.Connection, branch_id: str) -> str | None:
