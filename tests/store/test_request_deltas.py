@@ -20,10 +20,10 @@ from threads.cli.main import main
 from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
-from threads.store.protocol import PendingArtifact
+from threads.store.protocol import PendingArtifact, Store
 from threads.store.receipts import RunReceipt
 from threads.store.request_deltas import REQUEST_MEDIA_TYPE, apply, delta
-from threads.store.sqlite import SQLiteStore, sqlite
+from threads.store.sqlite import sqlite
 from threads.testing.sample_log import SampleLog
 
 TURNS = 60
@@ -51,17 +51,21 @@ def test_a_delta_rebuilds_exactly_the_bytes_it_was_made_from() -> None:
             assert len(d.middle) == len(data) - d.prefix_bytes - d.suffix_bytes
 
 
-async def _write(store: SQLiteStore, turns: int, *, topic: str = "") -> list[bytes]:
-    """A thread of ``turns`` turns, each a ~TURN_BYTES question, appended with the Render v1
-    request its model_request names (as the run loop appends it); returns the requests."""
-    log = SampleLog(FakeClock())
-    await store.create_branch(log.header, tenant_id="acme")
+async def _write(
+    store: Store, turns: int, *, topic: str = "", log: SampleLog | None = None
+) -> list[bytes]:
+    """``turns`` turns on ``log``'s branch (a new thread when None), each a ~TURN_BYTES
+    question, appended with the Render v1 request its model_request names (as the run loop
+    appends it); returns the requests."""
+    if log is None:
+        log = SampleLog(FakeClock())
+        await store.create_branch(log.header, tenant_id="acme")
     lease = await store.acquire_lease(log.header.branch_id, "runner", 60_000)
     log.epoch = lease.epoch
-    expected = 0
+    expected = log.events[-1].seq if log.events else 0
     requests = []
     for turn in range(turns):
-        events = [log.started()] if turn == 0 else []
+        events = [] if log.events else [log.started()]
         events += log.turn(text=(f"{topic}question {turn} " * 100)[:TURN_BYTES])
         sha256 = events[-3].data["request_ref"]["sha256"]
         request = log.artifacts[sha256]

@@ -3,10 +3,12 @@ one transaction on one connection, in two round trips for the whole group.
 
 Round trip 1 locks and reads every member's lease and branch rows (``FOR UPDATE ... SKIP
 LOCKED``), and each member is judged by the checks a lone append makes (``require_live``,
-``require_head``); round trip 2 writes the members that passed (artifacts, events, heads) and
-commits. Invariants: a refused member gets its own error and the others commit; a member whose
-rows another session holds locked is not waited for in the group (it runs alone, where it waits
-as a lone append always did); a group holds at most one append per branch, since a group's
+``require_head``); round trip 2 writes the members that passed (artifacts, request deltas,
+events, heads) and commits. (A member whose request's base this process does not know yet
+costs the group two more round trips between them: ``threads.store.postgres_deltas``.)
+Invariants: a refused member gets its own error and the others commit; a member whose rows
+another session holds locked is not waited for in the group (it runs alone, where it waits as a
+lone append always did); a group holds at most one append per branch, since a group's
 reads do not see its own writes; when the group's transaction fails (a constraint, a lost
 connection) the members that passed are settled by the lone append, told whether the commit may
 have landed, so each caller hears its own outcome; no caller is answered before the ``COMMIT``
@@ -26,6 +28,7 @@ import psycopg
 
 from threads.errors import NotFound, StoreError
 from threads.log.lines import Event
+from threads.store.postgres_deltas import INSERT_DELTAS, Planned, PostgresDeltas
 from threads.store.protocol import Lease, PendingArtifact
 from threads.store.receipts import RunReceipt
 from threads.store.rows import artifact_ref, event_rows, require_head, require_live
@@ -67,10 +70,11 @@ class AppendRequest:
     events: Sequence[Event]
     expected_seq: int
     lease: Lease
-    artifacts: Sequence[PendingArtifact] = ()
+    artifacts: Sequence[PendingArtifact] = ()  # all but requests, which go in ``requests``
     receipt: RunReceipt | None = None
     consumes: Sequence[str] = ()  # inbox ids of control items this append applies
     finishes_fork: bool = False  # a new child's fork event: the branch is forking, not ready
+    requests: Planned | None = None  # request artifacts, kept as deltas
 
 
 def artifact_row(artifact: PendingArtifact) -> tuple[str, str, int, bytes]:
@@ -96,10 +100,12 @@ class GroupCommitter:
         connection: Callable[[], AbstractAsyncContextManager[Conn]],
         now: Callable[[], int | None],
         alone: Callable[[AppendRequest, bool], Awaitable[None]],
+        deltas: PostgresDeltas,
     ) -> None:
         self._connection = connection  # a pooled connection; faults become coded errors
         self._now = now  # the injected lease clock's reading, None for the database's
         self._alone = alone  # the lone append: (request, maybe_landed)
+        self._deltas = deltas
         self._waiting: list[tuple[AppendRequest, asyncio.Future[None]]] = []
         self._committers: set[asyncio.Task[None]] = set()
         self._lone: set[asyncio.Task[None]] = set()  # appends the group handed back
@@ -185,8 +191,14 @@ class GroupCommitter:
                     if verdicts[index] is None:
                         passed.append(index)
                 if passed:
+                    await self._deltas.resolve(
+                        conn, pipeline, [p for i in passed if (p := requests[i].requests)]
+                    )
                     written = True
                     await _write(conn, [requests[i] for i in passed])
+            for index in passed:
+                request = requests[index]
+                self._deltas.committed(request.branch_id, request.events, request.requests)
         except (StoreError, psycopg.Error) as exc:
             lost = written and isinstance(exc, StoreError) and exc.code == "store_unavailable"
             for index in passed:
@@ -221,6 +233,9 @@ async def _write(conn: Conn, requests: list[AppendRequest]) -> None:
     cursor = conn.cursor()
     if artifacts:
         await cursor.executemany(INSERT_ARTIFACT, sorted(artifacts.values()))
+    deltas = {row[0]: row for r in requests if r.requests for row in r.requests.rows or ()}
+    if deltas:  # in one order, as the artifacts: two groups never wait on each other in a loop
+        await cursor.executemany(INSERT_DELTAS, [deltas[sha] for sha in sorted(deltas)])
     events = [row for r in requests for row in event_rows(r.branch_id, r.events)]
     if events:
         await cursor.executemany(INSERT_EVENTS, events)

@@ -20,7 +20,7 @@ from threads.store.control_items import (
     waiting_key,
 )
 from threads.store.postgres import PostgresStore
-from threads.store.postgres_tables import transaction
+from threads.store.postgres_tables import connection, transaction
 
 INBOX_DDL = """
 CREATE TABLE IF NOT EXISTS inbox (
@@ -63,11 +63,11 @@ class PostgresControls:
     async def pending_controls(
         self, thread_id: str, *, as_of: tuple[str, int] | None = None
     ) -> list[ControlItem]:
-        async with transaction(self.store, INBOX_DDL) as conn:
+        async with connection(self.store, INBOX_DDL) as conn:  # one read: no BEGIN/COMMIT
             cursor = await conn.execute(sql(PENDING, "%s").encode(), (thread_id,))
             return controls_in(await cursor.fetchall())
 
     async def consume_control(self, inbox_id: str, seq: int) -> bool:
-        async with transaction(self.store, INBOX_DDL) as conn:
+        async with connection(self.store, INBOX_DDL) as conn:  # one compare-and-set
             cursor = await conn.execute(sql(CONSUME, "%s").encode(), (seq, inbox_id))
             return cursor.rowcount == 1

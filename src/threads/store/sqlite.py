@@ -25,7 +25,7 @@ from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header
-from threads.store import request_deltas
+from threads.store import sqlite_deltas
 from threads.store.artifact_files import ArtifactFiles, make_store_dirs
 from threads.store.control_items import CONSUME, PENDING, ControlItem, controls_in, lost_item
 from threads.store.faults import fault, os_fault, sqlite_fault
@@ -338,7 +338,7 @@ class SQLiteStore:
                 if before is not None:
                     base, held = before.sha256, before.held
                 else:
-                    base, held = request_deltas.previous_request(conn, branch_id), False
+                    base, held = sqlite_deltas.previous_request(conn, branch_id), False
                 saved = [
                     self._save_request(conn, r.data, base, base_held=held, sha256=r.sha256)
                     for r in requests
@@ -501,7 +501,7 @@ class SQLiteStore:
             else:
                 data = self._in_memory.get(sha256)
             if data is None and self._has_deltas(conn):
-                data = request_deltas.load(conn, self._requests, sha256)
+                data = sqlite_deltas.load(conn, self._requests, sha256)
             if data is None:
                 raise artifact_missing(sha256)
             return verified_artifact(sha256, data)
@@ -518,9 +518,9 @@ class SQLiteStore:
             if not self._has_deltas(conn):
                 return 0
             written = 0
-            for sha256 in request_deltas.stored(conn):
+            for sha256 in sqlite_deltas.stored(conn):
                 if not self._files.holds(sha256):
-                    data = request_deltas.load(conn, self._requests, sha256)
+                    data = sqlite_deltas.load(conn, self._requests, sha256)
                     assert data is not None
                     self._files.put(data)
                     written += 1
@@ -556,7 +556,7 @@ class SQLiteStore:
             for statement in DELTAS_DDL.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-        return request_deltas.save(
+        return sqlite_deltas.save(
             conn, self._requests, data, base, base_held=base_held, sha256=sha256
         )
 
