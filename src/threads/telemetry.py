@@ -52,8 +52,8 @@ NO_SPAN = _NoSpan()
 def _span(name: str, attributes: dict[str, Attribute]) -> Iterator[Span]:
     """A span nested in the current one, ended with the block; an exception escaping the block
     is recorded on it (and re-raised)."""
-    if not TRACING:
-        yield NO_SPAN
+    if not TRACING or isinstance(otel_trace.get_tracer_provider(), otel_trace.ProxyTracerProvider):
+        yield NO_SPAN  # no provider is set: every span would be the API's no-op one
         return
     with _tracer().start_as_current_span(name, attributes=attributes) as current:
         yield current
@@ -63,9 +63,8 @@ _TRACERS: list[otel_trace.Tracer] = []
 
 
 def _tracer() -> otel_trace.Tracer:
-    """The package's tracer, made once: until the application sets a provider it is the API's
-    proxy, which hands over to the real tracer once one is set (asking the API for a tracer per
-    span read the environment each time)."""
+    """The package's tracer, made once (the API's proxy hands over to the provider's tracer
+    once one is set)."""
     if not _TRACERS:
         _TRACERS.append(otel_trace.get_tracer("threads"))
     return _TRACERS[0]

@@ -4,9 +4,12 @@ application rolls its append back)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from postgres_support import drop_store, needs_postgres, open_postgres
 
+from threads import sqlite
 from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.store.capabilities import controls_of
@@ -127,3 +130,28 @@ async def test_on_postgres_a_grouped_append_reads_the_inbox_for_the_next_look() 
         if other is not None:
             await other.close()
         await drop_store(host)
+
+
+async def test_an_item_another_writer_queued_after_an_append_is_seen_at_the_next(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Another store object on the same directory (another process) queues after this one's
+    append committed: the look as of that head may miss it, the plain look and the look as of
+    the next append's head both see it."""
+    ours, theirs = sqlite(tmp_path / "s", clock=clock), sqlite(tmp_path / "s", clock=clock)
+    try:
+        controls, other = controls_of(ours), controls_of(theirs)
+        assert controls is not None
+        assert other is not None
+        log, lease = await _started(ours, clock)
+        branch, tid = log.header.branch_id, log.header.thread_id
+        key = await other.queue_control(
+            tenant_id=TENANT, thread_id=tid, principal=ALICE, command="cancel")
+        assert await controls.pending_controls(tid, as_of=(branch, 1)) == []
+        assert [i.item_key for i in await controls.pending_controls(tid)] == [key]
+        await ours.append(branch, [log.turn()[0]], expected_seq=1, lease=lease)
+        (seen,) = await controls.pending_controls(tid, as_of=(branch, 2))
+        assert seen.item_key == key
+    finally:
+        await ours.close()
+        await theirs.close()
