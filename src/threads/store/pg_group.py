@@ -4,8 +4,10 @@ one transaction on one connection, in two round trips for the whole group.
 Round trip 1 locks and reads every member's lease and branch rows (``FOR UPDATE ... SKIP
 LOCKED``), and each member is judged by the checks a lone append makes (``require_live``,
 ``require_head``); round trip 2 writes the members that passed (artifacts, request deltas,
-events, heads) and commits. (A member whose request's base this process does not know yet
-costs the group two more round trips between them: ``threads.store.postgres_deltas``.)
+events, heads), reads their threads' pending control items (``InboxViews``: the run's look at
+the next step boundary then costs no round trip) and commits. (A member whose request's base
+this process does not know yet costs the group two more round trips between them:
+``threads.store.postgres_deltas``.)
 Invariants: a refused member gets its own error and the others commit; a member whose rows
 another session holds locked is not waited for in the group (it runs alone, where it waits as a
 lone append always did); a group holds at most one append per branch, since a group's
@@ -28,6 +30,7 @@ import psycopg
 
 from threads.errors import NotFound, StoreError
 from threads.log.lines import Event
+from threads.store.control_items import PENDING_OF_ANY, ControlItem, InboxViews, controls_in, sql
 from threads.store.postgres_deltas import INSERT_DELTAS, Planned, PostgresDeltas
 from threads.store.protocol import Lease, PendingArtifact
 from threads.store.receipts import RunReceipt
@@ -55,6 +58,7 @@ _LOCK_HEADS = (
     " FROM leases l JOIN branches b ON b.branch_id = l.branch_id"
     " WHERE l.branch_id = ANY(%s) FOR UPDATE OF l, b SKIP LOCKED"
 )
+_PENDING_OF_ANY = sql(PENDING_OF_ANY, "%s")
 _MOVE_HEADS = (
     "UPDATE branches b SET head_seq = v.seq, head_hash = v.hash"
     " FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS v(branch_id, seq, hash)"
@@ -101,11 +105,13 @@ class GroupCommitter:
         now: Callable[[], int | None],
         alone: Callable[[AppendRequest, bool], Awaitable[None]],
         deltas: PostgresDeltas,
+        inbox: InboxViews,
     ) -> None:
         self._connection = connection  # a pooled connection; faults become coded errors
         self._now = now  # the injected lease clock's reading, None for the database's
         self._alone = alone  # the lone append: (request, maybe_landed)
         self._deltas = deltas
+        self._inbox = inbox  # what each committed group read of its threads' pending items
         self._waiting: list[tuple[AppendRequest, asyncio.Future[None]]] = []
         self._committers: set[asyncio.Task[None]] = set()
         self._lone: set[asyncio.Task[None]] = set()  # appends the group handed back
@@ -170,6 +176,7 @@ class GroupCommitter:
         verdicts: list[_Verdict] = [_Alone(False)] * len(requests)
         passed: list[int] = []
         written = False
+        inbox: psycopg.AsyncCursor[Any] | None = None
         try:
             async with (
                 self._connection() as conn,
@@ -196,14 +203,39 @@ class GroupCommitter:
                     )
                     written = True
                     await _write(conn, [requests[i] for i in passed])
-            for index in passed:
-                request = requests[index]
-                self._deltas.committed(request.branch_id, request.events, request.requests)
+                    if self._inbox.active:  # read before the COMMIT, in the same round trip
+                        threads = sorted({requests[i].events[-1].thread_id
+                                          for i in passed if requests[i].events})
+                        inbox = await conn.execute(_PENDING_OF_ANY, (threads,))
         except (StoreError, psycopg.Error) as exc:
             lost = written and isinstance(exc, StoreError) and exc.code == "store_unavailable"
             for index in passed:
                 verdicts[index] = _Alone(lost)
+            return verdicts
+        await self._committed([requests[i] for i in passed], inbox)
         return verdicts
+
+    async def _committed(
+        self, requests: list[AppendRequest], inbox: psycopg.AsyncCursor[Any] | None
+    ) -> None:
+        """What the store remembers of appends that committed: their requests and heads, and
+        the pending control items their transaction read. Nothing here can undo a commit."""
+        for request in requests:
+            self._deltas.committed(request.branch_id, request.events, request.requests)
+        if inbox is None:
+            return
+        try:
+            rows = await inbox.fetchall()  # already here: the pipeline brought them
+        except psycopg.Error:
+            return  # not noted: the run's look asks the store
+        pending: dict[str, list[ControlItem]] = {}
+        for item in controls_in(rows):
+            pending.setdefault(item.thread_id, []).append(item)
+        for request in requests:
+            if request.events:
+                head = request.events[-1]
+                self._inbox.note(request.branch_id, head.seq, head.thread_id,
+                                 pending.get(head.thread_id, []))
 
 
 def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:

@@ -31,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the import test wi
 from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
 from threads.log.lines import Event, Header
-from threads.store.control_items import CONSUME, lost_item
+from threads.store.control_items import CONSUME, InboxViews, lost_item
 from threads.store.control_items import sql as sql_for
 from threads.store.faults import fault
 from threads.store.holder import holder_id as recorded_holder
@@ -238,7 +238,11 @@ class PostgresStore:
         self._open_lock = asyncio.Lock()
         self._deltas = PostgresDeltas()
         self._last_put_request: str | None = None
-        self._groups = GroupCommitter(self._conn, self._now, self._append_alone, self._deltas)
+        # Read by grouped appends once ``PostgresControls`` knows the inbox table is there.
+        self.inbox_seen = InboxViews(active=False)
+        self._groups = GroupCommitter(
+            self._conn, self._now, self._append_alone, self._deltas, self.inbox_seen
+        )
 
     def __repr__(self) -> str:
         return f"PostgresStore(schema={self.schema!r})"  # the URL may carry a password

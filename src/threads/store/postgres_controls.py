@@ -1,7 +1,9 @@
 """Control items (``threads.store.control_items``) in a Postgres store's ``inbox`` table.
 
 The table is created on first use. Queueing takes a transaction-scoped advisory lock on the
-thread first, so two hosts queueing one command for one thread queue it once.
+thread first, so two hosts queueing one command for one thread queue it once. Once the table is
+known to be there, grouped appends read their threads' pending items before their ``COMMIT``
+(``threads.store.pg_group``), and a look ``as_of`` such an append is answered from that read.
 """
 
 from __future__ import annotations
@@ -58,16 +60,23 @@ class PostgresControls:
                 return waiting
             key, args = insert_args(tenant_id, thread_id, principal, command, now)
             await conn.execute(sql(INSERT, "%s").encode(), args)
-            return key
+        self.store.inbox_seen.clear()  # what appends read before this is out of date
+        return key
 
     async def pending_controls(
         self, thread_id: str, *, as_of: tuple[str, int] | None = None
     ) -> list[ControlItem]:
+        seen = self.store.inbox_seen.at(thread_id, as_of)
+        if seen is not None:
+            return seen
         async with connection(self.store, INBOX_DDL) as conn:  # one read: no BEGIN/COMMIT
             cursor = await conn.execute(sql(PENDING, "%s").encode(), (thread_id,))
-            return controls_in(await cursor.fetchall())
+            items = controls_in(await cursor.fetchall())
+        self.store.inbox_seen.active = True  # the table is there: grouped appends read it
+        return items
 
     async def consume_control(self, inbox_id: str, seq: int) -> bool:
         async with connection(self.store, INBOX_DDL) as conn:  # one compare-and-set
             cursor = await conn.execute(sql(CONSUME, "%s").encode(), (seq, inbox_id))
-            return cursor.rowcount == 1
+        self.store.inbox_seen.clear()
+        return cursor.rowcount == 1

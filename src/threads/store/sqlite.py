@@ -27,7 +27,7 @@ from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header
 from threads.store import sqlite_deltas
 from threads.store.artifact_files import ArtifactFiles, make_store_dirs
-from threads.store.control_items import CONSUME, PENDING, ControlItem, controls_in, lost_item
+from threads.store.control_items import CONSUME, PENDING, InboxViews, controls_in, lost_item
 from threads.store.faults import fault, os_fault, sqlite_fault
 from threads.store.group_commit import Write, commit_group, in_transaction
 from threads.store.holder import holder_id as recorded_holder
@@ -77,8 +77,6 @@ from threads.store.worker import Outcome, StoreThread
 
 T = TypeVar("T")
 
-INBOX_SEEN_BRANCHES = 1024  # branches whose last append's view of the inbox is kept
-
 DEFAULT_BUSY_TIMEOUT_MS = 30_000  # how long a write waits for another writer's lock
 
 _ROW_COLUMNS = "seq, event_id, type, type_version, critical, epoch, line"
@@ -109,9 +107,7 @@ class SQLiteStore:
         self._latest = LatestRequests()  # touched on the store thread only
         self._deltas_ready = False
         self._last_put_request: str | None = None
-        # branch -> (head seq, thread, its pending control items): read in the transaction of
-        # this store's append that made that seq the head (``SQLiteControls.pending_controls``).
-        self.inbox_seen: dict[str, tuple[int, str, list[ControlItem]]] = {}
+        self.inbox_seen = InboxViews()  # read in each append's transaction
 
     def __repr__(self) -> str:
         return f"SQLiteStore({':memory:' if self.root is None else str(self.root)!r})"
@@ -368,12 +364,8 @@ class SQLiteStore:
         """Read the thread's pending control items inside the append's transaction, so the
         run's look at the step boundary that follows costs no round trip. Keyed by the head
         seq: an append that rolls back leaves an entry no fold will ask about."""
-        seen = self.inbox_seen
-        seen.pop(branch_id, None)
         items = controls_in(conn.execute(PENDING, (head.thread_id,)))
-        seen[branch_id] = (head.seq, head.thread_id, items)
-        if len(seen) > INBOX_SEEN_BRANCHES:
-            del seen[next(iter(seen))]
+        self.inbox_seen.note(branch_id, head.seq, head.thread_id, items)
 
     # ---- idempotency receipts ------------------------------------------------------------
 

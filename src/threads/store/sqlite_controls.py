@@ -45,10 +45,9 @@ class SQLiteControls:
     async def pending_controls(
         self, thread_id: str, *, as_of: tuple[str, int] | None = None
     ) -> list[ControlItem]:
-        if as_of is not None:
-            seen = self.store.inbox_seen.get(as_of[0])
-            if seen is not None and seen[0] == as_of[1] and seen[1] == thread_id:
-                return list(seen[2])
+        seen = self.store.inbox_seen.at(thread_id, as_of)
+        if seen is not None:
+            return seen
 
         def read(conn: sqlite3.Connection) -> list[ControlItem]:
             return controls_in(conn.execute(PENDING, (thread_id,)))
