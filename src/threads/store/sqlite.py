@@ -633,13 +633,17 @@ def _branch(conn: sqlite3.Connection, branch_id: str) -> BranchInfo:
 
 
 # The whole fence of an append in one statement: the lease is live at ``now`` with its holder
-# and epoch, the head is the expected one and the branch takes appends; then the head moves.
-_MOVE_HEAD = (
-    "UPDATE branches SET head_seq = ?1, head_hash = ?2, state = 'ready'"
+# and epoch, the head is the expected one and the branch takes appends; then the head moves
+# (and a finished fork becomes ready: setting the state costs as much again, so only then).
+_FENCED = (
     " WHERE branch_id = ?3 AND head_seq = ?4 AND head_hash = ?5 AND state = ?6"
     " AND EXISTS (SELECT 1 FROM leases WHERE branch_id = ?3 AND holder_id = ?7 AND epoch = ?8"
     " AND expires_at > ?9)"
 )
+_MOVE_HEAD = {
+    "ready": "UPDATE branches SET head_seq = ?1, head_hash = ?2" + _FENCED,
+    "forking": "UPDATE branches SET head_seq = ?1, head_hash = ?2, state = 'ready'" + _FENCED,
+}
 
 
 def _fence(
@@ -659,7 +663,7 @@ def _fence(
         first, last = events[0], events[-1]
         args = (last.seq, last.hash, branch_id, expected_seq, first.prev_hash, state_needed,
                 lease.holder_id, lease.epoch, now)
-        if conn.execute(_MOVE_HEAD, args).rowcount == 1:
+        if conn.execute(_MOVE_HEAD[state_needed], args).rowcount == 1:
             return first.prev_hash
     _check_lease(conn, lease, now)
     row = conn.execute(
