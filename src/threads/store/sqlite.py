@@ -670,7 +670,7 @@ def _fence(
         "SELECT head_seq, head_hash, state FROM branches WHERE branch_id = ?", (branch_id,)
     ).fetchone()
     require_head(branch_id, row, expected_seq, events, state_needed=state_needed)
-    if events:
+    if events:  # the checks above are the fence on their own: a refusal named, or the move
         last = events[-1]
         conn.execute(
             "UPDATE branches SET head_seq = ?, head_hash = ?, state = 'ready' WHERE branch_id = ?",
