@@ -30,7 +30,7 @@ import psycopg
 
 from threads.errors import NotFound, StoreError
 from threads.log.lines import Event
-from threads.store.control_items import PENDING_OF_ANY, ControlItem, InboxViews, controls_in, sql
+from threads.store.control_items import PENDING_OF_ANY, InboxViews, by_thread, sql
 from threads.store.postgres_deltas import INSERT_DELTAS, Planned, PostgresDeltas
 from threads.store.protocol import Lease, PendingArtifact
 from threads.store.receipts import RunReceipt
@@ -228,9 +228,7 @@ class GroupCommitter:
             rows = await inbox.fetchall()  # already here: the pipeline brought them
         except psycopg.Error:
             return  # not noted: the run's look asks the store
-        pending: dict[str, list[ControlItem]] = {}
-        for item in controls_in(rows):
-            pending.setdefault(item.thread_id, []).append(item)
+        pending = by_thread(rows)
         for request in requests:
             if request.events:
                 head = request.events[-1]
