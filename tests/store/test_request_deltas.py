@@ -67,9 +67,10 @@ async def _write(
     for turn in range(turns):
         events = [] if log.events else [log.started()]
         events += log.turn(text=(f"{topic}question {turn} " * 100)[:TURN_BYTES])
-        request = log.artifacts[events[-3].data["request_ref"]["sha256"]]
+        sha256 = events[-3].data["request_ref"]["sha256"]
+        request = log.artifacts[sha256]
         await store.append(log.header.branch_id, events, expected_seq=expected, lease=lease,
-                           artifacts=[PendingArtifact(request, REQUEST_MEDIA_TYPE)])
+                           artifacts=[PendingArtifact(request, REQUEST_MEDIA_TYPE, sha256)])
         expected = events[-1].seq
         requests.append(request)
     return requests

@@ -121,6 +121,8 @@ class SQLiteStore:
             conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         else:
             make_store_dirs(self.root)
+            assert self._files is not None
+            self._files.sweep(self.clock.now_ms())  # temp files of puts a crash cut short
             conn = sqlite3.connect(
                 self.root / "threads.db",
                 isolation_level=None,
@@ -317,7 +319,7 @@ class SQLiteStore:
         finishes_fork: bool = False,
     ) -> None:
         require_batch(branch_id, lease, events)
-        requests = [a.data for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
+        requests = [a for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
         others = [a.data for a in artifacts if a.media_type != REQUEST_MEDIA_TYPE]
         if others:  # durable before the events that reference them
             await self._run(lambda _conn: self._put_files(others))
@@ -333,7 +335,10 @@ class SQLiteStore:
                     base, held = before.sha256, before.held
                 else:
                     base, held = sqlite_deltas.previous_request(conn, branch_id), False
-                saved = [self._save_request(conn, r, base, base_held=held) for r in requests]
+                saved = [
+                    self._save_request(conn, r.data, base, base_held=held, sha256=r.sha256)
+                    for r in requests
+                ]
             try:
                 conn.executemany(
                     "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
@@ -531,13 +536,21 @@ class SQLiteStore:
         return self._deltas_ready
 
     def _save_request(
-        self, conn: sqlite3.Connection, data: bytes, base: str | None, *, base_held: bool = False
+        self,
+        conn: sqlite3.Connection,
+        data: bytes,
+        base: str | None,
+        *,
+        base_held: bool = False,
+        sha256: str | None = None,
     ) -> str:
         if not self._deltas_ready:  # created in this write's transaction: it may roll back
             for statement in DELTAS_DDL.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-        return sqlite_deltas.save(conn, self._requests, data, base, base_held=base_held)
+        return sqlite_deltas.save(
+            conn, self._requests, data, base, base_held=base_held, sha256=sha256
+        )
 
     # ---- import --------------------------------------------------------------------------
 

@@ -35,12 +35,14 @@ def save(
     base_sha256: str | None,
     *,
     base_held: bool = False,
+    sha256: str | None = None,
 ) -> str:
     """Keep request ``data`` as a delta against request ``base_sha256`` (whole when that is
     None or not kept here); a no-op when it is already stored. ``base_held``: the caller knows
-    the base's row is stored, so a cached copy of the base is used without looking the row up.
-    Runs inside the caller's transaction; returns the request's sha256."""
-    sha256 = sha256_hex(data)
+    the base's row is stored, so a cached copy of the base is used without looking the row up;
+    ``sha256``: the hash of ``data`` when the caller has it. Runs inside the caller's
+    transaction; returns the request's sha256."""
+    sha256 = sha256_hex(data) if sha256 is None else sha256
     base = None
     if base_sha256 is not None:
         base = cache.get(base_sha256) if base_held else None
