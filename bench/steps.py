@@ -7,6 +7,8 @@ transaction), then the tool runs. Printed:
 
 - µs per step (median over a run of ``--steps`` steps on a warmed store) and its ratio to one
   raw sqlite3 INSERT + COMMIT of a ~400-byte line with the same pragmas (WAL, synchronous=FULL);
+- the same step with an ``idempotent`` tool (its effect is bracketed: ``effect_begin`` durable
+  before the send, ``effect_commit`` after it);
 - the step cost at conversation length N=50 and N=800 (median of the steps around each point
   of one long run, so the ratio shows work that grows with the conversation), in wall time and
   in the process's CPU time (which a disk shared with other work does not blur);
@@ -38,6 +40,7 @@ from threads.testing.scripted import call, say, scripted_model, use
 RAW_COMMITS = 200
 OPEN_EVENTS = 10_001
 WINDOW = 25  # steps each side of a point of the long run
+DAY_MS = 86_400_000  # the idempotent tool's dedup window
 
 
 class Query(BaseModel):
@@ -91,22 +94,23 @@ def _gaps_us(stamps: list[int]) -> list[float]:
     return [(b - a) / 1000 for a, b in itertools.pairwise(stamps)]
 
 
-def bench_agent(steps: int, clock: StepClock) -> Agent:
+def bench_agent(steps: int, clock: StepClock, *, idempotent: bool = False) -> Agent:
     script = [use(call("lookup", q=f"q{i}")) for i in range(steps)] + [say("done")]
     lookup_tool = tool(
         name="lookup", description="Look up.", input=Query, execute=clock.lookup,
-        effect="read_only",
+        **({"effect": "idempotent", "dedup_window_ms": DAY_MS} if idempotent else
+           {"effect": "read_only"}),
     )
     return agent(name="bench", model=scripted_model(script), tools=[lookup_tool])
 
 
-async def run_steps(path: Path, steps: int) -> StepClock:
+async def run_steps(path: Path, steps: int, *, idempotent: bool = False) -> StepClock:
     """One run of ``steps`` steps on a fresh thread of a warmed store, stamped."""
     store = sqlite(path)
     try:
-        await bench_agent(3, StepClock()).run("warm up", store=store)
+        await bench_agent(3, StepClock(), idempotent=idempotent).run("warm up", store=store)
         clock = StepClock()
-        await bench_agent(steps, clock).run("go", store=store)
+        await bench_agent(steps, clock, idempotent=idempotent).run("go", store=store)
         return clock
     finally:
         await store.close()
@@ -149,6 +153,8 @@ async def main() -> None:
         raw_us = raw.commits_us(RAW_COMMITS)
         per_step = (await run_steps(directory / "steps", args.steps)).steps_us()
         raw_us += raw.commits_us(RAW_COMMITS)
+        idempotent = (await run_steps(directory / "idem", args.steps, idempotent=True)).steps_us()
+        raw_us += raw.commits_us(RAW_COMMITS)
         long_run = await run_steps(directory / "long", args.long)
         raw_us += raw.commits_us(RAW_COMMITS)
         events, open_ms = await open_and_state_ms(directory / "open")
@@ -162,6 +168,9 @@ async def main() -> None:
         ("raw sqlite3 INSERT+COMMIT", f"{floor:9.1f} µs"),
         (f"read_only model->tool step ({args.steps} steps)", f"{step:9.1f} µs"
          f" = {step / floor:5.2f}x raw"),
+        (f"same, idempotent tool ({args.steps} steps)",
+         f"{statistics.median(idempotent):9.1f} µs"
+         f" = {statistics.median(idempotent) / floor:5.2f}x raw"),
         ("step at N=50", f"{at_50:9.1f} µs"),
         ("step at N=800", f"{at_800:9.1f} µs = {at_800 / at_50:5.2f}x N=50"),
         ("CPU of a step at N=50 (all threads)", f"{cpu_50:9.1f} µs"),

@@ -7,15 +7,22 @@ store is closed (``threads.db`` after its WAL is checkpointed, plus every artifa
 fit the growth exponent (least squares of log bytes on log n). Then one thread of five short
 turns, one of whose tools returns 10 MB: a store that keeps that output once stays near 10 MB.
 
-    .venv/bin/python bench/storage.py
+With ``--postgres URL`` the same runs go to a Postgres store instead (a fresh schema each,
+dropped after), and the bytes are the schema's tables with their indexes and TOAST
+(``pg_total_relation_size``).
+
+    .venv/bin/python bench/storage.py [--postgres postgresql://postgres@127.0.0.1:5432/test]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import math
 import random
 import tempfile
+import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -71,6 +78,37 @@ async def chat_bytes(root: Path, turns: int, huge_at: int | None = None) -> tupl
     return disk_bytes(root)
 
 
+async def postgres_chat_bytes(url: str, turns: int, huge_at: int | None = None) -> tuple[int, int]:
+    """(bytes of the schema's tables, indexes and TOAST, the same again): Postgres allocates
+    in pages, so there is no separate file-size figure."""
+    import psycopg
+    from psycopg import sql
+
+    from threads.store.postgres import postgres
+
+    schema = f"storage_{uuid.uuid4().hex[:12]}"
+    store = postgres(url, schema=schema)
+    try:
+        await chat_agent(turns, huge_at).run("go", store=store)
+    finally:
+        await store.close()
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        try:
+            cursor = await conn.execute(
+                "SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = %s AND c.relkind = 'r'",
+                (schema,),
+            )
+            row = await cursor.fetchone()
+            size = int(row[0]) if row is not None else 0
+        finally:
+            await conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+            )
+    return size, size
+
+
 def exponent(points: list[tuple[int, int]]) -> float:
     xs = [math.log(n) for n, _ in points]
     ys = [math.log(b) for _, b in points]
@@ -80,20 +118,28 @@ def exponent(points: list[tuple[int, int]]) -> float:
     )
 
 
-async def main() -> None:
+async def main(postgres_url: str | None) -> None:
     with tempfile.TemporaryDirectory(prefix="threads-storage-") as tmp:
+        measure: Callable[[str, int, int | None], Awaitable[tuple[int, int]]]
+        if postgres_url is None:
+            measure = lambda name, n, huge: chat_bytes(Path(tmp) / name, n, huge)  # noqa: E731
+        else:
+            measure = lambda _name, n, huge: postgres_chat_bytes(postgres_url, n, huge)  # noqa: E731
+            print(f"Postgres at {postgres_url}")
         points: list[tuple[int, int]] = []
         print(f"{'turns':>6} {'bytes':>12} {'allocated':>12} {'bytes/turn since last':>22}")
         for n in SIZES:
-            size, allocated = await chat_bytes(Path(tmp) / f"chat{n}", n)
+            size, allocated = await measure(f"chat{n}", n, None)
             marginal = f"{(size - points[-1][1]) / (n - points[-1][0]):>22,.0f}" if points else ""
             points.append((n, size))
             print(f"{n:>6} {size:>12,} {allocated:>12,} {marginal}")
         print(f"growth exponent over n={SIZES[0]}..{SIZES[-1]}: {exponent(points):.2f}")
-        size, allocated = await chat_bytes(Path(tmp) / "huge", 5, huge_at=1)
+        size, allocated = await measure("huge", 5, 1)
         print(f"5 turns, one 10 MiB tool output: {size:,} bytes ({size / len(HUGE):.2f}x the"
               f" output), {allocated:,} allocated")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--postgres", metavar="URL", help="measure a Postgres store instead")
+    asyncio.run(main(parser.parse_args().postgres))

@@ -271,3 +271,31 @@ async def test_taking_over_a_lease_its_holder_never_released_is_logged(
         f"thread {thread}: took its lease over from a holder that is gone (epoch"
         f" {held.epoch + 1})"
     ) in _messages(caplog, logging.INFO)
+
+
+def test_no_span_is_made_until_the_application_sets_a_provider() -> None:
+    """Without a provider every span would be the API's no-op: none is made. Once the
+    application sets one (even after threads was imported), spans are real and recorded."""
+    script = """
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from threads import telemetry
+with telemetry.tool_span("t", "lookup", call_id="c", effect_key="k", effect_class="read_only",
+                         attempt=1) as span:
+    assert span is telemetry.NO_SPAN
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+with telemetry.tool_span("t", "lookup", call_id="c", effect_key="k", effect_class="read_only",
+                         attempt=1) as span:
+    telemetry.outcome(span, "ok")
+(finished,) = exporter.get_finished_spans()
+assert finished.name == "threads.tool_call" and finished.attributes["threads.outcome"] == "ok"
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr

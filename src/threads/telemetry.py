@@ -52,12 +52,22 @@ NO_SPAN = _NoSpan()
 def _span(name: str, attributes: dict[str, Attribute]) -> Iterator[Span]:
     """A span nested in the current one, ended with the block; an exception escaping the block
     is recorded on it (and re-raised)."""
-    if not TRACING:
-        yield NO_SPAN
+    if not TRACING or isinstance(otel_trace.get_tracer_provider(), otel_trace.ProxyTracerProvider):
+        yield NO_SPAN  # no provider is set: every span would be the API's no-op one
         return
-    tracer = otel_trace.get_tracer("threads")
-    with tracer.start_as_current_span(name, attributes=attributes) as current:
+    with _tracer().start_as_current_span(name, attributes=attributes) as current:
         yield current
+
+
+_TRACERS: list[otel_trace.Tracer] = []
+
+
+def _tracer() -> otel_trace.Tracer:
+    """The package's tracer, made once (the API's proxy hands over to the provider's tracer
+    once one is set)."""
+    if not _TRACERS:
+        _TRACERS.append(otel_trace.get_tracer("threads"))
+    return _TRACERS[0]
 
 
 def outcome(current: Span, value: str, *, error: bool = False) -> None:

@@ -3,14 +3,19 @@ and every other spelling of the same value is refused."""
 
 from __future__ import annotations
 
+import datetime
+import enum
 import json
+import uuid
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from threads.errors import LogError
+from threads.log import canonical as canonical_module
 from threads.log.canonical import MAX_SAFE_INT, admit_canonical, canonical, canonical_reference
 
 # Lone surrogates have no UTF-8 form, so no line can hold one.
@@ -44,6 +49,47 @@ def test_canonical_round_trips(value: Any) -> None:
 def test_fast_writer_equals_the_reference(value: Any) -> None:
     """``canonical`` takes the C encoder when it is safe; the bytes never differ."""
     assert canonical(value) == canonical_reference(value)
+
+
+@given(VALUES)
+def test_both_fast_encoders_equal_the_reference_on_plain_values(value: Any) -> None:
+    """orjson (the ``fast`` extra) and the standard library's encoder: either may write a plain
+    value, and neither spells it differently from the reference."""
+    if canonical_module._plain(value):
+        assert canonical_module._standard_encoder()(value) == canonical_reference(value)
+        assert orjson.dumps(value, option=orjson.OPT_SORT_KEYS) == canonical_reference(value)
+
+
+class Colour(enum.Enum):
+    RED = 1
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"at": datetime.datetime(2026, 1, 1)},
+        {"id": uuid.UUID(int=7)},
+        {"colour": Colour.RED},
+        [Level.HIGH],
+        {"n": 2**64},
+        {"big": -(2**70)},
+        {"nested": {"deep": [1, (2, 3), {"x": True}]}},
+    ],
+)
+def test_values_no_fast_encoder_may_spell_go_to_the_reference(value: Any) -> None:
+    """A type orjson would write its own way (datetime, UUID, enum, a 64-bit overflow) is
+    written by the reference or refused exactly as the reference refuses it."""
+    try:
+        expected = canonical_reference(value)
+    except TypeError as exc:
+        with pytest.raises(TypeError, match=str(exc)):
+            canonical(value)
+        return
+    assert canonical(value) == expected
 
 
 # Keys mixing high-BMP and astral characters: the one place UTF-16 and code point order differ.

@@ -11,11 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from threads.log import canonical as canonical_module
 from threads.log import stored_json
 from threads.log.canonical import (
     MAX_SAFE_INT,
     admit_canonical,
     canonical,
+    canonical_reference,
     lines_holding_digit_runs,
     may_hold_unsafe_integer,
     parse_strict,
@@ -53,9 +55,13 @@ def test_a_double_written_as_digits_past_64_bits() -> None:
 
 def test_without_orjson_the_standard_library_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "orjson", None)  # import orjson now raises ImportError
-    parse = stored_json._orjson_or_standard().line
+    parse = stored_json.StoredReader(canonical_module._fast_decoder()).line
     assert parse(b'{"a":[1,2.5,"x"]}') == {"a": [1, 2.5, "x"]}
     assert parse(b'{"n":18446744073709552000}') == {"n": 2.0**64}
+    encode = canonical_module._fast_encoder()
+    assert encode({"b": [1, "\u00e9\n"], "a": None}) == canonical_reference(
+        {"b": [1, "\u00e9\n"], "a": None}
+    )
 
 
 def test_a_damaged_line_still_fails_to_decode() -> None:

@@ -82,9 +82,14 @@ def execute(schema: str, query: str, args: tuple[object, ...] = ()) -> int:
 
 
 def fetch_one(schema: str, query: str, args: tuple[object, ...] = ()) -> tuple[Any, ...] | None:
+    rows = fetch_all(schema, query, args)
+    return rows[0] if rows else None
+
+
+def fetch_all(schema: str, query: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
     with psycopg.connect(URL, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-        return conn.execute(query.encode(), args).fetchone()
+        return conn.execute(query.encode(), args).fetchall()
 
 
 class PostgresTamper:

@@ -1,13 +1,16 @@
 """Artifact files: an address holds the whole artifact or nothing, across a SIGKILL at each
-step of a put; a second put refreshes the file's mtime and mends damaged bytes.
+step of a put; a second put refreshes the file's mtime and mends damaged bytes; the temporary
+file a killed put leaves is swept when the store opens, and a live writer's never is.
 
 The kills are real: a child process puts an artifact and SIGKILLs itself at a named step
 (after the temporary file is written and fsynced, after the hard link), and the parent then
-opens the store directory as a fresh process would.
+opens the store directory as a fresh process would. The live writer is a child process
+stopped between its write and its link while the parent sweeps.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -16,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from threads.clock import FakeClock
 from threads.log.hashing import sha256_hex
-from threads.store.artifact_files import ArtifactFiles
+from threads.store.artifact_files import ABANDONED_AFTER_MS, ArtifactFiles, make_store_dirs
+from threads.store.sqlite import sqlite
 
 DATA = os.urandom(256 * 1024)
 SHA = sha256_hex(DATA)
@@ -34,6 +39,9 @@ _CHILD = textwrap.dedent(
     def link(src, dst):
         if step == "before_link":
             os.kill(os.getpid(), signal.SIGKILL)
+        if step == "wait":  # a writer caught mid-put: its temp file written, not yet linked
+            print("written", flush=True)
+            sys.stdin.readline()
         real_link(src, dst)
         if step == "after_link":
             os.kill(os.getpid(), signal.SIGKILL)
@@ -94,3 +102,72 @@ def test_names_that_are_not_addresses_are_never_paths(tmp_path: Path) -> None:
     files.put(DATA)
     for name in ("../" + SHA, SHA.upper(), SHA[:63], "", SHA + "/x"):
         assert files.get(name) is None
+
+
+def _temps(root: Path) -> list[Path]:
+    return sorted(p for p in (root / "artifacts").iterdir() if p.name.endswith(".tmp"))
+
+
+async def _open_and_close(root: Path) -> None:
+    store = sqlite(root, clock=FakeClock())
+    await store.list_threads()
+    await store.close()
+
+
+@pytest.mark.parametrize("step", ["before_link", "after_link"])
+def test_a_killed_puts_temp_file_is_swept_when_the_store_opens(
+    tmp_path: Path, step: str
+) -> None:
+    root = tmp_path / "store"
+    _put_and_die(root, step, tmp_path)
+    assert len(_temps(root)) == 1  # the kill left it behind
+    asyncio.run(_open_and_close(root))  # its writer is provably gone: no age is waited for
+    assert _temps(root) == []
+    assert ArtifactFiles(root).get(SHA) == (DATA if step == "after_link" else None)
+
+
+def test_a_live_writers_temp_file_is_never_swept(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    data_path = tmp_path / "data"
+    data_path.write_bytes(DATA)
+    files = ArtifactFiles(root)
+    with subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(root), "wait", str(data_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    ) as child:
+        try:
+            assert child.stdout is not None
+            assert child.stdin is not None
+            assert child.stdout.readline() == b"written\n"
+            [temp] = _temps(root)
+            assert files.sweep(now_ms=2**62) == 0  # however old: its writer runs
+            asyncio.run(_open_and_close(root))
+            assert temp.read_bytes() == DATA
+            child.stdin.write(b"go\n")
+            child.stdin.flush()
+            assert child.wait(timeout=60) == 0  # its put completes
+        finally:
+            if child.poll() is None:
+                child.kill()
+    assert files.get(SHA) == DATA
+    assert _temps(root) == []
+
+
+def test_a_temp_file_whose_writer_cannot_be_judged_goes_only_once_old(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    make_store_dirs(root)
+    written_ms = 1_700_000_000_000
+    judged_elsewhere = [
+        f".{SHA}.k3j2h1.tmp",  # an earlier release's name: no writer
+        f".{SHA}.{'0' * 16}-4242-77.k3j2h1.tmp",  # a writer on another host
+    ]
+    never_ours = ["notes.txt", f".{SHA}.k3j2h1.partial", f".{SHA}.tmp", ".tmp"]
+    for name in judged_elsewhere + never_ours:
+        path = root / "artifacts" / name
+        path.write_bytes(b"x")
+        os.utime(path, ns=(written_ms * 1_000_000, written_ms * 1_000_000))
+    files = ArtifactFiles(root)
+    assert files.sweep(now_ms=written_ms + ABANDONED_AFTER_MS) == 0
+    assert files.sweep(now_ms=written_ms + ABANDONED_AFTER_MS + 1) == len(judged_elsewhere)
+    left = sorted(p.name for p in (root / "artifacts").iterdir() if p.is_file())
+    assert left == sorted(never_ours)

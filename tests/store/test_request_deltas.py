@@ -18,11 +18,12 @@ from test_reference_layout import TS_LOGS, check_layout, write_ts_store
 
 from threads.cli.main import main
 from threads.clock import FakeClock
+from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
-from threads.store.protocol import PendingArtifact
+from threads.store.protocol import PendingArtifact, Store
 from threads.store.receipts import RunReceipt
 from threads.store.request_deltas import REQUEST_MEDIA_TYPE, apply, delta
-from threads.store.sqlite import SQLiteStore, sqlite
+from threads.store.sqlite import sqlite
 from threads.testing.sample_log import SampleLog
 
 TURNS = 60
@@ -50,21 +51,26 @@ def test_a_delta_rebuilds_exactly_the_bytes_it_was_made_from() -> None:
             assert len(d.middle) == len(data) - d.prefix_bytes - d.suffix_bytes
 
 
-async def _write(store: SQLiteStore, turns: int, *, topic: str = "") -> list[bytes]:
-    """A thread of ``turns`` turns, each a ~TURN_BYTES question, appended with the Render v1
-    request its model_request names (as the run loop appends it); returns the requests."""
-    log = SampleLog(FakeClock())
-    await store.create_branch(log.header, tenant_id="acme")
+async def _write(
+    store: Store, turns: int, *, topic: str = "", log: SampleLog | None = None
+) -> list[bytes]:
+    """``turns`` turns on ``log``'s branch (a new thread when None), each a ~TURN_BYTES
+    question, appended with the Render v1 request its model_request names (as the run loop
+    appends it); returns the requests."""
+    if log is None:
+        log = SampleLog(FakeClock())
+        await store.create_branch(log.header, tenant_id="acme")
     lease = await store.acquire_lease(log.header.branch_id, "runner", 60_000)
     log.epoch = lease.epoch
-    expected = 0
+    expected = log.events[-1].seq if log.events else 0
     requests = []
     for turn in range(turns):
-        events = [log.started()] if turn == 0 else []
+        events = [] if log.events else [log.started()]
         events += log.turn(text=(f"{topic}question {turn} " * 100)[:TURN_BYTES])
-        request = log.artifacts[events[-3].data["request_ref"]["sha256"]]
+        sha256 = events[-3].data["request_ref"]["sha256"]
+        request = log.artifacts[sha256]
         await store.append(log.header.branch_id, events, expected_seq=expected, lease=lease,
-                           artifacts=[PendingArtifact(request, REQUEST_MEDIA_TYPE)])
+                           artifacts=[PendingArtifact(request, REQUEST_MEDIA_TYPE, sha256)])
         expected = events[-1].seq
         requests.append(request)
     return requests
@@ -207,3 +213,74 @@ async def test_a_refused_first_request_in_a_threads_ts_directory_loses_nothing(
     finally:
         await store.close()
     check_layout(root)
+
+
+def _bases(root: Path) -> dict[str, str | None]:
+    conn = sqlite3.connect(root / "threads.db")
+    try:
+        return dict(conn.execute("SELECT sha256, base_sha256 FROM request_deltas").fetchall())
+    finally:
+        conn.close()
+
+
+async def test_a_requests_base_is_the_branchs_previous_one_whoever_appended_it(
+    tmp_path: Path,
+) -> None:
+    """Two processes' stores take turns on one branch: each request is based on the one
+    before it, though the store writing it did not see that one written."""
+    clock = FakeClock()
+    stores = [sqlite(tmp_path / "s", clock=clock), sqlite(tmp_path / "s", clock=clock)]
+    try:
+        log = SampleLog(clock)
+        await stores[0].create_branch(log.header, tenant_id="acme")
+        requests, expected = [], 0
+        for turn in range(4):
+            store = stores[turn % 2]
+            lease = await store.acquire_lease(log.header.branch_id, f"runner-{turn}", 60_000)
+            log.epoch = lease.epoch
+            events = ([log.started()] if turn == 0 else []) + log.turn(text=f"question {turn}")
+            request = log.artifacts[events[-3].data["request_ref"]["sha256"]]
+            await store.append(log.header.branch_id, events, expected_seq=expected, lease=lease,
+                               artifacts=[PendingArtifact(request, REQUEST_MEDIA_TYPE)])
+            await store.release_lease(lease)
+            expected = events[-1].seq
+            requests.append(sha256_hex(request))
+    finally:
+        for store in stores:
+            await store.close()
+    bases = _bases(tmp_path / "s")
+    assert [bases[sha] for sha in requests] == [None, *requests[:-1]]
+
+
+async def test_a_refused_append_leaves_no_base_behind(tmp_path: Path) -> None:
+    """A request written by an append that was then refused is not there to be a base: its
+    events appended again without it (here through another store object on the directory),
+    the next request is kept whole, and reads back."""
+    clock = FakeClock()
+    store, other = sqlite(tmp_path / "s", clock=clock), sqlite(tmp_path / "s", clock=clock)
+    try:
+        log = SampleLog(clock)
+        await store.create_branch(log.header, tenant_id="acme")
+        lease = await store.acquire_lease(log.header.branch_id, "runner", 60_000)
+        log.epoch = lease.epoch
+        receipt = RunReceipt("acme", "start_run", "k1", "api/acme/alice", "0" * 64,
+                             log.header.thread_id, log.header.branch_id, "r", 1)
+        await store.append(log.header.branch_id, [log.started()], expected_seq=0, lease=lease,
+                           receipt=receipt)
+        first = log.turn()
+        refused = log.artifacts[first[1].data["request_ref"]["sha256"]]
+        with pytest.raises(StoreError) as err:  # the receipt is taken: all of it rolls back
+            await store.append(log.header.branch_id, first, expected_seq=1, lease=lease,
+                               artifacts=[PendingArtifact(refused, REQUEST_MEDIA_TYPE)],
+                               receipt=receipt)
+        assert err.value.code == "idempotency_key_reused"
+        await other.append(log.header.branch_id, first, expected_seq=1, lease=lease)
+        second = log.turn()
+        request = log.artifacts[second[1].data["request_ref"]["sha256"]]
+        await store.append(log.header.branch_id, second, expected_seq=first[-1].seq,
+                           lease=lease, artifacts=[PendingArtifact(request, REQUEST_MEDIA_TYPE)])
+        assert await store.get_artifact(sha256_hex(request)) == request
+    finally:
+        await store.close()
+        await other.close()
+    assert _bases(tmp_path / "s") == {sha256_hex(request): None}

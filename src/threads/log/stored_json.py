@@ -11,11 +11,15 @@ uses this: it must see duplicate keys and every spelling rule.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from threads.log.canonical import lines_holding_digit_runs, may_hold_unsafe_integer, parse_stored
+from threads.log.canonical import (
+    fast_loads,
+    lines_holding_digit_runs,
+    may_hold_unsafe_integer,
+    parse_stored,
+)
 
 
 class UndecodedLineError(ValueError):
@@ -60,14 +64,6 @@ class StoredReader:
         return values
 
 
-def _orjson_or_standard() -> StoredReader:
-    try:
-        import orjson
-    except ImportError:
-        return StoredReader(json.loads)
-    return StoredReader(orjson.loads)
-
-
-_READER = _orjson_or_standard()
+_READER = StoredReader(fast_loads)
 loads_stored: Callable[[bytes], Any] = _READER.line
 loads_stored_lines: Callable[[Sequence[bytes]], list[Any]] = _READER.lines

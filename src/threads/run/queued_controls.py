@@ -7,9 +7,10 @@ nothing to cancel (the turn it was queued for already ended or already carries a
 consumed without an append, so it never cancels a later turn; so is one whose principal is not
 a valid principal (another writer's malformed row never stops a run).
 
-Looking costs a store round trip, so a run looks again only once its log moved (a reply, a
-result, any event) since it last looked: once per step boundary, not at every check the loop
-makes between two steps.
+A run looks again only once its log moved (a reply, a result, any event) since it last looked:
+once per step boundary, not at every check the loop makes between two steps. The SQLite store
+reads the inbox inside the transaction of the append that moved the log, so that look costs no
+round trip; what another process queues after that commit is seen at the next boundary.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ async def apply_queued_cancels(rt: Runtime) -> None:
     if rt.cancel.queued_checked_at == rt.fold.last_seq:
         return  # nothing happened since the last look: this is the same step boundary
     rt.cancel.queued_checked_at = rt.fold.last_seq
-    for item in await controls.pending_controls(rt.writer.thread_id):
+    as_of = (rt.writer.branch_id, rt.fold.last_seq)
+    for item in await controls.pending_controls(rt.writer.thread_id, as_of=as_of):
         if item.command != "cancel":
             continue  # stop_when_idle is not applied by this loop; it waits for one that does
         turn = rt.fold.turn

@@ -13,6 +13,7 @@ A request left in doubt by a crash or a cut stream is resent at most ``crash_res
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from threads.errors import ConfigError
@@ -61,4 +62,15 @@ DEFAULT_RETRY = RetryPolicy()
 def pinned_retry(started: dict[str, Any] | None) -> RetryPolicy:
     """The thread's pinned retry policy; the defaults for a thread that pinned none."""
     wire = ((started or {}).get("policy") or {}).get("retry")
-    return RetryPolicy(**wire) if wire else DEFAULT_RETRY
+    if not wire:
+        return DEFAULT_RETRY
+    try:
+        return _policy(tuple(wire.items()))
+    except TypeError:  # an unhashable value, or an unknown field: built (and refused) anew
+        return RetryPolicy(**wire)
+
+
+@lru_cache(maxsize=64)
+def _policy(fields: tuple[tuple[str, Any], ...]) -> RetryPolicy:
+    """Each step asks for the policy again: build (and check) each pinned one once."""
+    return RetryPolicy(**dict(fields))

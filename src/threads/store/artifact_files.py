@@ -7,7 +7,12 @@ address and fsyncs the shard directory, so an address either holds the complete 
 not exist. When the address already exists its mtime is refreshed (a gc's grace counts from
 the last put) and its bytes are checked; damaged bytes are replaced by the good ones. A get
 checks the bytes against the address (``artifact_corrupt``) before returning them.
-"""
+
+A writer killed between its write and its link leaves its temporary file behind; ``sweep`` (run
+when a store opens) removes such files once they are provably abandoned. The name carries its
+writer (``holder.file_tag``): a file whose writer ran on this host and no longer runs goes at
+once; one whose writer can't be judged here (another host, a name without a writer) goes only
+once it is older than ``ABANDONED_AFTER_MS``. A live writer's file is never touched."""
 
 from __future__ import annotations
 
@@ -19,10 +24,14 @@ from pathlib import Path
 
 from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
+from threads.store.holder import file_tag, writer_gone
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+ABANDONED_AFTER_MS = 24 * 3600 * 1000  # a temp file no writer could still be writing
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# ``.<sha256>.<writer>.<mkstemp's random>.tmp``, or without the writer (an earlier release).
+_TEMP = re.compile(r"^\.[0-9a-f]{64}\.(?:(?P<writer>[^.]+)\.)?[^.]+\.tmp$")
 
 
 class ArtifactFiles:
@@ -41,7 +50,9 @@ class ArtifactFiles:
         if target.exists() and self._refreshed(target, sha256):
             return sha256
         _make_dir(target.parent)
-        fd, tmp = tempfile.mkstemp(prefix=f".{sha256}.", suffix=".tmp", dir=self.base)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{sha256}.{file_tag()}.", suffix=".tmp", dir=self.base
+        )
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
@@ -70,6 +81,24 @@ class ArtifactFiles:
             raise StoreError("artifact_corrupt", f"artifact {sha256} does not match its hash")
         return data
 
+    def sweep(self, now_ms: int) -> int:
+        """Remove the abandoned temporary files of puts (see the module docstring), judging
+        age by ``now_ms``; returns how many went. Best effort: a file that can't be listed,
+        read or removed (a read-only store) is left."""
+        removed = 0
+        try:
+            entries = list(os.scandir(self.base))
+        except OSError:
+            return 0
+        for entry in entries:
+            match = _TEMP.match(entry.name)
+            if match is None or not _abandoned(entry, match["writer"], now_ms):
+                continue
+            with contextlib.suppress(OSError):  # gone already, or not ours to remove
+                os.unlink(entry.path)
+                removed += 1
+        return removed
+
     def holds(self, sha256: str) -> bool:
         return bool(_SHA256.match(sha256)) and self.path(sha256).exists()
 
@@ -81,6 +110,16 @@ class ArtifactFiles:
             return sha256_hex(target.read_bytes()) == sha256
         except FileNotFoundError:
             return False
+
+
+def _abandoned(entry: os.DirEntry[str], writer: str | None, now_ms: int) -> bool:
+    gone = None if writer is None else writer_gone(writer)
+    if gone is not None:  # its writer is judged on this host: its age does not matter
+        return gone
+    try:
+        return entry.stat().st_mtime_ns // 1_000_000 < now_ms - ABANDONED_AFTER_MS
+    except OSError:
+        return False
 
 
 def make_store_dirs(root: Path) -> None:

@@ -33,6 +33,8 @@ PENDING = (
     f"SELECT {INBOX_COLUMNS} FROM inbox WHERE thread_id = ? AND channel = 'api'"
     " AND installation_id = 'local' AND consumed_seq IS NULL ORDER BY received_at, inbox_id"
 )
+# The same for many threads at once (Postgres: one query for a group's appends).
+PENDING_OF_ANY = PENDING.replace("thread_id = ?", "thread_id = ANY(?)")
 INSERT = (
     "INSERT INTO inbox(inbox_id, tenant_id, channel, installation_id, item_key, delivery_id,"
     " thread_id, item, received_at) VALUES (?, ?, 'api', 'local', ?, ?, ?, ?, ?)"
@@ -82,6 +84,47 @@ def controls_in(rows: Iterable[tuple[Any, ...]]) -> list[ControlItem]:
     return [item for item in items if item is not None]
 
 
+class InboxViews:
+    """What the transaction of a store's own append read of its thread's pending items, by
+    branch and the head seq that append made, so the run's look at the step boundary after it
+    (``pending_controls(as_of=...)``) costs no round trip; what another process queues after
+    that read is seen at the next boundary. An append that rolls back leaves a view no fold
+    asks about (its seq never becomes the head). ``active``: the engine's appends read the
+    inbox (a Postgres store once it knows the table is there)."""
+
+    def __init__(self, branches: int = 1024, *, active: bool = True) -> None:
+        self._views: dict[str, tuple[int, str, list[ControlItem]]] = {}
+        self._branches = branches
+        self.active = active
+
+    def note(self, branch_id: str, seq: int, thread_id: str, items: list[ControlItem]) -> None:
+        self._views.pop(branch_id, None)
+        self._views[branch_id] = (seq, thread_id, items)
+        if len(self._views) > self._branches:
+            del self._views[next(iter(self._views))]
+
+    def at(self, thread_id: str, as_of: tuple[str, int] | None) -> list[ControlItem] | None:
+        """The items the append that made ``as_of`` (branch, seq) the head read, if noted."""
+        if as_of is None:
+            return None
+        view = self._views.get(as_of[0])
+        if view is None or view[0] != as_of[1] or view[1] != thread_id:
+            return None
+        return list(view[2])
+
+    def clear(self) -> None:
+        """This process queued or consumed an item: what appends read before is out of date."""
+        self._views.clear()
+
+
+def by_thread(rows: Iterable[tuple[Any, ...]]) -> dict[str, list[ControlItem]]:
+    """The control items among ``PENDING_OF_ANY``'s rows, by thread (each oldest first)."""
+    pending: dict[str, list[ControlItem]] = {}
+    for item in controls_in(rows):
+        pending.setdefault(item.thread_id, []).append(item)
+    return pending
+
+
 def waiting_key(rows: Iterable[tuple[Any, ...]], command: str) -> str | None:
     """The key of an unconsumed item with ``command`` among ``PENDING``'s rows, if any."""
     return next((i.item_key for i in controls_in(rows) if i.command == command), None)
@@ -118,7 +161,13 @@ class ControlItems(Protocol):
         item's, when one with this command is already queued)."""
         ...
 
-    async def pending_controls(self, thread_id: str) -> list[ControlItem]: ...
+    async def pending_controls(
+        self, thread_id: str, *, as_of: tuple[str, int] | None = None
+    ) -> list[ControlItem]:
+        """The thread's unconsumed items, oldest first. With ``as_of`` (a branch and the seq
+        of its head) an engine may answer with what it read inside the transaction of its own
+        append that made that seq the head, without a round trip."""
+        ...
 
     async def consume_control(self, inbox_id: str, seq: int) -> bool:
         """Mark an item consumed without an append (it found nothing to apply to); False when

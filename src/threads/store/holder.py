@@ -7,13 +7,18 @@ a dead holder from a live one *without waiting for its lease to expire*: a holde
 (same boot id, hostname and pid namespace) whose pid no longer runs the process that started it
 is provably gone, and nothing it could still write or send exists.
 
-Invariant: ``provably_gone`` answers True only on proof. A holder on another host, in another pid
-namespace, on a system without ``/proc``, one whose id this module did not write (another
-implementation's), or one whose state can't be read is treated as alive until its lease expires.
+The same identity in a form a file name can carry (``file_tag``: a digest of the host, the pid
+and its start time) lets the writer of a temporary file be judged the same way (``writer_gone``).
+
+Invariant: ``provably_gone`` (and ``writer_gone``) answers True only on proof. A holder on another
+host, in another pid namespace, on a system without ``/proc``, one whose id this module did not
+write (another implementation's), or one whose state can't be read is treated as alive until
+its lease expires.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -114,19 +119,54 @@ def provably_gone(holder: Holder) -> bool:
         return False
     if here.boot_id is None or here.pid_namespace is None or holder.host != here:
         return False
-    if holder.pid == os.getpid():
-        return False  # this process: a live holder by definition
+    return _ended(holder.pid, holder.start_ticks)
+
+
+def file_tag() -> str:
+    """This process as a temporary file's name records its writer: ``<host>-<pid>-<start>``,
+    the host a digest of ``this_host()`` (``x`` for what is unknown: never proof)."""
+    return _tag(os.getpid())
+
+
+@cache
+def _tag(pid: int) -> str:  # by pid: a forked child has its own
+    start = process_start_ticks(pid)
+    return f"{_host_digest(this_host())}-{pid}-{'x' if start is None else start}"
+
+
+def writer_gone(tag: str) -> bool | None:
+    """Whether the writer ``tag`` names (see ``file_tag``) no longer runs: True only on proof,
+    False when it runs (or can't be inspected), None when it can't be judged here (another
+    host or pid namespace, or a tag this module did not write)."""
+    digest, pid, start = [*tag.split("-"), "", ""][:3]
+    here = this_host()
+    if here.boot_id is None or here.pid_namespace is None or digest != _host_digest(here):
+        return None
+    if not (pid.isdigit() and start.isdigit()):
+        return None
+    return _ended(int(pid), int(start))
+
+
+def _host_digest(host: Host) -> str:
+    raw = json.dumps([host.boot_id, host.hostname, host.pid_namespace])
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def _ended(pid: int, start_ticks: int) -> bool:
+    """Whether ``pid`` no longer runs the process that started at ``start_ticks``."""
+    if pid == os.getpid():
+        return False  # this process: alive by definition
     try:
-        os.kill(holder.pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:
-        pass  # it exists and belongs to someone else: read its stat to see if it is the holder
-    stat = _stat(holder.pid)
+        pass  # it exists and belongs to someone else: read its stat to see if it is the one
+    stat = _stat(pid)
     if stat is None:
         return False  # it exists but can't be inspected (e.g. /proc mounted hidepid)
     state, start = stat
-    return state in _ENDED_STATES or start != holder.start_ticks
+    return state in _ENDED_STATES or start != start_ticks
 
 
 def process_start_ticks(pid: int) -> int | None:

@@ -3,10 +3,14 @@ one transaction on one connection, in two round trips for the whole group.
 
 Round trip 1 locks and reads every member's lease and branch rows (``FOR UPDATE ... SKIP
 LOCKED``), and each member is judged by the checks a lone append makes (``require_live``,
-``require_head``); round trip 2 writes the members that passed (artifacts, events, heads) and
-commits. Invariants: a refused member gets its own error and the others commit; a member whose
-rows another session holds locked is not waited for in the group (it runs alone, where it waits
-as a lone append always did); a group holds at most one append per branch, since a group's
+``require_head``); round trip 2 writes the members that passed (artifacts, request deltas,
+events, heads), reads their threads' pending control items (``InboxViews``: the run's look at
+the next step boundary then costs no round trip) and commits. (A member whose request's base
+this process does not know yet costs the group two more round trips between them:
+``threads.store.postgres_deltas``.)
+Invariants: a refused member gets its own error and the others commit; a member whose rows
+another session holds locked is not waited for in the group (it runs alone, where it waits as a
+lone append always did); a group holds at most one append per branch, since a group's
 reads do not see its own writes; when the group's transaction fails (a constraint, a lost
 connection) the members that passed are settled by the lone append, told whether the commit may
 have landed, so each caller hears its own outcome; no caller is answered before the ``COMMIT``
@@ -26,6 +30,8 @@ import psycopg
 
 from threads.errors import NotFound, StoreError
 from threads.log.lines import Event
+from threads.store.control_items import PENDING_OF_ANY, InboxViews, by_thread, sql
+from threads.store.postgres_deltas import INSERT_DELTAS, Planned, PostgresDeltas
 from threads.store.protocol import Lease, PendingArtifact
 from threads.store.receipts import RunReceipt
 from threads.store.rows import artifact_ref, event_rows, require_head, require_live
@@ -52,6 +58,7 @@ _LOCK_HEADS = (
     " FROM leases l JOIN branches b ON b.branch_id = l.branch_id"
     " WHERE l.branch_id = ANY(%s) FOR UPDATE OF l, b SKIP LOCKED"
 )
+_PENDING_OF_ANY = sql(PENDING_OF_ANY, "%s")
 _MOVE_HEADS = (
     "UPDATE branches b SET head_seq = v.seq, head_hash = v.hash"
     " FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS v(branch_id, seq, hash)"
@@ -67,10 +74,11 @@ class AppendRequest:
     events: Sequence[Event]
     expected_seq: int
     lease: Lease
-    artifacts: Sequence[PendingArtifact] = ()
+    artifacts: Sequence[PendingArtifact] = ()  # all but requests, which go in ``requests``
     receipt: RunReceipt | None = None
     consumes: Sequence[str] = ()  # inbox ids of control items this append applies
     finishes_fork: bool = False  # a new child's fork event: the branch is forking, not ready
+    requests: Planned | None = None  # request artifacts, kept as deltas
 
 
 def artifact_row(artifact: PendingArtifact) -> tuple[str, str, int, bytes]:
@@ -96,10 +104,14 @@ class GroupCommitter:
         connection: Callable[[], AbstractAsyncContextManager[Conn]],
         now: Callable[[], int | None],
         alone: Callable[[AppendRequest, bool], Awaitable[None]],
+        deltas: PostgresDeltas,
+        inbox: InboxViews,
     ) -> None:
         self._connection = connection  # a pooled connection; faults become coded errors
         self._now = now  # the injected lease clock's reading, None for the database's
         self._alone = alone  # the lone append: (request, maybe_landed)
+        self._deltas = deltas
+        self._inbox = inbox  # what each committed group read of its threads' pending items
         self._waiting: list[tuple[AppendRequest, asyncio.Future[None]]] = []
         self._committers: set[asyncio.Task[None]] = set()
         self._lone: set[asyncio.Task[None]] = set()  # appends the group handed back
@@ -164,6 +176,7 @@ class GroupCommitter:
         verdicts: list[_Verdict] = [_Alone(False)] * len(requests)
         passed: list[int] = []
         written = False
+        inbox: psycopg.AsyncCursor[Any] | None = None
         try:
             async with (
                 self._connection() as conn,
@@ -185,13 +198,42 @@ class GroupCommitter:
                     if verdicts[index] is None:
                         passed.append(index)
                 if passed:
+                    await self._deltas.resolve(
+                        conn, pipeline, [p for i in passed if (p := requests[i].requests)]
+                    )
                     written = True
                     await _write(conn, [requests[i] for i in passed])
+                    if self._inbox.active:  # read before the COMMIT, in the same round trip
+                        threads = sorted({requests[i].events[-1].thread_id
+                                          for i in passed if requests[i].events})
+                        inbox = await conn.execute(_PENDING_OF_ANY, (threads,))
         except (StoreError, psycopg.Error) as exc:
             lost = written and isinstance(exc, StoreError) and exc.code == "store_unavailable"
             for index in passed:
                 verdicts[index] = _Alone(lost)
+            return verdicts
+        await self._committed([requests[i] for i in passed], inbox)
         return verdicts
+
+    async def _committed(
+        self, requests: list[AppendRequest], inbox: psycopg.AsyncCursor[Any] | None
+    ) -> None:
+        """What the store remembers of appends that committed: their requests and heads, and
+        the pending control items their transaction read. Nothing here can undo a commit."""
+        for request in requests:
+            self._deltas.committed(request.branch_id, request.events, request.requests)
+        if inbox is None:
+            return
+        try:
+            rows = await inbox.fetchall()  # already here: the pipeline brought them
+        except psycopg.Error:
+            return  # not noted: the run's look asks the store
+        pending = by_thread(rows)
+        for request in requests:
+            if request.events:
+                head = request.events[-1]
+                self._inbox.note(request.branch_id, head.seq, head.thread_id,
+                                 pending.get(head.thread_id, []))
 
 
 def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
@@ -221,6 +263,9 @@ async def _write(conn: Conn, requests: list[AppendRequest]) -> None:
     cursor = conn.cursor()
     if artifacts:
         await cursor.executemany(INSERT_ARTIFACT, sorted(artifacts.values()))
+    deltas = {row[0]: row for r in requests if r.requests for row in r.requests.rows or ()}
+    if deltas:  # in one order, as the artifacts: two groups never wait on each other in a loop
+        await cursor.executemany(INSERT_DELTAS, [deltas[sha] for sha in sorted(deltas)])
     events = [row for r in requests for row in event_rows(r.branch_id, r.events)]
     if events:
         await cursor.executemany(INSERT_EVENTS, events)

@@ -2,7 +2,8 @@
 
 Same tables and bytes as the SQLite store: events keep their exact line bytes (``bytea``),
 branches their head seq/hash, leases their epoch and expiry, artifacts their bytes (all kept in
-the database, there is no artifact directory). The schema is created on first use and versioned
+the database, there is no artifact directory), request artifacts as deltas
+(``threads.store.postgres_deltas``). The schema is created on first use and versioned
 in ``meta`` (a newer or older version is ``unsupported_format``).
 Invariants: an append is one transaction that locks the branch's lease row (``FOR UPDATE``),
 checks the lease and the expected head, then inserts artifacts and events and moves the head;
@@ -30,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the import test wi
 from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
 from threads.log.lines import Event, Header
-from threads.store.control_items import CONSUME, lost_item
+from threads.store.control_items import CONSUME, InboxViews, lost_item
 from threads.store.control_items import sql as sql_for
 from threads.store.faults import fault
 from threads.store.holder import holder_id as recorded_holder
@@ -43,6 +44,8 @@ from threads.store.pg_group import (
     GroupCommitter,
     artifact_row,
 )
+from threads.store.postgres_deltas import DDL as DELTAS_DDL
+from threads.store.postgres_deltas import INSERT_DELTAS, PostgresDeltas
 from threads.store.protocol import (
     ArtifactRef,
     BranchInfo,
@@ -61,6 +64,7 @@ from threads.store.receipts import (
     receipt_from_row,
     receipts_ddl,
 )
+from threads.store.request_deltas import REQUEST_MEDIA_TYPE
 from threads.store.rows import (
     BRANCH_COLUMNS,
     SCHEMA_VERSION,
@@ -148,7 +152,7 @@ CREATE TABLE artifacts (
   media_type text NOT NULL,
   bytes bigint NOT NULL,
   data bytea NOT NULL
-)
+);
 """
 
 _RECEIPTS_DDL = receipts_ddl("text", "bigint")
@@ -228,10 +232,16 @@ class PostgresStore:
         )
         self._app = f"threads:{self.schema}"[:63]  # marks this schema's sessions
         self._ready = False
-        self._receipts_ready = False
+        self._tables: set[str] = set()  # additive DDL known to be in place (``ensure_tables``)
         self._closed = False
         self._open_lock = asyncio.Lock()
-        self._groups = GroupCommitter(self._conn, self._now, self._append_alone)
+        self._deltas = PostgresDeltas()
+        self._last_put_request: str | None = None
+        # Read by grouped appends once ``PostgresControls`` knows the inbox table is there.
+        self.inbox_seen = InboxViews(active=False)
+        self._groups = GroupCommitter(
+            self._conn, self._now, self._append_alone, self._deltas, self.inbox_seen
+        )
 
     def __repr__(self) -> str:
         return f"PostgresStore(schema={self.schema!r})"  # the URL may carry a password
@@ -260,6 +270,7 @@ class PostgresStore:
                     ) as conn:
                         await self._configure(conn)
                         await _init_schema(conn, self.schema)
+                        await self._has_deltas(conn)
                     await self._pool.open(wait=True, timeout=30.0)
                     self._ready = True
         return self._pool
@@ -348,6 +359,7 @@ class PostgresStore:
             raise StoreError(
                 "seq_conflict", f"branch {header.branch_id} already exists; open it instead"
             ) from None
+        self._deltas.created(header.branch_id, head_hash, events)
 
     @_reconnecting
     async def get_branch(self, branch_id: str) -> BranchInfo:
@@ -405,9 +417,14 @@ class PostgresStore:
         finishes_fork: bool = False,
     ) -> None:
         require_batch(branch_id, lease, events)
+        requests = [a.data for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
+        if requests:
+            await self.ensure_tables(DELTAS_DDL)
         request = AppendRequest(
-            branch_id, events, expected_seq, lease, artifacts, receipt, tuple(consumes),
-            finishes_fork,
+            branch_id, events, expected_seq, lease,
+            [a for a in artifacts if a.media_type != REQUEST_MEDIA_TYPE], receipt,
+            tuple(consumes), finishes_fork,
+            self._deltas.plan(branch_id, events, requests) if requests else None,
         )
         if receipt is None and not consumes and not finishes_fork:
             await self._groups.append(request)
@@ -456,7 +473,15 @@ class PostgresStore:
 
     async def _append(self, request: AppendRequest, written: list[bool]) -> None:
         try:
-            await self._append_once(request, written)
+            try:
+                await self._append_once(request, written)
+            except psycopg.errors.ForeignKeyViolation:
+                if request.requests is None:
+                    raise
+                # A request's base was deleted behind this store's back: plan it again from
+                # the table (it is then kept whole). Nothing of the refused attempt committed.
+                self._deltas.replan(request.requests)
+                await self._append_once(request, written)
         except psycopg.IntegrityError:
             # The head check passed under the row locks, so no other writer's event holds
             # these seqs: an event_id of the batch is already on the branch.
@@ -476,9 +501,13 @@ class PostgresStore:
             require_live(row[:3], lease, int(row[3]))
             require_head(branch_id, row[4:], request.expected_seq, events,
                          state_needed="forking" if request.finishes_fork else "ready")
+            if request.requests is not None:
+                await self._deltas.resolve(conn, pipeline, [request.requests])
             written[0] = True
             for artifact in request.artifacts:
                 await _insert_artifact(conn, artifact)
+            if request.requests is not None:
+                await cursor.executemany(INSERT_DELTAS, request.requests.rows or [])
             if events:
                 await cursor.executemany(INSERT_EVENTS, event_rows(branch_id, events))
                 last = events[-1]
@@ -496,19 +525,35 @@ class PostgresStore:
                 await pipeline.sync()
                 if consumed.rowcount != 1:
                     raise lost_item(inbox_id)  # rolls the append back with it
+        self._deltas.committed(branch_id, events, request.requests)
 
     # ---- idempotency receipts ------------------------------------------------------------
 
     async def _receipts(self) -> None:
-        """Create ``run_receipts`` on first use: only a host needs it, and stores of this
-        version that lack it get it in place (nothing migrates)."""
-        if self._receipts_ready:
+        """Create ``run_receipts`` on first use: only a host needs it."""
+        await self.ensure_tables(_RECEIPTS_DDL)
+
+    async def ensure_tables(self, ddl: str) -> None:
+        """Create the tables of ``ddl`` (``IF NOT EXISTS``, under the schema's advisory lock)
+        unless this open store already did: stores of this version that lack them get them in
+        place (nothing migrates)."""
+        if ddl in self._tables:
             return
         async with self._conn() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
                                (f"threads:{self.schema}",))
-            await conn.execute(_RECEIPTS_DDL.encode())
-        self._receipts_ready = True
+            await conn.execute(ddl.encode())
+        self._tables.add(ddl)
+
+    async def _has_deltas(self, conn: Conn) -> bool:
+        """Whether ``request_deltas`` is there (a store no request was written to since it
+        came lacks it; reading never creates it)."""
+        if DELTAS_DDL not in self._tables:
+            cursor = await conn.execute("SELECT to_regclass('request_deltas') IS NOT NULL")
+            row = await cursor.fetchone()
+            if row is not None and row[0]:
+                self._tables.add(DELTAS_DDL)
+        return DELTAS_DDL in self._tables
 
     async def get_receipt(
         self, tenant_id: str, operation: str, idempotency_key: str
@@ -650,13 +695,26 @@ class PostgresStore:
 
     @_reconnecting
     async def put_artifact(self, data: bytes, media_type: str) -> ArtifactRef:
-        async with self._conn() as conn:
-            await _insert_artifact(conn, PendingArtifact(data, media_type))
-        return artifact_ref(data, media_type)
+        ref = artifact_ref(data, media_type)
+        if media_type != REQUEST_MEDIA_TYPE:
+            async with self._conn() as conn:
+                await _insert_artifact(conn, PendingArtifact(data, media_type))
+            return ref
+        # An import puts a log's requests in order: each is based on the one put before it.
+        await self.ensure_tables(DELTAS_DDL)
+        async with self._txn() as conn:
+            await self._deltas.save(conn, data, self._last_put_request)
+        self._deltas.cache.put(ref["sha256"], data)
+        self._last_put_request = ref["sha256"]
+        return ref
 
     @_reconnecting
     async def get_artifact(self, sha256: str) -> bytes:
         async with self._conn() as conn:
+            if await self._has_deltas(conn):
+                data = await self._deltas.load(conn, sha256)
+                if data is not None:
+                    return data
             cursor = conn.cursor(binary=True)
             await cursor.execute("SELECT data FROM artifacts WHERE sha256 = %s", (sha256,))
             row = await cursor.fetchone()
@@ -747,7 +805,7 @@ async def _init_schema(conn: Conn, schema: str) -> None:
         await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
         version = await _schema_version(conn, schema)
         if version is None:
-            await conn.execute(_DDL.encode())  # no parameters: one round trip for all of it
+            await conn.execute((_DDL + DELTAS_DDL).encode())  # one round trip for all of it
             await conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('schema_version', %s)", (str(SCHEMA_VERSION),)
             )

@@ -103,6 +103,9 @@ class StoredRow:
 class PendingArtifact:
     data: bytes
     media_type: str
+    # The sha256 of ``data`` when the caller already has it (a rendered request's running
+    # hash), so the store does not hash the bytes again; a caller passing it vouches for it.
+    sha256: str | None = None
 
 
 class Store(Protocol):

@@ -1,4 +1,6 @@
-"""Request artifacts kept as deltas, so a conversation's requests take space linear in it.
+"""Request artifacts kept as deltas, so a conversation's requests take space linear in it: the
+rule both stores share (the tables are ``threads.store.sqlite_deltas`` and
+``threads.store.postgres_deltas``).
 
 Each ``model_request`` names the whole Render v1 request it sent (``request_ref``), and
 consecutive requests of a branch share all but their newest lines. A request is kept as a row
@@ -8,35 +10,43 @@ many leading and trailing bytes it shares with that base, and the bytes in betwe
 compressed with the end of the base as the dictionary when that pays (the lines a request adds
 look like the ones before them). A row without a base holds the whole request.
 
-Reading rebuilds the bytes from the nearest cached or whole ancestor and checks them against
-the address (``artifact_corrupt`` otherwise, ``artifact_missing`` when a base is gone), so what
-export, replay and verify see is byte for byte what was hashed. A small cache of recent
-requests (``RequestCache``) makes the next request's delta, and a reader going through a
-thread in order, cost one row each.
+Reading (``rebuild``) rebuilds the bytes from the nearest cached or whole ancestor and checks
+them against the address (``artifact_corrupt`` otherwise, ``artifact_missing`` when a base is
+gone), so what export, replay and verify see is byte for byte what was hashed. A small cache of
+recent requests (``RequestCache``) makes the next request's delta, and a reader going through a
+thread in order, cost one row each; ``LatestRequests`` remembers which request each branch's
+latest ``model_request`` names, by the head it was true at, so finding a new request's base
+costs no query.
 
-This is not the reference's layout (it keeps every artifact as a full file);
+This is not the reference's layout (it keeps every artifact as a full file); on a SQLite store
 ``threads materialize`` writes request artifacts out in that form.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
+from threads.log.lines import Event
 from threads.log.render import MEDIA_TYPE as REQUEST_MEDIA_TYPE
 
-__all__ = ["REQUEST_MEDIA_TYPE", "Delta", "RequestCache", "apply", "delta", "load", "save"]
+__all__ = [
+    "COLUMNS", "INSERT", "REQUEST_MEDIA_TYPE", "Delta", "Latest", "LatestRequests",
+    "RequestCache", "apply", "delta", "line_request_sha", "rebuild", "request_sha", "table_ddl",
+]
 
 CACHE_ENTRIES = 64
 CACHE_BYTES = 128 * 1024 * 1024
 ZLIB_LEVEL = 6
 FAST_ABOVE_BYTES = 64 * 1024
 ZDICT_BYTES = 32 * 1024  # zlib's window: the most of a base its dictionary can use
+SMALL_WBITS = 12  # the 4 KiB window of a small middle's compressor
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +57,16 @@ class Delta:
     middle: bytes  # as stored: raw, or zlib with the base's tail as its dictionary
     codec: str  # "raw" | "zlib"
     bytes: int  # the full request's length
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Delta:
+        """A row of ``COLUMNS`` (after ``sha256``) as a delta."""
+        return cls(row[0], int(row[1]), int(row[2]), bytes(row[3]), str(row[4]), int(row[5]))
+
+    def row(self, sha256: str) -> tuple[Any, ...]:
+        """The values ``INSERT`` takes for the request ``sha256``."""
+        return (sha256, self.base_sha256, self.prefix_bytes, self.suffix_bytes, self.middle,
+                self.codec, self.bytes)
 
 
 def _common_prefix(a: bytes, b: bytes, limit: int) -> int:
@@ -95,7 +115,11 @@ def _packed(
 ) -> Delta:
     """The delta with its middle compressed when that saves at least a tenth."""
     level = ZLIB_LEVEL if len(middle) <= FAST_ABOVE_BYTES else 1  # a whole request: be quick
-    packer = zlib.compressobj(level, zdict=base[-ZDICT_BYTES:])
+    # A middle of a turn or two gets a small window: setting up zlib's full one took longer
+    # than compressing it. The dictionary stays the base's tail (``apply`` is unchanged), of
+    # which the window sees the last 4 KiB.
+    wbits = SMALL_WBITS if len(middle) <= 1 << SMALL_WBITS else zlib.MAX_WBITS
+    packer = zlib.compressobj(level, zlib.DEFLATED, wbits, zdict=base[-ZDICT_BYTES:])
     packed = packer.compress(middle) + packer.flush()
     if len(packed) * 10 <= len(middle) * 9:
         return Delta(base_sha256, prefix, suffix, packed, "zlib", total)
@@ -140,96 +164,136 @@ class RequestCache:
             _, dropped = self._items.popitem(last=False)
             self._bytes -= len(dropped)
 
+    def drop(self, sha256: str) -> None:
+        dropped = self._items.pop(sha256, None)
+        if dropped is not None:
+            self._bytes -= len(dropped)
 
-# ---- the SQLite table (``threads.store.sqlite_schema.DELTAS_DDL``) ---------------------------
+    def snapshot(self) -> dict[str, bytes]:
+        """The cached requests as they are now (what a query that runs meanwhile stops at)."""
+        return dict(self._items)
 
-_ROW = (
-    "SELECT base_sha256, prefix_bytes, suffix_bytes, middle, codec, bytes FROM request_deltas"
+
+_TABLE = """
+CREATE TABLE IF NOT EXISTS request_deltas (
+  sha256 TEXT PRIMARY KEY,
+  base_sha256 TEXT REFERENCES request_deltas(sha256),
+  prefix_bytes INTEGER NOT NULL CHECK (prefix_bytes >= 0),
+  suffix_bytes INTEGER NOT NULL CHECK (suffix_bytes >= 0),
+  middle {blob} NOT NULL,
+  codec TEXT NOT NULL CHECK (codec IN ('raw','zlib')),
+  bytes INTEGER NOT NULL CHECK (bytes >= 0)
+){options};
+"""
+COLUMNS = "sha256, base_sha256, prefix_bytes, suffix_bytes, middle, codec, bytes"
+# A request already kept (a retried turn, the same first request of two threads) keeps its row.
+INSERT = (
+    f"INSERT INTO request_deltas({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (sha256) DO NOTHING"
 )
 
 
-def _row(conn: sqlite3.Connection, sha256: str) -> Delta | None:
-    row = conn.execute(_ROW + " WHERE sha256 = ?", (sha256,)).fetchone()
-    if row is None:
+def table_ddl(blob: str, options: str = "") -> str:
+    """The ``request_deltas`` table, with the engine's type for bytes and table options."""
+    return _TABLE.format(blob=blob, options=options)
+
+
+def rebuild(
+    sha256: str, row: Callable[[str], Delta | None], cached: Callable[[str], bytes | None]
+) -> bytes | None:
+    """The request kept under ``sha256``, rebuilt from its rows (``row``) back to the nearest
+    cached (``cached``, bytes known to be right) or whole ancestor and checked against the
+    address; None when no row has it."""
+    first = row(sha256)
+    if first is None:
         return None
-    return Delta(row[0], int(row[1]), int(row[2]), bytes(row[3]), str(row[4]), int(row[5]))
-
-
-def _held(conn: sqlite3.Connection, sha256: str) -> bool:
-    row = conn.execute("SELECT 1 FROM request_deltas WHERE sha256 = ?", (sha256,)).fetchone()
-    return row is not None
-
-
-def load(conn: sqlite3.Connection, cache: RequestCache, sha256: str) -> bytes | None:
-    """The request stored under ``sha256``, rebuilt and checked; None when no row has it."""
-    found = cache.get(sha256)
-    if found is not None and _held(conn, sha256):  # cached by a write that may have rolled back
+    found = cached(sha256)
+    if found is not None:
         return found
-    chain: list[Delta] = []
-    seen: set[str] = set()  # a loop of bases can only come from editing the table
-    current: str | None = sha256
+    chain = [first]
+    seen = {sha256}  # a loop of bases can only come from editing the table
+    current = first.base_sha256
     base = b""
     while current is not None and current not in seen:
         seen.add(current)
-        cached = cache.get(current) if chain else None
-        if cached is not None:
-            base = cached
+        hit = cached(current)
+        if hit is not None:
+            base = hit
             break
-        row = _row(conn, current)
-        if row is None:
-            if not chain:
-                return None
+        d = row(current)
+        if d is None:
             raise StoreError(
                 "artifact_missing",
                 f"request artifact {sha256} is kept as a delta of {current}, which is gone",
             )
-        chain.append(row)
-        current = row.base_sha256
+        chain.append(d)
+        current = d.base_sha256
     data = base
     try:
-        for row in reversed(chain):
-            data = apply(data, row)
+        for d in reversed(chain):
+            data = apply(data, d)
     except zlib.error:
         data = b""  # damaged stored bytes: reported below as not matching the hash
-    if len(data) != chain[0].bytes or sha256_hex(data) != sha256:
+    if len(data) != first.bytes or sha256_hex(data) != sha256:
         raise StoreError("artifact_corrupt", f"artifact {sha256} does not match its hash")
-    cache.put(sha256, data)
     return data
 
 
-def save(
-    conn: sqlite3.Connection, cache: RequestCache, data: bytes, base_sha256: str | None
-) -> None:
-    """Keep request ``data`` as a delta against request ``base_sha256`` (whole when that is
-    None or not kept here); a no-op when it is already stored. Runs inside the caller's
-    transaction."""
-    sha256 = sha256_hex(data)
-    if _held(conn, sha256):
-        cache.put(sha256, data)
-        return
-    base = None if base_sha256 is None else load(conn, cache, base_sha256)
-    d = delta(base_sha256 if base is not None else None, base, data)
-    conn.execute(
-        "INSERT INTO request_deltas(sha256, base_sha256, prefix_bytes, suffix_bytes, middle,"
-        " codec, bytes) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (sha256, d.base_sha256, d.prefix_bytes, d.suffix_bytes, d.middle, d.codec, d.bytes),
-    )
-    cache.put(sha256, data)
-
-
-def previous_request(conn: sqlite3.Connection, branch_id: str) -> str | None:
-    """The sha256 of the request the branch's latest ``model_request`` names, if any."""
-    row = conn.execute(
-        "SELECT line FROM events WHERE branch_id = ? AND type = 'model_request'"
-        " ORDER BY seq DESC LIMIT 1",
-        (branch_id,),
-    ).fetchone()
-    if row is None:
-        return None
-    ref = json.loads(row[0])["data"].get("request_ref")
+def request_sha(data: Mapping[str, Any]) -> str | None:
+    """The sha256 of the request a ``model_request``'s data names, if it names one."""
+    ref = data.get("request_ref")
     return str(ref["sha256"]) if isinstance(ref, dict) else None
 
 
-def stored(conn: sqlite3.Connection) -> list[str]:
-    """Every request kept here, oldest first (for ``threads materialize``)."""
-    return [str(sha) for (sha,) in conn.execute("SELECT sha256 FROM request_deltas ORDER BY rowid")]
+def line_request_sha(line: bytes) -> str | None:
+    """``request_sha`` of a stored ``model_request`` line."""
+    return request_sha(json.loads(line)["data"])
+
+
+@dataclass(frozen=True, slots=True)
+class Latest:
+    """What ``previous_request`` answers for ``branch_id`` while its head is ``head_hash``,
+    and whether that request's row is known to be stored."""
+
+    branch_id: str
+    head_hash: str
+    sha256: str | None
+    held: bool
+
+
+class LatestRequests:
+    """The request each branch's latest ``model_request`` names, so the next request's base
+    costs no query. Invariant: an entry is recorded only once the append it describes has
+    committed, and answers only while the branch's head is the hash it was recorded at; a
+    chain ending at that hash holds exactly the events it held then (the hash chain), whoever
+    appended in between, so the answer is ``previous_request``'s."""
+
+    def __init__(self, entries: int = 16 * CACHE_ENTRIES) -> None:
+        self._items: OrderedDict[str, Latest] = OrderedDict()
+        self._entries = entries
+
+    def at(self, branch_id: str, head_hash: str) -> Latest | None:
+        latest = self._items.get(branch_id)
+        return latest if latest is not None and latest.head_hash == head_hash else None
+
+    @staticmethod
+    def after(
+        before: Latest | None, events: Sequence[Event], saved: Sequence[str]
+    ) -> Latest | None:
+        """The entry for a branch once ``events`` (not empty) follow a head ``before``
+        describes (None: not known); ``saved``: the requests that append stored."""
+        last = events[-1]
+        for event in reversed(events):
+            if event.type == "model_request":
+                sha256 = request_sha(event.data)
+                return Latest(last.branch_id, last.hash, sha256, sha256 in saved)
+        if before is None:
+            return None
+        return Latest(last.branch_id, last.hash, before.sha256, before.held)
+
+    def record(self, latest: Latest) -> None:
+        """Only for an append that committed (see the class docstring)."""
+        self._items[latest.branch_id] = latest
+        self._items.move_to_end(latest.branch_id)
+        if len(self._items) > self._entries:
+            self._items.popitem(last=False)

@@ -5,10 +5,12 @@ deltas in ``threads.db`` (``threads.store.request_deltas``). ``":memory:"`` keep
 in the process.
 
 All SQLite work runs on one dedicated thread per store so the event loop is never blocked.
-Invariants: an append checks the lease and the expected head before writing, inside a
-``BEGIN IMMEDIATE`` transaction that appends to other branches queued with it share
-(``threads.store.group_commit``: one fsync for all of them, one savepoint each); stored line
-bytes are never rewritten; lease expiry is judged by the store's clock, never by the holder's.
+Invariants: an append checks the lease, the expected head and the branch state (one ``UPDATE``
+that moves the head only when all hold; each check on its own to name a refusal) before its
+other writes, inside a ``BEGIN IMMEDIATE`` transaction that appends to other branches queued
+with it share (``threads.store.group_commit``: one fsync for all of them, one savepoint each);
+stored line bytes are never rewritten; lease expiry is judged by the store's clock, never by
+the holder's.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header
-from threads.store import request_deltas
+from threads.store import sqlite_deltas
 from threads.store.artifact_files import ArtifactFiles, make_store_dirs
-from threads.store.control_items import CONSUME, lost_item
+from threads.store.control_items import CONSUME, PENDING, InboxViews, controls_in, lost_item
 from threads.store.faults import fault, os_fault, sqlite_fault
 from threads.store.group_commit import Write, commit_group, in_transaction
 from threads.store.holder import holder_id as recorded_holder
@@ -46,7 +48,7 @@ from threads.store.receipts import (
     key_taken,
     receipt_from_row,
 )
-from threads.store.request_deltas import REQUEST_MEDIA_TYPE, RequestCache
+from threads.store.request_deltas import REQUEST_MEDIA_TYPE, Latest, LatestRequests, RequestCache
 from threads.store.rows import (
     BRANCH_COLUMNS,
     artifact_missing,
@@ -101,8 +103,10 @@ class SQLiteStore:
         self._files = None if self.root is None else ArtifactFiles(self.root)
         self._in_memory: dict[str, bytes] = {}  # the artifacts of a ":memory:" store
         self._requests = RequestCache()
+        self._latest = LatestRequests()  # touched on the store thread only
         self._deltas_ready = False
         self._last_put_request: str | None = None
+        self.inbox_seen = InboxViews()  # read in each append's transaction
 
     def __repr__(self) -> str:
         return f"SQLiteStore({':memory:' if self.root is None else str(self.root)!r})"
@@ -116,6 +120,8 @@ class SQLiteStore:
             conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         else:
             make_store_dirs(self.root)
+            assert self._files is not None
+            self._files.sweep(self.clock.now_ms())  # temp files of puts a crash cut short
             conn = sqlite3.connect(
                 self.root / "threads.db",
                 isolation_level=None,
@@ -167,10 +173,11 @@ class SQLiteStore:
             conn = self._connect()
         except BaseException as exc:
             return [(None, self._coded(exc))] * len(writes)
-        return [
-            (result, None if error is None else self._coded(error))
-            for result, error in commit_group(conn, writes)
-        ]
+        outcomes = commit_group(conn, writes)
+        for result, error in outcomes:
+            if error is None and result is not None:  # committed: see LatestRequests
+                self._latest.record(result)
+        return [(None, None if error is None else self._coded(error)) for _, error in outcomes]
 
     def _writable(self) -> bool:
         """Whether the store's directory can take files (the WAL and shared-memory files
@@ -311,22 +318,26 @@ class SQLiteStore:
         finishes_fork: bool = False,
     ) -> None:
         require_batch(branch_id, lease, events)
-        requests = [a.data for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
+        requests = [a for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
         others = [a.data for a in artifacts if a.media_type != REQUEST_MEDIA_TYPE]
         if others:  # durable before the events that reference them
             await self._run(lambda _conn: self._put_files(others))
 
-        def write(conn: sqlite3.Connection) -> None:
-            _check_lease(conn, lease, self.clock.now_ms())  # judged inside the transaction
-            row = conn.execute(
-                "SELECT head_seq, head_hash, state FROM branches WHERE branch_id = ?",
-                (branch_id,),
-            ).fetchone()
-            require_head(branch_id, row, expected_seq, events,
-                         state_needed="forking" if finishes_fork else "ready")
-            for request in requests:
-                base = request_deltas.previous_request(conn, branch_id)
-                self._save_request(conn, request, base)
+        def write(conn: sqlite3.Connection) -> Latest | None:
+            state = "forking" if finishes_fork else "ready"  # a finished fork becomes ready
+            head_hash = _fence(conn, lease, expected_seq, events, state_needed=state,
+                               now=self.clock.now_ms())
+            before = self._latest.at(branch_id, head_hash)
+            saved: list[str] = []
+            if requests:
+                if before is not None:
+                    base, held = before.sha256, before.held
+                else:
+                    base, held = sqlite_deltas.previous_request(conn, branch_id), False
+                saved = [
+                    self._save_request(conn, r.data, base, base_held=held, sha256=r.sha256)
+                    for r in requests
+                ]
             try:
                 conn.executemany(
                     "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
@@ -335,21 +346,25 @@ class SQLiteStore:
                 )
             except sqlite3.IntegrityError:
                 raise duplicate_event(branch_id) from None
-            if events:
-                last = events[-1]
-                conn.execute(  # a finished fork becomes ready with its fork event
-                    "UPDATE branches SET head_seq = ?, head_hash = ?, state = 'ready'"
-                    " WHERE branch_id = ?",
-                    (last.seq, last.hash, branch_id),
-                )
             if receipt is not None:
                 _insert_receipt(conn, receipt)
             for inbox_id in consumes:
                 if conn.execute(CONSUME, (events[-1].seq, inbox_id)).rowcount != 1:
                     raise lost_item(inbox_id)  # rolls the append back with it
+            if not events:
+                return None
+            self._note_inbox(conn, branch_id, events[-1])
+            return LatestRequests.after(before, events, saved)
 
         self._require_open()
         await self._worker.run_grouped(write, self._commit_appends)
+
+    def _note_inbox(self, conn: sqlite3.Connection, branch_id: str, head: Event) -> None:
+        """Read the thread's pending control items inside the append's transaction, so the
+        run's look at the step boundary that follows costs no round trip. Keyed by the head
+        seq: an append that rolls back leaves an entry no fold will ask about."""
+        items = controls_in(conn.execute(PENDING, (head.thread_id,)))
+        self.inbox_seen.note(branch_id, head.seq, head.thread_id, items)
 
     # ---- idempotency receipts ------------------------------------------------------------
 
@@ -477,7 +492,7 @@ class SQLiteStore:
             else:
                 data = self._in_memory.get(sha256)
             if data is None and self._has_deltas(conn):
-                data = request_deltas.load(conn, self._requests, sha256)
+                data = sqlite_deltas.load(conn, self._requests, sha256)
             if data is None:
                 raise artifact_missing(sha256)
             return verified_artifact(sha256, data)
@@ -494,9 +509,9 @@ class SQLiteStore:
             if not self._has_deltas(conn):
                 return 0
             written = 0
-            for sha256 in request_deltas.stored(conn):
+            for sha256 in sqlite_deltas.stored(conn):
                 if not self._files.holds(sha256):
-                    data = request_deltas.load(conn, self._requests, sha256)
+                    data = sqlite_deltas.load(conn, self._requests, sha256)
                     assert data is not None
                     self._files.put(data)
                     written += 1
@@ -519,12 +534,22 @@ class SQLiteStore:
             self._deltas_ready = has_deltas_table(conn)
         return self._deltas_ready
 
-    def _save_request(self, conn: sqlite3.Connection, data: bytes, base: str | None) -> None:
+    def _save_request(
+        self,
+        conn: sqlite3.Connection,
+        data: bytes,
+        base: str | None,
+        *,
+        base_held: bool = False,
+        sha256: str | None = None,
+    ) -> str:
         if not self._deltas_ready:  # created in this write's transaction: it may roll back
             for statement in DELTAS_DDL.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-        request_deltas.save(conn, self._requests, data, base)
+        return sqlite_deltas.save(
+            conn, self._requests, data, base, base_held=base_held, sha256=sha256
+        )
 
     # ---- import --------------------------------------------------------------------------
 
@@ -604,6 +629,49 @@ def _branch(conn: sqlite3.Connection, branch_id: str) -> BranchInfo:
     if row is None:
         raise NotFound(f"no branch {branch_id} in this store")
     return branch_from_row(row)
+
+
+# The whole fence of an append in one statement: the lease is live at ``now`` with its holder
+# and epoch, the head is the expected one and the branch takes appends; then the head moves.
+_MOVE_HEAD = (
+    "UPDATE branches SET head_seq = ?1, head_hash = ?2, state = 'ready'"
+    " WHERE branch_id = ?3 AND head_seq = ?4 AND head_hash = ?5 AND state = ?6"
+    " AND EXISTS (SELECT 1 FROM leases WHERE branch_id = ?3 AND holder_id = ?7 AND epoch = ?8"
+    " AND expires_at > ?9)"
+)
+
+
+def _fence(
+    conn: sqlite3.Connection,
+    lease: Lease,
+    expected_seq: int,
+    events: Sequence[Event],
+    *,
+    state_needed: str,
+    now: int,
+) -> str:
+    """Check an append's lease, head and branch state and move the head to its last event;
+    returns the head hash the append follows. When the one-statement fence refuses (or there
+    are no events), each check runs on its own, so the refusal is the exact one."""
+    branch_id = lease.branch_id
+    if events and events[0].seq == expected_seq + 1:
+        first, last = events[0], events[-1]
+        args = (last.seq, last.hash, branch_id, expected_seq, first.prev_hash, state_needed,
+                lease.holder_id, lease.epoch, now)
+        if conn.execute(_MOVE_HEAD, args).rowcount == 1:
+            return first.prev_hash
+    _check_lease(conn, lease, now)
+    row = conn.execute(
+        "SELECT head_seq, head_hash, state FROM branches WHERE branch_id = ?", (branch_id,)
+    ).fetchone()
+    require_head(branch_id, row, expected_seq, events, state_needed=state_needed)
+    if events:
+        last = events[-1]
+        conn.execute(
+            "UPDATE branches SET head_seq = ?, head_hash = ?, state = 'ready' WHERE branch_id = ?",
+            (last.seq, last.hash, branch_id),
+        )
+    return str(row[1])
 
 
 def _check_lease(conn: sqlite3.Connection, lease: Lease, now: int) -> None:

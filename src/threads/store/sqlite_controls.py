@@ -37,11 +37,18 @@ class SQLiteControls:
                 return waiting
             key, args = insert_args(tenant_id, thread_id, principal, command, now)
             conn.execute(INSERT, args)
+            self.store.inbox_seen.clear()  # what appends read before this is out of date
             return key
 
         return await self.store._run(self.store._txn(queue))
 
-    async def pending_controls(self, thread_id: str) -> list[ControlItem]:
+    async def pending_controls(
+        self, thread_id: str, *, as_of: tuple[str, int] | None = None
+    ) -> list[ControlItem]:
+        seen = self.store.inbox_seen.at(thread_id, as_of)
+        if seen is not None:
+            return seen
+
         def read(conn: sqlite3.Connection) -> list[ControlItem]:
             return controls_in(conn.execute(PENDING, (thread_id,)))
 
@@ -49,6 +56,7 @@ class SQLiteControls:
 
     async def consume_control(self, inbox_id: str, seq: int) -> bool:
         def consume(conn: sqlite3.Connection) -> bool:
+            self.store.inbox_seen.clear()
             return conn.execute(CONSUME, (seq, inbox_id)).rowcount == 1
 
         return await self.store._run(self.store._txn(consume))

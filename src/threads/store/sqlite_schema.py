@@ -20,6 +20,7 @@ import sqlite3
 import time
 
 from threads.errors import StoreError
+from threads.store.request_deltas import table_ddl
 from threads.store.rows import SCHEMA_VERSION, unsupported_schema
 
 MIN_SQLITE = (3, 39, 0)
@@ -284,17 +285,7 @@ CREATE TABLE IF NOT EXISTS team_feed (
 """
 
 # Ours alone (``threads.store.request_deltas``): request artifacts kept as deltas.
-DELTAS_DDL = """
-CREATE TABLE IF NOT EXISTS request_deltas (
-  sha256 TEXT PRIMARY KEY,
-  base_sha256 TEXT REFERENCES request_deltas(sha256),
-  prefix_bytes INTEGER NOT NULL CHECK (prefix_bytes >= 0),
-  suffix_bytes INTEGER NOT NULL CHECK (suffix_bytes >= 0),
-  middle BLOB NOT NULL,
-  codec TEXT NOT NULL CHECK (codec IN ('raw','zlib')),
-  bytes INTEGER NOT NULL CHECK (bytes >= 0)
-) STRICT;
-"""
+DELTAS_DDL = table_ddl("BLOB", " STRICT")
 
 
 def configure(conn: sqlite3.Connection, *, on_disk: bool, busy_timeout_ms: int) -> None:

@@ -149,6 +149,7 @@ class ScriptedModel:
         self._lookups = dict(lookup or {})
         self._errors_raised: dict[int, int] = {}
         self.requests: list[ModelRequest] = []
+        self._counted: tuple[int, Any, int] = (0, None, 0)  # messages, the last one, replies
         self.lookup_calls: list[str] = []
         self._ids = itertools.count(1)
 
@@ -179,12 +180,22 @@ class ScriptedModel:
             )
         return self._plans[position]
 
+    def _replies_in(self, messages: list[dict[str, Any]]) -> int:
+        """How many assistant lines ``messages`` holds: the script's position. A run's next
+        request extends its last one, so only the lines added since are counted."""
+        seen, last, replies = self._counted
+        if not (seen and len(messages) >= seen and messages[seen - 1] is last):
+            seen, replies = 0, 0
+        replies += list(map(_ROLE, messages[seen:])).count("assistant")
+        self._counted = (len(messages), messages[-1] if messages else None, replies)
+        return replies
+
     async def stream(
         self, request: ModelRequest, fence: Fence
     ) -> AsyncIterator[TextDelta | ModelOutput]:
         await fence.check()
         self.requests.append(request)
-        position = list(map(_ROLE, request.messages)).count("assistant")
+        position = self._replies_in(request.messages)
         errors, reply = self._plan(position)
         raised = self._errors_raised.get(position, 0)
         if raised < len(errors):
