@@ -1,8 +1,10 @@
 """A writer's own admission (``encode_admitted``) gives every line the verdict full admission
-(``admit_line``) gives its bytes."""
+(``admit_line``) gives its bytes, and the store's admission of a line just admitted is a lookup.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from threads.errors import LogError
+from threads.log import admission
 from threads.log.admission import admit_line, encode_admitted
 from threads.log.canonical import MAX_DEPTH, MAX_SAFE_INT
 from threads.log.ids import uuid7
@@ -32,6 +35,13 @@ VALUES = st.recursive(
 IDS = st.sampled_from(["c1", "call_ok", "bad id!", ""])
 
 
+@pytest.fixture(autouse=True)
+def forget() -> Iterator[None]:
+    admission._admitted.clear()
+    yield
+    admission._admitted.clear()
+
+
 def fields(data: dict[str, Any], type_: str = "tool_call") -> dict[str, Any]:
     return {
         "seq": 3,
@@ -52,6 +62,8 @@ def verdict(admit: Any) -> str:
         admit()
     except LogError as exc:
         return exc.code
+    finally:
+        admission._admitted.clear()
     return "admitted"
 
 
@@ -94,3 +106,9 @@ def test_a_schema_violation_is_refused_at_its_seq() -> None:
     with pytest.raises(LogError) as refused:
         encode_admitted(**fields(tool_call("bad id!", 1)))
     assert (refused.value.code, refused.value.seq) == ("invalid_line", 3)
+
+
+def test_the_store_admission_of_a_line_just_admitted_is_a_lookup() -> None:
+    event = encode_admitted(**fields(tool_call("c1", 1)))
+    assert admit_line(event.line, position_seq=3) is event
+    assert event.data["input"] == {"v": 1}

@@ -8,11 +8,14 @@ belongs to (0 for a header, the head's own seq for a head, else the line's posit
 
 A writer admits its own lines with ``encode_admitted``: a line the canonical encoder wrote needs
 no byte-equality round trip and can hold no duplicate key, so what is left is size, depth, safe
-integers and the schema of the value read back from its bytes (``parse_written``).
+integers and the schema of the value read back from its bytes (``parse_written``). The
+last lines admitted either way are remembered by their bytes, so the store's own admission of a
+line its writer just admitted is a lookup, with the same verdict.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from threads.errors import LogError
@@ -34,10 +37,27 @@ from threads.log.schema import validate_event, validate_head, validate_header
 
 Line = Header | Event | Head
 
+_REMEMBERED = 64  # admitted event lines kept by their bytes (a step writes a handful)
+_REMEMBERED_LINE_BYTES = 64 * 1024  # longer lines are admitted again: memory stays small
+_admitted: dict[bytes, Event] = {}
+_admitted_lock = threading.Lock()
+
+
+def _remember(event: Event) -> Event:
+    if len(event.line) <= _REMEMBERED_LINE_BYTES:
+        with _admitted_lock:
+            _admitted[event.line] = event
+            if len(_admitted) > _REMEMBERED:
+                del _admitted[next(iter(_admitted))]
+    return event
+
 
 def admit_line(raw: bytes, *, position_seq: int) -> Line:
     """Admit one line (without its ``\\n``). ``position_seq`` is the seq the line would have if
     it were the next event: the seq reported when the line cannot be read at all."""
+    known = _admitted.get(raw)
+    if known is not None:
+        return known
     value = admit_canonical(raw, seq=position_seq)
     if not isinstance(value, dict):
         message = f"a line must be a JSON object, not {_json_kind(value)}"
@@ -45,7 +65,7 @@ def admit_line(raw: bytes, *, position_seq: int) -> Line:
     if "format" in value:
         return _admit_formatted(value, raw, position_seq)
     validate_event(value, seq=position_seq)
-    return event_from_value(value, raw)
+    return _remember(event_from_value(value, raw))
 
 
 def encode_admitted(
@@ -70,7 +90,7 @@ def encode_admitted(
     # The schema sees the value as any reader will (a tuple read back is a list, 2.0 is 2).
     read_back = parse_written(line, seq=seq)
     validate_event(read_back, seq=seq)
-    return event_from_value(read_back, line)
+    return _remember(event_from_value(read_back, line))
 
 
 def _admit_formatted(value: dict[str, Any], raw: bytes, position_seq: int) -> Header | Head:
