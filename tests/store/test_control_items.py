@@ -4,7 +4,9 @@ application rolls its append back)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from postgres_support import drop_store, needs_postgres, open_postgres
@@ -155,3 +157,32 @@ async def test_an_item_another_writer_queued_after_an_append_is_seen_at_the_next
     finally:
         await ours.close()
         await theirs.close()
+
+
+@needs_postgres
+async def test_on_postgres_looks_that_wait_together_are_one_read() -> None:
+    """Looks of several threads asked at once take one connection for one statement, and each
+    hears only its own thread's items."""
+    clock = FakeClock()
+    store = open_postgres(clock)
+    try:
+        controls = PostgresControls(store)
+        logs = [(await _started(store, clock))[0] for _ in range(3)]
+        tids = [log.header.thread_id for log in logs]
+        key = await controls.queue_control(
+            tenant_id=TENANT, thread_id=tids[1], principal=ALICE, command="cancel")
+        taken = 0
+        real = store._conn
+
+        def counted() -> Any:
+            nonlocal taken
+            taken += 1
+            return real()
+
+        store._conn = counted  # type: ignore[method-assign]
+        looks = await asyncio.gather(*(controls.pending_controls(t) for t in [*tids, tids[1]]))
+        assert [[i.item_key for i in items] for items in looks] == [[], [key], [], [key]]
+        assert taken == 1
+    finally:
+        await store.close()
+        await drop_store(store)

@@ -28,9 +28,11 @@ from threads.log.ids import uuid7
 from threads.log.lines import Event, encode_event
 from threads.log.render import MEDIA_TYPE as REQUEST_MEDIA_TYPE
 from threads.log.verify import verify_export
+from threads.store.control_items import InboxViews
 from threads.store.group_commit import commit_group
-from threads.store.pg_group import GroupCommitter
+from threads.store.pg_group import AppendRequest, GroupCommitter
 from threads.store.postgres import PostgresStore
+from threads.store.postgres_deltas import PostgresDeltas
 from threads.store.protocol import Lease, PendingArtifact, Store
 from threads.store.sqlite import SQLiteStore
 from threads.store.transfer import export_branch
@@ -336,3 +338,40 @@ async def _has_artifact(store: Store, data: bytes) -> bool:
         if exc.code != "artifact_missing":
             raise
         return False
+
+
+async def test_an_append_queued_as_the_committers_finish_is_still_committed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both committers finish in one turn of the loop, and a caller they just answered appends
+    again before their done callbacks ran: that append starts a committer of its own (it used
+    to wait forever, counted as in flight behind two committers that had stopped)."""
+
+    async def commit(self: GroupCommitter, group: list[Any]) -> list[None]:
+        await asyncio.sleep(0)  # one turn of the loop, as a round trip would take
+        return [None] * len(group)
+
+    monkeypatch.setattr(GroupCommitter, "_commit", commit)
+
+    async def alone(_request: AppendRequest, _maybe_landed: bool) -> None:
+        raise AssertionError("nothing runs alone here")
+
+    committer = GroupCommitter(_no_connection, lambda: None, alone, PostgresDeltas(),
+                               InboxViews())
+
+    def request(branch_id: str) -> AppendRequest:
+        return AppendRequest(branch_id, [], 0, Lease(branch_id, "runner", 1, 0))
+
+    async def twice() -> None:
+        await committer.append(request("x"))
+        await committer.append(request("y"))  # queued as both committers stop
+
+    # Two appends of one branch: two groups, one per committer, finishing together.
+    await asyncio.wait_for(
+        asyncio.gather(twice(), committer.append(request("x"))), timeout=10
+    )
+
+
+def _no_connection() -> Any:
+    raise AssertionError("no connection is taken here")
+

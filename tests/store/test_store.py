@@ -7,6 +7,7 @@ runs it. Engine-specific tampering (editing stored bytes) goes through ``tamper`
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -304,6 +305,42 @@ async def test_edited_stored_line_is_log_corrupt_with_its_seq(
     )
     error = await expect_code("log_corrupt", store.read_chain(log.header.branch_id))
     assert error.seq == edited.seq  # the damaged line itself, not the next one
+
+
+DAMAGES = {
+    "cut short": lambda line: line[:-7],
+    "a key renamed": lambda line: line.replace(b'"seq":', b'"sez":'),
+    "not an object": lambda line: b"[" + line + b"]",
+    "bytes that are not UTF-8": lambda line: line.replace(b'"host"', b'"\xff\xfe"'),
+    "cut short after a run of 16 digits": lambda line: line[:-1] + b',"n":1234567890123456',
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES.values(), ids=DAMAGES.keys())
+async def test_a_stored_line_that_no_longer_decodes_is_log_corrupt_with_its_seq(
+    store: Store, tamper: Tamper, clock: FakeClock, damage: Callable[[bytes], bytes]
+) -> None:
+    log = await new_thread(store, clock)
+    lease = await store.acquire_lease(log.header.branch_id, "runner-1", TTL)
+    await write_turn(store, log, lease)
+    damaged = log.events[2]
+    tamper.replace_line(log.header.branch_id, damaged.seq, damage(damaged.line))
+    error = await expect_code("log_corrupt", store.read_chain(log.header.branch_id))
+    assert error.seq == damaged.seq
+
+
+@pytest.mark.parametrize("later", ["cut short", "a key renamed"])
+async def test_of_two_damaged_lines_the_first_is_named(
+    store: Store, tamper: Tamper, clock: FakeClock, later: str
+) -> None:
+    log = await new_thread(store, clock)
+    lease = await store.acquire_lease(log.header.branch_id, "runner-1", TTL)
+    await write_turn(store, log, lease)
+    first, second = log.events[1], log.events[3]
+    tamper.replace_line(log.header.branch_id, first.seq, DAMAGES["a key renamed"](first.line))
+    tamper.replace_line(log.header.branch_id, second.seq, DAMAGES[later](second.line))
+    error = await expect_code("log_corrupt", store.read_chain(log.header.branch_id))
+    assert error.seq == first.seq
 
 
 async def test_a_corrupt_branch_exports_for_inspection_as_stored(

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Any
 
 from threads.errors import LogError
@@ -264,6 +266,20 @@ _SIXTEEN_DIGITS = b"1" * 16
 def may_hold_unsafe_integer(raw: bytes) -> bool:
     """False when ``raw`` surely holds no integer literal past ±(2^53-1) (a fast byte scan)."""
     return _SIXTEEN_DIGITS in raw.translate(_DIGITS)
+
+
+def lines_holding_digit_runs(lines: Sequence[bytes]) -> set[int]:
+    """The indices of ``lines`` that ``may_hold_unsafe_integer`` is true for, from one scan
+    of them all (one C call per line costs more than the scan of a short line)."""
+    scanned = b"\n".join(lines).translate(_DIGITS)  # "\n" reads as "0": no run spans two lines
+    ends = list(accumulate(len(line) + 1 for line in lines))  # where each next line starts
+    found: set[int] = set()
+    at = scanned.find(_SIXTEEN_DIGITS)
+    while at != -1:
+        index = bisect_right(ends, at)
+        found.add(index)
+        at = scanned.find(_SIXTEEN_DIGITS, ends[index])
+    return found
 
 
 def parse_stored(raw: bytes) -> JsonValue:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from threads.log.canonical import JsonValue, canonical
 from threads.log.hashing import sha256_hex
@@ -41,8 +41,10 @@ class Header:
     hash: str = field(repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
+    """One event line. A tuple (immutable, and cheap to build: a read of a long branch builds
+    one per line) whose fields are the envelope's, in this order, then the line and its hash."""
+
     seq: int
     event_id: str
     thread_id: str
@@ -55,12 +57,16 @@ class Event:
     prev_hash: str
     critical: bool
     data: Data
-    line: bytes = field(repr=False)
-    hash: str = field(repr=False)
+    line: bytes
+    hash: str
 
     @property
     def actor_kind(self) -> str:
         return str(self.actor["kind"])
+
+    def __repr__(self) -> str:  # without the line and its hash
+        shown = zip(self._fields[:-2], self, strict=False)
+        return "Event(" + ", ".join(f"{name}={value!r}" for name, value in shown) + ")"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,12 +145,7 @@ _ENVELOPE = itemgetter(
 
 def event_from_value(value: dict[str, Any], line: bytes) -> Event:
     """The event ``line`` decodes to (``value``); a missing envelope key is a ``KeyError``."""
-    (seq, event_id, thread_id, branch_id, epoch, type_, type_version, time, actor, prev_hash,
-     critical, data) = _ENVELOPE(value)
-    return Event(
-        seq, event_id, thread_id, branch_id, epoch, type_, type_version, time, actor, prev_hash,
-        critical, data, line, sha256_hex(line),
-    )
+    return Event._make((*_ENVELOPE(value), line, sha256_hex(line)))
 
 
 def event_line(

@@ -11,22 +11,59 @@ uses this: it must see duplicate keys and every spelling rule.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from threads.log.canonical import fast_loads, may_hold_unsafe_integer, parse_stored
+from threads.log.canonical import (
+    fast_loads,
+    lines_holding_digit_runs,
+    may_hold_unsafe_integer,
+    parse_stored,
+)
 
 
-def _reader(fast: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
-    def parse(raw: bytes) -> Any:
+class UndecodedLineError(ValueError):
+    """The line at ``index`` of a batch (``StoredReader.lines``) does not parse."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"line {index} of the batch does not parse")
+        self.index = index
+
+
+class StoredReader:
+    """Parses stored lines with ``fast`` (orjson's or the standard ``loads``) where it reads
+    them as admission did, else with ``parse_stored``."""
+
+    def __init__(self, fast: Callable[[bytes], Any]) -> None:
+        self._fast = fast
+
+    def line(self, raw: bytes) -> Any:
         if may_hold_unsafe_integer(raw):
             return parse_stored(raw)
         try:
-            return fast(raw)
+            return self._fast(raw)
         except ValueError:  # orjson.JSONDecodeError is a ValueError: the standard one decides
             return parse_stored(raw)
 
-    return parse
+    def lines(self, lines: Sequence[bytes]) -> list[Any]:
+        """Each line read as ``line`` reads it, from one scan of them all for digit runs; the
+        first that does not parse raises ``UndecodedLineError``."""
+        runs, fast = lines_holding_digit_runs(lines), self._fast
+        values = []
+        for index, raw in enumerate(lines):
+            if index not in runs:
+                try:
+                    values.append(fast(raw))
+                    continue
+                except ValueError:
+                    pass  # the standard one decides
+            try:
+                values.append(parse_stored(raw))
+            except ValueError:
+                raise UndecodedLineError(index) from None
+        return values
 
 
-loads_stored: Callable[[bytes], Any] = _reader(fast_loads)
+_READER = StoredReader(fast_loads)
+loads_stored: Callable[[bytes], Any] = _READER.line
+loads_stored_lines: Callable[[Sequence[bytes]], list[Any]] = _READER.lines

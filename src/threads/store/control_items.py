@@ -117,6 +117,14 @@ class InboxViews:
         self._views.clear()
 
 
+def by_thread(rows: Iterable[tuple[Any, ...]]) -> dict[str, list[ControlItem]]:
+    """The control items among ``PENDING_OF_ANY``'s rows, by thread (each oldest first)."""
+    pending: dict[str, list[ControlItem]] = {}
+    for item in controls_in(rows):
+        pending.setdefault(item.thread_id, []).append(item)
+    return pending
+
+
 def waiting_key(rows: Iterable[tuple[Any, ...]], command: str) -> str | None:
     """The key of an unconsumed item with ``command`` among ``PENDING``'s rows, if any."""
     return next((i.item_key for i in controls_in(rows) if i.command == command), None)

@@ -30,7 +30,7 @@ import psycopg
 
 from threads.errors import NotFound, StoreError
 from threads.log.lines import Event
-from threads.store.control_items import PENDING_OF_ANY, ControlItem, InboxViews, controls_in, sql
+from threads.store.control_items import PENDING_OF_ANY, InboxViews, by_thread, sql
 from threads.store.postgres_deltas import INSERT_DELTAS, Planned, PostgresDeltas
 from threads.store.protocol import Lease, PendingArtifact
 from threads.store.receipts import RunReceipt
@@ -127,22 +127,30 @@ class GroupCommitter:
         await future
 
     async def _commit_waiting(self) -> None:
-        while self._waiting:
-            group = self._take()
-            try:
-                verdicts = await self._commit(group)
-            except BaseException as exc:  # this task was cancelled or broke: tell them why
-                verdicts = [exc] * len(group)
-            for (request, future), verdict in zip(group, verdicts, strict=True):
-                if isinstance(verdict, _Alone):
-                    # Its own task: a lone append may wait on a lock; the next group must not.
-                    task = asyncio.get_running_loop().create_task(
-                        self._run_alone(request, future, verdict.maybe_landed)
-                    )
-                    self._lone.add(task)
-                    task.add_done_callback(self._lone.discard)
-                else:
-                    _settle(future, verdict)
+        try:
+            while self._waiting:
+                group = self._take()
+                try:
+                    verdicts = await self._commit(group)
+                except BaseException as exc:  # this task was cancelled or broke: tell them why
+                    verdicts = [exc] * len(group)
+                for (request, future), verdict in zip(group, verdicts, strict=True):
+                    if isinstance(verdict, _Alone):
+                        # Its own task: a lone append may wait on a lock; the next group must
+                        # not.
+                        task = asyncio.get_running_loop().create_task(
+                            self._run_alone(request, future, verdict.maybe_landed)
+                        )
+                        self._lone.add(task)
+                        task.add_done_callback(self._lone.discard)
+                    else:
+                        _settle(future, verdict)
+        finally:
+            # Out of the count the moment it stops looking (not in its done callback, which
+            # runs later): an append queued in between must start a committer of its own.
+            current = asyncio.current_task()
+            if current is not None:
+                self._committers.discard(current)
 
     async def _run_alone(
         self, request: AppendRequest, future: asyncio.Future[None], maybe_landed: bool
@@ -228,9 +236,7 @@ class GroupCommitter:
             rows = await inbox.fetchall()  # already here: the pipeline brought them
         except psycopg.Error:
             return  # not noted: the run's look asks the store
-        pending: dict[str, list[ControlItem]] = {}
-        for item in controls_in(rows):
-            pending.setdefault(item.thread_id, []).append(item)
+        pending = by_thread(rows)
         for request in requests:
             if request.events:
                 head = request.events[-1]

@@ -71,8 +71,6 @@ from threads.store.rows import (
     artifact_missing,
     artifact_ref,
     branch_from_row,
-    build_segment,
-    check_chain,
     dropped_ref_text,
     duplicate_event,
     event_rows,
@@ -84,6 +82,7 @@ from threads.store.rows import (
     require_free,
     require_head,
     require_live,
+    resolved_chain,
     same_segment,
     segment_head,
     stale_epoch,
@@ -591,10 +590,7 @@ class PostgresStore:
 
     @_reconnecting
     async def read_chain(self, branch_id: str) -> Chain:
-        target, stored = await self._stored_chain(branch_id)
-        segments = [build_segment(info, header, lines) for info, header, lines in stored]
-        check_chain(target, segments)
-        return Chain(target, segments)
+        return resolved_chain(*await self._stored_chain(branch_id))
 
     @_reconnecting
     async def stored_rows(self, branch_id: str) -> list[StoredRow]:

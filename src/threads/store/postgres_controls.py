@@ -4,19 +4,24 @@ The table is created on first use. Queueing takes a transaction-scoped advisory 
 thread first, so two hosts queueing one command for one thread queue it once. Once the table is
 known to be there, grouped appends read their threads' pending items before their ``COMMIT``
 (``threads.store.pg_group``), and a look ``as_of`` such an append is answered from that read.
+Other looks of many threads that wait at the same time are one query (``_Looks``): each is
+answered by a read that started after it was asked.
 """
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from typing import Any
 
 from threads.store.control_items import (
     CONSUME,
     INSERT,
     PENDING,
+    PENDING_OF_ANY,
     Command,
     ControlItem,
-    controls_in,
+    by_thread,
     insert_args,
     sql,
     waiting_key,
@@ -69,14 +74,63 @@ class PostgresControls:
         seen = self.store.inbox_seen.at(thread_id, as_of)
         if seen is not None:
             return seen
-        async with connection(self.store, INBOX_DDL) as conn:  # one read: no BEGIN/COMMIT
-            cursor = await conn.execute(sql(PENDING, "%s").encode(), (thread_id,))
-            items = controls_in(await cursor.fetchall())
-        self.store.inbox_seen.active = True  # the table is there: grouped appends read it
-        return items
+        looks = _LOOKS.get(self.store)
+        if looks is None:
+            looks = _LOOKS[self.store] = _Looks(self.store)
+        return await looks.look(thread_id)
 
     async def consume_control(self, inbox_id: str, seq: int) -> bool:
         async with connection(self.store, INBOX_DDL) as conn:  # one compare-and-set
             cursor = await conn.execute(sql(CONSUME, "%s").encode(), (seq, inbox_id))
         self.store.inbox_seen.clear()
         return cursor.rowcount == 1
+
+
+class _Looks:
+    """Looks at the inbox that wait while one is being read are read together next: one
+    statement (no BEGIN/COMMIT) for all their threads."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+        self._waiting: dict[str, list[asyncio.Future[list[ControlItem]]]] = {}
+        self._reader: asyncio.Task[None] | None = None
+
+    async def look(self, thread_id: str) -> list[ControlItem]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[ControlItem]] = loop.create_future()
+        self._waiting.setdefault(thread_id, []).append(future)
+        if self._reader is None:
+            self._reader = loop.create_task(self._read_waiting())
+        return await future
+
+    async def _read_waiting(self) -> None:
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting, {}
+                try:
+                    async with connection(self.store, INBOX_DDL) as conn:
+                        cursor = await conn.execute(_PENDING_OF_ANY, (sorted(batch),))
+                        pending = by_thread(await cursor.fetchall())
+                    self.store.inbox_seen.active = True  # the table is there: appends read it
+                except BaseException as exc:  # each look hears why
+                    for futures in batch.values():
+                        for future in futures:
+                            if future.done():
+                                continue
+                            if isinstance(exc, Exception):
+                                future.set_exception(exc)
+                            else:
+                                future.cancel()
+                    if not isinstance(exc, Exception):
+                        raise
+                    continue
+                for thread_id, futures in batch.items():
+                    for future in futures:
+                        if not future.done():
+                            future.set_result(list(pending.get(thread_id, ())))
+        finally:
+            self._reader = None
+
+
+_LOOKS: weakref.WeakKeyDictionary[PostgresStore, _Looks] = weakref.WeakKeyDictionary()
+_PENDING_OF_ANY = sql(PENDING_OF_ANY, "%s").encode()

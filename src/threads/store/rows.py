@@ -17,12 +17,13 @@ from typing import Any
 from threads.errors import LogError, NotFound, StoreError
 from threads.log.admission import admit_line
 from threads.log.canonical import MAX_SAFE_INT, canonical
+from threads.log.collector import collector_paused
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header, event_from_value, header_from_value
-from threads.log.stored_json import loads_stored
+from threads.log.stored_json import UndecodedLineError, loads_stored, loads_stored_lines
 from threads.store.holder import parse as parse_holder
 from threads.store.holder import provably_gone
-from threads.store.protocol import ArtifactRef, BranchInfo, Lease, Segment, StoredRow
+from threads.store.protocol import ArtifactRef, BranchInfo, Chain, Lease, Segment, StoredRow
 
 SCHEMA_VERSION = 6
 
@@ -89,29 +90,36 @@ def corrupt(branch_id: str, seq: int | None, cause: str) -> StoreError:
 
 def check_chain(target: BranchInfo, segments: list[Segment]) -> None:
     """Seq contiguity, prev_hash links and the stored head of every segment. ``at_seq`` names
-    the damaged line: a broken link from line k to k+1 means k changed when k+1 still links to
-    what follows it, else k+1's own ``prev_hash`` changed."""
+    the damaged line (``_damaged_seq``)."""
     expected_seq = 1
     for index, segment in enumerate(segments):
-        links = [segment.header.hash, *(event.prev_hash for event in segment.events)]
-        lines_seq = [(segment.fork_at_seq or 0), *(event.seq for event in segment.events)]
-        hashes = [segment.header.hash, *(event.hash for event in segment.events)]
-        last = index == len(segments) - 1
-        head_hash = target.head_hash if last else None
-        for position, event in enumerate(segment.events, start=1):
+        previous = segment.header.hash
+        for position, event in enumerate(segment.events):
             if event.seq != expected_seq:
                 raise corrupt(segment.header.branch_id, expected_seq, "seq is not contiguous")
-            if event.prev_hash != hashes[position - 1]:
-                following = links[position + 1] if position + 1 < len(links) else head_hash
-                damaged = position - 1 if following == event.hash else position
-                at_seq = lines_seq[damaged] if damaged else 0
+            if event.prev_hash != previous:
+                head_hash = target.head_hash if index == len(segments) - 1 else None
+                at_seq = _damaged_seq(segment, position, head_hash)
                 raise corrupt(segment.header.branch_id, at_seq, "prev_hash does not chain")
+            previous = event.hash
             expected_seq += 1
     last_segment = segments[-1]
     head_hash = last_segment.events[-1].hash if last_segment.events else last_segment.header.hash
     head_seq = expected_seq - 1
     if (head_seq, head_hash) != (target.head_seq, target.head_hash):
         raise corrupt(target.branch_id, head_seq, "stored lines do not end at the stored head")
+
+
+def _damaged_seq(segment: Segment, position: int, head_hash: str | None) -> int:
+    """The link into ``segment.events[position]`` is broken: the line before it changed when
+    this line still links to what follows it (the next line's ``prev_hash``, or the stored head
+    of the last segment), else this line's own ``prev_hash`` did; 0 is the header."""
+    events = segment.events
+    event = events[position]
+    following = events[position + 1].prev_hash if position + 1 < len(events) else head_hash
+    if following != event.hash:
+        return event.seq
+    return events[position - 1].seq if position else 0
 
 
 # ---- decisions shared by every engine (the engines only fetch the rows) ---------------------
@@ -273,6 +281,17 @@ def same_segment(segment: Segment, header_line: bytes, stored_lines: list[bytes]
     )
 
 
+def resolved_chain(
+    target: BranchInfo, stored: Sequence[tuple[BranchInfo, bytes, list[bytes]]]
+) -> Chain:
+    """The chain ``target`` resolves to, from its stored bytes segment by segment (an engine's
+    ``read_chain``): each segment decoded, then every link checked (``check_chain``)."""
+    with collector_paused():
+        segments = [build_segment(info, header, lines) for info, header, lines in stored]
+    check_chain(target, segments)
+    return Chain(target, segments)
+
+
 def build_segment(info: BranchInfo, header_line: bytes, lines: list[bytes]) -> Segment:
     """Decode one stored segment (its header and its lines through the cut). A line that no
     longer decodes into a header or an envelope (a damaged byte anywhere, a key name included)
@@ -282,13 +301,30 @@ def build_segment(info: BranchInfo, header_line: bytes, lines: list[bytes]) -> S
     except (ValueError, KeyError, TypeError):
         raise corrupt(info.branch_id, 0, "its stored header does not decode") from None
     first = (info.fork_at_seq or 0) + 1
+    try:
+        values = loads_stored_lines(lines)
+    except UndecodedLineError as exc:
+        # a line before it that parses but is no envelope is the first damage
+        _events(info.branch_id, first, lines, loads_stored_lines(lines[: exc.index]))
+        raise corrupt(info.branch_id, first + exc.index, _UNDECODED) from None
+    return Segment(header, _events(info.branch_id, first, lines, values), info.fork_at_seq)
+
+
+_UNDECODED = "a stored line does not decode"
+
+
+def _events(branch_id: str, first: int, lines: list[bytes], values: list[Any]) -> list[Event]:
+    """The events of ``lines`` parsed (``values``: all of them, or the first few; the first at
+    seq ``first``); the first value that is not an envelope is ``log_corrupt`` at its seq."""
     events = []
-    for position, raw in enumerate(lines, start=first):
+    for position, (value, raw) in enumerate(zip(values, lines, strict=False), start=first):
         try:
-            events.append(event_from_value(_decoded(raw), raw))
-        except (ValueError, KeyError, TypeError):
-            raise corrupt(info.branch_id, position, "a stored line does not decode") from None
-    return Segment(header, events, info.fork_at_seq)
+            if not isinstance(value, dict):
+                raise TypeError("a stored line is not a JSON object")
+            events.append(event_from_value(value, raw))
+        except (KeyError, TypeError):
+            raise corrupt(branch_id, position, _UNDECODED) from None
+    return events
 
 
 def _decoded(raw: bytes) -> dict[str, Any]:

@@ -54,8 +54,6 @@ from threads.store.rows import (
     artifact_missing,
     artifact_ref,
     branch_from_row,
-    build_segment,
-    check_chain,
     dropped_ref_text,
     duplicate_event,
     event_rows,
@@ -67,6 +65,7 @@ from threads.store.rows import (
     require_free,
     require_head,
     require_live,
+    resolved_chain,
     same_segment,
     segment_head,
     stored_row,
@@ -721,7 +720,7 @@ def _segment_lines(
     if through_seq is not None:
         sql += " AND seq <= ?"
         args = (branch.branch_id, through_seq)
-    return [bytes(line) for (line,) in conn.execute(sql + " ORDER BY seq", args)]
+    return [line for (line,) in conn.execute(sql + " ORDER BY seq", args)]  # a BLOB is bytes
 
 
 def _stored_chain(
@@ -747,10 +746,7 @@ def _stored_chain(
 
 
 def _read_chain(conn: sqlite3.Connection, branch_id: str) -> Chain:
-    target, stored = _stored_chain(conn, branch_id)
-    segments = [build_segment(info, header, lines) for info, header, lines in stored]
-    check_chain(target, segments)
-    return Chain(target, segments)
+    return resolved_chain(*_stored_chain(conn, branch_id))
 
 
 def _same_segment(conn: sqlite3.Connection, segment: Segment, row: tuple[Any, ...]) -> bool:

@@ -7,10 +7,14 @@ cost about 19 µs. Invariant: jobs run one at a time, in the order submitted, on
 one SQLite connection is only ever used by that thread); each caller gets its job's result or
 exception.
 
-Grouped jobs (``run_grouped``): jobs submitted with the same ``Batch`` that are queued one after
-another when the thread gets to them are handed to that batch together, in order, so it can run
-them in one transaction (``threads.store.group_commit``). Nothing waits for a group to fill: a
-group is whatever queued up while the previous job ran.
+Grouped jobs (``run_grouped``): the jobs submitted with the same ``Batch`` that are queued when
+the thread gets to one of them are handed to that batch together, in order, so it can run them
+in one transaction (``threads.store.group_commit``). Nothing waits for a group to fill: a group
+is whatever queued up while the previous job ran. A job of another kind queued among them (a
+read, a solo write) runs right after the group instead of splitting it, so one look at a
+thread's inbox does not cost every other thread its own fsync. Each caller awaits its job before
+it submits the next, so no caller's own jobs are ever reordered; jobs of different callers
+were never ordered by anything but the race to the queue.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import asyncio
 import contextlib
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -62,34 +67,49 @@ class StoreThread:
         self._thread.join()
 
     def _serve(self) -> None:
-        job = self._jobs.get()
-        while job is not None:
+        backlog: deque[_Job | None] = deque()  # taken off the queue but not run yet, in order
+        while True:
+            job = backlog.popleft() if backlog else self._jobs.get()
+            if job is None:
+                return
             loop, future, payload, batch = job
             if batch is None:
                 _deliver([(loop, future)], [_call(payload)])
-                job = self._jobs.get()
                 continue
-            group, taken = self._gather(job, batch)
+            group = self._gather(job, batch, backlog)
             try:
                 outcomes = batch([member[2] for member in group])
             except BaseException as exc:  # the batch itself failed: every member hears why
                 outcomes = [(None, exc)] * len(group)
             _deliver([(member[0], member[1]) for member in group], outcomes)
-            job = taken[0] if taken else self._jobs.get()
 
-    def _gather(self, first: _Job, batch: Batch) -> tuple[list[_Job], list[_Job | None]]:
-        """``first`` and the jobs of the same batch queued right behind it, and (as a list of
-        at most one) the other job, or the stop, taken off the queue while gathering them."""
+    def _gather(self, first: _Job, batch: Batch, backlog: deque[_Job | None]) -> list[_Job]:
+        """``first`` and the jobs of the same batch waiting behind it (in ``backlog``, then on
+        the queue), at most ``MAX_GROUP``. Every other job taken off the queue meanwhile is
+        left in ``backlog``, in order; nothing is taken past the stop."""
         group = [first]
-        while len(group) < MAX_GROUP:
+        others: list[_Job | None] = []
+        while backlog and len(group) < MAX_GROUP:
+            waiting = backlog.popleft()
+            if waiting is None:
+                backlog.appendleft(waiting)
+                break
+            (group if waiting[3] == batch else others).append(waiting)
+        others.extend(backlog)
+        backlog.clear()
+        stopped = None in others
+        while not stopped and len(group) < MAX_GROUP:
             try:
                 queued = self._jobs.get_nowait()
             except queue.Empty:
                 break
-            if queued is None or queued[3] != batch:
-                return group, [queued]
-            group.append(queued)
-        return group, []
+            if queued is not None and queued[3] == batch:
+                group.append(queued)
+            else:
+                others.append(queued)
+                stopped = queued is None
+        backlog.extend(others)
+        return group
 
 
 def _call(fn: Callable[[], Any]) -> Outcome:

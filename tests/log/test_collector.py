@@ -1,0 +1,64 @@
+"""Pausing the cyclic collector for a bulk read leaves it as it found it, whatever nests,
+overlaps from another thread or raises inside."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from threads.log.collector import collector_paused
+
+
+@pytest.fixture(autouse=True)
+def collector_enabled() -> Iterator[None]:
+    gc.enable()
+    yield
+    gc.enable()
+
+
+def read_damaged() -> None:
+    with collector_paused():
+        assert not gc.isenabled()
+        raise RuntimeError("a damaged line")
+
+
+def test_paused_inside_and_resumed_after_even_when_it_raises() -> None:
+    with pytest.raises(RuntimeError):
+        read_damaged()
+    assert gc.isenabled()
+
+
+def test_a_nested_pause_does_not_resume_it_early() -> None:
+    with collector_paused():
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_it_is_resumed_when_the_last_of_two_threads_ends() -> None:
+    inside, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with collector_paused():
+            inside.set()
+            release.wait()
+
+    thread = threading.Thread(target=other)
+    with collector_paused():
+        thread.start()
+        inside.wait()
+    assert not gc.isenabled()  # the other thread still reads
+    release.set()
+    thread.join()
+    assert gc.isenabled()
+
+
+def test_a_collector_the_application_disabled_stays_disabled() -> None:
+    gc.disable()
+    with collector_paused():
+        pass
+    assert not gc.isenabled()
