@@ -85,9 +85,10 @@ def watch_sqlite(kill: str | None) -> None:
         appending.set(member_names(list(events)))  # this task's own context
         await real_append(self, branch_id, events, **kwargs)
 
-    def grouped(self: Any, write: Any, batch: Any) -> Any:
+    def grouped(self: Any, item: Any, batch: Any) -> Any:
+        _files, write = item  # the append's artifact files, and its write closure
         write.members = appending.get()
-        return real_grouped(self, write, batch)
+        return real_grouped(self, item, batch)
 
     engine.SQLiteStore.append = append  # type: ignore[method-assign]
     engine.StoreThread.run_grouped = grouped  # type: ignore[method-assign]

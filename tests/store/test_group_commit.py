@@ -120,10 +120,9 @@ async def append_together(
 ) -> list[BaseException | None]:
     """Run the appends so that they queue up together; each one's exception, or None.
 
-    On SQLite an append first writes its file artifacts (a job of its own), then queues its
-    grouped write. The store thread is held twice: until every append has queued its file job,
-    and, from the first grouped write on, until every append has queued its grouped write, so
-    the group is whole however the machine schedules the tasks."""
+    On SQLite the store thread is held twice: until every task has taken its first step, and,
+    from the first grouped write on, until every append has queued its grouped write, so the
+    group is whole however the machine schedules the tasks."""
     if not isinstance(store, SQLiteStore):
         return list(await asyncio.gather(*calls, return_exceptions=True))
     worker = store._worker
@@ -375,3 +374,44 @@ async def test_an_append_queued_as_the_committers_finish_is_still_committed(
 def _no_connection() -> Any:
     raise AssertionError("no connection is taken here")
 
+
+
+async def test_an_append_whose_file_cannot_be_put_fails_alone_before_its_events(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite puts a group's artifact files first, outside its transaction: the append whose
+    file finds the disk full is ``store_full`` and writes nothing; the rest of the group, and
+    a later append of the same branch, commit."""
+    clock = FakeClock()
+    store = SQLiteStore(tmp_path / "s", clock=clock)
+    try:
+        writers = await start_writers(store, clock, [TTL] * 4)
+        doomed = b"the artifact that finds the disk full"
+        real_put = sqlite_engine.ArtifactFiles.put
+
+        def put(self: Any, data: bytes) -> str:
+            if data == doomed:
+                raise OSError(28, "No space left on device")
+            return str(real_put(self, data))
+
+        monkeypatch.setattr(sqlite_engine.ArtifactFiles, "put", put)
+        calls = []
+        for n, writer in enumerate(writers):
+            blob = doomed if n == 2 else f"result of branch {n}".encode()
+            event = writer.next_event(f"message {n}")
+            calls.append(store.append(
+                writer.branch_id, [event], expected_seq=event.seq - 1, lease=writer.lease,
+                artifacts=[PendingArtifact(blob, "text/plain")],
+            ))
+        outcomes = await append_together(store, calls)
+        assert [code_of(o) for o in outcomes] == [None, None, "store_full", None]
+        writers[2].log.events.pop()
+        for n, writer in enumerate(writers):
+            await assert_verifies(store, writer)
+            blob = doomed if n == 2 else f"result of branch {n}".encode()
+            assert await _has_artifact(store, blob) == (n != 2)
+        again = writers[2].next_event("after the disk was freed")
+        await store.append(writers[2].branch_id, [again], expected_seq=1, lease=writers[2].lease)
+        await assert_verifies(store, writers[2])
+    finally:
+        await store.close()

@@ -167,17 +167,31 @@ class SQLiteStore:
             error = fault("store_read_only", f"SQLite: {exc}")
         return error
 
-    def _commit_appends(self, writes: list[Write]) -> list[Outcome]:
-        """The store thread's batch for appends (see ``threads.store.group_commit``)."""
+    def _commit_appends(self, appends: list[tuple[Sequence[bytes], Write]]) -> list[Outcome]:
+        """The store thread's batch for appends (see ``threads.store.group_commit``): each
+        append's artifact files are put (durable) first, outside the transaction, and an
+        append whose files can't be put fails alone, before its events are written."""
         try:
             conn = self._connect()
         except BaseException as exc:
-            return [(None, self._coded(exc))] * len(writes)
-        outcomes = commit_group(conn, writes)
-        for result, error in outcomes:
+            return [(None, self._coded(exc))] * len(appends)
+        outcomes: list[Outcome] = [(None, None)] * len(appends)
+        writes: list[Write] = []
+        members: list[int] = []
+        for index, (files, write) in enumerate(appends):
+            try:
+                self._put_files(files)
+            except BaseException as exc:  # no file, no events that name it
+                outcomes[index] = (None, self._coded(exc))
+                continue
+            writes.append(write)
+            members.append(index)
+        committed = commit_group(conn, writes) if writes else []
+        for index, (result, error) in zip(members, committed, strict=True):
             if error is None and result is not None:  # committed: see LatestRequests
                 self._latest.record(result)
-        return [(None, None if error is None else self._coded(error)) for _, error in outcomes]
+            outcomes[index] = (None, None if error is None else self._coded(error))
+        return outcomes
 
     def _writable(self) -> bool:
         """Whether the store's directory can take files (the WAL and shared-memory files
@@ -320,8 +334,6 @@ class SQLiteStore:
         require_batch(branch_id, lease, events)
         requests = [a for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
         others = [a.data for a in artifacts if a.media_type != REQUEST_MEDIA_TYPE]
-        if others:  # durable before the events that reference them
-            await self._run(lambda _conn: self._put_files(others))
 
         def write(conn: sqlite3.Connection) -> Latest | None:
             state = "forking" if finishes_fork else "ready"  # a finished fork becomes ready
@@ -357,7 +369,8 @@ class SQLiteStore:
             return LatestRequests.after(before, events, saved)
 
         self._require_open()
-        await self._worker.run_grouped(write, self._commit_appends)
+        # ``others`` are put by the batch, durable before the transaction holding ``write``.
+        await self._worker.run_grouped((others, write), self._commit_appends)
 
     def _note_inbox(self, conn: sqlite3.Connection, branch_id: str, head: Event) -> None:
         """Read the thread's pending control items inside the append's transaction, so the
