@@ -417,7 +417,7 @@ class PostgresStore:
         finishes_fork: bool = False,
     ) -> None:
         require_batch(branch_id, lease, events)
-        requests = [a.data for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
+        requests = [a for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
         if requests:
             await self.ensure_tables(DELTAS_DDL)
         request = AppendRequest(

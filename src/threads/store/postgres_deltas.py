@@ -29,6 +29,7 @@ from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
 from threads.store.control_items import sql
+from threads.store.protocol import PendingArtifact
 from threads.store.request_deltas import (
     COLUMNS,
     INSERT,
@@ -89,10 +90,15 @@ class PostgresDeltas:
 
     # ---- writing -------------------------------------------------------------------------
 
-    def plan(self, branch_id: str, events: Sequence[Event], datas: list[bytes]) -> Planned:
-        """The append's requests, with their rows made now when the base is known here."""
+    def plan(
+        self, branch_id: str, events: Sequence[Event], requests: list[PendingArtifact]
+    ) -> Planned:
+        """The append's requests, with their rows made now when the base is known here (a
+        request's sha256 is the caller's when it passes one: see ``PendingArtifact``)."""
         prev_hash = events[0].prev_hash if events else None
-        planned = Planned(branch_id, prev_hash, [(sha256_hex(d), d) for d in datas])
+        planned = Planned(
+            branch_id, prev_hash, [(r.sha256 or sha256_hex(r.data), r.data) for r in requests]
+        )
         known = None if prev_hash is None else self.latest.at(branch_id, prev_hash)
         if known is not None:
             base = None if known.sha256 is None else self.cache.get(known.sha256)
