@@ -147,6 +147,8 @@ async def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="steps of the timed run")
     parser.add_argument("--long", type=int, default=825, help="steps of the growth run")
     args = parser.parse_args()
+    if args.long < 800 + WINDOW:  # the N=800 figure is the median of the steps around it
+        parser.error(f"--long must be at least {800 + WINDOW}")
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         raw = RawLog(directory / "raw.db")
