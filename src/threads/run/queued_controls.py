@@ -8,9 +8,11 @@ consumed without an append, so it never cancels a later turn; so is one whose pr
 a valid principal (another writer's malformed row never stops a run).
 
 A run looks again only once its log moved (a reply, a result, any event) since it last looked:
-once per step boundary, not at every check the loop makes between two steps. The SQLite store
-reads the inbox inside the transaction of the append that moved the log, so that look costs no
-round trip; what another process queues after that commit is seen at the next boundary.
+once per step boundary, not at every check the loop makes between two steps. The store reads
+the inbox inside the transaction of the append that moved the log, so that look costs no round
+trip; what another process queues after that commit is seen at the next boundary. A look after
+a tool ran (its result not yet written) reads the store: a cancel queued during the call must
+stop the next model request.
 """
 
 from __future__ import annotations

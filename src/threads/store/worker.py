@@ -1,11 +1,11 @@
-"""A dedicated thread that runs a store's blocking calls in submission order, off the event loop.
+"""A dedicated thread that runs a store's blocking calls one at a time, off the event loop.
 
 Why not ``run_in_executor``: a durable append is a few tens of µs of SQLite work plus an
 fsync, and the executor's hand-off (work item, concurrent future, chained asyncio future) cost
 about 45 µs per call in ``bench/append.py``; a ``SimpleQueue`` and one ``call_soon_threadsafe``
-cost about 19 µs. Invariant: jobs run one at a time, in the order submitted, on one thread (so
-one SQLite connection is only ever used by that thread); each caller gets its job's result or
-exception.
+cost about 19 µs. Invariant: jobs run one at a time, on one thread (so one SQLite connection is
+only ever used by that thread), in the order submitted except as grouping says below; each
+caller gets its job's result or exception.
 
 Grouped jobs (``run_grouped``): the jobs submitted with the same ``Batch`` that are queued when
 the thread gets to one of them are handed to that batch together, in order, so it can run them
