@@ -14,6 +14,7 @@ the log keeps out of reach: no ``deps``, no keys, no tool arguments or results, 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
@@ -59,15 +60,11 @@ def _span(name: str, attributes: dict[str, Attribute]) -> Iterator[Span]:
         yield current
 
 
-_TRACERS: list[otel_trace.Tracer] = []
-
-
+@functools.cache
 def _tracer() -> otel_trace.Tracer:
     """The package's tracer, made once (the API's proxy hands over to the provider's tracer
     once one is set)."""
-    if not _TRACERS:
-        _TRACERS.append(otel_trace.get_tracer("threads"))
-    return _TRACERS[0]
+    return otel_trace.get_tracer("threads")
 
 
 def outcome(current: Span, value: str, *, error: bool = False) -> None:
