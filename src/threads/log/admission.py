@@ -16,7 +16,7 @@ line its writer just admitted is a lookup, with the same verdict.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Unpack
 
 from threads.errors import LogError
 from threads.log.canonical import admit_canonical, parse_written
@@ -24,9 +24,8 @@ from threads.log.lines import (
     FORMAT_HEAD,
     FORMAT_LOG,
     FORMAT_VERSION,
-    Actor,
-    Data,
     Event,
+    EventFields,
     Head,
     Header,
     event_from_value,
@@ -68,25 +67,11 @@ def admit_line(raw: bytes, *, position_seq: int) -> Line:
     return _remember(event_from_value(value, raw))
 
 
-def encode_admitted(
-    *,
-    seq: int,
-    event_id: str,
-    thread_id: str,
-    branch_id: str,
-    epoch: int,
-    type: str,
-    time: int,
-    actor: Actor,
-    prev_hash: str,
-    data: Data,
-) -> Event:
+def encode_admitted(**fields: Unpack[EventFields]) -> Event:
     """Write one event line in canonical form (as ``encode_event``) and admit it: the same
     verdict ``admit_line`` gives its bytes, without re-reading them as a stranger's."""
-    line = event_line(
-        seq=seq, event_id=event_id, thread_id=thread_id, branch_id=branch_id, epoch=epoch,
-        type=type, time=time, actor=actor, prev_hash=prev_hash, data=data,
-    )
+    line = event_line(**fields)
+    seq = fields["seq"]
     # The schema sees the value as any reader will (a tuple read back is a list, 2.0 is 2).
     read_back = parse_written(line, seq=seq)
     validate_event(read_back, seq=seq)

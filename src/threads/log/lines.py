@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict, Unpack
 
 from threads.log.canonical import JsonValue, canonical
 from threads.log.hashing import sha256_hex
@@ -148,69 +148,47 @@ def event_from_value(value: dict[str, Any], line: bytes) -> Event:
     return Event._make((*_ENVELOPE(value), line, sha256_hex(line)))
 
 
-def event_line(
-    *,
-    seq: int,
-    event_id: str,
-    thread_id: str,
-    branch_id: str,
-    epoch: int,
-    type: str,
-    time: int,
-    actor: Actor,
-    prev_hash: str,
-    data: Data,
-) -> bytes:
+class EventFields(TypedDict):
+    """What a writer chooses of an event line; ``type_version`` (1) and ``critical`` (pinned by
+    the type) follow from them."""
+
+    seq: int
+    event_id: str
+    thread_id: str
+    branch_id: str
+    epoch: int
+    type: str
+    time: int
+    actor: Actor
+    prev_hash: str
+    data: Data
+
+
+def event_line(**fields: Unpack[EventFields]) -> bytes:
     """The canonical bytes of an event line at ``type_version`` 1; ``critical`` is pinned by
     the type. Every writer's line is made here (``encode_event``, ``encode_admitted``)."""
     value: dict[str, JsonValue] = {
-        "actor": actor,
-        "branch_id": branch_id,
-        "critical": type not in NON_CRITICAL_TYPES,
-        "data": data,
-        "epoch": epoch,
-        "event_id": event_id,
-        "prev_hash": prev_hash,
-        "seq": seq,
-        "thread_id": thread_id,
-        "time": time,
-        "type": type,
-        "type_version": 1,
+        **fields, "critical": fields["type"] not in NON_CRITICAL_TYPES, "type_version": 1,
     }
     return canonical(value)
 
 
-def encode_event(
-    *,
-    seq: int,
-    event_id: str,
-    thread_id: str,
-    branch_id: str,
-    epoch: int,
-    type: str,
-    time: int,
-    actor: Actor,
-    prev_hash: str,
-    data: Data,
-) -> Event:
+def encode_event(**fields: Unpack[EventFields]) -> Event:
     """Write one event line in canonical form; ``critical`` is pinned by the type."""
-    line = event_line(
-        seq=seq, event_id=event_id, thread_id=thread_id, branch_id=branch_id, epoch=epoch,
-        type=type, time=time, actor=actor, prev_hash=prev_hash, data=data,
-    )
+    line = event_line(**fields)
     return Event(
-        seq,
-        event_id,
-        thread_id,
-        branch_id,
-        epoch,
-        type,
+        fields["seq"],
+        fields["event_id"],
+        fields["thread_id"],
+        fields["branch_id"],
+        fields["epoch"],
+        fields["type"],
         1,
-        time,
-        actor,
-        prev_hash,
-        type not in NON_CRITICAL_TYPES,
-        data,
+        fields["time"],
+        fields["actor"],
+        fields["prev_hash"],
+        fields["type"] not in NON_CRITICAL_TYPES,
+        fields["data"],
         line,
         sha256_hex(line),
     )
