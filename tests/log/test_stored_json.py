@@ -69,7 +69,9 @@ def test_a_damaged_line_still_fails_to_decode() -> None:
         stored_json.loads_stored(b'{"a":1')
 
 
-DIGITS_OR_NOT = st.lists(st.sampled_from([b"7", b"7" * 9, b"x", b"\n", b'"']), max_size=40)
+DIGITS_OR_NOT = st.lists(
+    st.sampled_from([b"7", b"7" * 9, b"x", b"\n", b'"', b",", b"}", b"]", b" "]), max_size=40
+)
 
 
 @given(st.lists(DIGITS_OR_NOT.map(b"".join), max_size=8))
@@ -82,6 +84,42 @@ def test_one_scan_finds_the_lines_each_scan_finds(lines: list[bytes]) -> None:
 def test_a_digit_run_never_spans_two_lines() -> None:
     assert lines_holding_digit_runs([b"12345678", b"12345678"]) == set()
     assert lines_holding_digit_runs([b"1", b"x" + b"1" * 16, b"2"]) == {1}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"n":12345678901234567}',
+        b'{"n":[1,-9007199254740993]}',
+        b'{"n":18446744073709552000,"m":1}',
+        b'{"n": 12345678901234567 }',
+        b"12345678901234567",
+    ],
+)
+def test_every_long_integer_literal_is_found(line: bytes) -> None:
+    assert may_hold_unsafe_integer(line)
+    assert lines_holding_digit_runs([b"{}", line, b"{}"]) == {1}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"prev_hash":"12345678901234567890abcdef"}',  # a run of digits inside a string
+        b'{"x":1234567890123456.5,"y":12345678901234567e3}',  # doubles to every parser
+        b'{"n":900719925474099}',  # 15 digits: within the safe range
+    ],
+)
+def test_digits_that_end_no_integer_literal_are_not_found(line: bytes) -> None:
+    assert not may_hold_unsafe_integer(line)
+    assert lines_holding_digit_runs([line]) == set()
+
+
+def test_a_long_batch_is_scanned_in_parts_and_each_line_found() -> None:
+    lines = [b'{"n":1}'] * 1000
+    holding = {0, 255, 256, 511, 512, 999}
+    for index in holding:
+        lines[index] = b'{"n":12345678901234567}'
+    assert lines_holding_digit_runs(lines) == holding
 
 
 @pytest.mark.parametrize("parser", ["json", "orjson"])

@@ -257,29 +257,47 @@ def parse_strict(raw: bytes, *, seq: int | None = None) -> JsonValue:
     return value
 
 
-# Digits to "1", every other byte to "0": a run of 16 ones is a run of 16 digits. 2^53 has 16
-# digits, so a line without such a run holds no integer literal past the safe range.
-_DIGITS = bytes(0x31 if 0x30 <= b <= 0x39 else 0x30 for b in range(256))
+# Digits to "1", the bytes that can end an integer literal (",", "}", "]", JSON whitespace) to
+# "2", every other byte to "0". An integer literal past the safe range has at least 16 digits
+# (2^53 has 16), and in valid JSON it ends at one of those bytes or at the end of the text: a
+# line without 16 ones followed by a two (or closing it) holds none. A run of digits that ends
+# otherwise is part of a string (a hash, an id) or of a number with a fraction or an exponent,
+# which every parser reads as a double.
+_DIGITS = bytes(
+    0x31 if 0x30 <= b <= 0x39 else 0x32 if b in b",}] \t\n\r" else 0x30 for b in range(256)
+)
 _SIXTEEN_DIGITS = b"1" * 16
+_UNSAFE_END = _SIXTEEN_DIGITS + b"2"
 
 
 def may_hold_unsafe_integer(raw: bytes) -> bool:
     """False when ``raw`` surely holds no integer literal past ±(2^53-1) (a fast byte scan)."""
-    return _SIXTEEN_DIGITS in raw.translate(_DIGITS)
+    scanned = raw.translate(_DIGITS)
+    return _UNSAFE_END in scanned or scanned.endswith(_SIXTEEN_DIGITS)
 
 
 def lines_holding_digit_runs(lines: Sequence[bytes]) -> set[int]:
     """The indices of ``lines`` that ``may_hold_unsafe_integer`` is true for, from one scan
-    of them all (one C call per line costs more than the scan of a short line)."""
-    scanned = b"\n".join(lines).translate(_DIGITS)  # "\n" reads as "0": no run spans two lines
-    ends = list(accumulate(len(line) + 1 for line in lines))  # where each next line starts
+    per ``_SCAN_LINES`` lines (one C call per line costs more than the scan of a short line;
+    one scan of a whole long branch costs more again: its two copies of every line are fresh
+    pages the kernel must map)."""
     found: set[int] = set()
-    at = scanned.find(_SIXTEEN_DIGITS)
-    while at != -1:
-        index = bisect_right(ends, at)
-        found.add(index)
-        at = scanned.find(_SIXTEEN_DIGITS, ends[index])
+    for base in range(0, len(lines), _SCAN_LINES):
+        part = lines[base : base + _SCAN_LINES]
+        # "\n" (a "2") ends each line's last literal, and no run spans two lines
+        scanned = b"\n".join((*part, b"")).translate(_DIGITS)
+        at = scanned.find(_UNSAFE_END)
+        if at == -1:
+            continue
+        ends = list(accumulate(len(line) + 1 for line in part))  # where each next line starts
+        while at != -1:
+            index = bisect_right(ends, at)
+            found.add(base + index)
+            at = scanned.find(_UNSAFE_END, ends[index])
     return found
+
+
+_SCAN_LINES = 256  # ~130 KB of typical lines
 
 
 def parse_stored(raw: bytes) -> JsonValue:

@@ -4,12 +4,19 @@ or over canonical JSON of a value (config_hash, args_hash, tools_hash)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
 from threads.log.canonical import JsonValue, canonical
 
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def sha256_hexes(lines: Iterable[bytes]) -> list[str]:
+    """``sha256_hex`` of each line (one loop, no call of ours per line)."""
+    sha256 = hashlib.sha256
+    return [sha256(line).hexdigest() for line in lines]
 
 
 def value_hash(value: JsonValue) -> str:

@@ -7,12 +7,14 @@ nothing is ever re-serialized once stored. ``encode_event`` is the only way even
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
+from functools import partial
+from operator import add, itemgetter
 from typing import Any, NamedTuple, TypedDict, Unpack
 
 from threads.log.canonical import JsonValue, canonical
-from threads.log.hashing import sha256_hex
+from threads.log.hashing import sha256_hex, sha256_hexes
 from threads.log.ids import uuid7
 
 FORMAT_LOG = "threads.log"
@@ -146,6 +148,16 @@ _ENVELOPE = itemgetter(
 def event_from_value(value: dict[str, Any], line: bytes) -> Event:
     """The event ``line`` decodes to (``value``); a missing envelope key is a ``KeyError``."""
     return Event._make((*_ENVELOPE(value), line, sha256_hex(line)))
+
+
+_new_event = partial(tuple.__new__, Event)
+
+
+def events_from_values(values: Iterable[dict[str, Any]], lines: Sequence[bytes]) -> list[Event]:
+    """``event_from_value`` of each value and its line, in C loops (a read of a long branch
+    builds one event per line); a value that is no envelope raises as it does there."""
+    stored = zip(lines, sha256_hexes(lines), strict=True)
+    return list(map(_new_event, map(add, map(_ENVELOPE, values), stored)))
 
 
 class EventFields(TypedDict):

@@ -10,7 +10,9 @@ Invariant: the fold is a pure function of the lines it was given; nothing here d
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Literal, cast
 
 from threads.errors import LogError
@@ -25,6 +27,9 @@ from threads.log.reduce_features import (
     check_after_handoff,
     check_tools_hash,
     current_mode,
+)
+from threads.log.reduce_features import (
+    Handler as FeatureHandler,
 )
 from threads.log.render import prefix_digest, prefix_line
 
@@ -145,7 +150,10 @@ class Fold:
     features: Features = field(default_factory=Features)
     knowledge_revision: int | None = None  # a fork's corpus revision (pinned policy), else None
     snapshot_revisions: dict[int, int | None] = field(default_factory=dict)
-    by_event_id: dict[str, Event] = field(default_factory=dict)
+    # event_id -> event, of the first ``_indexed`` events (extended when looked up: most
+    # folds never look one up, and a long read then pays no insert per event)
+    _by_event_id: dict[str, Event] = field(default_factory=dict)
+    _indexed: int = 0
     open_calls: int = 0  # calls without a result
     response_of: dict[str, Event] = field(default_factory=dict)  # request event_id -> response
     _prefix: tuple[object, dict[str, Any]] | None = None
@@ -160,19 +168,17 @@ class Fold:
         self.last_hash = header.hash
 
     def apply(self, event: Event) -> None:
-        handler = _HANDLERS.get(event.type)
+        # one unpacking instead of an attribute lookup per field (this runs once per event)
+        seq, _, _, _, epoch, type_, _, _, _, _, _, _, _, hash_ = event
+        handler = _DISPATCH.get(type_)
         if handler is not None:
             handler(self, event)
-        feature = FEATURE_HANDLERS.get(event.type)
-        if feature is not None:
-            feature(self.features, self, event)
         self.events.append(event)
-        self.by_event_id[event.event_id] = event
         if self.open_attempt is None and self.open_calls == 0:
-            self.features.boundaries.add(event.seq)
-        self.last_seq = event.seq
-        self.last_hash = event.hash
-        self.epoch = event.epoch
+            self.features.boundaries.add(seq)
+        self.last_seq = seq
+        self.last_hash = hash_
+        self.epoch = epoch
 
     # ---- queries the loop uses -----------------------------------------------------------
 
@@ -213,6 +219,15 @@ class Fold:
             return "in_turn"
         return "idle"
 
+    def fork_points(self) -> list[tuple[int, str]]:
+        """(seq, event_id) of each quiescent snapshot not expired at ``now_ms``."""
+        now = self.now_ms
+        return [
+            (seq, event_id)
+            for seq, event_id, expires_at in self.snapshots
+            if expires_at is None or now is None or expires_at > now
+        ]
+
     def state(self) -> dict[str, Any]:
         """The normative ReducedState as plain JSON values."""
         header = self.header_
@@ -232,9 +247,7 @@ class Fold:
             ],
             "parked": [dict(address) for address in self.parks.values()],
             "fork_points": [
-                {"seq": seq, "snapshot_event_id": event_id}
-                for seq, event_id, expires_at in self.snapshots
-                if expires_at is None or self.now_ms is None or expires_at > self.now_ms
+                {"seq": seq, "snapshot_event_id": event_id} for seq, event_id in self.fork_points()
             ],
             "usage": {
                 "input_tokens": self.input_tokens,
@@ -265,7 +278,13 @@ class Fold:
         return call is not None and call.result is not None
 
     def event_by_id(self, event_id: str) -> Event | None:
-        return self.by_event_id.get(event_id)
+        """The event with that id among those applied (the last, should two share it)."""
+        events, indexed = self.events, self._indexed
+        if indexed < len(events):
+            fresh = events[indexed:]
+            self._by_event_id.update(zip(map(_event_id, fresh), fresh, strict=True))
+            self._indexed = len(events)
+        return self._by_event_id.get(event_id)
 
     def expected_prefix(self) -> dict[str, Any]:
         """``declared_prefix`` every request of the settings epoch in force declares (C7)."""
@@ -326,6 +345,9 @@ class Fold:
                 seq=event.seq,
             )
         return call
+
+
+_event_id = attrgetter("event_id")
 
 
 def usage_cost(usage: dict[str, Any], price: dict[str, Any] | None) -> int | None:
@@ -413,7 +435,7 @@ def _on_woken(fold: Fold, event: Event) -> None:
     if fold.turn is not None:
         raise _fail(event, "woken while a turn is open")
     for cause in event.data["causes"]:
-        late = fold.by_event_id.get(cause)
+        late = fold.event_by_id(cause)
         if late is None or late.type != "tool_result_late":
             raise _fail(event, "woken names a cause that is not a tool_result_late")
     fold.turn = Turn(input_event=event, budget=None)
@@ -793,6 +815,29 @@ _HANDLERS = {
     "cancelled": _on_cancelled,
     "turn_completed": _on_turn_completed,
     "budget_exceeded": _on_budget_exceeded,
+}
+
+
+
+
+def _and_feature(core: Callable[[Fold, Event], None] | None, feature: FeatureHandler) -> Callable[
+    [Fold, Event], None
+]:
+    def both(fold: Fold, event: Event) -> None:
+        if core is not None:
+            core(fold, event)
+        feature(fold.features, fold, event)
+
+    return both
+
+
+# What ``apply`` runs per type: the rule above, then the feature rule of that type, if any.
+_DISPATCH: dict[str, Callable[[Fold, Event], None]] = {
+    **_HANDLERS,
+    **{
+        type_: _and_feature(_HANDLERS.get(type_), feature)
+        for type_, feature in FEATURE_HANDLERS.items()
+    },
 }
 
 

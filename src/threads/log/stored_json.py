@@ -49,6 +49,11 @@ class StoredReader:
         """Each line read as ``line`` reads it, from one scan of them all for digit runs; the
         first that does not parse raises ``UndecodedLineError``."""
         runs, fast = lines_holding_digit_runs(lines), self._fast
+        if not runs:
+            try:
+                return list(map(fast, lines))  # the usual batch: one C loop
+            except ValueError:
+                pass  # the loop below finds the line, and lets the standard one decide
         values = []
         for index, raw in enumerate(lines):
             if index not in runs:

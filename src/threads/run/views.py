@@ -9,8 +9,10 @@ a declared price its nanos are ``None`` and ``priced`` is false.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from itertools import starmap
+from typing import Literal, cast
 
+from threads.errors import LogError
 from threads.log.reduce import EffectStatus, Fold, ParkKind, ThreadStatus
 
 
@@ -104,11 +106,7 @@ class ThreadState:
 
 
 def fork_points_of(fold: Fold) -> tuple[ForkPoint, ...]:
-    return _fork_points(fold.state())
-
-
-def _fork_points(wire_state: dict[str, Any]) -> tuple[ForkPoint, ...]:
-    return tuple(ForkPoint(p["seq"], p["snapshot_event_id"]) for p in wire_state["fork_points"])
+    return tuple(starmap(ForkPoint, fold.fork_points()))
 
 
 def usage_of(fold: Fold) -> ThreadUsage:
@@ -137,23 +135,28 @@ def cost_of(fold: Fold) -> ThreadCost:
 
 
 def state_of(fold: Fold) -> ThreadState:
-    wire = fold.state()
+    """The fold's ``state()`` as typed values, read from the fold directly (not through the
+    wire dicts, which a long thread's transcript would make thousands of)."""
+    header = fold.header_
+    if header is None:
+        raise LogError("invalid_transition", "no header was read", seq=0)
+    calls = fold.calls
     return ThreadState(
-        thread_id=wire["thread_id"],
-        branch_id=wire["branch_id"],
+        thread_id=header.thread_id,
+        branch_id=header.branch_id,
         head=Head(fold.last_seq, fold.last_hash),
         epoch=fold.epoch,
         status=fold.status,
         turns_completed=fold.turns_completed,
-        pending_calls=tuple(wire["pending_calls"]),
+        pending_calls=tuple(call.call_id for call in fold.pending_calls()),
         effects=tuple(
-            EffectState(e["effect_key"], e["call_id"], e["status"]) for e in wire["effects"]
+            EffectState(call.effect_key, call.call_id, call.effect)
+            for call in (calls[c] for c in fold.effect_order)
         ),
         parked=tuple(ParkAddress(kind, ident) for kind, ident in fold.parks),
-        fork_points=_fork_points(wire),
+        fork_points=fork_points_of(fold),
         usage=usage_of(fold),
         transcript=tuple(
-            TranscriptItem(cast(TranscriptRole, role), event_id)
-            for role, event_id in fold.transcript
+            starmap(TranscriptItem, cast(list[tuple[TranscriptRole, str]], fold.transcript))
         ),
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from threads.clock import Clock
+from threads.log.collector import collector_paused
 from threads.log.lines import Event, Header
 from threads.log.reduce import Fold
 from threads.store.receipts import RunReceipt
@@ -77,12 +78,15 @@ class Chain:
         return [e for segment in self.segments for e in segment.events]
 
     def fold(self, now_ms: int) -> Fold:
-        """Reduce the chain (every segment in order); a broken semantic rule raises LogError."""
+        """Reduce the chain (every segment in order); a broken semantic rule raises LogError.
+        The collector is paused meanwhile, as for the decoding (``threads.log.collector``)."""
         fold = Fold(now_ms=now_ms)
-        for segment in self.segments:
-            fold.header(segment.header)
-            for event in segment.events:
-                fold.apply(event)
+        apply = fold.apply
+        with collector_paused():
+            for segment in self.segments:
+                fold.header(segment.header)
+                for event in segment.events:
+                    apply(event)
         return fold
 
 

@@ -19,7 +19,13 @@ from threads.log.admission import admit_line
 from threads.log.canonical import MAX_SAFE_INT, canonical
 from threads.log.collector import collector_paused
 from threads.log.hashing import sha256_hex
-from threads.log.lines import Event, Header, event_from_value, header_from_value
+from threads.log.lines import (
+    Event,
+    Header,
+    event_from_value,
+    events_from_values,
+    header_from_value,
+)
 from threads.log.stored_json import UndecodedLineError, loads_stored, loads_stored_lines
 from threads.store.holder import parse as parse_holder
 from threads.store.holder import provably_gone
@@ -307,7 +313,12 @@ def build_segment(info: BranchInfo, header_line: bytes, lines: list[bytes]) -> S
         # a line before it that parses but is no envelope is the first damage
         _events(info.branch_id, first, lines, loads_stored_lines(lines[: exc.index]))
         raise corrupt(info.branch_id, first + exc.index, _UNDECODED) from None
-    return Segment(header, _events(info.branch_id, first, lines, values), info.fork_at_seq)
+    try:
+        events = events_from_values(values, lines)
+    except (KeyError, TypeError):
+        _events(info.branch_id, first, lines, values)  # names the first that is no envelope
+        raise
+    return Segment(header, events, info.fork_at_seq)
 
 
 _UNDECODED = "a stored line does not decode"
