@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from threads.errors import ConfigError, NotFound, ThreadsError
+from threads.log.collector import collector_paused
 from threads.log.lines import Event
 from threads.log.reduce import Call, Fold
 from threads.log.replay import Replayed
@@ -130,7 +131,9 @@ class Thread:
         return list((await self.fold()).events)
 
     async def state(self) -> ThreadState:
-        return state_of(await self.fold())
+        fold = await self.fold()
+        with collector_paused():  # a long transcript is thousands of new values at once
+            return state_of(fold)
 
     async def branches(self) -> list[BranchInfo]:
         await self._branch()

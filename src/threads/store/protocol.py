@@ -81,12 +81,10 @@ class Chain:
         """Reduce the chain (every segment in order); a broken semantic rule raises LogError.
         The collector is paused meanwhile, as for the decoding (``threads.log.collector``)."""
         fold = Fold(now_ms=now_ms)
-        apply = fold.apply
         with collector_paused():
             for segment in self.segments:
                 fold.header(segment.header)
-                for event in segment.events:
-                    apply(event)
+                fold.extend(segment.events)
         return fold
 
 
