@@ -31,14 +31,12 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from threads import Agent, agent, open_thread, sqlite, tool
-from threads.clock import SystemClock
-from threads.store.transfer import import_log
-from threads.testing.sample_log import SampleLog
+import open_state  # bench/open_state.py, beside this file
+from threads import Agent, agent, sqlite, tool
 from threads.testing.scripted import call, say, scripted_model, use
 
 RAW_COMMITS = 200
-OPEN_EVENTS = 10_001
+OPEN_EVENTS = open_state.EVENTS
 WINDOW = 25  # steps each side of a point of the long run
 DAY_MS = 86_400_000  # the idempotent tool's dedup window
 
@@ -117,24 +115,10 @@ async def run_steps(path: Path, steps: int, *, idempotent: bool = False) -> Step
 
 
 async def open_and_state_ms(directory: Path) -> tuple[int, float]:
-    """(events, ms) of ``open_thread`` + ``state()`` on a fresh store object (median of 5)."""
-    log = SampleLog(SystemClock())
-    log.started()
-    while len(log.events) < OPEN_EVENTS:
-        log.turn(text="Please summarise the open invoices for ACME.", reply="Three are open.")
-    del log.events[OPEN_EVENTS:]
-    store = sqlite(directory)
-    await import_log(store, log.export(), tenant_id="local")
-    await store.close()
-    samples = []
-    for _ in range(5):
-        store = sqlite(directory)
-        start = time.perf_counter_ns()
-        thread = await open_thread(store, log.header.thread_id)
-        await thread.state()
-        samples.append((time.perf_counter_ns() - start) / 1e6)
-        await store.close()
-    return len(log.events), statistics.median(samples)
+    """(events, ms) of ``open_thread`` + ``state()`` on a fresh store object (median of 5;
+    ``bench/open_state.py`` times it alone)."""
+    thread_id = await open_state.build(directory, OPEN_EVENTS)
+    return OPEN_EVENTS, await open_state.median_ms(directory, thread_id, 5)
 
 
 def at(steps: list[float], n: int) -> float:

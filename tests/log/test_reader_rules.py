@@ -437,3 +437,19 @@ def test_woken_opens_a_turn_only_when_none_is_open() -> None:
     assert log.read().status == "in_turn"
     log.add("woken", {"causes": [late.event_id]}, USER)
     log.refused()
+
+
+def test_an_event_is_found_by_id_once_applied_even_after_earlier_lookups() -> None:
+    log = SampleLog(FakeClock())
+    log.started()
+    log.turn()
+    log.turn()
+    fold = Fold()
+    fold.header(log.header)
+    fold.extend(log.events[:5])
+    assert fold.event_by_id(log.events[2].event_id) is log.events[2]
+    assert fold.event_by_id(log.events[6].event_id) is None
+    for event in log.events[5:]:
+        fold.apply(event)
+    assert fold.event_by_id(log.events[6].event_id) is log.events[6]
+    assert fold.event_by_id(log.events[2].event_id) is log.events[2]

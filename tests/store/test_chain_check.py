@@ -66,3 +66,25 @@ def test_a_missing_line_is_not_contiguous() -> None:
     lines = [e.line for e in log.events]
     del lines[4]
     assert damaged_at(info, log.header.line, lines) == 5
+
+
+def test_a_read_builds_the_events_as_written() -> None:
+    log = SampleLog(FakeClock())
+    log.started()
+    while len(log.events) < 700:  # past one part of the digit scan (``_SCAN_LINES``)
+        log.turn()
+    info = BranchInfo(
+        log.header.branch_id, log.header.thread_id, "local", None, None, "ready",
+        log.last_seq, log.last_hash, True, None,
+    )
+    segment = build_segment(info, log.header.line, [e.line for e in log.events])
+    assert segment.events == log.events
+    assert all(type(event) is type(log.events[0]) for event in segment.events)
+
+
+def test_each_read_decodes_its_own_values() -> None:
+    info, log = sample()
+    lines = [e.line for e in log.events]
+    first = build_segment(info, log.header.line, lines)
+    first.events[1].data["text"] = "changed by a reader"
+    assert build_segment(info, log.header.line, lines).events == log.events

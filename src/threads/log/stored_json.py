@@ -3,8 +3,9 @@
 Stored lines were admitted when written (canonical RFC 8785, strict UTF-8, no duplicate keys),
 so any conforming parser reads them alike, except for integer literals past 2^53-1, which
 admission reads as doubles and orjson as integers. orjson (the ``fast`` extra, several times
-quicker, else the standard library) reads every line without a run of 16 digits (no such
-literal can hide there); ``parse_stored`` (the standard library, reading numbers as admission
+quicker, else the standard library) reads every line without a run of 16 digits ending where
+an integer literal ends (``may_hold_unsafe_integer``: no such literal can hide there), a batch
+of them in one C loop; ``parse_stored`` (the standard library, reading numbers as admission
 does) reads the others, and any line orjson refuses. Admission itself (``parse_strict``) never
 uses this: it must see duplicate keys and every spelling rule.
 """
