@@ -7,7 +7,7 @@ nothing is ever re-serialized once stored. ``encode_event`` is the only way even
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from operator import add, itemgetter
@@ -138,11 +138,12 @@ def header_from_value(value: dict[str, Any], line: bytes) -> Header:
     )
 
 
-# The envelope's values in ``Event`` field order (one C call per line on a read of the log).
-_ENVELOPE = itemgetter(
+# The envelope's keys in ``Event`` field order, and their values (one C call per line).
+_ENVELOPE_KEYS = (
     "seq", "event_id", "thread_id", "branch_id", "epoch", "type", "type_version", "time",
     "actor", "prev_hash", "critical", "data",
 )
+_ENVELOPE = itemgetter(*_ENVELOPE_KEYS)
 
 
 def event_from_value(value: dict[str, Any], line: bytes) -> Event:
@@ -153,11 +154,25 @@ def event_from_value(value: dict[str, Any], line: bytes) -> Event:
 _new_event = partial(tuple.__new__, Event)
 
 
-def events_from_values(values: Iterable[dict[str, Any]], lines: Sequence[bytes]) -> list[Event]:
+def events_from_values(values: Sequence[dict[str, Any]], lines: Sequence[bytes]) -> list[Event]:
     """``event_from_value`` of each value and its line, in C loops (a read of a long branch
     builds one event per line); a value that is no envelope raises as it does there."""
     stored = zip(lines, sha256_hexes(lines), strict=True)
-    return list(map(_new_event, map(add, map(_ENVELOPE, values), stored)))
+    return list(map(_new_event, map(add, map(_envelope_of(values), values), stored)))
+
+
+def _envelope_of(values: Sequence[dict[str, Any]]) -> itemgetter[Any]:
+    """``_ENVELOPE`` with the key objects of the first value: a decoder reuses one object per
+    key from line to line (orjson does), and a lookup by the very object the dict holds skips
+    comparing the strings. Any other value is looked up by equal keys, as ever."""
+    first = values[0] if values else None
+    if type(first) is not dict or len(first) != len(_ENVELOPE_KEYS):
+        return _ENVELOPE
+    own = {key: key for key in first}
+    try:
+        return itemgetter(*(own[key] for key in _ENVELOPE_KEYS))
+    except KeyError:
+        return _ENVELOPE
 
 
 class EventFields(TypedDict):
