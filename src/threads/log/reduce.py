@@ -19,18 +19,14 @@ from threads.errors import LogError
 from threads.log.hashing import value_hash
 from threads.log.ids import effect_key
 from threads.log.lines import Event, Header
-from threads.log.reduce_features import (
-    HANDLERS as FEATURE_HANDLERS,
-)
+from threads.log.reduce_features import HANDLERS as FEATURE_HANDLERS
 from threads.log.reduce_features import (
     Features,
     check_after_handoff,
     check_tools_hash,
     current_mode,
 )
-from threads.log.reduce_features import (
-    Handler as FeatureHandler,
-)
+from threads.log.reduce_features import Handler as FeatureHandler
 from threads.log.render import prefix_digest, prefix_line
 
 # The vocabularies a reader of a thread meets, as the log format names them.
@@ -828,11 +824,10 @@ _HANDLERS = {
 }
 
 
+_Rule = Callable[[Fold, Event], None]
 
 
-def _and_feature(core: Callable[[Fold, Event], None] | None, feature: FeatureHandler) -> Callable[
-    [Fold, Event], None
-]:
+def _and_feature(core: _Rule | None, feature: FeatureHandler) -> _Rule:
     def both(fold: Fold, event: Event) -> None:
         if core is not None:
             core(fold, event)
@@ -841,8 +836,9 @@ def _and_feature(core: Callable[[Fold, Event], None] | None, feature: FeatureHan
     return both
 
 
-# What ``apply`` runs per type: the rule above, then the feature rule of that type, if any.
-_DISPATCH: dict[str, Callable[[Fold, Event], None]] = {
+# What ``extend`` runs per type, looked up once per event: the rule above, then the feature rule
+# of that type (``threads.log.reduce_features``), if any.
+_DISPATCH: dict[str, _Rule] = {
     **_HANDLERS,
     **{
         type_: _and_feature(_HANDLERS.get(type_), feature)
