@@ -88,7 +88,7 @@ async def model_step(rt: Runtime) -> RunResult | None:
     }
     [request_event] = await rt.writer.append(
         [Draft("model_request", data, HOST)],
-        artifacts=[PendingArtifact(rendered.data, MEDIA_TYPE, rendered.sha256)],
+        artifacts=[PendingArtifact(rendered.body, MEDIA_TYPE, rendered.sha256)],
     )
     request = ModelRequest(
         request_key=f"{rt.writer.branch_id}:{request_event.event_id}",

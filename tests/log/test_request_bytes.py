@@ -1,0 +1,53 @@
+"""A rendered request's pieces (``threads.log.request_bytes``): they join to the rendered bytes,
+their tail and added bytes are slices of those, and a render that extends the one before says
+so (and one that can't, doesn't)."""
+
+from __future__ import annotations
+
+import random
+
+from threads.clock import FakeClock
+from threads.log.hashing import sha256_hex
+from threads.log.render import RenderCache, render
+from threads.log.request_bytes import Extends, RequestBytes
+from threads.testing.sample_log import SampleLog
+
+
+def test_pieces_join_slice_and_take_their_tail_as_the_whole_bytes_would() -> None:
+    rng = random.Random(15)
+    for _ in range(200):
+        parts = [bytes([97 + n % 26]) * rng.randrange(0, 40) for n in range(rng.randrange(0, 12))]
+        parts.append(b"later")  # a shared list grows past the request: not part of it
+        count = len(parts) - 1
+        base_count = rng.randrange(0, count + 1)
+        whole, base = b"".join(parts[:count]), b"".join(parts[:base_count])
+        starts = [sum(map(len, parts[:n])) for n in range(len(parts))]
+        body = RequestBytes(parts, starts, count, len(whole), sha256_hex(whole),
+                            Extends(sha256_hex(base), len(base), base_count))
+        assert bytes(body) == whole
+        assert len(body) == len(whole)
+        assert body.added() == whole[len(base):]
+        for limit in (0, 1, 7, 39, 40, 1000):
+            assert body.last(limit) == whole[len(whole) - min(limit, len(whole)):]
+
+
+def test_a_render_extends_the_one_before_it_while_the_lines_stay_in_order() -> None:
+    log = SampleLog(FakeClock())
+    started = log.started().data
+    cache = RenderCache()
+    first = render(started, log.events, cache=cache).body
+    assert first.base is None
+    previous, rendered = first, [(first, bytes(first))]
+    for turn in range(5):
+        log.turn(text=f"question {turn}")
+        body = render(started, log.events, cache=cache).body
+        assert body.base == Extends(previous.sha256, previous.size, previous.count)
+        whole = bytes(body)
+        assert whole.startswith(bytes(previous))
+        assert body.added() == whole[previous.size:]
+        assert (body.size, body.sha256) == (len(whole), sha256_hex(whole))
+        previous = body
+        rendered.append((body, whole))
+    for body, whole in rendered:  # the list they share grew since: each still joins the same
+        assert bytes(body) == whole
+    assert render(started, log.events).body.base is None  # no cache: nothing to extend
