@@ -30,6 +30,7 @@ from threads.log.canonical import canonical
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
 from threads.log.request_bytes import Extends, RequestBytes
+from threads.log.snapshot import Snapshot
 
 MEDIA_TYPE = "application/x-ndjson"
 TOOLS_ROLE = "tools"  # the line a tools_changed renders: the complete new set
@@ -47,7 +48,7 @@ class Rendered:
     prefix_bytes: int
     prefix_sha256: str
     prefix: dict[str, Any]
-    messages: list[dict[str, Any]]  # the conversation lines after line 0, for an adapter
+    messages: Snapshot[dict[str, Any]]  # the conversation lines after line 0, for an adapter
     part_types: frozenset[str]  # the ``type`` of every content part in ``messages``
 
     @property
@@ -290,8 +291,9 @@ class _Lines:
 @dataclass(slots=True)
 class _Flat:
     """The last request rendered from an in-order ``_Lines``, kept to be extended: its line
-    0, the entries it holds, its bytes so far (only ever appended to, so an earlier request's
-    ``RequestBytes`` stays true), their length and running hash."""
+    0, the entries it holds, its bytes so far, their length and running hash, and the lines an
+    adapter gets. Parts and lines are only ever appended to, so what an earlier request handed
+    out of them (``RequestBytes``, ``Snapshot``) stays true."""
 
     settings: Mapping[str, Any] | None
     first: bytes
@@ -394,6 +396,6 @@ def render(
         len(flat.first),
         flat.first_sha256,
         flat.prefix,
-        list(flat.messages),
+        Snapshot(flat.messages),
         frozenset(flat.part_types),
     )

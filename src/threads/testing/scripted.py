@@ -180,7 +180,7 @@ class ScriptedModel:
             )
         return self._plans[position]
 
-    def _replies_in(self, messages: list[dict[str, Any]]) -> int:
+    def _replies_in(self, messages: Sequence[dict[str, Any]]) -> int:
         """How many assistant lines ``messages`` holds: the script's position. A run's next
         request extends its last one, so only the lines added since are counted."""
         seen, last, replies = self._counted
