@@ -107,7 +107,8 @@ class PendingArtifact:
     content: bytes | RequestBytes
     media_type: str
     # The sha256 of the bytes when the caller already has it (a rendered request's running
-    # hash), so the store does not hash the bytes again; a caller passing it vouches for it.
+    # hash), so the store does not hash the bytes again; a caller passing it vouches for it,
+    # as one passing pieces does for the request they say they extend.
     sha256: str | None = None
 
     @property
