@@ -8,7 +8,7 @@ transaction), then the tool runs. Printed:
 - µs per step (median over a run of ``--steps`` steps on a warmed store) and its ratio to one
   raw sqlite3 INSERT + COMMIT of a ~400-byte line with the same pragmas (WAL, synchronous=FULL);
 - the same step with an ``idempotent`` tool (its effect is bracketed: ``effect_begin`` durable
-  before the send, ``effect_commit`` after it);
+  with the reply before the send, ``effect_commit`` written with the result and the next request);
 - the step cost at conversation length N=50 and N=800 (median of the steps around each point
   of one long run, so the ratio shows work that grows with the conversation), in wall time and
   in the process's CPU time (which a disk shared with other work does not blur);

@@ -55,10 +55,13 @@ class Proxy:
         return getattr(self.inner, name)
 
 
+APPENDS = 14  # one uninterrupted run of the drill script; a stop point past it is never reached
+
+
 class StopDead(Proxy):
     """Stops a thread's run for good just before or right after its nth append (seeded per
-    branch; a run of the drill script makes 19): a crash at that point once the parent kills
-    the process. Before an ``effect_commit``, the effect was applied but not recorded."""
+    branch, at most ``APPENDS``): a crash at that point once the parent kills the process.
+    Before an ``effect_commit``, the effect was applied but not recorded."""
 
     def __init__(self, inner: Store, seed: int, count: int) -> None:
         super().__init__(inner)
@@ -69,7 +72,7 @@ class StopDead(Proxy):
     async def append(self, branch_id: str, events: Any, **kwargs: Any) -> None:
         choose = random.Random(f"{self.seed}:{branch_id}")
         before = choose.random() < 0.5
-        stop_at = choose.randint(3 if before else 2, 18)
+        stop_at = choose.randint(3 if before else 2, APPENDS)
         n = self.appends[branch_id] = self.appends.get(branch_id, 0) + 1
         if before and n == stop_at:
             await self._stop()

@@ -12,6 +12,8 @@ and one more restart after the recovery appends nothing.
 "After ``tool_result``" is a real boundary: a tool result is held and written with the next
 append, so each case's reply pairs the tool's call with a read-only look-up, whose fence check
 makes the result durable on its own; the kill lands there, with that result the last event.
+An idempotent call's ``effect_commit`` is held the same way, so "after ``effect_commit``" lands
+after the append that carries it with the call's result and the next ``model_request``.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ def last_at_kill(boundary: str, effect_class: str) -> str:
         # a read-only call has no effect_begin: its reply's batch (ending with the call's
         # permission decision) is the last thing written before it runs
         return "permission_decision" if effect_class == "read_only" else "effect_begin"
+    if boundary == "after_effect_commit" and effect_class == "idempotent":
+        # an idempotent call's commit is held: written with its result and the next request
+        return "model_request"
     return boundary.removeprefix("after_")
 
 
@@ -129,7 +134,10 @@ def check_stop_point(drill: Drill, boundary: str, effect_class: str, name: str) 
     events = log_events(drill.store_dir)
     keys = call_keys(events)
     if boundary in ("after_effect_begin", "in_execute", "after_effect_commit", "after_tool_result"):
-        call_id = state.last["data"]["call_id"]
+        marker = state.last if "call_id" in state.last["data"] else next(
+            e for e in reversed(events) if e["type"] == "effect_commit"
+        )
+        call_id = marker["data"]["call_id"]
         key = next(k for k, (c, _) in keys.items() if c == call_id)
         assert keys[key][1] == name, (keys[key], name)
         applied = state.counts.get(key, 0)

@@ -93,3 +93,42 @@ async def test_a_stale_or_malformed_item_never_cancels(store: SQLiteStore) -> No
     consumed = dict(inbox(store))
     assert sum(seq is not None for seq in consumed.values()) == 2  # stale + malformed cancel
     assert len(consumed) == 3  # stop_when_idle waits for a loop that applies it
+
+
+async def test_a_cancel_queued_during_the_model_call_stops_an_effectful_call(
+    store: SQLiteStore,
+) -> None:
+    """The reply that calls an effectful tool is held until its first effect_begin; the look
+    at the boundary before that must still see a cancel queued while the model answered."""
+    sent: list[str] = []
+
+    async def charge(args: Empty, ctx: Any) -> str:
+        sent.append(ctx.effect_key)
+        return "charged"
+
+    inner = scripted_model([use(call("charge")), say("done")])
+
+    class QueuesWhileAnswering:  # another process queues a cancel while the model answers
+        def __getattr__(self, name: str) -> Any:
+            return getattr(inner, name)
+
+        async def stream(self, request: Any, fence: Any) -> AsyncIterator[Any]:
+            controls = controls_of(store)
+            assert controls is not None
+            await controls.queue_control(tenant_id="acme", thread_id=fence.thread_id,
+                                         principal=BOB, command="cancel")
+            async for item in inner.stream(request, fence):
+                yield item
+
+    bot = agent(name="t", model=QueuesWhileAnswering(),  # type: ignore[arg-type]
+                tools=[tool(name="charge", description="c", input=Empty, execute=charge,
+                            effect="idempotent", dedup_window_ms=60_000)])
+    result = await bot.run("go", store=store, principal=ALICE)
+    assert isinstance(result, Cancelled), result
+    assert sent == []
+    types = [e.type for e in await result.thread.timeline()]
+    assert "effect_begin" not in types
+    reply = types.index("model_response")
+    assert types[reply : reply + 4] == [
+        "model_response", "tool_call", "permission_decision", "cancel_requested",
+    ]

@@ -9,7 +9,7 @@ server tools) are left out of the output.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from threads.adapters.base import DialectBase
@@ -127,7 +127,7 @@ class MessagesStreamReader:
         )
 
 
-def _messages(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _messages(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     wire: list[dict[str, Any]] = []
     for line in lines:
         role = "assistant" if line["role"] == "assistant" else "user"

@@ -6,7 +6,10 @@ deferred tool shows only its name and description). Then one line per model-visi
 log order: user input and steers as recorded, injected context inside its reference wrapper,
 heartbeats, model responses, tool results (late ones marked), and a line with the new tool set
 for every ``tools_changed``, so line 0 never changes within an epoch (C7). Every line is
-canonical JSON ending in ``\\n``; a ``model_request`` stores exactly these bytes.
+canonical JSON ending in ``\\n``; a ``model_request`` stores exactly these bytes. They are
+handed out in the pieces they are made of (``threads.log.request_bytes``): joined only where
+whole bytes are needed, and, while the lines stay in order, as the request rendered before
+plus the lines added since, so a render costs what the new lines cost.
 
 Every artifact a rendered part references (images, reasoning blocks, injected text) must be
 present and intact, and text must be UTF-8: else ``artifact_missing`` / ``artifact_corrupt`` at
@@ -26,6 +29,8 @@ from threads.errors import LogError
 from threads.log.canonical import canonical
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
+from threads.log.request_bytes import Extends, RequestBytes
+from threads.log.snapshot import Snapshot
 
 MEDIA_TYPE = "application/x-ndjson"
 TOOLS_ROLE = "tools"  # the line a tools_changed renders: the complete new set
@@ -39,16 +44,24 @@ _DENYING = frozenset({"deny", "failed"})
 
 @dataclass(frozen=True, slots=True)
 class Rendered:
-    data: bytes
+    body: RequestBytes  # the request's bytes, in the pieces the render made them of
     prefix_bytes: int
     prefix_sha256: str
     prefix: dict[str, Any]
-    messages: list[dict[str, Any]]  # the conversation lines after line 0, for an adapter
-    sha256: str  # of ``data``
+    messages: Snapshot[dict[str, Any]]  # the conversation lines after line 0, for an adapter
     part_types: frozenset[str]  # the ``type`` of every content part in ``messages``
 
+    @property
+    def data(self) -> bytes:
+        """The whole request (joined on each use: a store keeping deltas needs only ``body``)."""
+        return bytes(self.body)
+
+    @property
+    def sha256(self) -> str:
+        return self.body.sha256
+
     def request_ref(self) -> dict[str, Any]:
-        return {"bytes": len(self.data), "media_type": MEDIA_TYPE, "sha256": self.sha256}
+        return {"bytes": self.body.size, "media_type": MEDIA_TYPE, "sha256": self.body.sha256}
 
     def declared_prefix(self) -> dict[str, Any]:
         return {"bytes": self.prefix_bytes, "sha256": self.prefix_sha256}
@@ -278,16 +291,39 @@ class _Lines:
 @dataclass(slots=True)
 class _Flat:
     """The last request rendered from an in-order ``_Lines``, kept to be extended: its line
-    0, the entries it holds, its bytes so far and their running hash."""
+    0, the entries it holds, its bytes so far, their length and running hash, and the lines an
+    adapter gets. Parts and lines are only ever appended to, so what an earlier request handed
+    out of them (``RequestBytes``, ``Snapshot``) stays true."""
 
     settings: Mapping[str, Any] | None
     first: bytes
+    first_sha256: str
     prefix: dict[str, Any]
     entries: int
     parts: list[bytes]
+    starts: list[int]  # where each part starts in the bytes
+    size: int
     hasher: Any  # hashlib's sha256 object
     messages: list[dict[str, Any]]
     part_types: set[str]
+    last: RequestBytes | None = None  # the request this was last rendered as
+
+    def extend(self, raw: bytes, line: dict[str, Any]) -> None:
+        self.parts.append(raw)
+        self.starts.append(self.size)
+        self.size += len(raw)
+        self.hasher.update(raw)
+        self.add(line)
+
+    def body(self) -> RequestBytes:
+        """The request as it stands, as extending the one rendered before it (if any)."""
+        last = self.last
+        base = None if last is None else Extends(last.sha256, last.size, last.count)
+        body = RequestBytes(
+            self.parts, self.starts, len(self.parts), self.size, self.hasher.hexdigest(), base
+        )
+        self.last = body
+        return body
 
     def add(self, line: dict[str, Any]) -> None:
         if line["role"] == TOOLS_ROLE:
@@ -324,26 +360,25 @@ def _flat(started: Mapping[str, Any], rendered: _Lines, last: _Flat | None) -> _
     """The request ``rendered`` implies: ``last`` extended when that is exact, else anew."""
     if last is not None and last.settings is rendered.settings and rendered.in_order():
         for entry in rendered.entries[last.entries :]:
-            last.parts.append(entry.data)
-            last.hasher.update(entry.data)
-            last.add(entry.line)
+            last.extend(entry.data, entry.line)
         last.entries = len(rendered.entries)
         return last
     first = prefix_line(started, rendered.settings)
     flat = _Flat(
         rendered.settings,
         first,
+        sha256_hex(first),
         declared_prefix(started, rendered.settings),
         len(rendered.entries),
         [first],
+        [0],
+        len(first),
         hashlib.sha256(first),
         [],
         set(),
     )
     for line, raw in rendered.lines():
-        flat.parts.append(raw)
-        flat.hasher.update(raw)
-        flat.add(line)
+        flat.extend(raw, line)
     return flat
 
 
@@ -357,11 +392,10 @@ def render(
     cache = cache if cache is not None else RenderCache()
     flat = cache.flat = _flat(started, cache.feed(events, artifacts or {}), cache.flat)
     return Rendered(
-        b"".join(flat.parts),
+        flat.body(),
         len(flat.first),
-        sha256_hex(flat.first),
+        flat.first_sha256,
         flat.prefix,
-        list(flat.messages),
-        flat.hasher.copy().hexdigest(),
+        Snapshot(flat.messages),
         frozenset(flat.part_types),
     )

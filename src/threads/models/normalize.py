@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, replace
 from typing import Any, get_args
 
@@ -42,10 +42,10 @@ class Normalized:
     artifacts: list[tuple[bytes, str]]
 
 
-def normalize_output(output: ModelOutput, taken_call_ids: set[str]) -> Normalized:
+def normalize_output(output: ModelOutput, taken_call_ids: Set[str]) -> Normalized:
     """``output`` as the log can hold it; ``taken_call_ids`` are the ids already on the thread
-    (a call id is unique along the chain)."""
-    taken = set(taken_call_ids)
+    (a call id is unique along the chain; only read)."""
+    taken = _Taken(taken_call_ids)
     artifacts: list[tuple[bytes, str]] = []
     content = []
     for part in output.content:
@@ -61,6 +61,21 @@ def normalize_output(output: ModelOutput, taken_call_ids: set[str]) -> Normalize
     usage = Usage(*(_tokens(getattr(output.usage, f)) for f in _USAGE_FIELDS))
     normalized = replace(output, content=content, stop_reason=stop, usage=usage)
     return Normalized(normalized, artifacts)
+
+
+class _Taken:
+    """The call ids in use: the thread's (read, never copied: there is one per call so far)
+    and those this reply has taken."""
+
+    def __init__(self, thread: Set[str]) -> None:
+        self._thread = thread
+        self._reply: set[str] = set()
+
+    def __contains__(self, call_id: str) -> bool:
+        return call_id in self._reply or call_id in self._thread
+
+    def add(self, call_id: str) -> None:
+        self._reply.add(call_id)
 
 
 def unrecordable_reply(why: str) -> ModelCallError:
@@ -86,7 +101,7 @@ _USAGE_FIELDS = (
 
 
 def _tool_use(
-    part: Mapping[str, Any], taken: set[str], artifacts: list[tuple[bytes, str]]
+    part: Mapping[str, Any], taken: _Taken, artifacts: list[tuple[bytes, str]]
 ) -> dict[str, Any]:
     name = part.get("name")
     if not isinstance(name, str) or not TOOL_NAME.match(name):
@@ -103,7 +118,7 @@ def _tool_use(
     return {**part, "call_id": call_id, "input": _json(dict(arguments), f"{name} arguments")}
 
 
-def _mint(provider_id: str, taken: set[str], artifacts: list[tuple[bytes, str]]) -> str:
+def _mint(provider_id: str, taken: _Taken, artifacts: list[tuple[bytes, str]]) -> str:
     """A valid, unused id naming the artifact that keeps ``provider_id``; deterministic (the
     same reply on the same thread mints the same ids), and distinct for repeats of one id."""
     occurrence = 1

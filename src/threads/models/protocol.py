@@ -10,7 +10,7 @@ an adapter makes goes through the ``Fence`` it is handed (see ``threads.models.f
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -103,7 +103,7 @@ class ModelRequest:
 
     request_key: str
     system: str
-    messages: list[dict[str, Any]]
+    messages: Sequence[dict[str, Any]]  # read-only (the run's renderer shares its lines)
     tools: list[ToolDefinition]
     params: dict[str, Any]
     attempt: int = 1

@@ -82,7 +82,10 @@ async def dispatch(rt: Runtime, call: Call, tool: Tool) -> Done | InDoubt:
         )
         return InDoubt(in_doubt)
     if effectful:
-        await commit(rt, call, text)
+        # An idempotent call's commit rides with its result: a crash before that append
+        # resends the call with the same effect_key inside its dedup window, which the class
+        # allows. Any other class commits at once, keeping its in-doubt window to one commit.
+        await commit(rt, call, text, hold=tool.effect == "idempotent")
     # The result rides with the next append (the next model_request): nothing is sent before
     # then, and the fence check before any send flushes it.
     await close(rt, call, text, origin="executed", is_error=is_error, actor=TOOL, hold=True)

@@ -88,7 +88,7 @@ async def model_step(rt: Runtime) -> RunResult | None:
     }
     [request_event] = await rt.writer.append(
         [Draft("model_request", data, HOST)],
-        artifacts=[PendingArtifact(rendered.data, MEDIA_TYPE, rendered.sha256)],
+        artifacts=[PendingArtifact(rendered.body, MEDIA_TYPE, rendered.sha256)],
     )
     request = ModelRequest(
         request_key=f"{rt.writer.branch_id}:{request_event.event_id}",
@@ -115,7 +115,9 @@ async def model_step(rt: Runtime) -> RunResult | None:
             failure = None
     if failure is None:
         try:
-            await record_response(rt, request_event.event_id, output, "model_response", MODEL)
+            await record_response(
+                rt, request_event.event_id, output, "model_response", MODEL, hold=True
+            )
         except ModelCallError as exc:  # a reply the log can't hold faithfully: nothing recorded
             failure = exc
     if failure is not None:
@@ -181,11 +183,24 @@ async def _call_model(rt: Runtime, model: Model, request: ModelRequest) -> Model
 
 
 async def record_response(
-    rt: Runtime, request_event_id: str, output: ModelOutput, type_: str, actor: dict[str, Any]
+    rt: Runtime,
+    request_event_id: str,
+    output: ModelOutput,
+    type_: str,
+    actor: dict[str, Any],
+    *,
+    hold: bool = False,
 ) -> None:
     """The reply as the log can hold it (``threads.models.normalize``) and, in the same append,
     its tool calls with what can be decided at once. A reply with no faithful form raises
-    ``ModelCallError(model_error)``, and nothing of it is written."""
+    ``ModelCallError(model_error)``, and nothing of it is written.
+
+    ``hold``: when the reply calls an effectful tool, its batch is held (folded now, written
+    by the next append): that is the first call's ``effect_begin``, or whatever the run records
+    first instead (a denial, an approval challenge), or the fence check before any send; so
+    the reply and the ``effect_begin`` it leads to cost one commit, and nothing runs before
+    both are durable. A reply that calls only read-only tools (or none) is written at once:
+    its commit answers the inbox look that follows it."""
     try:
         normalized = normalize_output(output, (await _known_call_ids(rt)).taken)
     except Unrecordable as exc:
@@ -206,7 +221,18 @@ async def record_response(
     except LogError as exc:
         raise unrecordable_reply(exc.message) from None
     artifacts = [PendingArtifact(blob, media) for blob, media in normalized.artifacts]
-    await rt.writer.append_prepared(events, artifacts=artifacts)
+    hold = hold and _calls_effectful(rt, output.content)
+    await rt.writer.append_prepared(events, artifacts=artifacts, hold=hold)
+
+
+def _calls_effectful(rt: Runtime, content: list[dict[str, Any]]) -> bool:
+    """Whether a reply calls a tool of an effectful class (one ``effect_begin`` precedes)."""
+    for part in content:
+        if part.get("type") == "tool_use":
+            tool = rt.spec.tool_named(part["name"])
+            if tool is not None and tool.effect != "read_only":
+                return True
+    return False
 
 
 async def _known_call_ids(rt: Runtime) -> CallIdMemo:

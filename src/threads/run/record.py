@@ -19,12 +19,15 @@ from threads.store.rows import artifact_ref
 from threads.tools.encode import valid_text
 
 
-async def commit(rt: Runtime, call: Call, text: str) -> None:
+async def commit(rt: Runtime, call: Call, text: str, *, hold: bool = False) -> None:
+    """Record that the call's effect happened, its result stored as an artifact. ``hold``:
+    written with the next append (see ``BranchWriter.append``)."""
     data = valid_text(text).encode("utf-8")
     ref = artifact_ref(data, "text/plain")
     await rt.writer.append(
         [Draft("effect_commit", {"call_id": call.call_id, "result_ref": ref}, HOST)],
         artifacts=[PendingArtifact(data, "text/plain")],
+        hold=hold,
     )
 
 

@@ -180,8 +180,9 @@ class BranchWriter:
         """Append ``(type, data, actor)`` items in one transaction; returns the events.
 
         ``hold=True`` folds them now but writes them with the next append or fence check, in
-        the same transaction: for outcomes that nothing is dispatched on before then (a tool
-        result, written together with the next model_request). Held events are durable before
+        the same transaction: for events that nothing is dispatched on before then (a tool
+        result, written together with the next model_request; a reply that calls an effectful
+        tool, written with its first call's effect_begin). Held events are durable before
         any later send, and before the run ends. ``receipt`` is committed in the same
         transaction (a host's idempotency receipt for the ``user_input`` it writes), and so are
         ``consumes`` (the control items this append applies). ``finishes_fork``: the append of

@@ -33,6 +33,7 @@ from threads.store.protocol import PendingArtifact
 from threads.store.request_deltas import (
     COLUMNS,
     INSERT,
+    Body,
     Delta,
     Latest,
     LatestRequests,
@@ -71,11 +72,11 @@ class Planned:
 
     branch_id: str
     prev_hash: str | None  # the head the append chains to
-    requests: list[tuple[str, bytes]]  # (sha256, data)
+    requests: list[tuple[str, Body]]  # (sha256, bytes or a rendered request's pieces)
     rows: list[tuple[Any, ...]] | None = None  # to insert, once the base is known
 
 
-def _rows(planned: Planned, base_sha256: str | None, base: bytes | None) -> list[tuple[Any, ...]]:
+def _rows(planned: Planned, base_sha256: str | None, base: Body | None) -> list[tuple[Any, ...]]:
     if base is None:
         base_sha256 = None
     return [delta(base_sha256, base, data).row(sha) for sha, data in planned.requests]
@@ -97,7 +98,7 @@ class PostgresDeltas:
         request's sha256 is the caller's when it passes one: see ``PendingArtifact``)."""
         prev_hash = events[0].prev_hash if events else None
         planned = Planned(
-            branch_id, prev_hash, [(r.sha256 or sha256_hex(r.data), r.data) for r in requests]
+            branch_id, prev_hash, [(r.sha256 or sha256_hex(r.data), r.content) for r in requests]
         )
         known = None if prev_hash is None else self.latest.at(branch_id, prev_hash)
         if known is not None:
@@ -123,7 +124,7 @@ class PostgresDeltas:
         rows = await _chains(conn, pipeline, wanted, known) if wanted else {}
         for p in todo:
             base_sha256 = bases.get(p.branch_id)
-            base = None
+            base: Body | None = None
             if base_sha256 is not None:
                 base = known.get(base_sha256)
                 if base is None:
@@ -131,7 +132,7 @@ class PostgresDeltas:
             p.rows = _rows(p, base_sha256, base)
 
     def _rebuilt(
-        self, sha256: str, rows: Mapping[str, Delta], known: Mapping[str, bytes]
+        self, sha256: str, rows: Mapping[str, Delta], known: Mapping[str, Body]
     ) -> bytes | None:
         try:
             data = rebuild(sha256, rows.get, known.get)
@@ -203,7 +204,7 @@ def _named(line: bytes | None) -> str | None:
 
 
 async def _chains(
-    conn: Conn, pipeline: psycopg.AsyncPipeline, want: list[str], known: Mapping[str, bytes]
+    conn: Conn, pipeline: psycopg.AsyncPipeline, want: list[str], known: Mapping[str, Body]
 ) -> dict[str, Delta]:
     cursor = conn.cursor(binary=True)
     await cursor.execute(_CHAINS, {"want": want, "known": list(known)})

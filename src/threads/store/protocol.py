@@ -16,6 +16,7 @@ from threads.clock import Clock
 from threads.log.collector import collector_paused
 from threads.log.lines import Event, Header
 from threads.log.reduce import Fold
+from threads.log.request_bytes import RequestBytes
 from threads.store.receipts import RunReceipt
 
 ArtifactRef = dict[str, Any]  # {"sha256", "bytes", "media_type"}
@@ -103,11 +104,19 @@ class StoredRow:
 
 @dataclass(frozen=True, slots=True)
 class PendingArtifact:
-    data: bytes
+    # The artifact's bytes, or a rendered request's pieces (``RequestBytes``): a store keeping
+    # requests as deltas then writes what the request adds to its base without joining it.
+    content: bytes | RequestBytes
     media_type: str
-    # The sha256 of ``data`` when the caller already has it (a rendered request's running
-    # hash), so the store does not hash the bytes again; a caller passing it vouches for it.
+    # The sha256 of the bytes when the caller already has it (a rendered request's running
+    # hash), so the store does not hash the bytes again; a caller passing it vouches for it,
+    # as one passing pieces does for the request they say they extend.
     sha256: str | None = None
+
+    @property
+    def data(self) -> bytes:
+        """The whole bytes (a request's pieces joined)."""
+        return bytes(self.content)
 
 
 class Store(Protocol):

@@ -16,7 +16,10 @@ gone), so what export, replay and verify see is byte for byte what was hashed. A
 recent requests (``RequestCache``) makes the next request's delta, and a reader going through a
 thread in order, cost one row each; ``LatestRequests`` remembers which request each branch's
 latest ``model_request`` names, by the head it was true at, so finding a new request's base
-costs no query.
+costs no query. A rendered request comes as pieces that name the request they extend
+(``threads.log.request_bytes``): when that is its base, the row is made from the bytes it adds
+and the base's tail, never joining or comparing the whole, so writing a step's request costs
+the same at any length of the conversation.
 
 This is not the reference's layout (it keeps every artifact as a full file); on a SQLite store
 ``threads materialize`` writes request artifacts out in that form.
@@ -35,11 +38,15 @@ from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
 from threads.log.render import MEDIA_TYPE as REQUEST_MEDIA_TYPE
+from threads.log.request_bytes import RequestBytes
 
 __all__ = [
-    "COLUMNS", "INSERT", "REQUEST_MEDIA_TYPE", "Delta", "Latest", "LatestRequests",
+    "COLUMNS", "INSERT", "REQUEST_MEDIA_TYPE", "Body", "Delta", "Latest", "LatestRequests",
     "RequestCache", "apply", "delta", "line_request_sha", "rebuild", "request_sha", "table_ddl",
 ]
+
+# A request's bytes, or a rendered request's pieces (joined by ``bytes()`` when needed whole).
+Body = bytes | RequestBytes
 
 CACHE_ENTRIES = 64
 CACHE_BYTES = 128 * 1024 * 1024
@@ -94,10 +101,18 @@ def _common_suffix(a: bytes, b: bytes, limit: int) -> int:
     return low
 
 
-def delta(base_sha256: str | None, base: bytes | None, data: bytes) -> Delta:
-    """``data`` as a delta against ``base`` (whole when there is no base or nothing shared)."""
+def delta(base_sha256: str | None, base: Body | None, body: Body) -> Delta:
+    """``body`` as a delta against ``base`` (whole when there is no base or nothing shared).
+    Pieces that say they extend this very base (its sha256 and length) make the delta from the
+    bytes they add and the base's tail alone: the same row, at a cost independent of the
+    conversation's length."""
     if base is None or base_sha256 is None:
+        data = bytes(body)
         return _packed(None, 0, 0, data, base=b"", total=len(data))
+    if isinstance(body, RequestBytes) and _extends(body, base_sha256, len(base)):
+        tail = base.last(ZDICT_BYTES) if isinstance(base, RequestBytes) else base[-ZDICT_BYTES:]
+        return _packed(base_sha256, len(base), 0, body.added(), base=tail, total=len(body))
+    base, data = bytes(base), bytes(body)
     limit = min(len(base), len(data))
     if data.startswith(base):  # the usual case: the conversation grew by its newest lines
         prefix, suffix = len(base), 0
@@ -108,6 +123,13 @@ def delta(base_sha256: str | None, base: bytes | None, data: bytes) -> Delta:
         return _packed(None, 0, 0, data, base=b"", total=len(data))
     middle = data[prefix : len(data) - suffix]
     return _packed(base_sha256, prefix, suffix, middle, base=base, total=len(data))
+
+
+def _extends(body: RequestBytes, base_sha256: str, base_bytes: int) -> bool:
+    """Whether ``body`` says it is request ``base_sha256`` (``base_bytes`` long) plus more."""
+    return body.base is not None and body.base.sha256 == base_sha256 and (
+        body.base.size == base_bytes > 0
+    )
 
 
 def _packed(
@@ -138,21 +160,23 @@ def apply(base: bytes, d: Delta) -> bytes:
 
 
 class RequestCache:
-    """Recently written or read requests by sha256, bounded in entries and bytes."""
+    """Recently written or read requests by sha256, bounded in entries and bytes. A written
+    request is kept as the caller's pieces, unjoined (pieces of one conversation share their
+    list, so the byte bound counts them more than once: it only ever evicts sooner)."""
 
     def __init__(self, entries: int = CACHE_ENTRIES, max_bytes: int = CACHE_BYTES) -> None:
-        self._items: OrderedDict[str, bytes] = OrderedDict()
+        self._items: OrderedDict[str, Body] = OrderedDict()
         self._entries = entries
         self._max_bytes = max_bytes
         self._bytes = 0
 
-    def get(self, sha256: str) -> bytes | None:
+    def get(self, sha256: str) -> Body | None:
         data = self._items.get(sha256)
         if data is not None:
             self._items.move_to_end(sha256)
         return data
 
-    def put(self, sha256: str, data: bytes) -> None:
+    def put(self, sha256: str, data: Body) -> None:
         if sha256 in self._items:
             self._items.move_to_end(sha256)
             return
@@ -169,7 +193,7 @@ class RequestCache:
         if dropped is not None:
             self._bytes -= len(dropped)
 
-    def snapshot(self) -> dict[str, bytes]:
+    def snapshot(self) -> dict[str, Body]:
         """The cached requests as they are now (what a query that runs meanwhile stops at)."""
         return dict(self._items)
 
@@ -199,7 +223,7 @@ def table_ddl(blob: str, options: str = "") -> str:
 
 
 def rebuild(
-    sha256: str, row: Callable[[str], Delta | None], cached: Callable[[str], bytes | None]
+    sha256: str, row: Callable[[str], Delta | None], cached: Callable[[str], Body | None]
 ) -> bytes | None:
     """The request kept under ``sha256``, rebuilt from its rows (``row``) back to the nearest
     cached (``cached``, bytes known to be right) or whole ancestor and checked against the
@@ -209,7 +233,7 @@ def rebuild(
         return None
     found = cached(sha256)
     if found is not None:
-        return found
+        return bytes(found)
     chain = [first]
     seen = {sha256}  # a loop of bases can only come from editing the table
     current = first.base_sha256
@@ -218,7 +242,7 @@ def rebuild(
         seen.add(current)
         hit = cached(current)
         if hit is not None:
-            base = hit
+            base = bytes(hit)
             break
         d = row(current)
         if d is None:

@@ -48,7 +48,13 @@ from threads.store.receipts import (
     key_taken,
     receipt_from_row,
 )
-from threads.store.request_deltas import REQUEST_MEDIA_TYPE, Latest, LatestRequests, RequestCache
+from threads.store.request_deltas import (
+    REQUEST_MEDIA_TYPE,
+    Body,
+    Latest,
+    LatestRequests,
+    RequestCache,
+)
 from threads.store.rows import (
     BRANCH_COLUMNS,
     artifact_missing,
@@ -347,7 +353,7 @@ class SQLiteStore:
                 else:
                     base, held = sqlite_deltas.previous_request(conn, branch_id), False
                 saved = [
-                    self._save_request(conn, r.data, base, base_held=held, sha256=r.sha256)
+                    self._save_request(conn, r.content, base, base_held=held, sha256=r.sha256)
                     for r in requests
                 ]
             try:
@@ -550,7 +556,7 @@ class SQLiteStore:
     def _save_request(
         self,
         conn: sqlite3.Connection,
-        data: bytes,
+        data: Body,
         base: str | None,
         *,
         base_held: bool = False,

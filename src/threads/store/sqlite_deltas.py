@@ -10,7 +10,7 @@ import sqlite3
 
 from threads.log.hashing import sha256_hex
 from threads.store import request_deltas
-from threads.store.request_deltas import Delta, RequestCache
+from threads.store.request_deltas import Body, Delta, RequestCache
 
 _ROW = f"SELECT {request_deltas.COLUMNS} FROM request_deltas WHERE sha256 = ?"
 
@@ -31,7 +31,7 @@ def load(conn: sqlite3.Connection, cache: RequestCache, sha256: str) -> bytes | 
 def save(
     conn: sqlite3.Connection,
     cache: RequestCache,
-    data: bytes,
+    data: Body,
     base_sha256: str | None,
     *,
     base_held: bool = False,
@@ -42,8 +42,8 @@ def save(
     the base's row is stored, so a cached copy of the base is used without looking the row up;
     ``sha256``: the hash of ``data`` when the caller has it. Runs inside the caller's
     transaction; returns the request's sha256."""
-    sha256 = sha256_hex(data) if sha256 is None else sha256
-    base = None
+    sha256 = sha256_hex(bytes(data)) if sha256 is None else sha256
+    base: Body | None = None
     if base_sha256 is not None:
         base = cache.get(base_sha256) if base_held else None
         if base is None:

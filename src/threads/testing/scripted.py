@@ -10,12 +10,12 @@ instance before that reply. A request past the end of the script, or one that fa
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+from threads.log.ids import random_bytes
 from threads.models.fence import Fence
 from threads.models.protocol import (
     LookupResult,
@@ -180,7 +180,7 @@ class ScriptedModel:
             )
         return self._plans[position]
 
-    def _replies_in(self, messages: list[dict[str, Any]]) -> int:
+    def _replies_in(self, messages: Sequence[dict[str, Any]]) -> int:
         """How many assistant lines ``messages`` holds: the script's position. A run's next
         request extends its last one, so only the lines added since are counted."""
         seen, last, replies = self._counted
@@ -210,7 +210,7 @@ class ScriptedModel:
                 yield TextDelta(reply.text[start : start + size])
             content.append({"type": "text", "text": reply.text})
         for tool_use in reply.tool_calls:
-            call_id = tool_use.call_id or f"call_{os.urandom(6).hex()}"
+            call_id = tool_use.call_id or f"call_{random_bytes(6).hex()}"
             content.append(
                 {
                     "type": "tool_use",
