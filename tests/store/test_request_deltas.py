@@ -20,7 +20,7 @@ from threads.cli.main import main
 from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
-from threads.store.protocol import PendingArtifact, Store
+from threads.store.protocol import Lease, PendingArtifact, Store
 from threads.store.receipts import RunReceipt
 from threads.store.request_deltas import REQUEST_MEDIA_TYPE, apply, delta
 from threads.store.sqlite import sqlite
@@ -188,15 +188,7 @@ async def test_a_refused_first_request_in_a_threads_ts_directory_loses_nothing(
     clock = FakeClock()
     store = sqlite(root, clock=clock)
     try:
-        log = SampleLog(clock)
-        await store.create_branch(log.header, tenant_id="acme")
-        lease = await store.acquire_lease(log.header.branch_id, "runner", 60_000)
-        log.epoch = lease.epoch
-        receipt = RunReceipt("acme", "start_run", "k1", "api/acme/alice", "0" * 64,
-                             log.header.thread_id, log.header.branch_id, "r", 1)
-        started = log.started()
-        await store.append(log.header.branch_id, [started], expected_seq=0, lease=lease,
-                           receipt=receipt)
+        log, lease, receipt = await _started_with_receipt(store, clock)
         events = log.turn()
         request = log.artifacts[events[1].data["request_ref"]["sha256"]]
         pending = [PendingArtifact(request, REQUEST_MEDIA_TYPE)]
@@ -213,6 +205,22 @@ async def test_a_refused_first_request_in_a_threads_ts_directory_loses_nothing(
     finally:
         await store.close()
     check_layout(root)
+
+
+async def _started_with_receipt(
+    store: Store, clock: FakeClock
+) -> tuple[SampleLog, Lease, RunReceipt]:
+    """A new thread on ``store``, its lease held, started by an append that took a run
+    receipt (appending with that receipt again is refused: ``idempotency_key_reused``)."""
+    log = SampleLog(clock)
+    await store.create_branch(log.header, tenant_id="acme")
+    lease = await store.acquire_lease(log.header.branch_id, "runner", 60_000)
+    log.epoch = lease.epoch
+    receipt = RunReceipt("acme", "start_run", "k1", "api/acme/alice", "0" * 64,
+                         log.header.thread_id, log.header.branch_id, "r", 1)
+    await store.append(log.header.branch_id, [log.started()], expected_seq=0, lease=lease,
+                       receipt=receipt)
+    return log, lease, receipt
 
 
 def _bases(root: Path) -> dict[str, str | None]:
@@ -259,14 +267,7 @@ async def test_a_refused_append_leaves_no_base_behind(tmp_path: Path) -> None:
     clock = FakeClock()
     store, other = sqlite(tmp_path / "s", clock=clock), sqlite(tmp_path / "s", clock=clock)
     try:
-        log = SampleLog(clock)
-        await store.create_branch(log.header, tenant_id="acme")
-        lease = await store.acquire_lease(log.header.branch_id, "runner", 60_000)
-        log.epoch = lease.epoch
-        receipt = RunReceipt("acme", "start_run", "k1", "api/acme/alice", "0" * 64,
-                             log.header.thread_id, log.header.branch_id, "r", 1)
-        await store.append(log.header.branch_id, [log.started()], expected_seq=0, lease=lease,
-                           receipt=receipt)
+        log, lease, receipt = await _started_with_receipt(store, clock)
         first = log.turn()
         refused = log.artifacts[first[1].data["request_ref"]["sha256"]]
         with pytest.raises(StoreError) as err:  # the receipt is taken: all of it rolls back
