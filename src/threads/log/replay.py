@@ -81,12 +81,13 @@ def replay(events: Sequence[Event], artifacts: Artifacts) -> Replayed:
                 f"the request declares prefix {event.data['declared_prefix']}, but its line 0"
                 f" renders as {rendered.declared_prefix()}",
             ))
-        if rendered.request_ref() != event.data["request_ref"]:
+        ref = rendered.request_ref()
+        if ref != event.data["request_ref"]:
             return Replayed(matched, ReplayMismatch(
                 "request_hash_mismatch", event.seq,
                 f"the recorded request is {event.data['request_ref']['sha256']}"
                 f" ({event.data['request_ref']['bytes']} bytes), but the log before it renders"
-                f" {rendered.request_ref()['sha256']} ({len(rendered.data)} bytes)",
+                f" {ref['sha256']} ({ref['bytes']} bytes)",
             ))
         matched += 1
     return Replayed(matched)
