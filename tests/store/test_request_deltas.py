@@ -22,7 +22,7 @@ from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
 from threads.store.protocol import Lease, PendingArtifact, Store
 from threads.store.receipts import RunReceipt
-from threads.store.request_deltas import REQUEST_MEDIA_TYPE, apply, delta
+from threads.store.request_deltas import RAW_BELOW_BYTES, REQUEST_MEDIA_TYPE, apply, delta
 from threads.store.sqlite import sqlite
 from threads.testing.sample_log import SampleLog
 
@@ -39,6 +39,10 @@ def _pairs() -> list[tuple[bytes, bytes]]:
         cut, keep = sorted(rng.randrange(0, len(base) + 1) for _ in range(2))
         middle = bytes(rng.choice(b"abc") for _ in range(rng.randrange(0, 20)))
         pairs.append((base, base[:cut] + middle + base[keep:]))
+    for size in (RAW_BELOW_BYTES - 1, RAW_BELOW_BYTES, 3 * RAW_BELOW_BYTES):  # long middles
+        base = bytes(rng.choice(b"ab\n{}") for _ in range(5000))
+        middle = bytes(rng.choice(b"abc") for _ in range(size))
+        pairs.append((base, base[:100] + middle + base[200:]))
     return pairs
 
 
@@ -46,9 +50,12 @@ def test_a_delta_rebuilds_exactly_the_bytes_it_was_made_from() -> None:
     for base, data in _pairs():
         d = delta("0" * 64, base, data)
         assert apply(base, d) == data, (base, data)
+        middle_bytes = len(data) - d.prefix_bytes - d.suffix_bytes
+        # compressed only when long enough to be worth zlib's setup (and it saves a tenth)
+        assert d.codec == ("zlib" if middle_bytes >= RAW_BELOW_BYTES else "raw"), middle_bytes
         assert d.prefix_bytes + d.suffix_bytes <= min(len(base), len(data))
-        if d.base_sha256 is not None:
-            assert len(d.middle) == len(data) - d.prefix_bytes - d.suffix_bytes
+        if d.codec == "raw":
+            assert len(d.middle) == middle_bytes
 
 
 async def _write(

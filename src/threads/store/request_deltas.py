@@ -8,7 +8,8 @@ of ``request_deltas``: the sha256 of the *full* request (the address its ``reque
 names), the request it is based on (the one the branch's previous ``model_request`` names), how
 many leading and trailing bytes it shares with that base, and the bytes in between, zlib
 compressed with the end of the base as the dictionary when that pays (the lines a request adds
-look like the ones before them). A row without a base holds the whole request.
+look like the ones before them; a middle of a few hundred bytes is kept as it is). A row
+without a base holds the whole request.
 
 Reading (``rebuild``) rebuilds the bytes from the nearest cached or whole ancestor and checks
 them against the address (``artifact_corrupt`` otherwise, ``artifact_missing`` when a base is
@@ -54,6 +55,10 @@ ZLIB_LEVEL = 6
 FAST_ABOVE_BYTES = 64 * 1024
 ZDICT_BYTES = 32 * 1024  # zlib's window: the most of a base its dictionary can use
 SMALL_WBITS = 12  # the 4 KiB window of a small middle's compressor
+# A middle shorter than this is kept raw: setting zlib up with the base's tail as its
+# dictionary (an adler32 of 32 KiB, tables to clear) costs about as much CPU as the rest of a
+# short step's store work, to save fewer bytes than this.
+RAW_BELOW_BYTES = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +140,10 @@ def _extends(body: RequestBytes, base_sha256: str, base_bytes: int) -> bool:
 def _packed(
     base_sha256: str | None, prefix: int, suffix: int, middle: bytes, *, base: bytes, total: int
 ) -> Delta:
-    """The delta with its middle compressed when that saves at least a tenth."""
+    """The delta with its middle compressed when it is long enough to be worth it and that
+    saves at least a tenth."""
+    if len(middle) < RAW_BELOW_BYTES:
+        return Delta(base_sha256, prefix, suffix, middle, "raw", total)
     level = ZLIB_LEVEL if len(middle) <= FAST_ABOVE_BYTES else 1  # a whole request: be quick
     # A middle of a turn or two gets a small window: setting up zlib's full one took longer
     # than compressing it. The dictionary stays the base's tail (``apply`` is unchanged), of
