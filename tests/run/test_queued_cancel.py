@@ -132,3 +132,54 @@ async def test_a_cancel_queued_during_the_model_call_stops_an_effectful_call(
     assert types[reply : reply + 4] == [
         "model_response", "tool_call", "permission_decision", "cancel_requested",
     ]
+
+
+async def test_a_cancel_another_process_queues_during_a_tool_call_stops_the_next_request(
+    store: SQLiteStore,
+) -> None:
+    """No look at the inbox is made between the tool's return and the next model_request; the
+    request's own commit reads it, so the request is abandoned unsent, never sent."""
+    assert store.root is not None
+    other = sqlite(store.root, clock=store.clock)  # another process's view of the directory
+    sent: list[int] = []
+    inner = scripted_model([use(call("step")), say("done")])
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(inner, name)
+
+        async def stream(self, request: Any, fence: Any) -> AsyncIterator[Any]:
+            sent.append(request.attempt)
+            async for item in inner.stream(request, fence):
+                yield item
+
+    async def queue_elsewhere(args: Empty, ctx: Any) -> str:
+        controls = controls_of(other)
+        assert controls is not None
+        await controls.queue_control(tenant_id="acme", thread_id=ctx.thread_id,
+                                     principal=BOB, command="cancel")
+        return "stepped"
+
+    bot = agent(name="t", model=Counting(),  # type: ignore[arg-type]
+                tools=[tool(name="step", description="s", input=Empty, execute=queue_elsewhere,
+                            effect="read_only")])
+    try:
+        result = await bot.run("go", store=store, principal=ALICE)
+    finally:
+        await other.close()
+    assert isinstance(result, Cancelled), result
+    assert sent == [1]  # the request after the tool's result never left
+    events = await result.thread.timeline()
+    types = [e.type for e in events]
+    result_at = types.index("tool_result")
+    assert types[result_at:] == [
+        "tool_result", "model_request", "model_attempt_abandoned", "cancel_requested",
+        "cancelled", "turn_completed",
+    ]
+    abandoned = events[result_at + 2]
+    assert abandoned.data == {
+        "billing": "not_billed", "provider_outcome": "not_sent", "reason": "cancelled",
+        "request_event_id": events[result_at + 1].event_id,
+    }
+    assert events[result_at + 3].actor == {"kind": "user", "principal": BOB}
+    assert [seq for _, seq in inbox(store)] == [events[result_at + 3].seq]

@@ -80,7 +80,9 @@ async def run_turn(rt: Runtime) -> RunResult:
         ended = await structured.after_calls(rt)
         if ended is not None:
             return ended
-        await honour_cancel_request(rt)  # a Ctrl-C during a call: no further request
+        # A Ctrl-C during a call: no further request. A cancel queued meanwhile is looked for
+        # once the next model_request commits (model_step), by that commit's own inbox read.
+        await honour_cancel_request(rt, queued=False)
         fold = rt.fold
         turn = fold.turn
         if turn is None:

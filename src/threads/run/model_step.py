@@ -5,7 +5,8 @@ The request goes to the model of the settings epoch in force (``threads.run.sett
 with that epoch's params: first a turn-scoped fallback reverts, a recorded retry wait is waited
 out. A failed request is handed to ``threads.run.model_retry`` (abandon, then retry, fall back,
 resend or end the turn); a request left in doubt is resent at most ``crash_resends`` times per
-reply. The step returns ``None`` when the turn goes on, else the run's outcome.
+reply. The step returns ``None`` when the turn goes on, else the run's outcome. A request a queued
+cancel overtook is abandoned (``not_sent``) before it leaves.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from threads.run.model_retry import (
     on_model_error,
     wait_for_scheduled_retry,
 )
+from threads.run.queued_controls import cancel_queued
 from threads.run.results import RunResult
 from threads.run.retry_policy import pinned_retry
 from threads.run.runtime import CallIdMemo, Runtime
@@ -90,6 +92,15 @@ async def model_step(rt: Runtime) -> RunResult | None:
         [Draft("model_request", data, HOST)],
         artifacts=[PendingArtifact(rendered.body, MEDIA_TYPE, rendered.sha256)],
     )
+    if await cancel_queued(rt):  # queued while a tool ran: this request is never sent
+        unsent = {
+            "billing": "not_billed",
+            "provider_outcome": "not_sent",
+            "reason": "cancelled",
+            "request_event_id": request_event.event_id,
+        }
+        await rt.writer.append([Draft("model_attempt_abandoned", unsent, HOST)])
+        return None  # the loop's next look records the cancel
     request = ModelRequest(
         request_key=f"{rt.writer.branch_id}:{request_event.event_id}",
         system=rendered.prefix["system"],

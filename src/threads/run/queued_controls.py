@@ -10,9 +10,10 @@ a valid principal (another writer's malformed row never stops a run).
 A run looks again only once its log moved (a reply, a result, any event) since it last looked:
 once per step boundary, not at every check the loop makes between two steps. The store reads
 the inbox inside the transaction of the append that moved the log, so that look costs no round
-trip; what another process queues after that commit is seen at the next boundary. A look after
-a tool ran (its result not yet written) reads the store: a cancel queued during the call must
-stop the next model request.
+trip; what another process queues after that commit is seen at the next boundary. A cancel
+queued while a tool ran must stop the next model request: that look (``cancel_queued``) is made
+once the request's ``model_request`` (with the tool's result) commits, from that commit's own
+read, and a request it stops is abandoned unsent.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from threads.principal import Principal
 from threads.run.drafts import Draft
 from threads.run.runtime import Runtime
 from threads.store.capabilities import controls_of
+from threads.store.control_items import ControlItem
 
 QUEUED_REASON = "cancel queued while another process ran the thread"
 
@@ -38,18 +40,35 @@ async def apply_queued_cancels(rt: Runtime) -> None:
     for item in await controls.pending_controls(rt.writer.thread_id, as_of=as_of):
         if item.command != "cancel":
             continue  # stop_when_idle is not applied by this loop; it waits for one that does
-        turn = rt.fold.turn
-        if (
-            turn is None
-            or turn.cancel_event is not None
-            or item.received_at < turn.input_event.time  # queued for a turn that ended
-            or not _valid_principal(item.principal)  # not ours to record: dropped, never fatal
-        ):
+        if not _cancels_turn(rt, item):
             await controls.consume_control(item.inbox_id, rt.fold.last_seq)
             continue
         data = {"reason": QUEUED_REASON, "scope": "turn"}
         actor = {"kind": "user", "principal": item.principal}
         await rt.writer.append([Draft("cancel_requested", data, actor)], consumes=[item.inbox_id])
+
+
+async def cancel_queued(rt: Runtime) -> bool:
+    """Whether a cancel another process queued would cancel the open turn, as of the log's
+    head (the look ``apply_queued_cancels`` makes next applies it); nothing is consumed."""
+    controls = controls_of(rt.writer.store)
+    if controls is None:
+        return False
+    as_of = (rt.writer.branch_id, rt.fold.last_seq)
+    items = await controls.pending_controls(rt.writer.thread_id, as_of=as_of)
+    return any(item.command == "cancel" and _cancels_turn(rt, item) for item in items)
+
+
+def _cancels_turn(rt: Runtime, item: ControlItem) -> bool:
+    """A cancel item is recorded only against the turn it was queued for, once, and only with
+    a valid principal as its actor."""
+    turn = rt.fold.turn
+    return not (
+        turn is None
+        or turn.cancel_event is not None
+        or item.received_at < turn.input_event.time  # queued for a turn that ended
+        or not _valid_principal(item.principal)  # not ours to record: dropped, never fatal
+    )
 
 
 def _valid_principal(wire: dict[str, Any]) -> bool:

@@ -58,16 +58,18 @@ def parked_result(rt: Runtime) -> Parked:
     return Parked(rt.thread, PARK_REASONS.get(first_kind, "effect_unknown"), pending)
 
 
-async def honour_cancel_request(rt: Runtime) -> None:
-    """Record a Ctrl-C (``run_sync``) as the durable ``cancel_requested`` barrier, or a cancel
-    another process queued for this thread while this run held it."""
+async def honour_cancel_request(rt: Runtime, *, queued: bool = True) -> None:
+    """Record a Ctrl-C (``run_sync``) as the durable ``cancel_requested`` barrier, or (unless
+    ``queued`` is False) a cancel another process queued for this thread while this run held
+    it."""
     turn = rt.fold.turn
     if rt.cancel.wanted and turn is not None and turn.cancel_event is None:
         actor = {"kind": "user", "principal": rt.principal.to_wire()}
         data = {"reason": "interrupted (Ctrl-C)", "scope": "turn"}
         await rt.writer.append([Draft("cancel_requested", data, actor)])
         return
-    await apply_queued_cancels(rt)
+    if queued:
+        await apply_queued_cancels(rt)
 
 
 async def finish_cancelled(rt: Runtime) -> Cancelled:
