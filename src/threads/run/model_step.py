@@ -41,7 +41,7 @@ from threads.run.model_retry import (
     on_model_error,
     wait_for_scheduled_retry,
 )
-from threads.run.queued_controls import cancel_queued
+from threads.run.queued_controls import apply_queued_cancels, cancel_queued
 from threads.run.results import RunResult
 from threads.run.retry_policy import pinned_retry
 from threads.run.runtime import CallIdMemo, Runtime
@@ -100,7 +100,8 @@ async def model_step(rt: Runtime) -> RunResult | None:
             "request_event_id": request_event.event_id,
         }
         await rt.writer.append([Draft("model_attempt_abandoned", unsent, HOST)])
-        return None  # the loop's next look records the cancel
+        await apply_queued_cancels(rt)  # the barrier, here: the loop's next check ends the turn
+        return None
     request = ModelRequest(
         request_key=f"{rt.writer.branch_id}:{request_event.event_id}",
         system=rendered.prefix["system"],

@@ -56,8 +56,8 @@ FAST_ABOVE_BYTES = 64 * 1024
 ZDICT_BYTES = 32 * 1024  # zlib's window: the most of a base its dictionary can use
 SMALL_WBITS = 12  # the 4 KiB window of a small middle's compressor
 # A middle shorter than this is kept raw: setting zlib up with the base's tail as its
-# dictionary (an adler32 of 32 KiB, tables to clear) costs about as much CPU as the rest of a
-# short step's store work, to save fewer bytes than this.
+# dictionary (an adler32 of 32 KiB, tables to clear) cost a tenth of a short read_only step's
+# instructions, to save fewer bytes than this.
 RAW_BELOW_BYTES = 256
 
 
