@@ -142,7 +142,6 @@ async def test_a_cancel_queued_during_the_model_call_stops_an_effectful_call(
     ]
 
 
-
 @pytest.fixture(params=ENGINES)
 async def two_views(
     request: pytest.FixtureRequest, tmp_path: Path
