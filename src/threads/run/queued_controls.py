@@ -24,7 +24,7 @@ from threads.principal import Principal
 from threads.run.drafts import Draft
 from threads.run.runtime import Runtime
 from threads.store.capabilities import controls_of
-from threads.store.control_items import ControlItem
+from threads.store.control_items import ControlItem, ControlItems
 
 QUEUED_REASON = "cancel queued while another process ran the thread"
 
@@ -36,8 +36,7 @@ async def apply_queued_cancels(rt: Runtime) -> None:
     if rt.cancel.queued_checked_at == rt.fold.last_seq:
         return  # nothing happened since the last look: this is the same step boundary
     rt.cancel.queued_checked_at = rt.fold.last_seq
-    as_of = (rt.writer.branch_id, rt.fold.last_seq)
-    for item in await controls.pending_controls(rt.writer.thread_id, as_of=as_of):
+    for item in await _pending_at_head(rt, controls):
         if item.command != "cancel":
             continue  # stop_when_idle is not applied by this loop; it waits for one that does
         if not _cancels_turn(rt, item):
@@ -54,9 +53,15 @@ async def cancel_queued(rt: Runtime) -> bool:
     controls = controls_of(rt.writer.store)
     if controls is None:
         return False
-    as_of = (rt.writer.branch_id, rt.fold.last_seq)
-    items = await controls.pending_controls(rt.writer.thread_id, as_of=as_of)
+    items = await _pending_at_head(rt, controls)
     return any(item.command == "cancel" and _cancels_turn(rt, item) for item in items)
+
+
+async def _pending_at_head(rt: Runtime, controls: ControlItems) -> list[ControlItem]:
+    """The thread's pending items as of the log's head: what the append that made it read, when
+    the store noted that, else a read."""
+    as_of = (rt.writer.branch_id, rt.fold.last_seq)
+    return await controls.pending_controls(rt.writer.thread_id, as_of=as_of)
 
 
 def _cancels_turn(rt: Runtime, item: ControlItem) -> bool:
