@@ -3,8 +3,9 @@
 ``python group_writer.py SPEC`` with SPEC as JSON: ``engine`` (``sqlite`` | ``postgres``),
 ``store`` (directory) or ``url`` + ``schema``, ``branches``, ``appends`` (per branch, a bound:
 the parent kills us long before), and ``kill``: ``null`` (the parent SIGKILLs us whenever it
-likes), ``"before_commit"`` (die once a group of two or more has run every write of its
-transaction but not its COMMIT) or ``"after_commit"`` (die once such a group's COMMIT returned,
+likes), ``"before_commit"`` (SQLite: die once a group of two or more has run every write of its
+transaction but not its COMMIT), ``"in_statement"`` (Postgres, whose group is one statement: die
+at a random moment of it) or ``"after_commit"`` (die once such a group's COMMIT returned,
 before any of its callers is told); a kill boundary is armed once ``armed_after`` appends were
 acknowledged.
 
@@ -95,29 +96,41 @@ def watch_sqlite(kill: str | None) -> None:
 
 
 def watch_postgres(kill: str | None) -> None:
+    """Report groups and die at the asked boundary around Postgres's group statement:
+    ``in_statement`` dies from a timer thread a random 0-2 ms after the statement starts
+    (sent or not yet, running, committed or not), so the parent sees a group either wholly
+    stored or not at all; ``after_commit`` once it returned committed."""
+    import random
+    import threading
+
     import threads.store.pg_group as group_module
 
     real_commit = group_module.GroupCommitter._commit
-    real_write = group_module._write
+    real_statement = group_module.GroupStatement
+    starting = threading.Event()
+
+    def die_soon(names: list[str]) -> None:
+        starting.wait()
+        threading.Event().wait(random.uniform(0, 0.002))
+        die(names)
+
+    class Statement(real_statement):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            starting.set()  # the group's statement is sent next
 
     async def commit(self: Any, group: list[Any]) -> Any:
         say(f"group {len(group)}")
+        names = [n for request, _ in group for n in member_names(list(request.events))]
+        if kill == "in_statement" and armed(kill, len(group)):
+            threading.Thread(target=die_soon, args=(names,), daemon=True).start()
         verdicts = await real_commit(self, group)
         if kill == "after_commit" and armed(kill, len(group)) and not any(verdicts):
-            die([n for request, _ in group for n in member_names(list(request.events))])
+            die(names)
         return verdicts
 
-    async def write(conn: Any, requests: list[Any]) -> None:
-        await real_write(conn, requests)
-        if kill == "before_commit" and armed(kill, len(requests)):
-            # Have the server run every statement of the group (an inner pipeline block syncs
-            # on exit), but never send the COMMIT.
-            async with conn.pipeline():
-                pass
-            die([n for r in requests for n in member_names(list(r.events))])
-
     group_module.GroupCommitter._commit = commit  # type: ignore[method-assign]
-    group_module._write = write
+    group_module.GroupStatement = Statement  # type: ignore[misc]
 
 
 def open_store(spec: dict[str, Any]) -> Store:

@@ -2,9 +2,10 @@
 branches at once on one store, groups forming as they queue, and dies by SIGKILL:
 
 - wherever it is once the parent has read enough acknowledgements (groups in flight);
-- at a named boundary: a group of two or more has run all its writes but not its COMMIT (none
-  of its appends may be stored), or its COMMIT returned but no caller was told (all of them must
-  be stored).
+- at a named boundary: a group of two or more has run all its writes but not its COMMIT (SQLite:
+  none of its appends may be stored), is somewhere in its one statement (Postgres: all of its
+  appends are stored or none is), or its COMMIT returned but no caller was told (all of them
+  must be stored).
 
 The child reports each acknowledged append (``ack BRANCH SEQ HASH``, written after its await
 returned) through its stdout pipe before it is killed. Asserted after every kill: each branch's
@@ -123,6 +124,10 @@ def run_drill(engine: str, where: dict[str, str], kill: str | None, reopen: Any)
             if kill == "before_commit":
                 for branch, seq in child.dying:
                     assert heads[branch] == seq - 1, f"{branch}:{seq} was stored without COMMIT"
+            if kill == "in_statement":
+                stored = {heads[branch] - seq for branch, seq in child.dying}
+                assert stored in ({-1}, {0}), f"the group was stored in part: {child.dying}"
+                OUTCOMES.append(stored == {0})
             if kill == "after_commit":
                 for branch, seq in child.dying:
                     assert heads[branch] >= seq, f"committed {branch}:{seq} is not stored"
@@ -138,10 +143,10 @@ def run_drill(engine: str, where: dict[str, str], kill: str | None, reopen: Any)
     return child
 
 
-KILLS = [None, "before_commit", "after_commit"]
+OUTCOMES: list[bool] = []  # in_statement kills on Postgres: was the dying group stored?
 
 
-@pytest.mark.parametrize("kill", KILLS)
+@pytest.mark.parametrize("kill", [None, "before_commit", "after_commit"])
 def test_sqlite_group_commit_survives_sigkill(tmp_path: Path, kill: str | None) -> None:
     store_dir = tmp_path / "store"
     child = run_drill("sqlite", {"store": str(store_dir)}, kill, lambda: sqlite(store_dir))
@@ -149,18 +154,28 @@ def test_sqlite_group_commit_survives_sigkill(tmp_path: Path, kill: str | None) 
         assert len(child.dying) >= 2
 
 
-@pytest.mark.parametrize("kill", KILLS)
+IN_STATEMENT_KILLS = 6  # each at a random moment of a group's statement
+
+
+@pytest.mark.parametrize("kill", [None, "in_statement", "after_commit"])
 @needs_postgres
 def test_postgres_group_commit_survives_sigkill(kill: str | None) -> None:
     from threads.store.postgres import postgres
 
-    schema = fresh_schema()
-    try:
-        child = run_drill(
-            "postgres", {"url": URL, "schema": schema}, kill,
-            lambda: postgres(URL, schema=schema, max_size=2),
+    OUTCOMES.clear()
+    for _ in range(IN_STATEMENT_KILLS if kill == "in_statement" else 1):
+        schema = fresh_schema()
+        try:
+            child = run_drill(
+                "postgres", {"url": URL, "schema": schema}, kill,
+                lambda schema=schema: postgres(URL, schema=schema, max_size=2),
+            )
+            if kill is not None:
+                assert len(child.dying) >= 2
+        finally:
+            asyncio.run(drop_schema(schema))
+    if kill == "in_statement":
+        SUMMARY.append(
+            f"group commit drill [postgres, kill in_statement]: of {len(OUTCOMES)} dying groups,"
+            f" {sum(OUTCOMES)} stored whole and {len(OUTCOMES) - sum(OUTCOMES)} not at all"
         )
-        if kill is not None:
-            assert len(child.dying) >= 2
-    finally:
-        asyncio.run(drop_schema(schema))

@@ -30,7 +30,8 @@ from threads.log.render import MEDIA_TYPE as REQUEST_MEDIA_TYPE
 from threads.log.verify import verify_export
 from threads.store.control_items import InboxViews
 from threads.store.group_commit import commit_group
-from threads.store.pg_group import AppendRequest, GroupCommitter
+from threads.store.pg_append import AppendRequest
+from threads.store.pg_group import GroupCommitter
 from threads.store.postgres import PostgresStore
 from threads.store.postgres_deltas import PostgresDeltas
 from threads.store.protocol import Lease, PendingArtifact, Store

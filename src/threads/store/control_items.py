@@ -28,13 +28,17 @@ CONTROL_INSTALLATION = "local"
 Command = Literal["cancel", "stop_when_idle"]
 
 INBOX_COLUMNS = "inbox_id, tenant_id, thread_id, item, received_at"
+_WAITING = "channel = 'api' AND installation_id = 'local' AND consumed_seq IS NULL"
+PENDING_ORDER = "received_at, inbox_id"  # oldest first
 # Unconsumed control items of one thread (placeholders: the engine's, filled by ``sql``).
 PENDING = (
-    f"SELECT {INBOX_COLUMNS} FROM inbox WHERE thread_id = ? AND channel = 'api'"
-    " AND installation_id = 'local' AND consumed_seq IS NULL ORDER BY received_at, inbox_id"
+    f"SELECT {INBOX_COLUMNS} FROM inbox WHERE thread_id = ? AND {_WAITING}"
+    f" ORDER BY {PENDING_ORDER}"
 )
-# The same for many threads at once (Postgres: one query for a group's appends).
-PENDING_OF_ANY = PENDING.replace("thread_id = ?", "thread_id = ANY(?)")
+# The same for many threads at once (Postgres); a group commit's statement reads them from
+# ``PENDING_OF_ANY_FROM`` inside a larger select.
+PENDING_OF_ANY_FROM = f"FROM inbox WHERE thread_id = ANY(?) AND {_WAITING}"
+PENDING_OF_ANY = f"SELECT {INBOX_COLUMNS} {PENDING_OF_ANY_FROM} ORDER BY {PENDING_ORDER}"
 INSERT = (
     "INSERT INTO inbox(inbox_id, tenant_id, channel, installation_id, item_key, delivery_id,"
     " thread_id, item, received_at) VALUES (?, ?, 'api', 'local', ?, ?, ?, ?, ?)"
@@ -118,7 +122,7 @@ class InboxViews:
 
 
 def by_thread(rows: Iterable[tuple[Any, ...]]) -> dict[str, list[ControlItem]]:
-    """The control items among ``PENDING_OF_ANY``'s rows, by thread (each oldest first)."""
+    """The control items among rows of ``INBOX_COLUMNS`` (oldest first), by thread."""
     pending: dict[str, list[ControlItem]] = {}
     for item in controls_in(rows):
         pending.setdefault(item.thread_id, []).append(item)

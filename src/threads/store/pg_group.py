@@ -1,27 +1,29 @@
 """Group commit on Postgres: appends to different branches that wait at the same time commit in
-one transaction on one connection, in two round trips for the whole group.
+one statement on one connection: one round trip and one transaction for the whole group.
 
-Round trip 1 locks and reads every member's lease and branch rows (``FOR UPDATE ... SKIP
-LOCKED``), and each member is judged by the checks a lone append makes (``require_live``,
-``require_head``); round trip 2 writes the members that passed (artifacts, request deltas,
-events, heads), reads their threads' pending control items (``InboxViews``: the run's look at
-the next step boundary then costs no round trip) and commits. (A member whose request's base
-this process does not know yet costs the group two more round trips between them:
-``threads.store.postgres_deltas``.)
+The statement (``threads.store.pg_append.GroupStatement``) locks every member's lease and
+branch rows (``FOR UPDATE ... SKIP LOCKED``), judges each member by the checks a lone append
+makes, writes the members that passed (artifacts, request deltas, events, heads) and reads their
+threads' pending control items (``InboxViews``: the run's look at the next step boundary then
+costs no round trip). A member refused there gets the error ``require_live`` / ``require_head``
+name for its locked row. (Members whose request's base this process does not know yet cost the
+group two more round trips before the statement, reading the base from the branch's head
+unlocked: a base read from a head that then moved belongs to a member the statement refuses.)
 Invariants: a refused member gets its own error and the others commit; a member whose rows
 another session holds locked is not waited for in the group (it runs alone, where it waits as a
 lone append always did); a group holds at most one append per branch, since a group's
-reads do not see its own writes; when the group's transaction fails (a constraint, a lost
-connection) the members that passed are settled by the lone append, told whether the commit may
-have landed, so each caller hears its own outcome; no caller is answered before the ``COMMIT``
-holding its writes returned. Nothing waits for a group to fill: a group is whatever waited
-while the groups in flight (at most ``IN_FLIGHT``, one connection each) committed.
+reads do not see its own writes; when the group's statement fails (a constraint, a lost
+connection) nothing of it was written, or, for a connection lost once it was sent, it may have
+landed as a whole: every member is then settled by the lone append, told which, so each caller
+hears its own outcome; no caller is answered before the statement holding its writes returned
+(committed). Nothing waits for a group to fill: a group is whatever waited while the groups in
+flight (at most ``IN_FLIGHT``, one connection each) committed.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -29,61 +31,15 @@ from typing import Any
 import psycopg
 
 from threads.errors import NotFound, StoreError
-from threads.log.lines import Event
-from threads.store.control_items import PENDING_OF_ANY, InboxViews, by_thread, sql
-from threads.store.postgres_deltas import INSERT_DELTAS, Planned, PostgresDeltas
-from threads.store.protocol import Lease, PendingArtifact
-from threads.store.receipts import RunReceipt
-from threads.store.rows import artifact_ref, event_rows, require_head, require_live
+from threads.store.control_items import InboxViews, by_thread
+from threads.store.pg_append import AppendRequest, GroupStatement
+from threads.store.postgres_deltas import PostgresDeltas
+from threads.store.rows import require_head, require_live
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
 MAX_GROUP = 64  # most appends in one transaction
 IN_FLIGHT = 2  # groups committing at once (each on its own pooled connection)
-
-# The database's clock in Unix ms; ``COALESCE`` lets an injected test clock's reading win.
-DB_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
-LEASE_NOW = f"COALESCE(%s::bigint, {DB_NOW})"
-INSERT_EVENTS = (
-    "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical, epoch, line)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-)
-INSERT_ARTIFACT = (
-    "INSERT INTO artifacts(sha256, media_type, bytes, data) VALUES (%s, %s, %s, %s)"
-    " ON CONFLICT (sha256) DO NOTHING"
-)
-_LOCK_HEADS = (
-    f"SELECT l.branch_id, l.holder_id, l.epoch, l.expires_at, {LEASE_NOW},"
-    " b.head_seq, b.head_hash, b.state"
-    " FROM leases l JOIN branches b ON b.branch_id = l.branch_id"
-    " WHERE l.branch_id = ANY(%s) FOR UPDATE OF l, b SKIP LOCKED"
-)
-_PENDING_OF_ANY = sql(PENDING_OF_ANY, "%s")
-_MOVE_HEADS = (
-    "UPDATE branches b SET head_seq = v.seq, head_hash = v.hash"
-    " FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS v(branch_id, seq, hash)"
-    " WHERE b.branch_id = v.branch_id"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class AppendRequest:
-    """One ``Store.append`` call, as its arguments."""
-
-    branch_id: str
-    events: Sequence[Event]
-    expected_seq: int
-    lease: Lease
-    artifacts: Sequence[PendingArtifact] = ()  # all but requests, which go in ``requests``
-    receipt: RunReceipt | None = None
-    consumes: Sequence[str] = ()  # inbox ids of control items this append applies
-    finishes_fork: bool = False  # a new child's fork event: the branch is forking, not ready
-    requests: Planned | None = None  # request artifacts, kept as deltas
-
-
-def artifact_row(artifact: PendingArtifact) -> tuple[str, str, int, bytes]:
-    ref = artifact_ref(artifact.data, artifact.media_type)
-    return ref["sha256"], artifact.media_type, len(artifact.data), artifact.data
 
 
 # How a member left the group: committed (None), refused (its error), or to be run alone
@@ -182,61 +138,47 @@ class GroupCommitter:
     ) -> list[_Verdict]:
         requests = [request for request, _ in group]
         verdicts: list[_Verdict] = [_Alone(False)] * len(requests)
-        passed: list[int] = []
-        written = False
-        inbox: psycopg.AsyncCursor[Any] | None = None
+        sent = False
         try:
-            async with (
-                self._connection() as conn,
-                conn.pipeline() as pipeline,
-                conn.transaction(),
-            ):
-                cursor = await conn.execute(
-                    _LOCK_HEADS, (self._now(), [r.branch_id for r in requests])
-                )
-                # Between the round trips the session is "idle in transaction": a host frozen
-                # here loses its row locks to the server's idle timeout.
-                await pipeline.sync()
-                rows = {row[0]: row[1:] for row in await cursor.fetchall()}
-                for index, request in enumerate(requests):
-                    row = rows.get(request.branch_id)
-                    if row is None:
-                        continue  # locked by another session, or never leased: alone
-                    verdicts[index] = _judge(request, row)
-                    if verdicts[index] is None:
-                        passed.append(index)
-                if passed:
-                    await self._deltas.resolve(
-                        conn, pipeline, [p for i in passed if (p := requests[i].requests)]
-                    )
-                    written = True
-                    await _write(conn, [requests[i] for i in passed])
-                    if self._inbox.active:  # read before the COMMIT, in the same round trip
-                        threads = sorted({requests[i].events[-1].thread_id
-                                          for i in passed if requests[i].events})
-                        inbox = await conn.execute(_PENDING_OF_ANY, (threads,))
+            async with self._connection() as conn:
+                planned = [p for r in requests if (p := r.requests) and p.rows is None]
+                if planned:  # bases this process does not know: looked up for all at once
+                    async with conn.pipeline() as pipeline:
+                        await self._deltas.resolve(conn, pipeline, planned)
+                statement = GroupStatement(requests, self._now(), self._inbox.active)
+                sent = True
+                cursor = await conn.execute(statement.query, statement.params)
+                rows = await cursor.fetchall()
         except (StoreError, psycopg.Error) as exc:
-            lost = written and isinstance(exc, StoreError) and exc.code == "store_unavailable"
-            for index in passed:
-                verdicts[index] = _Alone(lost)
-            return verdicts
-        await self._committed([requests[i] for i in passed], inbox)
+            lost = sent and isinstance(exc, StoreError) and exc.code == "store_unavailable"
+            return [_Alone(lost)] * len(requests)
+        heads, inbox = GroupStatement.read(rows)
+        committed = []
+        for index, request in enumerate(requests):
+            locked = heads.get(request.branch_id)
+            if locked is None:
+                continue  # locked by another session, or never leased: alone
+            row, passed = locked
+            if passed:
+                verdicts[index] = None
+                committed.append(request)
+            else:
+                # The statement's checks are ``_judge``'s, so it names the refusal; were they
+                # ever to disagree, the lone append judges (nothing of this member was written).
+                verdicts[index] = _judge(request, row) or _Alone(False)
+        self._committed(committed, inbox if self._inbox.active else None)
         return verdicts
 
-    async def _committed(
-        self, requests: list[AppendRequest], inbox: psycopg.AsyncCursor[Any] | None
+    def _committed(
+        self, requests: list[AppendRequest], inbox: list[tuple[Any, ...]] | None
     ) -> None:
         """What the store remembers of appends that committed: their requests and heads, and
-        the pending control items their transaction read. Nothing here can undo a commit."""
+        the pending control items their statement read. Nothing here can undo a commit."""
         for request in requests:
             self._deltas.committed(request.branch_id, request.events, request.requests)
         if inbox is None:
             return
-        try:
-            rows = await inbox.fetchall()  # already here: the pipeline brought them
-        except psycopg.Error:
-            return  # not noted: the run's look asks the store
-        pending = by_thread(rows)
+        pending = by_thread(inbox)
         for request in requests:
             if request.events:
                 head = request.events[-1]
@@ -263,27 +205,3 @@ def _judge(request: AppendRequest, row: tuple[Any, ...]) -> BaseException | None
     except (StoreError, NotFound) as exc:
         return exc
     return None
-
-
-async def _write(conn: Conn, requests: list[AppendRequest]) -> None:
-    """Round trip 2's statements: every passed member's artifacts, events and new head."""
-    artifacts = {row[0]: row for r in requests for row in map(artifact_row, r.artifacts)}
-    cursor = conn.cursor()
-    if artifacts:
-        await cursor.executemany(INSERT_ARTIFACT, sorted(artifacts.values()))
-    deltas = {row[0]: row for r in requests if r.requests for row in r.requests.rows or ()}
-    if deltas:  # in one order, as the artifacts: two groups never wait on each other in a loop
-        await cursor.executemany(INSERT_DELTAS, [deltas[sha] for sha in sorted(deltas)])
-    events = [row for r in requests for row in event_rows(r.branch_id, r.events)]
-    if events:
-        await cursor.executemany(INSERT_EVENTS, events)
-    moved = [r for r in requests if r.events]
-    if moved:
-        await conn.execute(
-            _MOVE_HEADS,
-            (
-                [r.branch_id for r in moved],
-                [r.events[-1].seq for r in moved],
-                [r.events[-1].hash for r in moved],
-            ),
-        )

@@ -35,15 +35,8 @@ from threads.store.control_items import CONSUME, InboxViews, lost_item
 from threads.store.control_items import sql as sql_for
 from threads.store.faults import fault
 from threads.store.holder import holder_id as recorded_holder
-from threads.store.pg_group import (
-    INSERT_ARTIFACT,
-    INSERT_EVENTS,
-    LEASE_NOW,
-    AppendRequest,
-    Conn,
-    GroupCommitter,
-    artifact_row,
-)
+from threads.store.pg_append import LEASE_NOW, AppendRequest, artifact_row
+from threads.store.pg_group import Conn, GroupCommitter
 from threads.store.postgres_deltas import DDL as DELTAS_DDL
 from threads.store.postgres_deltas import INSERT_DELTAS, PostgresDeltas
 from threads.store.protocol import (
@@ -156,6 +149,15 @@ CREATE TABLE artifacts (
 """
 
 _RECEIPTS_DDL = receipts_ddl("text", "bigint")
+
+INSERT_EVENTS = (
+    "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical, epoch, line)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+)
+INSERT_ARTIFACT = (
+    "INSERT INTO artifacts(sha256, media_type, bytes, data) VALUES (%s, %s, %s, %s)"
+    " ON CONFLICT (sha256) DO NOTHING"
+)
 
 _LEASE = f"SELECT holder_id, epoch, expires_at, {LEASE_NOW} FROM leases WHERE branch_id = %s"
 _LEASE_FOR_UPDATE = _LEASE + " FOR UPDATE"
