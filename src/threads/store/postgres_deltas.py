@@ -110,8 +110,10 @@ class PostgresDeltas:
     async def resolve(
         self, conn: Conn, pipeline: psycopg.AsyncPipeline, planned: Sequence[Planned]
     ) -> None:
-        """Make the rows of the appends planned without a base, inside their transaction and
-        after their head check (two round trips for all of them, none when there are none)."""
+        """Make the rows of the appends planned without a base (two round trips for all of
+        them, none when there are none): a lone append's inside its transaction, after its head
+        check; a group's before its statement, from heads read unlocked (``pg_group`` says why
+        that is safe)."""
         todo = [p for p in planned if p.rows is None]
         if not todo:
             return
