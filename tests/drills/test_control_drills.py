@@ -1,7 +1,8 @@
 """Control drills: human controls across SIGKILLed worker processes.
 
 (a) a crash while parked for approval, approval from another process, rerun: the call runs
-once; (b) a crash after ``cancel_requested`` never runs the unstarted call; (c) randomized
+once; (b) a crash after ``cancel_requested`` never runs the unstarted call, and a crash right
+after the request that a cancel queued during a tool overtook never sends it; (c) randomized
 (seeded; ``THREADS_DRILL_SEED`` replays) crashes between a budget check and its model request:
 recorded spend (known usage + in-doubt attempts at their bound) never exceeds the limit, and a
 stop's ``observed`` counts each attempt once.
@@ -11,11 +12,20 @@ from __future__ import annotations
 
 import os
 import random
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
-from drill_harness import STARTER, SUMMARY, Drill, call_keys, log_events
+from drill_harness import (
+    KILLED,
+    LEASE_PAST_MS,
+    STARTER,
+    SUMMARY,
+    Drill,
+    call_keys,
+    log_events,
+)
 
 from threads.testing.fake_service import FakeService
 
@@ -97,6 +107,44 @@ def test_crash_after_cancel_never_runs_the_unstarted_call(
     assert "effect_begin" not in [
         e["type"] for e in events if e["data"].get("call_id") == call_id
     ]
+
+
+def test_crash_after_the_request_a_queued_cancel_overtook_never_sends_it(
+    service: FakeService, tmp_path: Path
+) -> None:
+    """A cancel is queued from another process while the first tool runs; the worker dies
+    right after the next ``model_request`` commits, before it sees the cancel there. The
+    rerun finds that request open: it is abandoned as a crash and the cancel is recorded
+    before any resend, so the model is never asked again and no later call runs."""
+    drill = Drill(tmp_path, service)
+    client = service.client()
+    holder = drill.spawn(input="go", gate="queued-cancel",
+                         kill={"type": "model_request", "nth": 2})
+    client.await_waiting("queued-cancel")
+    drill.act(lambda t: t.queue_cancel(STARTER))  # the holder's lease is live: queued
+    client.open_gate("queued-cancel")
+    holder.communicate(timeout=60)
+    assert holder.returncode == KILLED
+    drill.kills += 1
+    drill.advance(LEASE_PAST_MS)
+    at_kill = log_events(drill.store_dir)
+    assert [e["type"] for e in at_kill][-2:] == ["tool_result", "model_request"]
+    request = at_kill[-1]
+    assert drill.run(thread=drill.thread_id())["status"] == "cancelled"
+
+    events = log_events(drill.store_dir)
+    after = events[len(at_kill):]
+    assert [e["type"] for e in after] == [
+        "model_attempt_abandoned", "cancel_requested", "cancelled", "turn_completed",
+    ]
+    assert after[0]["data"]["request_event_id"] == request["event_id"]
+    assert after[0]["data"]["reason"] == "crash"
+    assert [e["type"] for e in events].count("model_request") == 2  # no resend
+    assert [name for _, name in call_keys(events).values()] == ["look_up"]
+    with sqlite3.connect(drill.store_dir / "threads.db") as db:
+        assert db.execute("SELECT count(*) FROM inbox WHERE consumed_seq IS NULL").fetchone() \
+            == (0,)
+    assert drill.prefix_breaks == 0
 
 
 # ---- (c) budgets ---------------------------------------------------------------------------
