@@ -22,6 +22,7 @@ from test_group_commit import Writer, _has_artifact, assert_verifies, code_of, s
 from threads.clock import FakeClock
 from threads.store.pg_group import GroupCommitter
 from threads.store.postgres import PostgresStore
+from threads.store.postgres_controls import PostgresControls
 from threads.store.protocol import PendingArtifact
 
 pytestmark = list(POSTGRES_MARKS)
@@ -136,3 +137,34 @@ async def test_a_member_without_a_lease_row_is_left_to_the_lone_append(
     for writer in writers:
         if writer is not writers[BROKEN]:
             await assert_verifies(pg, writer)
+
+
+async def test_the_statement_reads_each_members_pending_control_items(
+    store: tuple[PostgresStore, FakeClock],
+) -> None:
+    """With the inbox table there, a group's statement reads its threads' pending control
+    items (oldest first) and the store notes them at the head each append made: the run's look
+    at the next step boundary is then answered without a round trip."""
+    pg, clock = store
+    writers = await start_writers(pg, clock, [TTL] * MEMBERS)
+    controls = PostgresControls(pg)
+    await controls.pending_controls(writers[0].log.header.thread_id)  # the table is there now
+    assert pg.inbox_seen.active
+    principal = {"issuer": "api", "subject": "alice", "tenant": "acme"}
+    queued = [
+        await controls.queue_control(tenant_id="acme", thread_id=writers[n].log.header.thread_id,
+                                     principal=principal, command=command)
+        for n, command in ((BROKEN, "cancel"), (BROKEN, "stop_when_idle"), (0, "cancel"))
+    ]
+    calls, heads = [], []
+    for n, writer in enumerate(writers):
+        event = writer.next_event(f"message {n}")
+        heads.append((writer.branch_id, event.seq))
+        calls.append(pg.append(writer.branch_id, [event], expected_seq=event.seq - 1,
+                               lease=writer.lease))
+    assert await asyncio.gather(*calls) == [None] * MEMBERS
+    for n, writer in enumerate(writers):
+        seen = pg.inbox_seen.at(writer.log.header.thread_id, heads[n])
+        assert seen is not None  # noted: no store read needed
+        want = {BROKEN: queued[:2], 0: queued[2:]}.get(n, [])
+        assert [item.item_key for item in seen] == want

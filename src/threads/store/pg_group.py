@@ -145,7 +145,8 @@ class GroupCommitter:
                 if planned:  # bases this process does not know: looked up for all at once
                     async with conn.pipeline() as pipeline:
                         await self._deltas.resolve(conn, pipeline, planned)
-                statement = GroupStatement(requests, self._now(), self._inbox.active)
+                reads_inbox = self._inbox.active
+                statement = GroupStatement(requests, self._now(), reads_inbox)
                 sent = True
                 cursor = await conn.execute(statement.query, statement.params)
                 rows = await cursor.fetchall()
@@ -166,7 +167,7 @@ class GroupCommitter:
                 # The statement's checks are ``_judge``'s, so it names the refusal; were they
                 # ever to disagree, the lone append judges (nothing of this member was written).
                 verdicts[index] = _judge(request, row) or _Alone(False)
-        self._committed(committed, inbox if self._inbox.active else None)
+        self._committed(committed, inbox if reads_inbox else None)
         return verdicts
 
     def _committed(
