@@ -168,3 +168,23 @@ async def test_the_statement_reads_each_members_pending_control_items(
         assert seen is not None  # noted: no store read needed
         want = {BROKEN: queued[:2], 0: queued[2:]}.get(n, [])
         assert [item.item_key for item in seen] == want
+
+
+async def test_a_group_of_appends_without_events_checks_and_writes_nothing(
+    store: tuple[PostgresStore, FakeClock],
+) -> None:
+    """An append of no events still has its lease and head checked (a stale one is refused),
+    and the statement, with nothing to insert and no thread to read the inbox of, runs."""
+    pg, clock = store
+    writers = await start_writers(pg, clock, [TTL] * 3)
+    await PostgresControls(pg).pending_controls(writers[0].log.header.thread_id)
+    assert pg.inbox_seen.active
+    execute(pg.schema, "UPDATE leases SET epoch = epoch + 1 WHERE branch_id = %s",
+            (writers[1].branch_id,))
+    outcomes = await asyncio.gather(
+        *(pg.append(w.branch_id, [], expected_seq=1, lease=w.lease) for w in writers),
+        return_exceptions=True,
+    )
+    assert [code_of(o) for o in outcomes] == [None, "stale_epoch", None]
+    for writer in writers:
+        await assert_verifies(pg, writer)
