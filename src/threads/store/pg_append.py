@@ -8,9 +8,10 @@ exactly the checks ``require_live`` and ``require_head`` make in Python, writes 
 passed (artifacts, request deltas, events, new heads) and returns, per locked member, its
 locked row and whether it passed, and the pending control items of the group's threads.
 Invariants: nothing is written for a member that did not pass or whose rows were locked
-elsewhere; a failing command (a constraint, a lost connection) writes nothing of anyone; rows
-are inserted in one order (sha256, then branch and seq), so two groups never wait on each other
-in a loop.
+elsewhere; a failing command (a constraint, a lost connection) writes nothing of anyone. The
+row locks never wait (``SKIP LOCKED``); artifacts and request deltas go in in sha256 order, so
+two groups sharing some wait for each other in one order (a deadlock the server still finds
+fails the command, and its members then run alone).
 """
 
 from __future__ import annotations
