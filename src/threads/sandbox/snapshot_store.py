@@ -2,8 +2,10 @@
 identical workspaces share one archive) and ``refs/<snapshot_id>.json`` naming an archive and the
 manifest hash it restores to.
 
-Invariant: an archive is deleted only when no ref names it; keeping and releasing hold one
-``flock`` so the two never interleave, and every file is written durably.
+Invariant: an archive is deleted only when no ref names it (a release deletes every such one,
+so an archive whose keep was killed before its ref was written goes too); keeping and releasing
+hold one ``flock`` so the two never interleave, and every file is written durably. Whoever takes
+the lock first deletes the temporary files of a writer killed mid-write (none can be writing).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from threads.log.hashing import sha256_hex
-from threads.sandbox.durable import write_durably
+from threads.sandbox.durable import remove_orphaned_temps, write_durably
 from threads.sandbox.protocol import SandboxError
 
 
@@ -39,6 +41,8 @@ class SnapshotStore:
         (self.folder / "archives").mkdir(exist_ok=True)
         with open(self.folder / ".lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            remove_orphaned_temps(self.folder / "refs")
+            remove_orphaned_temps(self.folder / "archives")
             yield
 
     def keep(self, snapshot_id: str, data: bytes, manifest: str) -> None:
@@ -63,15 +67,22 @@ class SnapshotStore:
     def release(self, snapshot_id: str) -> Literal["released", "already_gone"]:
         with self._lock():
             path = self._ref(snapshot_id)
-            try:
-                sha = json.loads(path.read_bytes())["archive"]
-            except (OSError, ValueError, KeyError):
+            if _archive_named(path) is None:
                 return "already_gone"
             path.unlink()
-            still_used = any(
-                json.loads(p.read_bytes()).get("archive") == sha
-                for p in path.parent.glob("*.json")
-            )
-            if not still_used:
-                self._archive(sha).unlink(missing_ok=True)
+            named = {_archive_named(ref) for ref in path.parent.glob("*.json")}
+            if None in named:  # a ref that can't be read might name any archive: keep them
+                return "released"
+            # its archive once no ref names it, and any a keep killed before its ref left
+            for archive in (self.folder / "archives").glob("*.tar"):
+                if archive.stem not in named:
+                    archive.unlink(missing_ok=True)
         return "released"
+
+
+def _archive_named(ref: Path) -> str | None:
+    """The archive ``ref`` names; None when it is gone or can't be read."""
+    try:
+        return str(json.loads(ref.read_bytes())["archive"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
