@@ -109,6 +109,29 @@ async def test_a_create_the_crash_never_recorded_is_adopted_by_the_next_owner(
     assert [r.state for r in await resources.resources()] == ["live"]
 
 
+async def test_a_snapshot_scratch_a_crash_left_is_released_not_adopted(
+    store: Store, provider: LocalSandbox
+) -> None:
+    """A crash while a snapshot was being proven leaves the scratch sandbox it was restoring
+    into, its row pending. The next owner keeps working in the branch's own sandbox and
+    releases the scratch; a lost create with no live sandbox beside it is still adopted."""
+    branch = await _branch(store)
+    lease = await store.acquire_lease(branch, "w1", 30_000)
+    working = await _owner(store, provider, lease).sandbox_session()
+    resources = resources_of(store)
+    key = uuid7(store.clock.now_ms())  # the crashed proof: its row and its sandbox
+    await resources.resource_pending(operation_key=key, tenant_id="acme", provider="local",
+                                     kind="sandbox", lease=lease)
+    scratch = await provider.create(key, SandboxContext(_never_refuses))
+    _clock(store).advance(31_000)
+    taken = await store.acquire_lease(branch, "w2", 30_000)
+    session = await _owner(store, provider, taken).sandbox_session()
+    assert session.id == working.id
+    assert provider.sandbox_ids() == [working.id]
+    states = {r.ref: r.state for r in await resources.resources()}
+    assert states == {working.id: "live", scratch.id: "released"}
+
+
 async def _never_refuses() -> None:
     return None
 

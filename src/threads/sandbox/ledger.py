@@ -89,14 +89,20 @@ class Owner:
 
     async def settle_pending(self) -> list[Resource]:
         """Resolve every row of this branch a crash left ``pending``; returns what they became.
-        A found snapshot was never recorded in the log, so nothing needs it: it is released."""
+        A found snapshot was never recorded in the log, so nothing needs it: it is released. So
+        is a found sandbox while the branch has a live one: a branch works in one sandbox, and
+        a second can only be the scratch a snapshot was being proven in."""
         settled = []
-        for row in await self.resources.resources(owner_branch_id=self.branch_id):
+        rows = await self.resources.resources(owner_branch_id=self.branch_id)
+        working = any(r.kind == "sandbox" and r.state == "live" for r in rows)
+        for row in rows:
             if row.state != "pending" or row.provider != self.sandbox.info.provider:
                 continue
             ref = await self._resolve_lost(row)
-            if ref is not None and row.kind == "snapshot":
-                await self.release(row.operation_key, "snapshot", ref)
+            if ref is not None and (row.kind == "snapshot" or working):
+                await self.release(row.operation_key, row.kind, ref)
+            elif ref is not None:
+                working = True  # the sandbox a lost create made is the branch's own
             settled.append(row)
         return settled
 
