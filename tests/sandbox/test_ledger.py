@@ -90,45 +90,46 @@ async def test_the_pending_row_commits_before_the_create_and_a_lost_answer_is_fo
     assert provider.sandbox_ids() == [session.id]
 
 
+async def _crashed_create(store: Store, provider: LocalSandbox, lease: Lease) -> LocalSession:
+    """What a run that crashed creating a sandbox left: the pending row and the sandbox."""
+    key = uuid7(store.clock.now_ms())
+    await resources_of(store).resource_pending(
+        operation_key=key, tenant_id="acme", provider="local", kind="sandbox", lease=lease
+    )
+    return await provider.create(key, SandboxContext(_never_refuses))
+
+
+async def _next_owners_sandbox(store: Store, provider: LocalSandbox, branch: str) -> str:
+    """The sandbox the branch's next owner works in, once the crashed one's lease lapsed."""
+    _clock(store).advance(31_000)
+    taken = await store.acquire_lease(branch, "w2", 30_000)
+    return (await _owner(store, provider, taken).sandbox_session()).id
+
+
 async def test_a_create_the_crash_never_recorded_is_adopted_by_the_next_owner(
     store: Store, provider: LocalSandbox
 ) -> None:
     branch = await _branch(store)
     lease = await store.acquire_lease(branch, "w1", 30_000)
-    resources = resources_of(store)
-    # The crashed run: its pending row and the sandbox exist, nothing else was written.
-    key = uuid7(store.clock.now_ms())
-    await resources.resource_pending(operation_key=key, tenant_id="acme", provider="local",
-                                     kind="sandbox", lease=lease)
-    made = await provider.create(key, SandboxContext(_never_refuses))
-    _clock(store).advance(31_000)
-    taken = await store.acquire_lease(branch, "w2", 30_000)
-    session = await _owner(store, provider, taken).sandbox_session()
-    assert session.id == made.id
+    made = await _crashed_create(store, provider, lease)
+    assert await _next_owners_sandbox(store, provider, branch) == made.id
     assert provider.sandbox_ids() == [made.id]
-    assert [r.state for r in await resources.resources()] == ["live"]
+    assert [r.state for r in await resources_of(store).resources()] == ["live"]
 
 
 async def test_a_snapshot_scratch_a_crash_left_is_released_not_adopted(
     store: Store, provider: LocalSandbox
 ) -> None:
     """A crash while a snapshot was being proven leaves the scratch sandbox it was restoring
-    into, its row pending. The next owner keeps working in the branch's own sandbox and
-    releases the scratch; a lost create with no live sandbox beside it is still adopted."""
+    into, its row pending, beside the branch's live sandbox. The next owner keeps working in
+    the branch's own sandbox and releases the scratch."""
     branch = await _branch(store)
     lease = await store.acquire_lease(branch, "w1", 30_000)
     working = await _owner(store, provider, lease).sandbox_session()
-    resources = resources_of(store)
-    key = uuid7(store.clock.now_ms())  # the crashed proof: its row and its sandbox
-    await resources.resource_pending(operation_key=key, tenant_id="acme", provider="local",
-                                     kind="sandbox", lease=lease)
-    scratch = await provider.create(key, SandboxContext(_never_refuses))
-    _clock(store).advance(31_000)
-    taken = await store.acquire_lease(branch, "w2", 30_000)
-    session = await _owner(store, provider, taken).sandbox_session()
-    assert session.id == working.id
+    scratch = await _crashed_create(store, provider, lease)
+    assert await _next_owners_sandbox(store, provider, branch) == working.id
     assert provider.sandbox_ids() == [working.id]
-    states = {r.ref: r.state for r in await resources.resources()}
+    states = {r.ref: r.state for r in await resources_of(store).resources()}
     assert states == {working.id: "live", scratch.id: "released"}
 
 
