@@ -7,7 +7,8 @@ appends per step), ``STEPS`` steps each, all runs started together.
 
 Events are minted before the clock starts, so the numbers are the store's: lease check, head
 check, insert, head move and commit (``synchronous=FULL`` on SQLite, default ``fsync`` on
-Postgres). Timings are printed, never asserted.
+Postgres). Beside each rate, the process's CPU per operation (µs), which a busy disk or server
+does not blur. Timings are printed, never asserted.
 Run: ``.venv/bin/python bench/postgres.py [--total N] [--url URL]`` (the server must answer;
 ``tools/ensure_postgres.sh`` starts the local one).
 """
@@ -57,26 +58,34 @@ async def _write(store: Store, log: SampleLog, lease: Lease, events: list[Event]
         await store.append(log.header.branch_id, [event], expected_seq=event.seq - 1, lease=lease)
 
 
-async def appends_per_second(store: Store, threads: int, total: int) -> float:
+Cell = tuple[float, float]  # (operations per second, process CPU µs per operation)
+
+
+async def appends_per_second(store: Store, threads: int, total: int) -> Cell:
     per_thread = max(1, total // threads)
     prepared = [await _prepare(store, per_thread) for _ in range(threads)]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(_write(store, *p) for p in prepared))
-    elapsed = time.perf_counter() - start
-    return per_thread * threads / elapsed
+    return _cell(per_thread * threads, start, cpu)
 
 
-async def steps_per_second(store: Store, threads: int) -> float:
+async def steps_per_second(store: Store, threads: int) -> Cell:
     bots = [bench_agent(STEPS, StepClock()) for _ in range(threads)]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     results = await asyncio.gather(*(bot.run("go", store=store) for bot in bots))
-    elapsed = time.perf_counter() - start
     assert all(r.status == "completed" for r in results), results
-    return STEPS * threads / elapsed
+    return _cell(STEPS * threads, start, cpu)
 
 
-async def _engine_rows(open_store: Callable[[], Store], total: int) -> list[list[float]]:
-    """[appends/s per concurrency, steps/s per concurrency] on one store."""
+def _cell(done: int, start: float, cpu: float) -> Cell:
+    """Rate and CPU per operation since ``start`` / ``cpu`` (the whole process's CPU: the
+    client's share of a Postgres append, which a busy disk or server does not blur)."""
+    elapsed, used = time.perf_counter() - start, time.process_time() - cpu
+    return done / elapsed, used / done * 1e6
+
+
+async def _engine_rows(open_store: Callable[[], Store], total: int) -> list[list[Cell]]:
+    """[appends per concurrency, steps per concurrency] on one store."""
     store = open_store()
     try:
         await appends_per_second(store, 1, 20)  # warm up: schema, pool, caches
@@ -112,12 +121,13 @@ async def main(total: int, url: str) -> None:
         _table(title, a_row, b_row)
 
 
-def _table(title: str, lite: list[float], pg: list[float]) -> None:
+def _table(title: str, lite: list[Cell], pg: list[Cell]) -> None:
     print(f"{title}\n")
-    print(f"{'threads':>8} | {'sqlite':>10} | {'postgres':>10} | {'pg/sqlite':>9}")
-    print(f"{'-' * 8}-+-{'-' * 10}-+-{'-' * 10}-+-{'-' * 9}")
-    for n, a, b in zip(CONCURRENCY, lite, pg, strict=True):
-        print(f"{n:>8} | {a:>10.0f} | {b:>10.0f} | {b / a:>9.2f}")
+    print(f"{'threads':>8} | {'sqlite':>10} | {'postgres':>10} | {'pg/sqlite':>9}"
+          f" | {'CPU µs: sqlite':>14} | {'postgres':>8}")
+    print(f"{'-' * 8}-+-{'-' * 10}-+-{'-' * 10}-+-{'-' * 9}-+-{'-' * 14}-+-{'-' * 8}")
+    for n, (a, a_cpu), (b, b_cpu) in zip(CONCURRENCY, lite, pg, strict=True):
+        print(f"{n:>8} | {a:>10.0f} | {b:>10.0f} | {b / a:>9.2f} | {a_cpu:>14.0f} | {b_cpu:>8.0f}")
     print()
 
 
