@@ -123,6 +123,7 @@ def watch_postgres(kill: str | None) -> None:
         say(f"group {len(group)}")
         names = [n for request, _ in group for n in member_names(list(request.events))]
         if kill == "in_statement" and armed(kill, len(group)):
+            starting.clear()  # set again by this group's statement (or the other in flight)
             threading.Thread(target=die_soon, args=(names,), daemon=True).start()
         verdicts = await real_commit(self, group)
         if kill == "after_commit" and armed(kill, len(group)) and not any(verdicts):
