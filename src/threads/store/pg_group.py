@@ -43,10 +43,10 @@ IN_FLIGHT = 2  # groups committing at once (each on its own pooled connection)
 
 
 # How a member left the group: committed (None), refused (its error), or to be run alone
-# (``_Alone``: its rows were locked elsewhere, or the group's transaction failed).
+# (``_Alone``: its rows were locked elsewhere, or the group's statement failed).
 @dataclass(frozen=True, slots=True)
 class _Alone:
-    maybe_landed: bool  # the group's writes were sent, and the connection was lost after
+    maybe_landed: bool  # the group's statement was sent, and the connection was lost after
 
 
 _Verdict = BaseException | _Alone | None
