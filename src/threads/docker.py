@@ -27,6 +27,7 @@ from typing import Any, Literal
 from threads.adapters.docker_engine import Engine, operation, quoted, socket_path
 from threads.errors import ConfigError
 from threads.log.hashing import sha256_hex
+from threads.sandbox.minted import minted_pattern, require_minted
 from threads.sandbox.protocol import (
     DEFAULT_TIMEOUT_MS,
     WORKSPACE,
@@ -46,8 +47,17 @@ MIN_MEMORY_MB = 64
 STOP_PROOF_ROUNDS = 3
 
 
+_CONTAINER_NAME = minted_pattern("threads-")
+
+
 def container_name(operation_key: str) -> str:
     return f"threads-{sha256_hex(operation_key.encode('utf-8'))[:32]}"
+
+
+def _own(ref: str) -> str:
+    """``ref`` when it names a container this provider makes (``not_found`` otherwise): a ref
+    read from a ledger row never reaches another container on the engine, nor another URL."""
+    return require_minted(ref, _CONTAINER_NAME, "a threads sandbox container")
 
 
 class DockerSandbox:
@@ -122,11 +132,12 @@ class DockerSandbox:
         return value
 
     async def attach(self, ref: str, ctx: SandboxContext) -> DockerSession:
+        name = _own(ref)
         with operation(ctx):
-            state = (await self._inspect(ref))["State"]
+            state = (await self._inspect(name))["State"]
             if not state.get("Running"):
-                await self.engine.request("POST", f"/containers/{ref}/start", ok=(204, 304))
-        return DockerSession(self, ref)
+                await self.engine.request("POST", f"/containers/{name}/start", ok=(204, 304))
+        return DockerSession(self, name)
 
     async def lookup(self, kind: Literal["sandbox", "snapshot"], operation_key: str) -> str | None:
         if kind == "snapshot":
@@ -148,7 +159,8 @@ class DockerSandbox:
 
     async def labelled(self, ctx: SandboxContext) -> list[tuple[str, str]]:
         """``(container name, operation key)`` of every container on this engine that carries
-        threads' ``threads.operation_key`` label, running or not: what orphan gc looks at."""
+        threads' ``threads.operation_key`` label under a name this provider makes, running or
+        not: what orphan gc looks at."""
         with operation(ctx):
             response = await self.engine.request(
                 "GET", "/containers/json",
@@ -158,8 +170,9 @@ class DockerSandbox:
         for container in response.json():
             key = (container.get("Labels") or {}).get(OPERATION_LABEL)
             names = container.get("Names") or []
-            if isinstance(key, str) and names:
-                found.append((str(names[0]).lstrip("/"), key))
+            name = str(names[0]).lstrip("/") if names else ""
+            if isinstance(key, str) and _CONTAINER_NAME.fullmatch(name):
+                found.append((name, key))
         return found
 
     async def release(
@@ -167,14 +180,15 @@ class DockerSandbox:
     ) -> Literal["released", "already_gone"]:
         if kind == "snapshot":
             return "already_gone"
+        name = _own(ref)
         with operation(ctx):
             response = await self.engine.request(
-                "DELETE", f"/containers/{quoted(ref)}", params={"force": "1", "v": "1"},
+                "DELETE", f"/containers/{name}", params={"force": "1", "v": "1"},
                 ok=(204, 404),
             )
             for volume in ("workspace", "run"):
                 await self.engine.request(
-                    "DELETE", f"/volumes/{quoted(ref)}-{volume}", ok=(204, 404, 409)
+                    "DELETE", f"/volumes/{name}-{volume}", ok=(204, 404, 409)
                 )
         return "already_gone" if response.status_code == 404 else "released"
 

@@ -251,3 +251,29 @@ async def test_gc_removes_orphaned_containers_and_nothing_a_row_still_names(
         for ref in (live.id, made[pending]):
             await provider.release("sandbox", ref, CTX)
         await store.close()
+
+
+async def test_a_ref_it_did_not_make_is_never_attached_or_removed(
+    provider: DockerSandbox, engine: Path
+) -> None:
+    """A ledger row (or a log) naming another container on the engine, or a URL path: the
+    provider refuses it as unknown, and the bystander container is still there after."""
+
+    def docker_cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["docker", "-H", f"unix://{engine}", *argv], capture_output=True,
+                              text=True, timeout=120, check=False)
+
+    bystander = f"bystander-{uuid7(0)[-12:]}"
+    made = await asyncio.to_thread(docker_cli, "create", "--name", bystander, IMAGE, "true")
+    assert made.returncode == 0, made.stderr
+    try:
+        for ref in (bystander, f"{container_name('x')}/../{bystander}", "threads-" + "A" * 32):
+            with pytest.raises(SandboxError) as attached:
+                await provider.attach(ref, CTX)
+            with pytest.raises(SandboxError) as released:
+                await provider.release("sandbox", ref, CTX)
+            assert attached.value.code == released.value.code == "not_found", ref
+        still = await asyncio.to_thread(docker_cli, "inspect", bystander)
+        assert still.returncode == 0, still.stderr
+    finally:
+        await asyncio.to_thread(docker_cli, "rm", "-f", bystander)

@@ -18,17 +18,21 @@ from typing import Literal
 from threads.log.hashing import sha256_hex
 from threads.sandbox import manifest as trees
 from threads.sandbox.limits import Limits
-from threads.sandbox.local_session import PROVIDER, LocalSession, snapshot_id
+from threads.sandbox.local_session import PROVIDER, LocalSession
+from threads.sandbox.minted import minted_pattern, require_minted
 from threads.sandbox.protocol import (
     SandboxContext,
     SandboxError,
     SandboxInfo,
     SnapshotData,
 )
-from threads.sandbox.snapshot_store import SnapshotStore
+from threads.sandbox.snapshot_store import SnapshotStore, snapshot_id
 from threads.sandbox.supervisor import Records, prove_gone
 
 BWRAP = "/usr/bin/bwrap"
+
+
+_SANDBOX_ID = minted_pattern("lsb-")
 
 
 def _sandbox_id(operation_key: str) -> str:
@@ -62,9 +66,10 @@ class LocalSandbox:
         )
 
     def _dir(self, sandbox_id: str) -> Path:
-        if not (sandbox_id.startswith("lsb-") and len(sandbox_id) == 36):
-            raise SandboxError("not_found", f"{sandbox_id!r} is not a local sandbox id")
-        return self.root / "sandboxes" / sandbox_id
+        """The folder of one of this provider's ids; ``not_found`` for any other ref."""
+        return self.root / "sandboxes" / require_minted(
+            sandbox_id, _SANDBOX_ID, "a local sandbox id"
+        )
 
     def sandbox_ids(self) -> list[str]:
         """The sandboxes that exist on this host now (what a leak count counts)."""

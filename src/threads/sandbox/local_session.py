@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from threads.log.hashing import sha256_hex
 from threads.sandbox import manifest as trees
 from threads.sandbox.limits import Limits, pids_cgroup, remove_cgroup
 from threads.sandbox.local_exec import LocalExec
@@ -31,17 +30,13 @@ from threads.sandbox.protocol import (
     SnapshotData,
     Termination,
 )
-from threads.sandbox.snapshot_store import SnapshotStore
+from threads.sandbox.snapshot_store import SnapshotStore, snapshot_id
 from threads.sandbox.supervisor import Record, Records, key_hash, live_processes, marker, prove_gone
 
 PROVIDER = "local"
 FILE_CAP = 16 * 1024 * 1024
 LIST_CAP = 2000
 SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
-
-
-def snapshot_id(operation_key: str) -> str:
-    return f"lss-{sha256_hex(operation_key.encode('utf-8'))[:32]}"
 
 
 class LocalSession:

@@ -6,6 +6,9 @@ Invariant: an archive is deleted only when no ref names it (a release deletes ev
 so an archive whose keep was killed before its ref was written goes too); keeping and releasing
 hold one ``flock`` so the two never interleave, and every file is written durably. Whoever takes
 the lock first deletes the temporary files of a writer killed mid-write (none can be writing).
+Only ids this store mints (``snapshot_id``) and archive names that are a sha256 become paths:
+an id read from a log or a ledger row is checked first (``threads.sandbox.minted``), and a ref
+naming anything else names no archive.
 """
 
 from __future__ import annotations
@@ -13,13 +16,23 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
 from threads.log.hashing import sha256_hex
 from threads.sandbox.durable import remove_orphaned_temps, write_durably
+from threads.sandbox.minted import minted_pattern, require_minted
 from threads.sandbox.protocol import SandboxError
+
+_SNAPSHOT_ID = minted_pattern("lss-")
+_ARCHIVE_NAME = re.compile(r"^[0-9a-f]{64}$")
+
+
+def snapshot_id(operation_key: str) -> str:
+    """The id of the snapshot taken under ``operation_key`` (the same one for every retry)."""
+    return f"lss-{sha256_hex(operation_key.encode('utf-8'))[:32]}"
 
 
 class SnapshotStore:
@@ -27,9 +40,11 @@ class SnapshotStore:
         self.folder = folder
 
     def exists(self, snapshot_id: str) -> bool:
-        return self._ref(snapshot_id).exists()
+        return _SNAPSHOT_ID.fullmatch(snapshot_id) is not None and self._ref(snapshot_id).exists()
 
     def _ref(self, snapshot_id: str) -> Path:
+        """The ref file of one of this store's ids; ``snapshot_missing`` for any other id."""
+        require_minted(snapshot_id, _SNAPSHOT_ID, "a local snapshot id", "snapshot_missing")
         return self.folder / "refs" / f"{snapshot_id}.json"
 
     def _archive(self, sha: str) -> Path:
@@ -46,21 +61,23 @@ class SnapshotStore:
             yield
 
     def keep(self, snapshot_id: str, data: bytes, manifest: str) -> None:
-        sha = sha256_hex(data)
+        sha, ref_path = sha256_hex(data), self._ref(snapshot_id)
         with self._lock():
             write_durably(self._archive(sha), data)
             ref = json.dumps({"archive": sha, "manifest_hash": manifest}).encode("utf-8")
-            write_durably(self._ref(snapshot_id), ref)
+            write_durably(ref_path, ref)
 
     def archive_of(self, snapshot_id: str) -> bytes:
+        sha = _archive_named(self._ref(snapshot_id))
         try:
-            ref = json.loads(self._ref(snapshot_id).read_bytes())
-            data = self._archive(ref["archive"]).read_bytes()
-        except (OSError, ValueError, KeyError):
+            if sha is None:
+                raise FileNotFoundError(snapshot_id)
+            data = self._archive(sha).read_bytes()
+        except OSError:
             raise SandboxError(
                 "snapshot_missing", f"snapshot {snapshot_id} is not on this host"
             ) from None
-        if sha256_hex(data) != ref["archive"]:
+        if sha256_hex(data) != sha:
             raise SandboxError("snapshot_restore_failed", f"snapshot {snapshot_id} is corrupt")
         return data
 
@@ -81,8 +98,10 @@ class SnapshotStore:
 
 
 def _archive_named(ref: Path) -> str | None:
-    """The archive ``ref`` names; None when it is gone or can't be read."""
+    """The archive ``ref`` names (a sha256); None when it is gone, can't be read, or names
+    anything else."""
     try:
-        return str(json.loads(ref.read_bytes())["archive"])
+        named = json.loads(ref.read_bytes())["archive"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    return named if isinstance(named, str) and _ARCHIVE_NAME.fullmatch(named) else None
