@@ -31,10 +31,11 @@ def test_threads_cancel_queues_for_the_host_running_the_thread(
                              timeout=60, check=False)
     assert refused.returncode == 1
     assert "forbidden" in refused.stderr
-    done = subprocess.run([*argv, "--subject", "alice"], capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run([*argv, "--subject", "alice", "--reason", "wrong customer"],
+                          capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert "cancel queued" in done.stdout
+    assert "the reason was not recorded" in done.stdout  # said, not silently dropped
     gate.open_gate("g")
     messages = sse(alice, f"/v1/threads/{tid}/runs/{accepted['run_id']}/events")
     assert messages[-1]["data"]["result"] == {"status": "cancelled"}

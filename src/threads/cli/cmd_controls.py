@@ -20,6 +20,7 @@ from threads.cli import render
 from threads.cli.support import add_operator_options, add_store_option, opened_store, operator
 from threads.errors import StoreError
 from threads.principal import Principal
+from threads.run.queued_controls import QUEUED_REASON
 from threads.run.thread import ParkedEffect, PendingApproval, Thread, open_thread
 
 
@@ -163,6 +164,9 @@ async def run_cancel(args: argparse.Namespace) -> int:
             key = await thread.queue_cancel(who)
             print(f"cancel queued (item {key}): the process running the thread records it at"
                   " its next step, and the run ends cancelled")
+            if args.reason:  # the control item's shape (shared with threads-ts) has no reason
+                print("the reason was not recorded: a queued cancel carries none (the log"
+                      f" gives {QUEUED_REASON!r})")
             return 0
     print("cancel recorded; the next run of the thread ends cancelled")
     return 0
