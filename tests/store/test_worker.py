@@ -1,12 +1,15 @@
 """The store thread: grouped jobs queued together reach their batch in one call, in order, and a
 job of another kind queued among them runs right after the group without splitting it; the stop
-still comes after everything queued before it."""
+still comes after everything queued before it; a job runs in place, on its caller's thread, only
+while nothing is queued or running."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 from typing import Any
+
+import pytest
 
 from threads.store.worker import Outcome, StoreThread
 
@@ -84,3 +87,36 @@ async def test_a_group_is_capped_and_the_rest_keeps_its_order() -> None:
     assert [len(call) for call in recorder.calls] == [64, 6]
     assert [item for call in recorder.calls for item in call] == list(range(70))
     assert recorder.ran[-1] == "solo:late"
+
+
+async def test_a_job_runs_in_place_only_while_nothing_is_queued_or_running() -> None:
+    worker = StoreThread("test-worker")
+    recorder = Recorder()
+    gate = threading.Event()
+    try:
+        here = threading.get_ident()
+        assert worker.here(threading.get_ident) == here  # idle: on this thread
+        blocker = worker.run(gate.wait)
+        queued = worker.run(recorder.solo("queued"))
+        assert worker.here(recorder.solo("in place")) is None  # one runs, one waits: not now
+        gate.set()
+        assert await asyncio.gather(blocker, queued) == [True, "queued"]
+        # The thread lets go of its lock before it wakes the caller: the next job can run here.
+        assert worker.here(recorder.solo("after")) == "after"
+    finally:
+        worker.stop()
+    assert recorder.ran == ["solo:queued", "solo:after"]
+
+
+async def test_what_a_job_in_place_raises_reaches_its_caller_and_frees_the_thread() -> None:
+    worker = StoreThread("test-worker")
+
+    def fails() -> None:
+        raise ValueError("no")
+
+    try:
+        with pytest.raises(ValueError, match="no"):
+            worker.here(fails)
+        assert await worker.run(lambda: "still serving") == "still serving"
+    finally:
+        worker.stop()

@@ -9,6 +9,11 @@ fails (its ``COMMIT``, or a fault SQLite answers by rolling everything back) not
 was committed, and each append runs again in a transaction of its own, so every caller hears
 its own outcome. No caller is answered before the ``COMMIT`` holding its writes returned
 (``synchronous=FULL``: the WAL is on disk).
+
+An append with no group to join (the process's only writer, nothing queued) commits on its
+caller's thread instead (``begin_at_once`` + ``commit_begun``): the same write in a transaction
+of its own, begun only if no other process holds the write lock (else it waits its turn on the
+store thread, so the caller's event loop never waits for another process).
 """
 
 from __future__ import annotations
@@ -29,6 +34,12 @@ def in_transaction(
 ) -> T:
     """Run ``fn`` in one transaction opened with ``begin``; committed, or rolled back."""
     conn.execute(begin)
+    return _committed(conn, fn)
+
+
+def _committed(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """``fn`` run in the transaction open on ``conn``, then committed; rolled back if either
+    raises."""
     try:
         result = fn(conn)
         conn.execute("COMMIT")
@@ -39,6 +50,33 @@ def in_transaction(
             conn.execute("ROLLBACK")
         raise
     return result
+
+
+def begin_at_once(conn: sqlite3.Connection, busy_timeout_ms: int) -> bool:
+    """``BEGIN IMMEDIATE`` without waiting for another process's write lock: False, with
+    nothing begun, while one holds it. The connection's own wait is back in force after."""
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            return False
+        raise
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    return True
+
+
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+
+
+def commit_begun(conn: sqlite3.Connection, write: Write) -> Outcome:
+    """``write`` in the transaction ``begin_at_once`` opened: its outcome, committed or rolled
+    back."""
+    try:
+        return _committed(conn, write), None
+    except BaseException as exc:  # handed to that append's caller
+        return None, exc
 
 
 def commit_group(conn: sqlite3.Connection, writes: Sequence[Write]) -> list[Outcome]:

@@ -4,7 +4,11 @@ per artifact, ``threads.store.artifact_files``), except that request artifacts a
 deltas in ``threads.db`` (``threads.store.request_deltas``). ``":memory:"`` keeps everything
 in the process.
 
-All SQLite work runs on one dedicated thread per store so the event loop is never blocked.
+All SQLite work runs on one dedicated thread per store so the event loop is never blocked by
+it, with one exception: the append of a process's only writer, when nothing else is queued, is
+committed in place on the caller's thread (no hand-off), and only if no other process holds the
+write lock (``begin_at_once``); otherwise it queues like any other.
+
 Invariants: an append checks the lease, the expected head and the branch state (one ``UPDATE``
 that moves the head only when all hold; each check on its own to name a refusal) before its
 other writes, inside a ``BEGIN IMMEDIATE`` transaction that appends to other branches queued
@@ -15,6 +19,7 @@ the holder's.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -29,7 +34,13 @@ from threads.store import sqlite_deltas
 from threads.store.artifact_files import ArtifactFiles, make_store_dirs
 from threads.store.control_items import CONSUME, PENDING, InboxViews, controls_in, lost_item
 from threads.store.faults import fault, os_fault, sqlite_fault
-from threads.store.group_commit import Write, commit_group, in_transaction
+from threads.store.group_commit import (
+    Write,
+    begin_at_once,
+    commit_begun,
+    commit_group,
+    in_transaction,
+)
 from threads.store.holder import holder_id as recorded_holder
 from threads.store.protocol import (
     ArtifactRef,
@@ -109,7 +120,10 @@ class SQLiteStore:
         self._files = None if self.root is None else ArtifactFiles(self.root)
         self._in_memory: dict[str, bytes] = {}  # the artifacts of a ":memory:" store
         self._requests = RequestCache()
-        self._latest = LatestRequests()  # touched on the store thread only
+        self._latest = LatestRequests()  # touched under the store thread's lock only
+        # Leases taken through this store and not released: (branch, holder, epoch). With at
+        # most one, an append has no group to join, and commits in place (``_commit_here``).
+        self._writers: set[tuple[str, str, int]] = set()
         self._deltas_ready = False
         self._last_put_request: str | None = None
         self.inbox_seen = InboxViews()  # read in each append's transaction
@@ -193,11 +207,29 @@ class SQLiteStore:
             writes.append(write)
             members.append(index)
         committed = commit_group(conn, writes) if writes else []
-        for index, (result, error) in zip(members, committed, strict=True):
-            if error is None and result is not None:  # committed: see LatestRequests
-                self._latest.record(result)
-            outcomes[index] = (None, None if error is None else self._coded(error))
+        for index, outcome in zip(members, committed, strict=True):
+            outcomes[index] = self._answer(outcome)
         return outcomes
+
+    def _commit_here(self, write: Write) -> Outcome | None:
+        """``write`` committed on the calling thread in a transaction of its own, as the store
+        thread would commit it alone; None, with nothing run, while another process holds the
+        write lock (the append then waits for it on the store thread, not here)."""
+        try:
+            conn = self._connect()
+            if not begin_at_once(conn, self.busy_timeout_ms):
+                return None
+        except BaseException as exc:
+            return None, self._coded(exc)
+        return self._answer(commit_begun(conn, write))
+
+    def _answer(self, outcome: Outcome) -> Outcome:
+        """What an append's caller hears of its write's outcome; a commit is noted first (see
+        ``LatestRequests``)."""
+        result, error = outcome
+        if error is None and result is not None:
+            self._latest.record(result)
+        return None, None if error is None else self._coded(error)
 
     def _writable(self) -> bool:
         """Whether the store's directory can take files (the WAL and shared-memory files
@@ -375,6 +407,13 @@ class SQLiteStore:
             return LatestRequests.after(before, events, saved)
 
         self._require_open()
+        if not others and len(self._writers) <= 1:  # no group to join, no file to put first
+            outcome = self._worker.here(lambda: self._commit_here(write))
+            if outcome is not None:
+                await asyncio.sleep(0)  # the loop's other tasks get the turn a hand-off gave
+                if outcome[1] is not None:
+                    raise outcome[1]
+                return
         # ``others`` are put by the batch, durable before the transaction holding ``write``.
         await self._worker.run_grouped((others, write), self._commit_appends)
 
@@ -452,7 +491,9 @@ class SQLiteStore:
             )
             return lease
 
-        return await self._run(self._txn(acquire))
+        lease = await self._run(self._txn(acquire))
+        self._writers.add((lease.branch_id, lease.holder_id, lease.epoch))
+        return lease
 
     async def read_lease(self, branch_id: str) -> LeaseState | None:
         def read(conn: sqlite3.Connection) -> LeaseState | None:
@@ -491,6 +532,7 @@ class SQLiteStore:
                 (lease.branch_id, lease.holder_id, lease.epoch),
             )
 
+        self._writers.discard((lease.branch_id, lease.holder_id, lease.epoch))
         if not self._closed:
             await self._run(self._txn(release))
 

@@ -3,9 +3,14 @@
 Why not ``run_in_executor``: a durable append is a few tens of µs of SQLite work plus an
 fsync, and the executor's hand-off (work item, concurrent future, chained asyncio future) cost
 about 45 µs per call in ``bench/append.py``; a ``SimpleQueue`` and one ``call_soon_threadsafe``
-cost about 19 µs. Invariant: jobs run one at a time, on one thread (so one SQLite connection is
-only ever used by that thread), in the order submitted except as grouping says below; each
-caller gets its job's result or exception.
+cost about 19 µs. Invariant: jobs run one at a time, under one lock (so one SQLite connection
+is only ever used by one thread at a time), in the order submitted except as grouping says
+below; each caller gets its job's result or exception.
+
+A job may also run in place (``here``), on its caller's thread, when nothing is queued or
+running: no hand-off at all (a queue put, a wake-up of this thread, ``call_soon_threadsafe`` and
+the event loop's wake-up cost ~150 µs per append on a busy machine), at the price of the
+caller's thread waiting for the job. The store decides when that is worth it.
 
 Grouped jobs (``run_grouped``): the jobs submitted with the same ``Batch`` that are queued when
 the thread gets to one of them are handed to that batch together, in order, so it can run them
@@ -37,11 +42,14 @@ MAX_GROUP = 64  # most jobs handed to one batch call
 
 # (loop, future, job): a solo job is a callable; a grouped one is (batch, item).
 _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Any, Batch | None]
+_Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 
 
 class StoreThread:
     def __init__(self, name: str) -> None:
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._running = threading.Lock()  # held while a job runs, here or on the thread
+        self._backlog: deque[_Job | None] = deque()  # taken off the queue, not run yet, in order
         # Daemon: a store the program never closed must not keep the interpreter alive; SQLite
         # transactions are atomic, so stopping mid-job loses nothing that was committed.
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
@@ -55,6 +63,16 @@ class StoreThread:
         """Queue ``item`` for ``batch``; await the returned future for its own outcome."""
         return self._submit(item, batch)
 
+    def here(self, fn: Callable[[], T]) -> T | None:
+        """``fn()`` run now on the calling thread, when no job is queued or running; None when
+        it did not run (submit it instead). What ``fn`` raises propagates."""
+        if self._backlog or not self._jobs.empty() or not self._running.acquire(blocking=False):
+            return None
+        try:
+            return fn()
+        finally:
+            self._running.release()
+
     def _submit(self, payload: Any, batch: Batch | None) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
@@ -67,21 +85,28 @@ class StoreThread:
         self._thread.join()
 
     def _serve(self) -> None:
-        backlog: deque[_Job | None] = deque()  # taken off the queue but not run yet, in order
+        backlog = self._backlog
         while True:
             job = backlog.popleft() if backlog else self._jobs.get()
             if job is None:
                 return
-            loop, future, payload, batch = job
-            if batch is None:
-                _deliver([(loop, future)], [_call(payload)])
-                continue
-            group = self._gather(job, batch, backlog)
-            try:
-                outcomes = batch([member[2] for member in group])
-            except BaseException as exc:  # the batch itself failed: every member hears why
-                outcomes = [(None, exc)] * len(group)
-            _deliver([(member[0], member[1]) for member in group], outcomes)
+            with self._running:
+                waiters, outcomes = self._run_job(job, backlog)
+            _deliver(waiters, outcomes)  # once the lock is free: a woken caller may run ``here``
+
+    def _run_job(
+        self, job: _Job, backlog: deque[_Job | None]
+    ) -> tuple[list[_Waiter], list[Outcome]]:
+        """``job`` run (with the jobs of its batch queued behind it); who waits, and what for."""
+        loop, future, payload, batch = job
+        if batch is None:
+            return [(loop, future)], [_call(payload)]
+        group = self._gather(job, batch, backlog)
+        try:
+            outcomes = batch([member[2] for member in group])
+        except BaseException as exc:  # the batch itself failed: every member hears why
+            outcomes = [(None, exc)] * len(group)
+        return [(member[0], member[1]) for member in group], outcomes
 
     def _gather(self, first: _Job, batch: Batch, backlog: deque[_Job | None]) -> list[_Job]:
         """``first`` and the jobs of the same batch waiting behind it (in ``backlog``, then on
@@ -119,9 +144,7 @@ def _call(fn: Callable[[], Any]) -> Outcome:
         return None, exc
 
 
-def _deliver(
-    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]], outcomes: list[Outcome]
-) -> None:
+def _deliver(waiters: list[_Waiter], outcomes: list[Outcome]) -> None:
     """Settle each waiter's future on its loop: one wake-up per loop, not one per job."""
     by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Outcome]]] = {}
     for (loop, future), outcome in zip(waiters, outcomes, strict=True):

@@ -1,0 +1,160 @@
+"""The SQLite append of a process's only writer commits in place, on the event loop's thread:
+no hand-off to the store thread, the same checks and the same durability. With a second writer
+the appends queue for the store thread again, where they can share a transaction; and a write
+lock another process holds never makes the event loop wait: that append waits its turn on the
+store thread while the loop goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from threads.clock import FakeClock
+from threads.errors import StoreError
+from threads.store.protocol import Lease
+from threads.store.sqlite import SQLiteStore, sqlite
+from threads.store.worker import StoreThread
+from threads.testing.sample_log import USER, SampleLog
+
+TENANT = "acme"
+TTL = 30_000
+
+
+class Handoffs:
+    """Counts the appends handed to the store thread."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.grouped = 0
+        real = StoreThread.run_grouped
+
+        def counted(worker: StoreThread, item: Any, batch: Any) -> Any:
+            self.grouped += 1
+            return real(worker, item, batch)
+
+        monkeypatch.setattr(StoreThread, "run_grouped", counted)
+
+
+async def _writer(store: SQLiteStore, clock: FakeClock, holder: str) -> tuple[SampleLog, Lease]:
+    log = SampleLog(clock)
+    await store.create_branch(log.header, tenant_id=TENANT)
+    lease = await store.acquire_lease(log.header.branch_id, holder, TTL)
+    log.epoch = lease.epoch
+    return log, lease
+
+
+async def _append_turn(store: SQLiteStore, log: SampleLog, lease: Lease) -> None:
+    events = ([log.started()] if log.last_seq == 0 else []) + log.turn()
+    await store.append(log.header.branch_id, events, expected_seq=events[0].seq - 1, lease=lease)
+
+
+async def test_the_only_writer_commits_in_place_and_durably(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    store = sqlite(tmp_path, clock=clock)
+    handoffs = Handoffs(monkeypatch)
+    log, lease = await _writer(store, clock, "w1")
+    for _ in range(3):
+        await _append_turn(store, log, lease)
+    assert handoffs.grouped == 0
+    # Committed for everyone: another connection (another process's view) reads it all.
+    other = sqlite3.connect(tmp_path / "threads.db")
+    (count,) = other.execute(
+        "SELECT count(*) FROM events WHERE branch_id = ?", (log.header.branch_id,)
+    ).fetchone()
+    other.close()
+    assert count == log.last_seq
+    chain = await sqlite(tmp_path, clock=clock).read_chain(log.header.branch_id)
+    assert chain.branch.head_seq == log.last_seq
+    await store.close()
+
+
+async def test_in_place_refusals_are_the_store_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A holder whose lease was taken over is refused in place with ``stale_epoch``, nothing of
+    its append is stored, and the writer that took over appends on in place."""
+    clock = FakeClock()
+    store = sqlite(tmp_path, clock=clock)
+    handoffs = Handoffs(monkeypatch)
+    log, lease = await _writer(store, clock, "w1")
+    await _append_turn(store, log, lease)
+    head = log.last_seq
+    clock.advance(TTL + 1)
+    taken = await store.acquire_lease(log.header.branch_id, "w2", TTL)
+    await store.release_lease(lease)  # the first holder's run ends: one writer again
+    stale = log.turn()
+    with pytest.raises(StoreError) as lost:
+        await store.append(log.header.branch_id, stale, expected_seq=head, lease=lease)
+    assert lost.value.code == "stale_epoch"
+    assert (await store.read_chain(log.header.branch_id)).branch.head_seq == head
+    del log.events[-len(stale):]
+    log.epoch = taken.epoch
+    await _append_turn(store, log, taken)
+    assert (await store.read_chain(log.header.branch_id)).branch.head_seq == log.last_seq
+    assert handoffs.grouped == 0
+    await store.close()
+
+
+async def test_a_second_writer_sends_appends_to_the_store_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    store = sqlite(tmp_path, clock=clock)
+    handoffs = Handoffs(monkeypatch)
+    first, first_lease = await _writer(store, clock, "w1")
+    second, second_lease = await _writer(store, clock, "w2")
+    await asyncio.gather(
+        _append_turn(store, first, first_lease), _append_turn(store, second, second_lease)
+    )
+    assert handoffs.grouped == 2
+    await store.release_lease(second_lease)
+    await _append_turn(store, first, first_lease)
+    assert handoffs.grouped == 2  # alone again: in place
+    await store.close()
+
+
+async def test_a_write_lock_held_elsewhere_never_stalls_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another connection holds the write lock: the append does not wait for it on the loop's
+    thread (the loop keeps turning), waits on the store thread instead, and lands once the
+    lock is let go."""
+    clock = FakeClock()
+    store = sqlite(tmp_path, clock=clock, busy_timeout_ms=60_000)
+    handoffs = Handoffs(monkeypatch)
+    log, lease = await _writer(store, clock, "w1")
+    await _append_turn(store, log, lease)
+    holder = sqlite3.connect(tmp_path / "threads.db", isolation_level=None,
+                             check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    late = log.add("user_input", {"source": "api", "text": "late"}, USER)
+    appending = asyncio.create_task(
+        store.append(log.header.branch_id, [late], expected_seq=late.seq - 1, lease=lease)
+    )
+    turns = 0
+    while handoffs.grouped == 0:  # the append gave up its place at once, and queued
+        await asyncio.sleep(0)
+        turns += 1
+        assert turns < 10_000
+    assert not appending.done()
+    released = threading.Event()
+
+    def release() -> None:
+        holder.execute("COMMIT")
+        released.set()
+
+    asyncio.get_running_loop().call_soon(release)
+    await appending
+    assert released.is_set()
+    holder.close()
+    assert (await store.read_chain(log.header.branch_id)).branch.head_seq == late.seq
+    # the connection's own wait is back in force for what follows
+    timeout = await store._run(lambda conn: conn.execute("PRAGMA busy_timeout").fetchone()[0])
+    assert timeout == 60_000
+    await store.close()
