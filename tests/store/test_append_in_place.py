@@ -39,6 +39,16 @@ class Handoffs:
         monkeypatch.setattr(StoreThread, "run_grouped", counted)
 
 
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def handoffs(monkeypatch: pytest.MonkeyPatch) -> Handoffs:
+    return Handoffs(monkeypatch)
+
+
 async def _writer(store: SQLiteStore, clock: FakeClock, holder: str) -> tuple[SampleLog, Lease]:
     log = SampleLog(clock)
     await store.create_branch(log.header, tenant_id=TENANT)
@@ -53,11 +63,9 @@ async def _append_turn(store: SQLiteStore, log: SampleLog, lease: Lease) -> None
 
 
 async def test_the_only_writer_commits_in_place_and_durably(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clock: FakeClock, handoffs: Handoffs
 ) -> None:
-    clock = FakeClock()
     store = sqlite(tmp_path, clock=clock)
-    handoffs = Handoffs(monkeypatch)
     log, lease = await _writer(store, clock, "w1")
     for _ in range(3):
         await _append_turn(store, log, lease)
@@ -75,13 +83,11 @@ async def test_the_only_writer_commits_in_place_and_durably(
 
 
 async def test_in_place_refusals_are_the_store_threads(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clock: FakeClock, handoffs: Handoffs
 ) -> None:
     """A holder whose lease was taken over is refused in place with ``stale_epoch``, nothing of
     its append is stored, and the writer that took over appends on in place."""
-    clock = FakeClock()
     store = sqlite(tmp_path, clock=clock)
-    handoffs = Handoffs(monkeypatch)
     log, lease = await _writer(store, clock, "w1")
     await _append_turn(store, log, lease)
     head = log.last_seq
@@ -102,11 +108,9 @@ async def test_in_place_refusals_are_the_store_threads(
 
 
 async def test_a_second_writer_sends_appends_to_the_store_thread(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clock: FakeClock, handoffs: Handoffs
 ) -> None:
-    clock = FakeClock()
     store = sqlite(tmp_path, clock=clock)
-    handoffs = Handoffs(monkeypatch)
     first, first_lease = await _writer(store, clock, "w1")
     second, second_lease = await _writer(store, clock, "w2")
     await asyncio.gather(
@@ -120,14 +124,12 @@ async def test_a_second_writer_sends_appends_to_the_store_thread(
 
 
 async def test_a_write_lock_held_elsewhere_never_stalls_the_loop(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clock: FakeClock, handoffs: Handoffs
 ) -> None:
     """Another connection holds the write lock: the append does not wait for it on the loop's
     thread (the loop keeps turning), waits on the store thread instead, and lands once the
     lock is let go."""
-    clock = FakeClock()
     store = sqlite(tmp_path, clock=clock, busy_timeout_ms=60_000)
-    handoffs = Handoffs(monkeypatch)
     log, lease = await _writer(store, clock, "w1")
     await _append_turn(store, log, lease)
     holder = sqlite3.connect(tmp_path / "threads.db", isolation_level=None,
