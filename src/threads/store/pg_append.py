@@ -22,6 +22,7 @@ from typing import Any
 
 from threads.log.lines import Event
 from threads.store.control_items import INBOX_COLUMNS, PENDING_OF_ANY_FROM, PENDING_ORDER, sql
+from threads.store.pg_columns import ByteaColumn, Column, Int4Column, Int8Column, TextColumn
 from threads.store.postgres_deltas import Planned
 from threads.store.protocol import Lease, PendingArtifact
 from threads.store.receipts import RunReceipt
@@ -113,6 +114,17 @@ _INBOX_ROWS = (
     " UNION ALL SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
     f" {INBOX_COLUMNS} {sql(PENDING_OF_ANY_FROM, '%s')} ORDER BY part, {PENDING_ORDER}"
 )
+# The kind of each array the parts above cast (text[], bigint[], integer[], bytea[]), in order.
+_MEMBER_KINDS = (
+    TextColumn, TextColumn, Int8Column, Int8Column, Int8Column, TextColumn, Int8Column, TextColumn
+)
+_ARTIFACT_KINDS = (TextColumn, TextColumn, TextColumn, Int8Column, ByteaColumn)
+_DELTA_KINDS = (
+    TextColumn, TextColumn, TextColumn, Int4Column, Int4Column, ByteaColumn, TextColumn, Int4Column
+)
+_EVENT_KINDS = (
+    TextColumn, Int8Column, TextColumn, TextColumn, Int4Column, Int4Column, Int8Column, ByteaColumn
+)
 _HEAD_FIELDS = slice(2, 9)  # holder_id .. state: the row ``_judge`` takes
 _INBOX_FIELDS = slice(10, None)
 
@@ -123,23 +135,23 @@ class GroupStatement:
 
     def __init__(self, requests: Sequence[AppendRequest], now: int | None, inbox: bool) -> None:
         members = [_member(r) for r in requests]
-        parts, params = [_MEMBERS], _columns(members, 8)
+        parts, params = [_MEMBERS], _columns(members, _MEMBER_KINDS)
         parts.append(_LOCKED)
         params.append(now)
         parts.append(_PASSED)
         artifacts = [(r.branch_id, *artifact_row(a)) for r in requests for a in r.artifacts]
         if artifacts:
             parts.append(_ARTIFACTS)
-            params += _columns(artifacts, 5)
+            params += _columns(artifacts, _ARTIFACT_KINDS)
         deltas = [(r.branch_id, *row) for r in requests if r.requests
                   for row in r.requests.rows or ()]
         if deltas:
             parts.append(_DELTAS)
-            params += _columns(deltas, 8)
+            params += _columns(deltas, _DELTA_KINDS)
         events = [row for r in requests for row in event_rows(r.branch_id, r.events)]
         if events:
             parts.append(_EVENTS)
-            params += _columns(events, 8)
+            params += _columns(events, _EVENT_KINDS)
             parts.append(_HEADS)
         query = "WITH " + ", ".join(parts) + " " + _HEAD_ROWS
         if inbox:
@@ -166,8 +178,9 @@ def _member(r: AppendRequest) -> tuple[Any, ...]:
     return (*lease, first.seq, first.prev_hash, last.seq, last.hash)
 
 
-def _columns(rows: list[tuple[Any, ...]], width: int) -> list[Any]:
-    """``rows`` as ``width`` column lists (``unnest`` takes them back apart)."""
+def _columns(rows: list[tuple[Any, ...]], kinds: tuple[type[Column], ...]) -> list[Any]:
+    """``rows`` as one array parameter per column, of the column's kind (the casts of the
+    statement's ``unnest``, which takes them back apart)."""
     if not rows:
-        return [[] for _ in range(width)]
-    return [list(column) for column in zip(*rows, strict=True)]
+        return [kind(()) for kind in kinds]
+    return [kind(column) for kind, column in zip(kinds, zip(*rows, strict=True), strict=True)]
