@@ -6,13 +6,15 @@ the parent kills us long before), and ``kill``: ``null`` (the parent SIGKILLs us
 likes), ``"before_commit"`` (SQLite: die once a group of two or more has run every write of its
 transaction but not its COMMIT), ``"in_statement"`` (Postgres, whose group is one statement: die
 at a random moment of it) or ``"after_commit"`` (die once such a group's COMMIT returned,
-before any of its callers is told); a kill boundary is armed once ``armed_after`` appends were
-acknowledged.
+before any of its callers is told); with one branch, SQLite commits each append in place (on the
+event loop's thread) and ``"in_place_before_commit"`` / ``"in_place_after_commit"`` die around
+that COMMIT instead. A kill boundary is armed once ``armed_after`` appends were acknowledged.
 
 Every line goes to stdout the moment it is true, unbuffered: ``ack BRANCH SEQ HASH`` after the
 append of that event returned to its caller (so it is durable, by the store's promise),
-``group N`` when a group of N appends starts committing, and ``dying BRANCH:SEQ ...`` with the
-members of the group we are about to die in.
+``group N`` when a group of N appends starts committing, ``in_place`` when one append commits
+in place, and ``dying BRANCH:SEQ ...`` with the members of the group (or the append) we are
+about to die in.
 """
 
 from __future__ import annotations
@@ -76,6 +78,25 @@ def watch_sqlite(kill: str | None) -> None:
         return outcomes
 
     engine.commit_group = group
+    real_in_place = engine.commit_begun
+
+    def in_place(conn: Any, write: Any) -> Any:
+        say("in_place")
+        if not (kill or "").startswith("in_place_") or ACKED[0] < ARMED_AFTER[0]:
+            return real_in_place(conn, write)
+        names = appending.get()
+        if kill == "in_place_before_commit":
+            def last(c: Any) -> Any:
+                result = write(c)
+                die(names)  # every write of the append ran; no COMMIT yet
+                return result
+
+            return real_in_place(conn, last)
+        outcome = real_in_place(conn, write)
+        die(names)  # committed; its caller not told
+        return outcome
+
+    engine.commit_begun = in_place
 
     # Tag each append's write closure with its events' names, for ``dying``.
     appending: contextvars.ContextVar[list[str]] = contextvars.ContextVar("appending")

@@ -5,7 +5,9 @@ branches at once on one store, groups forming as they queue, and dies by SIGKILL
 - at a named boundary: a group of two or more has run all its writes but not its COMMIT (SQLite:
   none of its appends may be stored), is somewhere in its one statement (Postgres: all of its
   appends are stored or none is), or its COMMIT returned but no caller was told (all of them
-  must be stored).
+  must be stored);
+- with one branch on SQLite, where each append commits in place on the event loop's thread:
+  anywhere, after the append's writes but before its COMMIT, and after its COMMIT.
 
 The child reports each acknowledged append (``ack BRANCH SEQ HASH``, written after its await
 returned) through its stdout pipe before it is killed. Asserted after every kill: each branch's
@@ -56,6 +58,7 @@ class Child:
         )
         self.acks: dict[str, dict[int, str]] = {}
         self.groups: list[int] = []
+        self.in_place = 0  # appends that committed in place
         self.dying: list[tuple[str, int]] = []
 
     def lines(self) -> Iterator[str]:
@@ -72,6 +75,8 @@ class Child:
             self.acks.setdefault(branch, {})[int(seq)] = digest
         elif kind == "group":
             self.groups.append(int(rest[0]))
+        elif kind == "in_place":
+            self.in_place += 1
         elif kind == "dying":
             self.dying = [(m.split(":")[0], int(m.split(":")[1])) for m in rest]
 
@@ -83,9 +88,11 @@ class Child:
         assert self.proc.returncode == -signal.SIGKILL, stderr.decode()[-2000:]
 
 
-def spec_for(engine: str, where: dict[str, str], kill: str | None) -> dict[str, Any]:
+def spec_for(
+    engine: str, where: dict[str, str], kill: str | None, branches: int = BRANCHES
+) -> dict[str, Any]:
     return {
-        "engine": engine, **where, "branches": BRANCHES, "appends": APPENDS, "kill": kill,
+        "engine": engine, **where, "branches": branches, "appends": APPENDS, "kill": kill,
         "armed_after": ARMED_AFTER,
     }
 
@@ -105,30 +112,38 @@ async def check_store(store: Store, child: Child) -> dict[str, int]:
     return heads
 
 
-def run_drill(engine: str, where: dict[str, str], kill: str | None, reopen: Any) -> Child:
-    child = Child(spec_for(engine, where, kill))
+def run_drill(
+    engine: str, where: dict[str, str], kill: str | None, reopen: Any, branches: int = BRANCHES
+) -> Child:
+    child = Child(spec_for(engine, where, kill, branches))
+    solo = branches == 1
     seen = 0
     for line in child.lines():
         seen += line.startswith("ack")
-        if kill is None and seen >= ACKS_BEFORE_KILL and max(child.groups, default=0) > 1:
-            child.proc.kill()  # wherever it is: groups are being committed all the time
+        grouping = solo or max(child.groups, default=0) > 1
+        if kill is None and seen >= ACKS_BEFORE_KILL and grouping:
+            child.proc.kill()  # wherever it is: commits are happening all the time
             break
         assert line != "finished", "the child ran out of appends before it was killed"
     child.finish()
-    assert max(child.groups) > 1, f"no group of two or more formed: {child.groups[:50]}"
+    if solo:
+        assert not child.groups, "a lone writer's appends went to the store thread"
+        assert child.in_place >= ARMED_AFTER, "it did not commit in place"
+    else:
+        assert max(child.groups) > 1, f"no group of two or more formed: {child.groups[:50]}"
 
     async def check() -> None:
         store = reopen()
         try:
             heads = await check_store(store, child)
-            if kill == "before_commit":
+            if kill in ("before_commit", "in_place_before_commit"):
                 for branch, seq in child.dying:
                     assert heads[branch] == seq - 1, f"{branch}:{seq} was stored without COMMIT"
             if kill == "in_statement":
                 stored = {heads[branch] - seq for branch, seq in child.dying}
                 assert stored in ({-1}, {0}), f"the group was stored in part: {child.dying}"
                 OUTCOMES.append(stored == {0})
-            if kill == "after_commit":
+            if kill in ("after_commit", "in_place_after_commit"):
                 for branch, seq in child.dying:
                     assert heads[branch] >= seq, f"committed {branch}:{seq} is not stored"
         finally:
@@ -138,7 +153,8 @@ def run_drill(engine: str, where: dict[str, str], kill: str | None, reopen: Any)
     acked = sum(len(a) for a in child.acks.values())
     SUMMARY.append(
         f"group commit drill [{engine}, kill {kill or 'by parent'}]: {acked} acks verified,"
-        f" largest group {max(child.groups)}, {len(child.dying)} appends in the dying group"
+        + (f" {child.in_place} appends committed in place" if solo else
+           f" largest group {max(child.groups)}, {len(child.dying)} appends in the dying group")
     )
     return child
 
@@ -152,6 +168,15 @@ def test_sqlite_group_commit_survives_sigkill(tmp_path: Path, kill: str | None) 
     child = run_drill("sqlite", {"store": str(store_dir)}, kill, lambda: sqlite(store_dir))
     if kill is not None:
         assert len(child.dying) >= 2
+
+
+@pytest.mark.parametrize("kill", [None, "in_place_before_commit", "in_place_after_commit"])
+def test_sqlite_in_place_commit_survives_sigkill(tmp_path: Path, kill: str | None) -> None:
+    store_dir = tmp_path / "store"
+    child = run_drill("sqlite", {"store": str(store_dir)}, kill, lambda: sqlite(store_dir),
+                      branches=1)
+    if kill is not None:
+        assert len(child.dying) == 1
 
 
 IN_STATEMENT_KILLS = 6  # each at a random moment of a group's statement
