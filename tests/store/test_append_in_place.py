@@ -156,7 +156,7 @@ async def test_a_write_lock_held_elsewhere_never_stalls_the_loop(
     assert released.is_set()
     holder.close()
     assert (await store.read_chain(log.header.branch_id)).branch.head_seq == late.seq
-    # the connection's own wait is back in force for what follows
+    # the store thread's connection (what queues) still waits its busy timeout for a lock
     timeout = await store._run(lambda conn: conn.execute("PRAGMA busy_timeout").fetchone()[0])
     assert timeout == 60_000
     await store.close()

@@ -62,6 +62,13 @@ async def _code(awaitable: object) -> str:
 # ---- SQLite: locked, read-only, full, damaged ----------------------------------------------
 
 
+async def _on_every_connection(store: SQLiteStore, fault_of: Any) -> None:
+    """Bring a fault of the file about through a connection setting: on the store thread's
+    connection and on the one its appends commit in place on, as a real fault hits both."""
+    await store._run(fault_of)
+    fault_of(store._here_connection())
+
+
 @contextlib.contextmanager
 def _write_lock_held(db: Path) -> Iterator[None]:
     """Another process takes the database's write lock and keeps it for the block."""
@@ -168,7 +175,7 @@ async def test_a_read_only_database_is_store_read_only_for_writes(tmp_path: Path
     def read_only(conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA query_only = ON")
 
-    await store._run(read_only)
+    await _on_every_connection(store, read_only)
     late = log.add("user_input", {"source": "api", "text": "late"}, USER)
     append = store.append(log.header.branch_id, [late], expected_seq=late.seq - 1, lease=lease)
     assert await _code(append) == "store_read_only"
@@ -184,7 +191,7 @@ async def test_a_full_disk_is_store_full_and_keeps_nothing(tmp_path: Path) -> No
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
         conn.execute(f"PRAGMA max_page_count = {pages}")
 
-    await store._run(cap_at_current_size)
+    await _on_every_connection(store, cap_at_current_size)
     big = [
         log.add("user_input", {"source": "api", "text": "x" * 200_000}, USER),
     ]

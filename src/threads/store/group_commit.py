@@ -11,9 +11,10 @@ its own outcome. No caller is answered before the ``COMMIT`` holding its writes 
 (``synchronous=FULL``: the WAL is on disk).
 
 An append with no group to join (the process's only writer, nothing queued) commits on its
-caller's thread instead (``begin_at_once`` + ``commit_begun``): the same write in a transaction
-of its own, begun only if no other process holds the write lock (else it waits its turn on the
-store thread, so the caller's event loop never waits for another process).
+caller's thread instead (``begin_at_once`` + ``commit_begun``), on a connection of its own that
+never waits for a lock: the same write in a transaction of its own, begun only if no other
+process holds the write lock (else it waits its turn on the store thread, so the caller's event
+loop never waits for another process).
 """
 
 from __future__ import annotations
@@ -52,18 +53,15 @@ def _committed(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) 
     return result
 
 
-def begin_at_once(conn: sqlite3.Connection, busy_timeout_ms: int) -> bool:
-    """``BEGIN IMMEDIATE`` without waiting for another process's write lock: False, with
-    nothing begun, while one holds it. The connection's own wait is back in force after."""
-    conn.execute("PRAGMA busy_timeout = 0")
+def begin_at_once(conn: sqlite3.Connection) -> bool:
+    """``BEGIN IMMEDIATE`` on a connection that never waits for a lock (busy timeout 0): False,
+    with nothing begun, while another connection holds the write lock."""
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
         if exc.sqlite_errorcode & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED):
             return False
         raise
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     return True
 
 

@@ -6,8 +6,8 @@ in the process.
 
 All SQLite work runs on one dedicated thread per store so the event loop is never blocked by
 it, with one exception: the append of a process's only writer, when nothing else is queued, is
-committed in place on the caller's thread (no hand-off), and only if no other process holds the
-write lock (``begin_at_once``); otherwise it queues like any other.
+committed in place on the caller's thread (no hand-off), on a connection of its own, and only if
+no other process holds the write lock (``begin_at_once``); otherwise it queues like any other.
 
 Invariants: an append checks the lease, the expected head and the branch state (one ``UPDATE``
 that moves the head only when all hold; each check on its own to name a refusal) before its
@@ -116,6 +116,7 @@ class SQLiteStore:
         self.root = None if self.memory else Path(path)
         self._worker = StoreThread("threads-sqlite")
         self._conn: sqlite3.Connection | None = None
+        self._here: sqlite3.Connection | None = None  # appends in place (``_here_connection``)
         self._closed = False
         self._files = None if self.root is None else ArtifactFiles(self.root)
         self._in_memory: dict[str, bytes] = {}  # the artifacts of a ":memory:" store
@@ -156,6 +157,25 @@ class SQLiteStore:
             raise
         self._conn = conn
         return conn
+
+    def _here_connection(self) -> sqlite3.Connection:
+        """The connection of appends committed in place: on disk a second one that never waits
+        for a lock (busy timeout 0), so its ``BEGIN IMMEDIATE`` answers at once while another
+        process holds the write lock; ``":memory:"`` has only the one (and no other process)."""
+        conn = self._connect()
+        if self.root is None:
+            return conn
+        if self._here is None:
+            here = sqlite3.connect(
+                self.root / "threads.db", isolation_level=None, timeout=0, check_same_thread=False
+            )
+            try:
+                configure(here, on_disk=True, busy_timeout_ms=0)
+            except BaseException:
+                here.close()
+                raise
+            self._here = here
+        return self._here
 
     def _require_open(self) -> None:
         if self._closed:
@@ -216,8 +236,8 @@ class SQLiteStore:
         thread would commit it alone; None, with nothing run, while another process holds the
         write lock (the append then waits for it on the store thread, not here)."""
         try:
-            conn = self._connect()
-            if not begin_at_once(conn, self.busy_timeout_ms):
+            conn = self._here_connection()
+            if not begin_at_once(conn):
                 return None
         except BaseException as exc:
             return None, self._coded(exc)
@@ -247,9 +267,10 @@ class SQLiteStore:
         self._closed = True
 
         def shut() -> None:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            for conn in (self._here, self._conn):
+                if conn is not None:
+                    conn.close()
+            self._conn = self._here = None
 
         await self._worker.run(shut)
         self._worker.stop()
