@@ -160,3 +160,21 @@ async def test_a_write_lock_held_elsewhere_never_stalls_the_loop(
     timeout = await store._run(lambda conn: conn.execute("PRAGMA busy_timeout").fetchone()[0])
     assert timeout == 60_000
     await store.close()
+
+
+async def test_a_connection_that_cannot_open_in_place_leaves_the_append_to_the_thread(
+    tmp_path: Path, clock: FakeClock, handoffs: Handoffs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening the in-place connection meets a lock (another process mid-checkpoint, say): the
+    append is not failed for it, it is committed by the store thread."""
+    store = sqlite(tmp_path, clock=clock)
+    log, lease = await _writer(store, clock, "w1")
+
+    def locked() -> sqlite3.Connection:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(store, "_here_connection", locked)
+    await _append_turn(store, log, lease)
+    assert handoffs.grouped == 1
+    assert (await store.read_chain(log.header.branch_id)).branch.head_seq == log.last_seq
+    await store.close()

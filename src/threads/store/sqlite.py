@@ -234,9 +234,13 @@ class SQLiteStore:
     def _commit_here(self, write: Write) -> Outcome | None:
         """``write`` committed on the calling thread in a transaction of its own, as the store
         thread would commit it alone; None, with nothing run, while another process holds the
-        write lock (the append then waits for it on the store thread, not here)."""
+        write lock or the connection can't be opened here (the append then goes to the store
+        thread, which waits for the lock, or names the fault)."""
         try:
             conn = self._here_connection()
+        except Exception:  # a lock met while opening it, say: the store thread's path decides
+            return None
+        try:
             if not begin_at_once(conn):
                 return None
         except BaseException as exc:
