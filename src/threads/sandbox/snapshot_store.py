@@ -69,14 +69,9 @@ class SnapshotStore:
 
     def archive_of(self, snapshot_id: str) -> bytes:
         sha = _archive_named(self._ref(snapshot_id))
-        try:
-            if sha is None:
-                raise FileNotFoundError(snapshot_id)
-            data = self._archive(sha).read_bytes()
-        except OSError:
-            raise SandboxError(
-                "snapshot_missing", f"snapshot {snapshot_id} is not on this host"
-            ) from None
+        data = None if sha is None else _read(self._archive(sha))
+        if sha is None or data is None:
+            raise SandboxError("snapshot_missing", f"snapshot {snapshot_id} is not on this host")
         if sha256_hex(data) != sha:
             raise SandboxError("snapshot_restore_failed", f"snapshot {snapshot_id} is corrupt")
         return data
@@ -95,6 +90,13 @@ class SnapshotStore:
                 if archive.stem not in named:
                     archive.unlink(missing_ok=True)
         return "released"
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _archive_named(ref: Path) -> str | None:
