@@ -59,26 +59,6 @@ class Column:
         return f"{type(self).__name__}({list(self.values)!r})"
 
 
-class TextColumn(Column):
-    element_oid = 25
-    element = staticmethod(_text)
-
-
-class ByteaColumn(Column):
-    element_oid = 17
-    element = staticmethod(_bytea)
-
-
-class Int8Column(Column):
-    element_oid = 20
-    element = staticmethod(_int8)
-
-
-class Int4Column(Column):
-    element_oid = 23
-    element = staticmethod(_int4)
-
-
 def array_bytes(column: Column) -> bytes:
     """``column`` in the binary array format."""
     values = column.values
@@ -101,7 +81,17 @@ def _dumper(array_oid: int) -> type[Dumper]:
     return ColumnDumper
 
 
-for _column, _array_oid in (
-    (TextColumn, 1009), (ByteaColumn, 1001), (Int8Column, 1016), (Int4Column, 1007),
-):
-    adapters.register_dumper(_column, _dumper(_array_oid))
+def _kind(
+    name: str, element_oid: int, array_oid: int, element: Callable[[Any], bytes]
+) -> type[Column]:
+    """A ``Column`` of one element type, its dumper registered with psycopg."""
+    attributes = {"__slots__": (), "element_oid": element_oid, "element": staticmethod(element)}
+    kind = type(name, (Column,), attributes)
+    adapters.register_dumper(kind, _dumper(array_oid))
+    return kind
+
+
+TextColumn = _kind("TextColumn", 25, 1009, _text)
+ByteaColumn = _kind("ByteaColumn", 17, 1001, _bytea)
+Int8Column = _kind("Int8Column", 20, 1016, _int8)
+Int4Column = _kind("Int4Column", 23, 1007, _int4)
