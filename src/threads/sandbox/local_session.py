@@ -206,7 +206,7 @@ class LocalSession:
         if host.is_dir():
             raise SandboxError("is_directory", f"{path} is a directory")
         try:
-            fd = os.open(host, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = _open_under(self.workspace, host, os.O_RDONLY, path)
         except FileNotFoundError:
             raise SandboxError("not_found", f"{path} does not exist") from None
         with os.fdopen(fd, "rb") as f:
@@ -227,7 +227,7 @@ class LocalSession:
             raise SandboxError("is_directory", f"{path} is a directory")
         host.parent.mkdir(parents=True, exist_ok=True)
         self._host_path(str(Path(_inside(path)).parent))  # a parent made of links is refused too
-        fd = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        fd = _open_under(self.workspace, host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, path)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
 
@@ -285,6 +285,22 @@ def _read_info(fd: int) -> bytes:
         while chunk := f.read(4096):
             chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _open_under(workspace: Path, host: Path, flags: int, path: str) -> int:
+    """``host`` (checked to be in ``workspace``) opened with ``flags``, so that no directory
+    swapped for a link since the check leads outside: its directory is opened first and judged by
+    where that descriptor leads (``/proc/self/fd``), then the file is opened relative to it,
+    without following a link (``permission_denied`` otherwise)."""
+    root = os.path.realpath(workspace)
+    directory = os.open(host.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        led_to = os.readlink(f"/proc/self/fd/{directory}")
+        if os.path.commonpath([led_to, root]) != root:
+            raise SandboxError("permission_denied", f"{path} leads outside the workspace")
+        return os.open(host.name, flags | os.O_NOFOLLOW, 0o644, dir_fd=directory)
+    finally:
+        os.close(directory)
 
 
 def _inside(path: str) -> str:
