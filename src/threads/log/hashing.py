@@ -4,9 +4,14 @@ or over canonical JSON of a value (config_hash, args_hash, tools_hash)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 
 from threads.log.canonical import JsonValue, canonical
+
+# What ``sha256_hex`` writes: 64 lowercase hex digits (check a digest read from elsewhere with it
+# before it names a file).
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 
 
 def sha256_hex(data: bytes) -> str:

@@ -16,18 +16,16 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-from threads.log.hashing import sha256_hex
+from threads.log.hashing import SHA256_HEX, sha256_hex
 from threads.sandbox.durable import remove_orphaned_temps, write_durably
 from threads.sandbox.minted import minted_pattern, require_minted
 from threads.sandbox.protocol import SandboxError
 
 _SNAPSHOT_ID = minted_pattern("lss-")
-_ARCHIVE_NAME = re.compile(r"^[0-9a-f]{64}$")
 
 
 def snapshot_id(operation_key: str) -> str:
@@ -40,7 +38,10 @@ class SnapshotStore:
         self.folder = folder
 
     def exists(self, snapshot_id: str) -> bool:
-        return _SNAPSHOT_ID.fullmatch(snapshot_id) is not None and self._ref(snapshot_id).exists()
+        try:
+            return self._ref(snapshot_id).exists()
+        except SandboxError:  # not one of this store's ids
+            return False
 
     def _ref(self, snapshot_id: str) -> Path:
         """The ref file of one of this store's ids; ``snapshot_missing`` for any other id."""
@@ -106,4 +107,4 @@ def _archive_named(ref: Path) -> str | None:
         named = json.loads(ref.read_bytes())["archive"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return named if isinstance(named, str) and _ARCHIVE_NAME.fullmatch(named) else None
+    return named if isinstance(named, str) and SHA256_HEX.fullmatch(named) else None

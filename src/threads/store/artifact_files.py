@@ -23,13 +23,12 @@ import tempfile
 from pathlib import Path
 
 from threads.errors import StoreError
-from threads.log.hashing import sha256_hex
+from threads.log.hashing import SHA256_HEX, sha256_hex
 from threads.store.holder import file_tag, writer_gone
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 ABANDONED_AFTER_MS = 24 * 3600 * 1000  # a temp file no writer could still be writing
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # ``.<sha256>.<writer>.<mkstemp's random>.tmp``, or without the writer (an earlier release).
 _TEMP = re.compile(r"^\.[0-9a-f]{64}\.(?:(?P<writer>[^.]+)\.)?[^.]+\.tmp$")
 
@@ -71,7 +70,7 @@ class ArtifactFiles:
 
     def get(self, sha256: str) -> bytes | None:
         """The bytes at ``sha256``'s address, checked; None when there is no such file."""
-        if not _SHA256.match(sha256):
+        if not SHA256_HEX.match(sha256):
             return None
         try:
             data = self.path(sha256).read_bytes()
@@ -100,7 +99,7 @@ class ArtifactFiles:
         return removed
 
     def holds(self, sha256: str) -> bool:
-        return bool(_SHA256.match(sha256)) and self.path(sha256).exists()
+        return bool(SHA256_HEX.match(sha256)) and self.path(sha256).exists()
 
     @staticmethod
     def _refreshed(target: Path, sha256: str) -> bool:
