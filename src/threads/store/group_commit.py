@@ -23,6 +23,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from threads.store.faults import sqlite_fault
 from threads.store.worker import Outcome
 
 T = TypeVar("T")
@@ -59,13 +60,10 @@ def begin_at_once(conn: sqlite3.Connection) -> bool:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
-        if exc.sqlite_errorcode & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        if sqlite_fault(exc).code == "store_busy":
             return False
         raise
     return True
-
-
-_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 
 def commit_begun(conn: sqlite3.Connection, write: Write) -> Outcome:
