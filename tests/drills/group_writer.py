@@ -119,8 +119,9 @@ def watch_sqlite(kill: str | None) -> None:
 def watch_postgres(kill: str | None) -> None:
     """Report groups and die at the asked boundary around Postgres's group statement:
     ``in_statement`` dies from a timer thread a random 0-2 ms after the statement starts
-    (sent or not yet, running, committed or not), so the parent sees a group either wholly
-    stored or not at all; ``after_commit`` once it returned committed."""
+    (sent or not yet, running, committed or not; a statement back sooner waits for it), so the
+    parent sees a group either wholly stored or not at all; ``after_commit`` once it returned
+    committed."""
     import random
     import threading
 
@@ -143,10 +144,18 @@ def watch_postgres(kill: str | None) -> None:
     async def commit(self: Any, group: list[Any]) -> Any:
         say(f"group {len(group)}")
         names = [n for request, _ in group for n in member_names(list(request.events))]
+        killer = None
         if kill == "in_statement" and armed(kill, len(group)):
             starting.clear()  # set again by this group's statement (or the other in flight)
-            threading.Thread(target=die_soon, args=(names,), daemon=True).start()
+            killer = threading.Thread(target=die_soon, args=(names,), daemon=True)
+            killer.start()
         verdicts = await real_commit(self, group)
+        if killer is not None:
+            # The statement returned before the kill: no caller of the group is told, and so
+            # none of its branches appends again, until the kill has come (a timer held up
+            # past the whole statement would otherwise let later groups commit first).
+            starting.set()
+            killer.join()
         if kill == "after_commit" and armed(kill, len(group)) and not any(verdicts):
             die(names)
         return verdicts
