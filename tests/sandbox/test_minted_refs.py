@@ -113,3 +113,31 @@ async def test_a_directory_swapped_for_a_link_mid_call_never_leads_outside(
     assert swap.swapped
     assert refused.value.code == "permission_denied"
     assert (outside / "f.txt").read_text() == "the host's"
+
+
+async def test_a_directory_swapped_for_a_link_makes_no_directory_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write into directories that do not exist yet makes them one at a time: the swap of
+    ``d`` for a link right after the path was checked makes none of them outside."""
+    provider = LocalSandbox(tmp_path / "root", Limits())
+    session = await provider.create("op-1", CTX)
+    workspace = session.workspace
+    (workspace / "d").mkdir()
+    outside = tmp_path / "host-dir"
+    outside.mkdir()
+    swap = _SwapAfterCheck(workspace, outside, "/workspace/d/new/deeper/f.txt")
+    monkeypatch.setattr(LocalSession, "_host_path", swap.wrap(LocalSession._host_path))
+    with pytest.raises(SandboxError) as refused:
+        await session.write_file("/workspace/d/new/deeper/f.txt", b"planted", CTX)
+    assert swap.swapped
+    assert refused.value.code == "permission_denied"
+    assert list(outside.iterdir()) == []
+
+
+async def test_a_write_makes_its_missing_directories(tmp_path: Path) -> None:
+    provider = LocalSandbox(tmp_path / "root", Limits())
+    session = await provider.create("op-1", CTX)
+    await session.write_file("/workspace/a/b/c.txt", b"made", CTX)
+    assert await session.read_file("/workspace/a/b/c.txt", CTX) == b"made"
+    assert (session.workspace / "a" / "b").is_dir()

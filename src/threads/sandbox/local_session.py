@@ -10,6 +10,7 @@ follows a link out of the workspace.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import posixpath
@@ -225,7 +226,7 @@ class LocalSession:
         host = self._host_path(path)
         if host == Path(os.path.realpath(self.workspace)) or host.is_dir():
             raise SandboxError("is_directory", f"{path} is a directory")
-        host.parent.mkdir(parents=True, exist_ok=True)
+        _make_parents(self.workspace, host, path)
         self._host_path(str(Path(_inside(path)).parent))  # a parent made of links is refused too
         fd = _open_under(self.workspace, host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, path)
         with os.fdopen(fd, "wb") as f:
@@ -289,18 +290,46 @@ def _read_info(fd: int) -> bytes:
 
 def _open_under(workspace: Path, host: Path, flags: int, path: str) -> int:
     """``host`` (checked to be in ``workspace``) opened with ``flags``, so that no directory
-    swapped for a link since the check leads outside: its directory is opened first and judged by
-    where that descriptor leads (``/proc/self/fd``), then the file is opened relative to it,
-    without following a link (``permission_denied`` otherwise)."""
-    root = os.path.realpath(workspace)
-    directory = os.open(host.parent, os.O_RDONLY | os.O_DIRECTORY)
+    swapped for a link since the check leads outside: its directory is opened first and judged
+    (``_directory_inside``), then the file is opened relative to it, without following a link
+    (``permission_denied`` otherwise)."""
+    directory = _directory_inside(workspace, host.parent, path)
     try:
-        led_to = os.readlink(f"/proc/self/fd/{directory}")
-        if os.path.commonpath([led_to, root]) != root:
-            raise SandboxError("permission_denied", f"{path} leads outside the workspace")
         return os.open(host.name, flags | os.O_NOFOLLOW, 0o644, dir_fd=directory)
     finally:
         os.close(directory)
+
+
+def _make_parents(workspace: Path, host: Path, path: str) -> None:
+    """The missing directories above ``host`` made one at a time, each inside a directory
+    opened and judged first (``_directory_inside``), so a directory the sandbox swaps for a
+    link meanwhile makes no directory outside the workspace (``permission_denied``)."""
+    missing: list[str] = []
+    parent = host.parent
+    while not parent.exists():
+        missing.append(parent.name)
+        parent = parent.parent
+    for name in reversed(missing):
+        directory = _directory_inside(workspace, parent, path)
+        try:
+            with contextlib.suppress(FileExistsError):  # made meanwhile, or a link: judged next
+                os.mkdir(name, dir_fd=directory)
+        finally:
+            os.close(directory)
+        parent = parent / name
+
+
+def _directory_inside(workspace: Path, directory: Path, path: str) -> int:
+    """``directory`` opened, and kept open only when the descriptor leads inside the workspace
+    (read back through ``/proc/self/fd``, whatever links led to it); ``permission_denied``
+    otherwise."""
+    root = os.path.realpath(workspace)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    led_to = os.readlink(f"/proc/self/fd/{fd}")
+    if os.path.commonpath([led_to, root]) != root:
+        os.close(fd)
+        raise SandboxError("permission_denied", f"{path} leads outside the workspace")
+    return fd
 
 
 def _inside(path: str) -> str:
