@@ -2,11 +2,14 @@
 no hand-off to the store thread, the same checks and the same durability. With a second writer
 the appends queue for the store thread again, where they can share a transaction; and a write
 lock another process holds never makes the event loop wait: that append waits its turn on the
-store thread while the loop goes on."""
+store thread while the loop goes on. An append's artifact files are put first, in place too;
+one that can't be put fails that append alone, before any of its events is written."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -16,7 +19,9 @@ import pytest
 
 from threads.clock import FakeClock
 from threads.errors import StoreError
-from threads.store.protocol import Lease
+from threads.log.hashing import sha256_hex
+from threads.store.artifact_files import ArtifactFiles
+from threads.store.protocol import Lease, PendingArtifact
 from threads.store.sqlite import SQLiteStore, sqlite
 from threads.store.worker import StoreThread
 from threads.testing.sample_log import USER, SampleLog
@@ -177,4 +182,82 @@ async def test_a_connection_that_cannot_open_in_place_leaves_the_append_to_the_t
     await _append_turn(store, log, lease)
     assert handoffs.grouped == 1
     assert (await store.read_chain(log.header.branch_id)).branch.head_seq == log.last_seq
+    await store.close()
+
+
+async def test_an_appends_file_is_put_in_place_before_its_events(
+    tmp_path: Path, clock: FakeClock, handoffs: Handoffs
+) -> None:
+    store = sqlite(tmp_path, clock=clock)
+    log, lease = await _writer(store, clock, "w1")
+    await _append_turn(store, log, lease)
+    result = b"the tool's result, kept as a file"
+    event = log.add("user_input", {"source": "api", "text": "with a file"}, USER)
+    await store.append(log.header.branch_id, [event], expected_seq=event.seq - 1, lease=lease,
+                       artifacts=[PendingArtifact(result, "text/plain")])
+    assert handoffs.grouped == 0
+    path = ArtifactFiles(tmp_path).path(sha256_hex(result))
+    assert path.read_bytes() == result
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert (await store.read_chain(log.header.branch_id)).branch.head_seq == event.seq
+    await store.close()
+
+
+async def test_a_file_that_cannot_be_put_fails_its_append_alone(
+    tmp_path: Path, clock: FakeClock, handoffs: Handoffs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk is full when the file is put: the append is refused with ``store_full`` and
+    none of its events is written; once there is room, the same append lands."""
+    store = sqlite(tmp_path, clock=clock)
+    log, lease = await _writer(store, clock, "w1")
+    await _append_turn(store, log, lease)
+    head = log.last_seq
+    real_put = ArtifactFiles.put
+
+    def full(files: ArtifactFiles, data: bytes) -> str:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ArtifactFiles, "put", full)
+    event = log.add("user_input", {"source": "api", "text": "with a file"}, USER)
+    artifacts = [PendingArtifact(b"a result", "text/plain")]
+    with pytest.raises(StoreError) as refused:
+        await store.append(log.header.branch_id, [event], expected_seq=head, lease=lease,
+                           artifacts=artifacts)
+    assert refused.value.code == "store_full"
+    assert (await store.read_chain(log.header.branch_id)).branch.head_seq == head
+    monkeypatch.setattr(ArtifactFiles, "put", real_put)
+    await store.append(log.header.branch_id, [event], expected_seq=head, lease=lease,
+                       artifacts=artifacts)
+    assert (await store.read_chain(log.header.branch_id)).branch.head_seq == event.seq
+    assert handoffs.grouped == 0
+    await store.close()
+
+
+async def test_a_file_put_in_place_then_a_lock_elsewhere_lands_on_the_store_thread(
+    tmp_path: Path, clock: FakeClock, handoffs: Handoffs
+) -> None:
+    """The file is put, then ``BEGIN`` meets another process's write lock: the append goes to
+    the store thread, which finds the file already there and commits once the lock is gone."""
+    store = sqlite(tmp_path, clock=clock, busy_timeout_ms=60_000)
+    log, lease = await _writer(store, clock, "w1")
+    await _append_turn(store, log, lease)
+    holder = sqlite3.connect(tmp_path / "threads.db", isolation_level=None,
+                             check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    result = b"a result put before the lock was met"
+    event = log.add("user_input", {"source": "api", "text": "late"}, USER)
+    appending = asyncio.create_task(store.append(
+        log.header.branch_id, [event], expected_seq=event.seq - 1, lease=lease,
+        artifacts=[PendingArtifact(result, "text/plain")],
+    ))
+    turns = 0
+    while handoffs.grouped == 0:  # put, then refused at BEGIN: queued
+        await asyncio.sleep(0)
+        turns += 1
+        assert turns < 10_000
+    assert ArtifactFiles(tmp_path).path(sha256_hex(result)).read_bytes() == result
+    holder.execute("COMMIT")
+    await appending
+    holder.close()
+    assert (await store.read_chain(log.header.branch_id)).branch.head_seq == event.seq
     await store.close()

@@ -6,8 +6,9 @@ in the process.
 
 All SQLite work runs on one dedicated thread per store so the event loop is never blocked by
 it, with one exception: the append of a process's only writer, when nothing else is queued, is
-committed in place on the caller's thread (no hand-off), on a connection of its own, and only if
-no other process holds the write lock (``begin_at_once``); otherwise it queues like any other.
+committed in place on the caller's thread (no hand-off; its artifact files are put there first),
+on a connection of its own, and only if no other process holds the write lock
+(``begin_at_once``); otherwise it queues like any other.
 
 Invariants: an append checks the lease, the expected head and the branch state (one ``UPDATE``
 that moves the head only when all hold; each check on its own to name a refusal) before its
@@ -231,15 +232,20 @@ class SQLiteStore:
             outcomes[index] = self._answer(outcome)
         return outcomes
 
-    def _commit_here(self, write: Write) -> Outcome | None:
+    def _commit_here(self, files: Sequence[bytes], write: Write) -> Outcome | None:
         """``write`` committed on the calling thread in a transaction of its own, as the store
-        thread would commit it alone; None, with nothing run, while another process holds the
-        write lock or the connection can't be opened here (the append then goes to the store
-        thread, which waits for the lock, or names the fault)."""
+        thread would commit it alone (``files`` put first, outside it); None, with nothing
+        committed, while another process holds the write lock or the connection can't be
+        opened here (the append then goes to the store thread, which waits for the lock, or
+        names the fault; a file already put is found there)."""
         try:
             conn = self._here_connection()
         except Exception:  # a lock met while opening it, say: the store thread's path decides
             return None
+        try:
+            self._put_files(files)
+        except BaseException as exc:  # no file, no events that name it
+            return None, self._coded(exc)
         try:
             if not begin_at_once(conn):
                 return None
@@ -432,8 +438,8 @@ class SQLiteStore:
             return LatestRequests.after(before, events, saved)
 
         self._require_open()
-        if not others and len(self._writers) <= 1:  # no group to join, no file to put first
-            outcome = self._worker.here(lambda: self._commit_here(write))
+        if len(self._writers) <= 1:  # no group to join
+            outcome = self._worker.here(lambda: self._commit_here(others, write))
             if outcome is not None:
                 await asyncio.sleep(0)  # the loop's other tasks get the turn a hand-off gave
                 if outcome[1] is not None:
