@@ -22,7 +22,7 @@ from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
 from threads.store.artifact_files import ArtifactFiles
 from threads.store.protocol import Lease, PendingArtifact
-from threads.store.sqlite import SQLiteStore, sqlite
+from threads.store.sqlite import IN_PLACE_FILE_BYTES, SQLiteStore, sqlite
 from threads.store.worker import StoreThread
 from threads.testing.sample_log import USER, SampleLog
 
@@ -200,6 +200,22 @@ async def test_an_appends_file_is_put_in_place_before_its_events(
     assert path.read_bytes() == result
     assert os.stat(path).st_mode & 0o777 == 0o600
     assert (await store.read_chain(log.header.branch_id)).branch.head_seq == event.seq
+    await store.close()
+
+
+async def test_a_large_file_is_put_by_the_store_thread(
+    tmp_path: Path, clock: FakeClock, handoffs: Handoffs
+) -> None:
+    """A large output is not written on the loop's thread: that append queues."""
+    store = sqlite(tmp_path, clock=clock)
+    log, lease = await _writer(store, clock, "w1")
+    await _append_turn(store, log, lease)
+    output = b"x" * (IN_PLACE_FILE_BYTES + 1)
+    event = log.add("user_input", {"source": "api", "text": "with a large file"}, USER)
+    await store.append(log.header.branch_id, [event], expected_seq=event.seq - 1, lease=lease,
+                       artifacts=[PendingArtifact(output, "text/plain")])
+    assert handoffs.grouped == 1
+    assert ArtifactFiles(tmp_path).path(sha256_hex(output)).read_bytes() == output
     await store.close()
 
 

@@ -6,9 +6,9 @@ in the process.
 
 All SQLite work runs on one dedicated thread per store so the event loop is never blocked by
 it, with one exception: the append of a process's only writer, when nothing else is queued, is
-committed in place on the caller's thread (no hand-off; its artifact files are put there first),
-on a connection of its own, and only if no other process holds the write lock
-(``begin_at_once``); otherwise it queues like any other.
+committed in place on the caller's thread (no hand-off; its artifact files are put there first,
+unless they are larger than ``IN_PLACE_FILE_BYTES``), on a connection of its own, and only if
+no other process holds the write lock (``begin_at_once``); otherwise it queues like any other.
 
 Invariants: an append checks the lease, the expected head and the branch state (one ``UPDATE``
 that moves the head only when all hold; each check on its own to name a refusal) before its
@@ -95,6 +95,9 @@ from threads.store.worker import Outcome, StoreThread
 T = TypeVar("T")
 
 DEFAULT_BUSY_TIMEOUT_MS = 30_000  # how long a write waits for another writer's lock
+# The most artifact bytes an append commits in place puts on the loop's thread; a larger
+# output is written by the store thread, so the loop never waits for more than a short write.
+IN_PLACE_FILE_BYTES = 64 * 1024
 
 _ROW_COLUMNS = "seq, event_id, type, type_version, critical, epoch, line"
 # Roots a worker may claim (see ``Store.list_free_threads``).
@@ -438,7 +441,7 @@ class SQLiteStore:
             return LatestRequests.after(before, events, saved)
 
         self._require_open()
-        if len(self._writers) <= 1:  # no group to join
+        if len(self._writers) <= 1 and sum(map(len, others)) <= IN_PLACE_FILE_BYTES:
             outcome = self._worker.here(lambda: self._commit_here(others, write))
             if outcome is not None:
                 await asyncio.sleep(0)  # the loop's other tasks get the turn a hand-off gave
