@@ -189,6 +189,31 @@ class SQLiteStore:
         self._require_open()
         return await self._worker.run(lambda: self._guarded(fn))
 
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn``, a read the run makes between its appends, run in place on the caller's
+        thread while nothing is queued or running on the store thread (no hand-off), on the
+        in-place connection, which never waits for a lock: if it meets one (a checkpoint
+        restarting the WAL, another process recovering it), the read goes to the store thread
+        like any other."""
+        self._require_open()
+        answer = self._worker.here(lambda: self._read_here(fn))
+        if answer is None:
+            return await self._run(fn)
+        await asyncio.sleep(0)  # the loop's other tasks get the turn a hand-off gave
+        return answer[0]
+
+    def _read_here(self, fn: Callable[[sqlite3.Connection], T]) -> tuple[T] | None:
+        try:
+            conn = self._here_connection()
+        except Exception:  # the store thread's path decides
+            return None
+        try:
+            return (fn(conn),)
+        except sqlite3.Error as exc:
+            if sqlite_fault(exc).code == "store_busy":
+                return None
+            raise self._coded(exc) from None
+
     def _guarded(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` on the connection; faults of the environment become coded errors."""
         try:

@@ -52,7 +52,7 @@ class SQLiteControls:
         def read(conn: sqlite3.Connection) -> list[ControlItem]:
             return controls_in(conn.execute(PENDING, (thread_id,)))
 
-        return await self.store._run(read)
+        return await self.store._read(read)
 
     async def consume_control(self, inbox_id: str, seq: int) -> bool:
         def consume(conn: sqlite3.Connection) -> bool:
