@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from threads.log.collector import PROMOTE_AT, collector_paused
+from threads.log.collector import LONG_READ, collector_paused
 
 
 @pytest.fixture(autouse=True)
@@ -66,49 +66,62 @@ def test_a_collector_the_application_disabled_stays_disabled() -> None:
     assert not gc.isenabled()
 
 
+
 class Node:
-    """A container the collector tracks, that can be put in a cycle."""
+    """A container the collector tracks, in a cycle of its own: only a pass frees it."""
 
     def __init__(self) -> None:
-        self.other: object = None
+        self.me = self
 
 
-def test_a_large_burst_goes_straight_to_the_oldest_generation() -> None:
-    with collector_paused():
-        kept = [[index] for index in range(PROMOTE_AT * 2)]
-    assert gc.get_count()[0] < PROMOTE_AT  # no young pass is owed for the burst
+def long_read() -> list[list[int]]:
+    """What a read of ``LONG_READ`` events builds, more or less: a few containers each."""
+    with collector_paused(events=LONG_READ):
+        return [[index] for index in range(LONG_READ * 5)]
+
+
+def test_a_long_reads_burst_goes_straight_to_the_oldest_generation() -> None:
+    kept = long_read()
+    assert gc.get_count()[0] < 700  # no young pass is owed for the burst
     oldest = {id(obj) for obj in gc.get_objects(generation=2)}
     assert all(id(item) in oldest for item in kept)
     assert gc.get_freeze_count() == 0
 
 
-def test_a_small_burst_stays_young() -> None:
+def test_a_short_reads_burst_stays_young() -> None:
     gc.collect()
-    with collector_paused():
-        kept = [[index] for index in range(100)]
-    young = {id(obj) for obj in gc.get_objects(generation=0)}
-    assert all(id(item) in young for item in kept)
+    with collector_paused(events=LONG_READ - 1):
+        kept = [[index] for index in range(LONG_READ * 5)]
+    oldest = {id(obj) for obj in gc.get_objects(generation=2)}
+    assert not any(id(item) in oldest for item in kept)
 
 
-def test_a_cycle_promoted_with_a_burst_is_still_freed_by_a_full_pass() -> None:
-    first, second = Node(), Node()
-    first.other, second.other = second, first
-    gone = weakref.ref(first)
-    with collector_paused():
-        kept = [[index] for index in range(PROMOTE_AT * 2)]
-    del first, second
+def test_garbage_dropped_before_a_long_read_is_not_promoted_with_it() -> None:
     gc.collect()
+    cycle = Node()
+    gone = weakref.ref(cycle)
+    del cycle
+    assert gone() is not None  # unreachable, but only a pass frees a cycle
+    assert long_read()
     assert gone() is None
-    assert kept
+
+
+def test_reading_in_a_loop_keeps_no_garbage() -> None:
+    """A process that drops a few cycles between long reads (a host answering requests) does
+    not keep them: each read's young pass frees them, whatever promotion did before."""
+    gc.collect()
+    for _ in range(50):
+        for _ in range(300):  # fewer than a young pass's threshold between two reads
+            Node()
+        assert long_read()
+    assert sum(type(obj) is Node for obj in gc.get_objects()) <= 300
 
 
 def test_objects_the_application_froze_stay_frozen() -> None:
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()
-        with collector_paused():
-            kept = [[index] for index in range(PROMOTE_AT * 2)]
+        assert long_read()
         assert gc.get_freeze_count() == frozen
-        assert kept
     finally:
         gc.unfreeze()

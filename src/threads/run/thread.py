@@ -132,7 +132,8 @@ class Thread:
 
     async def state(self) -> ThreadState:
         fold = await self.fold()
-        with collector_paused():  # a long transcript is thousands of new values at once
+        # a long transcript is thousands of new values at once
+        with collector_paused(events=len(fold.events)):
             return state_of(fold)
 
     async def branches(self) -> list[BranchInfo]:
