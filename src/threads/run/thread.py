@@ -132,8 +132,7 @@ class Thread:
 
     async def state(self) -> ThreadState:
         fold = await self.fold()
-        # a long transcript is thousands of new values at once
-        with collector_paused(events=len(fold.events)):
+        with collector_paused():  # a long transcript is thousands of new values at once
             return state_of(fold)
 
     async def branches(self) -> list[BranchInfo]:

@@ -292,7 +292,7 @@ def resolved_chain(
 ) -> Chain:
     """The chain ``target`` resolves to, from its stored bytes segment by segment (an engine's
     ``read_chain``): each segment decoded, then every link checked (``check_chain``)."""
-    with collector_paused(events=sum(len(lines) for _, _, lines in stored)):
+    with collector_paused():
         segments = [build_segment(info, header, lines) for info, header, lines in stored]
     check_chain(target, segments)
     return Chain(target, segments)
