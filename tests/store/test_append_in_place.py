@@ -12,6 +12,7 @@ import errno
 import os
 import sqlite3
 import threading
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
+from threads.log.lines import Event
 from threads.store.artifact_files import ArtifactFiles
 from threads.store.protocol import Lease, PendingArtifact
 from threads.store.sqlite import IN_PLACE_FILE_BYTES, SQLiteStore, sqlite
@@ -185,16 +187,32 @@ async def test_a_connection_that_cannot_open_in_place_leaves_the_append_to_the_t
     await store.close()
 
 
+async def _store_with_a_turn(
+    tmp_path: Path, clock: FakeClock, **options: Any
+) -> tuple[SQLiteStore, SampleLog, Lease]:
+    store = sqlite(tmp_path, clock=clock, **options)
+    log, lease = await _writer(store, clock, "w1")
+    await _append_turn(store, log, lease)
+    return store, log, lease
+
+
+def _append_with_file(
+    store: SQLiteStore, log: SampleLog, lease: Lease, data: bytes
+) -> tuple[Event, Coroutine[Any, Any, None]]:
+    """The next event, and its append carrying ``data`` as an artifact file (not awaited)."""
+    event = log.add("user_input", {"source": "api", "text": "with a file"}, USER)
+    append = store.append(log.header.branch_id, [event], expected_seq=event.seq - 1, lease=lease,
+                          artifacts=[PendingArtifact(data, "text/plain")])
+    return event, append
+
+
 async def test_an_appends_file_is_put_in_place_before_its_events(
     tmp_path: Path, clock: FakeClock, handoffs: Handoffs
 ) -> None:
-    store = sqlite(tmp_path, clock=clock)
-    log, lease = await _writer(store, clock, "w1")
-    await _append_turn(store, log, lease)
+    store, log, lease = await _store_with_a_turn(tmp_path, clock)
     result = b"the tool's result, kept as a file"
-    event = log.add("user_input", {"source": "api", "text": "with a file"}, USER)
-    await store.append(log.header.branch_id, [event], expected_seq=event.seq - 1, lease=lease,
-                       artifacts=[PendingArtifact(result, "text/plain")])
+    event, append = _append_with_file(store, log, lease, result)
+    await append
     assert handoffs.grouped == 0
     path = ArtifactFiles(tmp_path).path(sha256_hex(result))
     assert path.read_bytes() == result
@@ -207,13 +225,9 @@ async def test_a_large_file_is_put_by_the_store_thread(
     tmp_path: Path, clock: FakeClock, handoffs: Handoffs
 ) -> None:
     """A large output is not written on the loop's thread: that append queues."""
-    store = sqlite(tmp_path, clock=clock)
-    log, lease = await _writer(store, clock, "w1")
-    await _append_turn(store, log, lease)
+    store, log, lease = await _store_with_a_turn(tmp_path, clock)
     output = b"x" * (IN_PLACE_FILE_BYTES + 1)
-    event = log.add("user_input", {"source": "api", "text": "with a large file"}, USER)
-    await store.append(log.header.branch_id, [event], expected_seq=event.seq - 1, lease=lease,
-                       artifacts=[PendingArtifact(output, "text/plain")])
+    await _append_with_file(store, log, lease, output)[1]
     assert handoffs.grouped == 1
     assert ArtifactFiles(tmp_path).path(sha256_hex(output)).read_bytes() == output
     await store.close()
@@ -224,9 +238,7 @@ async def test_a_file_that_cannot_be_put_fails_its_append_alone(
 ) -> None:
     """The disk is full when the file is put: the append is refused with ``store_full`` and
     none of its events is written; once there is room, the same append lands."""
-    store = sqlite(tmp_path, clock=clock)
-    log, lease = await _writer(store, clock, "w1")
-    await _append_turn(store, log, lease)
+    store, log, lease = await _store_with_a_turn(tmp_path, clock)
     head = log.last_seq
     real_put = ArtifactFiles.put
 
@@ -234,16 +246,14 @@ async def test_a_file_that_cannot_be_put_fails_its_append_alone(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(ArtifactFiles, "put", full)
-    event = log.add("user_input", {"source": "api", "text": "with a file"}, USER)
-    artifacts = [PendingArtifact(b"a result", "text/plain")]
+    event, append = _append_with_file(store, log, lease, b"a result")
     with pytest.raises(StoreError) as refused:
-        await store.append(log.header.branch_id, [event], expected_seq=head, lease=lease,
-                           artifacts=artifacts)
+        await append
     assert refused.value.code == "store_full"
     assert (await store.read_chain(log.header.branch_id)).branch.head_seq == head
     monkeypatch.setattr(ArtifactFiles, "put", real_put)
     await store.append(log.header.branch_id, [event], expected_seq=head, lease=lease,
-                       artifacts=artifacts)
+                       artifacts=[PendingArtifact(b"a result", "text/plain")])
     assert (await store.read_chain(log.header.branch_id)).branch.head_seq == event.seq
     assert handoffs.grouped == 0
     await store.close()
@@ -254,18 +264,13 @@ async def test_a_file_put_in_place_then_a_lock_elsewhere_lands_on_the_store_thre
 ) -> None:
     """The file is put, then ``BEGIN`` meets another process's write lock: the append goes to
     the store thread, which finds the file already there and commits once the lock is gone."""
-    store = sqlite(tmp_path, clock=clock, busy_timeout_ms=60_000)
-    log, lease = await _writer(store, clock, "w1")
-    await _append_turn(store, log, lease)
+    store, log, lease = await _store_with_a_turn(tmp_path, clock, busy_timeout_ms=60_000)
     holder = sqlite3.connect(tmp_path / "threads.db", isolation_level=None,
                              check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
     result = b"a result put before the lock was met"
-    event = log.add("user_input", {"source": "api", "text": "late"}, USER)
-    appending = asyncio.create_task(store.append(
-        log.header.branch_id, [event], expected_seq=event.seq - 1, lease=lease,
-        artifacts=[PendingArtifact(result, "text/plain")],
-    ))
+    event, append = _append_with_file(store, log, lease, result)
+    appending = asyncio.create_task(append)
     turns = 0
     while handoffs.grouped == 0:  # put, then refused at BEGIN: queued
         await asyncio.sleep(0)
