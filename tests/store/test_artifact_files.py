@@ -1,6 +1,7 @@
 """Artifact files: an address holds the whole artifact or nothing, across a SIGKILL at each
 step of a put; a second put refreshes the file's mtime and mends damaged bytes; the temporary
-file a killed put leaves is swept when the store opens, and a live writer's never is.
+file a killed put leaves is swept when the store opens, and a live writer's never is; bytes a
+put finds already at their address are synced before it returns.
 
 The kills are real: a child process puts an artifact and SIGKILLs itself at a named step
 (after the temporary file is written and fsynced, after the hard link), and the parent then
@@ -95,6 +96,29 @@ def test_a_second_put_refreshes_mtime_and_mends_damaged_bytes(tmp_path: Path) ->
     files.put(DATA)
     assert files.get(SHA) == DATA
     assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_put_that_finds_its_address_makes_it_durable_before_it_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer linked the bytes and has not synced its directory yet: the put that finds
+    them (and whose caller then commits an event naming them) fsyncs the file and its shard
+    directory itself, instead of trusting what it can only see."""
+    files = ArtifactFiles(tmp_path / "store")
+    path = files.path(SHA)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(DATA)  # linked by someone else, synced by nobody
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    assert files.put(DATA) == SHA
+    assert str(path) in synced
+    assert str(path.parent) in synced
 
 
 def test_names_that_are_not_addresses_are_never_paths(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ directories are 0700 and files 0600, and nothing about an artifact is kept in th
 A put writes a temporary file (``mkstemp`` in ``artifacts/``), fsyncs it, hard-links it to its
 address and fsyncs the shard directory, so an address either holds the complete bytes or does
 not exist. When the address already exists its mtime is refreshed (a gc's grace counts from
-the last put) and its bytes are checked; damaged bytes are replaced by the good ones. A get
+the last put) and its bytes are checked, then fsynced with their directory (another writer may
+have linked them and not synced yet); damaged bytes are replaced by the good ones. A get
 checks the bytes against the address (``artifact_corrupt``) before returning them.
 
 A writer killed between its write and its link leaves its temporary file behind; ``sweep`` (run
@@ -103,12 +104,19 @@ class ArtifactFiles:
 
     @staticmethod
     def _refreshed(target: Path, sha256: str) -> bool:
-        """Touch an existing address; False when its bytes are not what it names."""
+        """Touch an existing address; False when its bytes are not what it names. Good bytes
+        are made durable here, with their name: the writer that linked them may not have
+        synced its directory yet, and the event naming them commits once this returns."""
         try:
             os.utime(target)
-            return sha256_hex(target.read_bytes()) == sha256
+            with open(target, "rb") as f:
+                if sha256_hex(f.read()) != sha256:
+                    return False
+                os.fsync(f.fileno())
         except FileNotFoundError:
             return False
+        _fsync_dir(target.parent)
+        return True
 
 
 def _abandoned(entry: os.DirEntry[str], writer: str | None, now_ms: int) -> bool:
