@@ -113,3 +113,24 @@ async def test_a_read_waits_for_the_store_threads_work(
     assert [item.command for item in await reading] == ["cancel"]
     assert handoffs.jobs == 1
     await store.close()
+
+
+async def test_a_write_lock_held_elsewhere_does_not_stop_a_read_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the write lock (mid-append): a WAL reader needs no lock, so the
+    read is still served in place, at once, and sees what was committed before."""
+    store = sqlite(tmp_path)
+    thread_id = await _thread_with_a_queued_cancel(store)
+    holder = sqlite3.connect(tmp_path / "threads.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("UPDATE inbox SET consumed_seq = 1")  # not committed: not seen
+    try:
+        handoffs = Handoffs(monkeypatch)
+        items = await asyncio.wait_for(SQLiteControls(store).pending_controls(thread_id), 5)
+        assert [item.command for item in items] == ["cancel"]
+        assert handoffs.jobs == 0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    await store.close()
