@@ -9,6 +9,8 @@ it, with one exception: the append of a process's only writer, when nothing else
 committed in place on the caller's thread (no hand-off; its artifact files are put there first,
 unless they are larger than ``IN_PLACE_FILE_BYTES``), on a connection of its own, and only if
 no other process holds the write lock (``begin_at_once``); otherwise it queues like any other.
+A run's short reads (``_read``) and its lease's acquire and release (``_write``) go in place
+the same way.
 
 Invariants: an append checks the lease, the expected head and the branch state (one ``UPDATE``
 that moves the head only when all hold; each check on its own to name a refusal) before its
@@ -25,7 +27,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
@@ -190,7 +192,7 @@ class SQLiteStore:
         return await self._worker.run(lambda: self._guarded(fn))
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """``fn``, a read the run makes between its appends, run in place on the caller's
+        """``fn``, a short read a run makes (a row or a few), run in place on the caller's
         thread while nothing is queued or running on the store thread (no hand-off), on the
         in-place connection, which never waits for a lock: if it meets one (a checkpoint
         restarting the WAL, another process recovering it), the read goes to the store thread
@@ -201,6 +203,21 @@ class SQLiteStore:
             return await self._run(fn)
         await asyncio.sleep(0)  # the loop's other tasks get the turn a hand-off gave
         return answer[0]
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T], *, alone: bool) -> T:
+        """``fn`` in a write transaction of its own: in place as ``_read`` runs a read when the
+        process holds no other lease through this store (``alone``: nothing it could have
+        shared a commit with), else, or while another process holds the write lock, on the
+        store thread."""
+        self._require_open()
+        outcome = self._worker.here(lambda: self._begun_here(fn)) if alone else None
+        if outcome is None:
+            return await self._run(self._txn(fn))
+        await asyncio.sleep(0)  # the loop's other tasks get the turn a hand-off gave
+        result, error = outcome
+        if error is not None:
+            raise self._coded(error)
+        return cast(T, result)
 
     def _read_here(self, fn: Callable[[sqlite3.Connection], T]) -> tuple[T] | None:
         try:
@@ -267,19 +284,26 @@ class SQLiteStore:
         opened here (the append then goes to the store thread, which waits for the lock, or
         names the fault; a file already put is found there)."""
         try:
-            conn = self._here_connection()
-        except Exception:  # a lock met while opening it, say: the store thread's path decides
-            return None
-        try:
             self._put_files(files)
         except BaseException as exc:  # no file, no events that name it
             return None, self._coded(exc)
+        outcome = self._begun_here(write)
+        return None if outcome is None else self._answer(outcome)
+
+    def _begun_here(self, fn: Callable[[sqlite3.Connection], T]) -> Outcome | None:
+        """``fn`` committed (or rolled back) in a transaction of its own on the in-place
+        connection; None, with nothing begun, while another process holds the write lock or
+        the connection can't be opened here."""
+        try:
+            conn = self._here_connection()
+        except Exception:  # a lock met while opening it, say: the store thread's path decides
+            return None
         try:
             if not begin_at_once(conn):
                 return None
         except BaseException as exc:
             return None, self._coded(exc)
-        return self._answer(commit_begun(conn, write))
+        return commit_begun(conn, fn)
 
     def _answer(self, outcome: Outcome) -> Outcome:
         """What an append's caller hears of its write's outcome; a commit is noted first (see
@@ -379,7 +403,7 @@ class SQLiteStore:
                 raise NotFound(f"no thread {thread_id} in this store")
             return branch_from_row(row)
 
-        return await self._run(find)
+        return await self._read(find)
 
     async def list_branches(self, thread_id: str) -> list[BranchInfo]:
         def rows(conn: sqlite3.Connection) -> list[BranchInfo]:
@@ -550,7 +574,7 @@ class SQLiteStore:
             )
             return lease
 
-        lease = await self._run(self._txn(acquire))
+        lease = await self._write(acquire, alone=not self._writers)
         self._writers.add((lease.branch_id, lease.holder_id, lease.epoch))
         return lease
 
@@ -564,7 +588,7 @@ class SQLiteStore:
                 return None
             return LeaseState(branch_id, row[0], row[1], row[2], self.clock.now_ms())
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def renew_lease(self, lease: Lease, ttl_ms: int) -> Lease:
         def renew(conn: sqlite3.Connection) -> Lease:
@@ -593,7 +617,7 @@ class SQLiteStore:
 
         self._writers.discard((lease.branch_id, lease.holder_id, lease.epoch))
         if not self._closed:
-            await self._run(self._txn(release))
+            await self._write(release, alone=not self._writers)
 
     # ---- artifacts -----------------------------------------------------------------------
 
