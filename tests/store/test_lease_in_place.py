@@ -11,29 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from handoff_support import Handoffs
 
 from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.store.sqlite import SQLiteStore, sqlite
-from threads.store.worker import StoreThread
 from threads.testing.sample_log import SampleLog
 
 TENANT = "acme"
 TTL = 30_000
-
-
-class Handoffs:
-    """Counts the jobs handed to the store thread."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.jobs = 0
-        real = StoreThread.run
-
-        def counted(worker: StoreThread, fn: Any) -> Any:
-            self.jobs += 1
-            return real(worker, fn)
-
-        monkeypatch.setattr(StoreThread, "run", counted)
 
 
 async def _branch(store: SQLiteStore) -> SampleLog:
