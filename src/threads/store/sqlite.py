@@ -183,6 +183,14 @@ class SQLiteStore:
             self._here = here
         return self._here
 
+    def _here_or_none(self) -> sqlite3.Connection | None:
+        """The in-place connection, or None when it can't be opened here (a lock met while
+        opening it, say): the caller then leaves the work to the store thread's path."""
+        try:
+            return self._here_connection()
+        except Exception:
+            return None
+
     def _require_open(self) -> None:
         if self._closed:
             raise StoreError("invalid_argument", "this store is closed; open it again")
@@ -210,19 +218,26 @@ class SQLiteStore:
         shared a commit with), else, or while another process holds the write lock, on the
         store thread."""
         self._require_open()
-        outcome = self._worker.here(lambda: self._begun_here(fn)) if alone else None
-        if outcome is None:
+        done = await self._done_here(lambda: self._begun_here(fn)) if alone else None
+        if done is None:
             return await self._run(self._txn(fn))
+        return cast(T, done[0])
+
+    async def _done_here(self, job: Callable[[], Outcome | None]) -> tuple[object] | None:
+        """``job``'s result when it ran in place (its error raised, coded), or None when it
+        could not run here and the caller must hand its work to the store thread."""
+        outcome = self._worker.here(job)
+        if outcome is None:
+            return None
         await asyncio.sleep(0)  # the loop's other tasks get the turn a hand-off gave
         result, error = outcome
         if error is not None:
             raise self._coded(error)
-        return cast(T, result)
+        return (result,)
 
     def _read_here(self, fn: Callable[[sqlite3.Connection], T]) -> tuple[T] | None:
-        try:
-            conn = self._here_connection()
-        except Exception:  # the store thread's path decides
+        conn = self._here_or_none()
+        if conn is None:
             return None
         try:
             return (fn(conn),)
@@ -294,9 +309,8 @@ class SQLiteStore:
         """``fn`` committed (or rolled back) in a transaction of its own on the in-place
         connection; None, with nothing begun, while another process holds the write lock or
         the connection can't be opened here."""
-        try:
-            conn = self._here_connection()
-        except Exception:  # a lock met while opening it, say: the store thread's path decides
+        conn = self._here_or_none()
+        if conn is None:
             return None
         try:
             if not begin_at_once(conn):
@@ -490,13 +504,9 @@ class SQLiteStore:
             return LatestRequests.after(before, events, saved)
 
         self._require_open()
-        if len(self._writers) <= 1 and sum(map(len, others)) <= IN_PLACE_FILE_BYTES:
-            outcome = self._worker.here(lambda: self._commit_here(others, write))
-            if outcome is not None:
-                await asyncio.sleep(0)  # the loop's other tasks get the turn a hand-off gave
-                if outcome[1] is not None:
-                    raise outcome[1]
-                return
+        in_place = len(self._writers) <= 1 and sum(map(len, others)) <= IN_PLACE_FILE_BYTES
+        if in_place and await self._done_here(lambda: self._commit_here(others, write)):
+            return
         # ``others`` are put by the batch, durable before the transaction holding ``write``.
         await self._worker.run_grouped((others, write), self._commit_appends)
 
