@@ -8,7 +8,10 @@ appends per step), ``STEPS`` steps each, all runs started together.
 Events are minted before the clock starts, so the numbers are the store's: lease check, head
 check, insert, head move and commit (``synchronous=FULL`` on SQLite, default ``fsync`` on
 Postgres). Beside each rate, the process's CPU per operation (µs), which a busy disk or server
-does not blur. Timings are printed, never asserted.
+does not blur, and the event loop thread's share of it: that one thread runs the Python of every
+run in the process, so one process can't do more than about 1e6 / (loop µs per step) steps a
+second however its commits group (printed under the steps table). Timings are printed, never
+asserted.
 Run: ``.venv/bin/python bench/postgres.py [--total N] [--url URL]`` (the server must answer;
 ``tools/ensure_postgres.sh`` starts the local one).
 """
@@ -58,15 +61,16 @@ async def _write(store: Store, log: SampleLog, lease: Lease, events: list[Event]
         await store.append(log.header.branch_id, [event], expected_seq=event.seq - 1, lease=lease)
 
 
-Cell = tuple[float, float]  # (operations per second, process CPU µs per operation)
+# (operations per second, process CPU µs per operation, event loop thread CPU µs per operation)
+Cell = tuple[float, float, float]
 
 
 async def appends_per_second(store: Store, threads: int, total: int) -> Cell:
     per_thread = max(1, total // threads)
     prepared = [await _prepare(store, per_thread) for _ in range(threads)]
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu, loop_cpu = time.perf_counter(), time.process_time(), time.thread_time()
     await asyncio.gather(*(_write(store, *p) for p in prepared))
-    cell = _cell(per_thread * threads, start, cpu)
+    cell = _cell(per_thread * threads, start, cpu, loop_cpu)
     for _, lease, _ in prepared:  # as a run does when it ends: a lone writer again commits
         await store.release_lease(lease)  # in place (SQLite), as a real lone run would
     return cell
@@ -74,17 +78,19 @@ async def appends_per_second(store: Store, threads: int, total: int) -> Cell:
 
 async def steps_per_second(store: Store, threads: int) -> Cell:
     bots = [bench_agent(STEPS, StepClock()) for _ in range(threads)]
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu, loop_cpu = time.perf_counter(), time.process_time(), time.thread_time()
     results = await asyncio.gather(*(bot.run("go", store=store) for bot in bots))
     assert all(r.status == "completed" for r in results), results
-    return _cell(STEPS * threads, start, cpu)
+    return _cell(STEPS * threads, start, cpu, loop_cpu)
 
 
-def _cell(done: int, start: float, cpu: float) -> Cell:
+def _cell(done: int, start: float, cpu: float, loop_cpu: float) -> Cell:
     """Rate and CPU per operation since ``start`` / ``cpu`` (the whole process's CPU: the
-    client's share of a Postgres append, which a busy disk or server does not blur)."""
+    client's share of a Postgres append, which a busy disk or server does not blur) and
+    ``loop_cpu`` (this thread's: the event loop's, which runs every run's Python)."""
     elapsed, used = time.perf_counter() - start, time.process_time() - cpu
-    return done / elapsed, used / done * 1e6
+    looped = time.thread_time() - loop_cpu
+    return done / elapsed, used / done * 1e6, looped / done * 1e6
 
 
 async def _engine_rows(open_store: Callable[[], Store], total: int) -> list[list[Cell]]:
@@ -122,15 +128,22 @@ async def main(total: int, url: str) -> None:
     )
     for title, a_row, b_row in zip(titles, lite, pg, strict=True):
         _table(title, a_row, b_row)
+    for engine, cells in (("sqlite", lite[1]), ("postgres", pg[1])):
+        loop_us = cells[-1][2]
+        print(f"{engine}: at {loop_us:,.0f} µs of event loop CPU per step ({CONCURRENCY[-1]}"
+              f" threads), one process tops out near {1e6 / loop_us:,.0f} steps/s")
 
 
 def _table(title: str, lite: list[Cell], pg: list[Cell]) -> None:
     print(f"{title}\n")
     print(f"{'threads':>8} | {'sqlite':>10} | {'postgres':>10} | {'pg/sqlite':>9}"
-          f" | {'CPU µs: sqlite':>14} | {'postgres':>8}")
-    print(f"{'-' * 8}-+-{'-' * 10}-+-{'-' * 10}-+-{'-' * 9}-+-{'-' * 14}-+-{'-' * 8}")
-    for n, (a, a_cpu), (b, b_cpu) in zip(CONCURRENCY, lite, pg, strict=True):
-        print(f"{n:>8} | {a:>10.0f} | {b:>10.0f} | {b / a:>9.2f} | {a_cpu:>14.0f} | {b_cpu:>8.0f}")
+          f" | {'CPU µs: sqlite':>14} | {'postgres':>8}"
+          f" | {'loop µs: sqlite':>15} | {'postgres':>8}")
+    print(f"{'-' * 8}-+-{'-' * 10}-+-{'-' * 10}-+-{'-' * 9}-+-{'-' * 14}-+-{'-' * 8}"
+          f"-+-{'-' * 15}-+-{'-' * 8}")
+    for n, (a, a_cpu, a_loop), (b, b_cpu, b_loop) in zip(CONCURRENCY, lite, pg, strict=True):
+        print(f"{n:>8} | {a:>10.0f} | {b:>10.0f} | {b / a:>9.2f} | {a_cpu:>14.0f} | {b_cpu:>8.0f}"
+              f" | {a_loop:>15.0f} | {b_loop:>8.0f}")
     print()
 
 
