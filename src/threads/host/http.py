@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -21,6 +21,7 @@ from threads.errors import NotFound, ThreadsError
 from threads.host.auth import Authenticate
 from threads.host.failure import HostError
 from threads.host.runs import Runs
+from threads.host.summaries import Summaries
 from threads.log.reduce import Fold
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.agent import Agent
@@ -38,6 +39,7 @@ class Context:
     authenticate: Authenticate
     max_body_bytes: int
     log: Callable[[str], None]
+    summaries: Summaries = field(default_factory=Summaries)  # the thread list's (``summaries``)
 
 
 @dataclass(frozen=True, slots=True)

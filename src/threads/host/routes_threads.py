@@ -108,9 +108,10 @@ async def get_threads(ctx: Context, request: Request, principal: Principal) -> R
     out = []
     for root in roots[-LIST_LIMIT:]:
         status: str
+        agent: str | None
         try:
-            fold = (await store.read_chain(root.branch_id)).fold(store.clock.now_ms())
-            status, agent = fold.status, (fold.thread_started or {}).get("agent_name")
+            summary = await ctx.summaries.of(store, root)
+            status, agent = summary.status, summary.agent
         except Exception:  # one unreadable thread must not hide the others
             status, agent = "unreadable", None
         out.append(
