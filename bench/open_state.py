@@ -1,23 +1,38 @@
 """Open + state of a long thread, on its own: ``open_thread`` then ``Thread.state`` on a fresh
 store object, as ``bench/steps.py`` prints it, with the store built once and kept.
 
-Run: ``python bench/open_state.py [--dir DIR] [--events N] [--rounds N]``. With ``--dir`` the
-store (and its thread id, in ``thread_id``) is built there once and reused by later runs, so a
-profiler (``cProfile``, ``valgrind --tool=callgrind``) can time the open alone with
-``--rounds 1``. Prints the median of the rounds in ms.
+Run: ``python bench/open_state.py [--dir DIR] [--events N] [--rounds N] [--sections]``. With
+``--dir`` the store (and its thread id, in ``thread_id``) is built there once and reused by
+later runs, so a profiler (``cProfile``, ``valgrind --tool=callgrind``) can time the open alone
+with ``--rounds 1``. Prints the median of the rounds in ms. ``--sections`` also times each part
+of the open on its own (collector off, median of the rounds): the SELECT of the lines, their
+JSON parse and sha256 (the parts no reader of these bytes can skip), building the events, the
+safe-integer scan, the chain check, the fold and the state; and the sum of the parts a reader
+of this layout can't do without, which is the floor of this open on this machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
+import sqlite3
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from threads import open_thread, sqlite
 from threads.clock import SystemClock
+from threads.log.canonical import fast_loads, lines_holding_digit_runs
+from threads.log.hashing import sha256_hexes
+from threads.log.lines import events_from_values
+from threads.run.views import state_of
+from threads.store.protocol import Chain
+from threads.store.rows import build_segment, check_chain
+from threads.store.sqlite import _segment_lines, _stored_chain
 from threads.store.transfer import import_log
 from threads.testing.sample_log import SampleLog
 
@@ -59,18 +74,64 @@ async def median_ms(directory: Path, thread_id: str, rounds: int) -> float:
                               for _ in range(rounds)])
 
 
+def sections(directory: Path, thread_id: str, rounds: int) -> None:
+    """Print each part of open + state timed on its own (see the module docstring)."""
+    conn = sqlite3.connect(directory / "threads.db")
+    (branch_id,) = conn.execute(
+        "SELECT branch_id FROM branches WHERE thread_id = ? AND parent_branch_id IS NULL",
+        (thread_id,),
+    ).fetchone()
+    target, ((info, header, lines),) = _stored_chain(conn, branch_id)
+
+    def ms(name: str, part: Callable[[], Any]) -> tuple[Any, float]:
+        samples = []
+        for _ in range(rounds):
+            start = time.perf_counter_ns()
+            result = part()
+            samples.append((time.perf_counter_ns() - start) / 1e6)
+        took = statistics.median(samples)
+        print(f"  {name:<44} {took:6.1f} ms")
+        return result, took
+
+    resume = gc.isenabled()
+    gc.disable()  # as the read and the fold run
+    try:
+        _, select = ms("SELECT the lines", lambda: _segment_lines(conn, info, None))
+        values, parse = ms("JSON parse of each line", lambda: list(map(fast_loads, lines)))
+        _, digest = ms("sha256 of each line", lambda: sha256_hexes(lines))
+        _, events = ms("events built (with their sha256)",
+                       lambda: events_from_values(values, lines))
+        ms("safe-integer scan", lambda: lines_holding_digit_runs(lines))
+        segment, _ = ms("all of the decoding (build_segment)",
+                        lambda: build_segment(info, header, lines))
+        _, check = ms("hash chain check", lambda: check_chain(target, [segment]))
+        fold, folded = ms("fold", lambda: Chain(target, [segment]).fold(0))
+        _, state = ms("state", lambda: state_of(fold))
+    finally:
+        if resume:
+            gc.enable()
+        conn.close()
+    floor = select + parse + events + check + folded + state
+    print(f"  {'floor: all but the scan and the decoding glue':<44} {floor:6.1f} ms"
+          f" (of which sha256 {digest:.1f})")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dir", type=Path, help="where the store is built once and kept")
     parser.add_argument("--events", type=int, default=EVENTS, help="events of the thread")
     parser.add_argument("--rounds", type=int, default=15, help="opens timed (median printed)")
+    parser.add_argument("--sections", action="store_true", help="time each part on its own")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.dir or Path(tmp)
         directory.mkdir(parents=True, exist_ok=True)
         thread_id = await build(directory, args.events)
-        ms = await median_ms(directory, thread_id, args.rounds)
-    print(f"open + state of a {args.events:,}-event thread: {ms:.1f} ms (median of {args.rounds})")
+        took = await median_ms(directory, thread_id, args.rounds)
+        print(f"open + state of a {args.events:,}-event thread: {took:.1f} ms"
+              f" (median of {args.rounds})")
+        if args.sections:
+            sections(directory, thread_id, args.rounds)
 
 
 if __name__ == "__main__":
