@@ -6,7 +6,6 @@ SQLite store whose ``read_chain`` calls are counted."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,7 @@ from threads.clock import SystemClock
 from threads.host.app import host
 from threads.host.summaries import Summaries
 from threads.principal import Principal
-from threads.store.protocol import Chain
-from threads.store.sqlite import SQLiteStore, sqlite
+from threads.store.sqlite import SQLiteStore
 from threads.store.transfer import import_log
 from threads.testing.sample_log import USER, SampleLog
 from threads.testing.scripted import say, scripted_model
@@ -27,20 +25,6 @@ from threads.testing.scripted import say, scripted_model
 pytestmark = pytest.mark.timeout(60)
 
 ALICE = Principal(issuer="test", tenant="acme", subject="alice")
-
-
-class Counted:
-    """The branches whose chain the app read, in order."""
-
-    def __init__(self, store: SQLiteStore) -> None:
-        self.reads: list[str] = []
-        read_chain = store.read_chain
-
-        async def counted(branch_id: str) -> Chain:
-            self.reads.append(branch_id)
-            return await read_chain(branch_id)
-
-        store.read_chain = counted  # type: ignore[method-assign]
 
 
 async def stored_thread(store: SQLiteStore, turns: int = 3) -> SampleLog:
@@ -53,12 +37,8 @@ async def stored_thread(store: SQLiteStore, turns: int = 3) -> SampleLog:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    opened = sqlite(tmp_path / "store")
-    try:
-        yield opened
-    finally:
-        await opened.close()
+def store(sqlite_store: SQLiteStore) -> SQLiteStore:
+    return sqlite_store
 
 
 def client(store: SQLiteStore) -> httpx.AsyncClient:
@@ -74,25 +54,25 @@ async def listed(http: httpx.AsyncClient) -> dict[str, dict[str, Any]]:
 
 
 async def test_a_second_listing_folds_no_thread_whose_head_did_not_move(
-    store: SQLiteStore,
+    store: SQLiteStore, chain_reads: list[str]
 ) -> None:
     logs = [await stored_thread(store) for _ in range(3)]
-    counted = Counted(store)
+    chain_reads.clear()
     async with client(store) as http:
         first = await listed(http)
-        assert sorted(counted.reads) == sorted(log.header.branch_id for log in logs)
-        counted.reads.clear()
+        assert sorted(chain_reads) == sorted(log.header.branch_id for log in logs)
+        chain_reads.clear()
         assert await listed(http) == first
-        assert counted.reads == []  # the old code read all three again
+        assert chain_reads == []  # the old code read all three again
     assert {row["status"] for row in first.values()} == {"idle"}
     assert {row["agent"] for row in first.values()} == {"demo"}
 
 
 async def test_a_thread_whose_head_moved_is_folded_again_and_shows_its_new_status(
-    store: SQLiteStore,
+    store: SQLiteStore, chain_reads: list[str]
 ) -> None:
     moved, still = await stored_thread(store), await stored_thread(store)
-    counted = Counted(store)
+    chain_reads.clear()
     async with client(store) as http:
         before = await listed(http)
         assert before[moved.header.thread_id]["status"] == "idle"
@@ -102,16 +82,16 @@ async def test_a_thread_whose_head_moved_is_folded_again_and_shows_its_new_statu
         await store.append(
             moved.header.branch_id, [opened], expected_seq=opened.seq - 1, lease=lease
         )
-        counted.reads.clear()
+        chain_reads.clear()
         after = await listed(http)
-        assert counted.reads == [moved.header.branch_id]
+        assert chain_reads == [moved.header.branch_id]
         assert after[moved.header.thread_id]["status"] == "in_turn"
         assert after[moved.header.thread_id]["head_seq"] == opened.seq
         assert after[still.header.thread_id] == before[still.header.thread_id]
 
 
 async def test_an_unreadable_thread_is_not_kept_and_is_read_again_next_time(
-    store: SQLiteStore, tmp_path: Path
+    store: SQLiteStore, chain_reads: list[str], tmp_path: Path
 ) -> None:
     log = await stored_thread(store)
     db = sqlite3.connect(tmp_path / "store" / "threads.db")
@@ -123,24 +103,26 @@ async def test_an_unreadable_thread_is_not_kept_and_is_read_again_next_time(
     with db:
         db.execute("UPDATE events SET line = ? WHERE branch_id = ? AND seq = ?",
                    (damaged, log.header.branch_id, seq))
-    counted = Counted(store)
+    chain_reads.clear()
     async with client(store) as http:
         assert (await listed(http))[log.header.thread_id]["status"] == "unreadable"
         with db:
             db.execute("UPDATE events SET line = ? WHERE branch_id = ? AND seq = ?",
                        (good, log.header.branch_id, seq))
         assert (await listed(http))[log.header.thread_id]["status"] == "idle"
-        assert counted.reads == [log.header.branch_id] * 2
+        assert chain_reads == [log.header.branch_id] * 2
     db.close()
 
 
-async def test_the_summaries_keep_a_bounded_number_of_threads(store: SQLiteStore) -> None:
+async def test_the_summaries_keep_a_bounded_number_of_threads(
+    store: SQLiteStore, chain_reads: list[str]
+) -> None:
     logs = [await stored_thread(store, turns=1) for _ in range(3)]
     roots = [await store.root_branch(log.header.thread_id) for log in logs]
-    counted = Counted(store)
+    chain_reads.clear()
     summaries = Summaries(entries=2)
     for root in roots:
         await summaries.of(store, root)
     await summaries.of(store, roots[2])  # kept
     await summaries.of(store, roots[0])  # the oldest was dropped: read again
-    assert counted.reads == [r.branch_id for r in roots] + [roots[0].branch_id]
+    assert chain_reads == [r.branch_id for r in roots] + [roots[0].branch_id]

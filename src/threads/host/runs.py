@@ -92,18 +92,22 @@ class Runs:
             return
         self.refused.pop(branch.branch_id, None)
         principal = turn_principal(fold, branch.tenant_id)
-        # ``Agent.run`` takes a thread id for a root branch, the branch id for a fork.
-        target = branch.thread_id if branch.parent_branch_id is None else branch.branch_id
         self.running[branch.branch_id] = asyncio.create_task(
-            self._drive(agent, branch.thread_id, branch.branch_id, target, principal)
+            self._drive(agent, branch, principal, fold)
         )
 
     async def _drive(
-        self, agent: Agent, thread_id: str, branch_id: str, target: str, principal: Principal
+        self, agent: Agent, branch: BranchInfo, principal: Principal, fold: Fold
     ) -> None:
+        thread_id, branch_id = branch.thread_id, branch.branch_id
+        # ``Agent.run`` takes a thread id for a root branch, the branch id for a fork.
+        target = thread_id if branch.parent_branch_id is None else branch_id
         cancel = CancelSignal()
         stream = RunStream()
-        options = RunOptions(target, self.store, principal=principal, ceiling=self.ceiling)
+        # The fold the host just made is the run's while no one appended since (no re-read).
+        options = RunOptions(
+            target, self.store, principal=principal, ceiling=self.ceiling, fold=fold
+        )
         task = asyncio.create_task(start_run(agent, None, options, sink=stream, cancel=cancel))
         stream.attach(task)
         self._cancels[branch_id] = cancel

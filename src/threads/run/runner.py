@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from threads import telemetry
-from threads.errors import ConfigError, NotFound, StoreError, ThreadsError
+from threads.errors import ConfigError, LogError, NotFound, StoreError, ThreadsError
 from threads.log.ids import uuid7
 from threads.log.lines import WRITER_IMPL, Event, first_event, make_header
 from threads.log.reduce import Fold
@@ -32,7 +32,7 @@ from threads.sandbox.binding import RunSandbox
 from threads.sandbox.protocol import Sandbox
 from threads.store.capabilities import resources_of
 from threads.store.lease_wait import acquire_waiting, check_wait
-from threads.store.protocol import Chain, Store
+from threads.store.protocol import BranchInfo, Store
 from threads.store.sqlite import sqlite
 from threads.tools.http import ToolHttp
 
@@ -53,6 +53,10 @@ class RunOptions:
     lease_ttl_ms: int | None = None
     ceiling: Permissions | None = None
     wait: bool | float = False
+    # A fold of the branch its caller made moments before (the host's, once it wrote the turn's
+    # input): the run takes it instead of reading the branch again while, under the run's
+    # lease, the branch's head is still the one the fold ended at (``_current``).
+    fold: Fold | None = None
 
 
 async def start_run(
@@ -129,11 +133,10 @@ async def _start_run(
     http: ToolHttp | None = None
     try:
         try:
-            chain = await store.read_chain(branch_id)
-            fold = chain.fold(store.clock.now_ms())
+            branch, fold = await _current(store, branch_id, options.fold)
+            refusal = _refusal(branch, fold)
         except ThreadsError as exc:
             return Failed(handle, ErrorInfo(exc.code, exc.message))
-        refusal = _refusal(chain, fold)
         if refusal is not None:
             return Failed(handle, refusal)
         if not new:
@@ -165,7 +168,7 @@ async def _start_run(
             ceiling=ceiling,
             run_budget=budget,
             sink=sink,
-            dropped_ref=chain.branch.dropped_ref,
+            dropped_ref=branch.dropped_ref,
             http=http,
             cancel=cancel or CancelSignal(),
             sandbox=_run_sandbox(agent, store, principal, writer),
@@ -208,8 +211,24 @@ def _run_memory(
     return MemoryHandle(agent.memory.bind(store), scope, writer.check)
 
 
-def _refusal(chain: Chain, fold: Fold) -> ErrorInfo | None:
-    own = chain.segments[-1].header
+async def _current(store: Store, branch_id: str, known: Fold | None) -> tuple[BranchInfo, Fold]:
+    """The branch as it is now, and its fold: ``known`` when the branch's head is still the
+    one it ended at (a chain ending at that hash holds exactly the events it was folded from),
+    else a fresh read of the chain, its hash chain checked, folded."""
+    own = None if known is None else known.header_
+    if known is not None and own is not None and own.branch_id == branch_id:
+        branch = await store.get_branch(branch_id)
+        if (branch.head_seq, branch.head_hash) == (known.last_seq, known.last_hash):
+            known.now_ms = store.clock.now_ms()  # which snapshots are fork points is judged now
+            return branch, known
+    chain = await store.read_chain(branch_id)
+    return chain.branch, chain.fold(store.clock.now_ms())
+
+
+def _refusal(branch: BranchInfo, fold: Fold) -> ErrorInfo | None:
+    own = fold.header_
+    if own is None:  # a folded chain read its own segment's header last
+        raise LogError("invalid_transition", "no header was read", seq=0)
     if own.writer_impl != WRITER_IMPL or not own.writer_version.startswith("0."):
         return ErrorInfo(
             "writer_mismatch",
@@ -217,7 +236,7 @@ def _refusal(chain: Chain, fold: Fold) -> ErrorInfo | None:
             " read, export and fork it, but not append to it",
             0,
         )
-    if fold.inspection_only or chain.branch.state != "ready":
+    if fold.inspection_only or branch.state != "ready":
         return ErrorInfo(
             "branch_not_runnable",
             "this branch is inspection-only (a repair fork, or not ready); fork it at an"

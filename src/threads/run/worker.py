@@ -27,6 +27,7 @@ from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.holders import window_park_ends
 from threads.run.results import Failed, RunResult
+from threads.run.runner import RunOptions, start_run
 from threads.store.protocol import BranchInfo, Store
 
 # Outcomes after which the thread may be tried again at the same head (someone else's lease).
@@ -179,9 +180,10 @@ class Worker:
 
     # ---- one thread ----------------------------------------------------------------------
 
-    async def _agent_for(self, branch: BranchInfo) -> tuple[Agent, Principal] | None:
-        """The agent to continue this thread with and on whose behalf, or None (no work, or no
-        agent of that name here: logged once per head)."""
+    async def _agent_for(self, branch: BranchInfo) -> tuple[Agent, Principal, Fold] | None:
+        """The agent to continue this thread with, on whose behalf, and the fold that told (the
+        run takes it while the head has not moved), or None (no work, or no agent of that name
+        here: logged once per head)."""
         try:
             chain = await self.store.read_chain(branch.branch_id)
             fold = chain.fold(self.store.clock.now_ms())
@@ -203,22 +205,22 @@ class Worker:
         if chosen is None:
             self._log(f"skip {branch.thread_id}: no agent named {name!r} in this worker")
             return None
-        return chosen, turn_principal(fold, branch.tenant_id)
+        return chosen, turn_principal(fold, branch.tenant_id), fold
 
     def _reopened(self, branch: BranchInfo) -> bool:
         reopen = self._reopen.get(branch.branch_id)
         return reopen is not None and reopen <= self.store.clock.now_ms()
 
-    async def _drive(self, branch: BranchInfo, chosen: Agent, principal: Principal) -> None:
+    async def _drive(
+        self, branch: BranchInfo, chosen: Agent, principal: Principal, fold: Fold
+    ) -> None:
         self.stats.runs += 1
+        options = RunOptions(
+            branch.thread_id, self.store, principal=principal, lease_ttl_ms=self.lease_ttl_ms,
+            fold=fold,
+        )
         try:
-            result = await chosen.run(
-                None,
-                thread=branch.thread_id,
-                store=self.store,
-                principal=principal,
-                lease_ttl_ms=self.lease_ttl_ms,
-            )
+            result = await start_run(chosen, None, options)
             self._record(branch, result)
         except ThreadsError as error:  # a config change, a refusal the run raised
             self._gave_up(branch, error.code, error.message)

@@ -1,0 +1,82 @@
+"""A run handed the fold its caller just made (the host's, once it wrote the turn's input:
+``RunOptions.fold``) takes it instead of reading and folding the branch again, but only while
+the branch's head under the run's lease is still the one that fold ended at: a fold that
+another writer's append made stale is never used."""
+
+from __future__ import annotations
+
+import pytest
+
+from threads import agent
+from threads.log.reduce import Fold
+from threads.principal import Principal
+from threads.run.agent import Agent
+from threads.run.runner import RunOptions, start_run
+from threads.run.thread import Thread
+from threads.run.writer import BranchWriter
+from threads.store.sqlite import SQLiteStore
+from threads.testing.scripted import say, scripted_model
+
+pytestmark = pytest.mark.timeout(60)
+
+ALICE = Principal(issuer="test", tenant="local", subject="alice")
+
+
+def bot() -> Agent:
+    return agent(name="demo", model=scripted_model([say("one"), say("two")]))
+
+
+async def next_input(store: SQLiteStore, branch_id: str, text: str) -> Fold:
+    """The next turn's input written as the host writes it (under a lease of its own, then
+    released); the writer's fold after it."""
+    lease = await store.acquire_lease(branch_id, "host-start", 60_000)
+    fold = (await store.read_chain(branch_id)).fold(store.clock.now_ms())
+    writer = BranchWriter(store, lease, fold, ttl_ms=60_000)
+    actor = {"kind": "user", "principal": ALICE.to_wire()}
+    await writer.append([("user_input", {"source": "api", "text": text}, actor)])
+    await writer.close()
+    await store.release_lease(lease)
+    return writer.fold
+
+
+async def first_turn(store: SQLiteStore) -> tuple[Agent, str, str]:
+    """The agent, and the thread (and its root branch) after one completed turn."""
+    spec = bot()
+    first = await spec.run("hello", store=store, principal=ALICE)
+    assert first.status == "completed"
+    return spec, first.thread.id, (await store.root_branch(first.thread.id)).branch_id
+
+
+async def continued(store: SQLiteStore, spec: Agent, thread_id: str, fold: Fold) -> Thread:
+    """The open turn run with ``fold`` handed over; the thread, its second turn completed."""
+    result = await start_run(spec, None, RunOptions(thread_id, store, principal=ALICE, fold=fold))
+    assert result.status == "completed"
+    return result.thread
+
+
+async def second_turn_done(thread: Thread) -> None:
+    state = await thread.state()
+    assert (state.turns_completed, state.status) == (2, "idle")
+
+
+async def test_a_run_handed_a_current_fold_does_not_read_the_branch_again(
+    sqlite_store: SQLiteStore, chain_reads: list[str]
+) -> None:
+    spec, thread_id, branch_id = await first_turn(sqlite_store)
+    fold = await next_input(sqlite_store, branch_id, "and again")
+    chain_reads.clear()
+    thread = await continued(sqlite_store, spec, thread_id, fold)
+    assert chain_reads == []  # the old code read (and folded) the whole chain again
+    await second_turn_done(thread)
+
+
+async def test_a_fold_that_another_append_made_stale_is_not_used(
+    sqlite_store: SQLiteStore, chain_reads: list[str]
+) -> None:
+    spec, thread_id, branch_id = await first_turn(sqlite_store)
+    stale = (await sqlite_store.read_chain(branch_id)).fold(sqlite_store.clock.now_ms())
+    await next_input(sqlite_store, branch_id, "written after the fold")  # the head moves on
+    chain_reads.clear()
+    thread = await continued(sqlite_store, spec, thread_id, stale)
+    assert chain_reads == [branch_id]
+    await second_turn_done(thread)  # the stale fold had no open turn to run
