@@ -191,7 +191,7 @@ async def _recover(
     lease = await store.acquire_lease(branch_id, "conformance", 60_000)
     try:
         chain = await store.read_chain(branch_id)
-        refusal = _refusal(chain, chain.fold(store.clock.now_ms()))
+        refusal = _refusal(chain.branch, chain.fold(store.clock.now_ms()))
     finally:
         await store.release_lease(lease)
     if refusal is None:

@@ -332,7 +332,7 @@ async def test_a_thread_threads_ts_wrote_forks_here_and_only_the_fork_takes_appe
         assert await store.stored_lines(root_branch.branch_id) == before
         lease = await store.acquire_lease(child, "runner", 60_000)  # the fork is ours to run
         child_chain = await store.read_chain(child)
-        assert _refusal(child_chain, child_chain.fold(store.clock.now_ms())) is None
+        assert _refusal(child_chain.branch, child_chain.fold(store.clock.now_ms())) is None
         await store.release_lease(lease)
     finally:
         await store.close()
