@@ -14,8 +14,10 @@ from pydantic import BaseModel
 
 from threads import ConfigError, Principal, agent, open_thread, tool
 from threads.local_memory import local_memory
+from threads.log.ids import uuid7
 from threads.sandbox import OPEN_CONTEXT, SandboxInfo
 from threads.sandbox.local import LocalSandbox
+from threads.store.capabilities import resources_of
 from threads.store.protocol import Store
 from threads.store.sqlite import sqlite
 from threads.testing.scripted import call, say, scripted_model, use
@@ -241,3 +243,41 @@ async def test_in_doubt_calls_park_when_no_sandbox_can_answer(
         result = await bot.run("go", store=store)
         assert result.status == "parked", (execute.__name__, result)
         assert result.reason == "effect_unknown"
+
+
+async def test_a_snapshot_a_kill_left_pending_is_settled_by_the_next_run(
+    tmp_path: Path, provider: LocalSandbox
+) -> None:
+    """A kill right after the provider made a turn-end snapshot, before its ledger row went
+    live, leaves the row ``pending``; gc never touches one. The next run of the branch settles
+    it at recovery even though that run never uses the sandbox: found, so released (it was
+    never recorded in the log), and nothing of it is left on disk."""
+    store = sqlite(tmp_path / "store")
+    model = scripted_model([
+        use(call("write_file", path="/workspace/a.txt", content="x")), say("one"), say("two"),
+    ])
+    bot = agent(name="coder", model=model, sandbox=provider)
+    first = await bot.run("go", store=store, principal=ALICE)
+    assert first.status == "completed"
+    root = await store.root_branch(first.thread.id)
+    resources = resources_of(store)
+    (working,) = [r for r in await resources.resources(owner_branch_id=root.branch_id)
+                  if r.kind == "sandbox" and r.state == "live"]
+    assert working.ref is not None
+    killed = await store.acquire_lease(root.branch_id, "killed-mid-snapshot", 60_000)
+    key = uuid7(store.clock.now_ms())
+    await resources.resource_pending(operation_key=key, tenant_id=ALICE.tenant,
+                                     provider="local", kind="snapshot", lease=killed)
+    session = await provider.attach(working.ref, OPEN_CONTEXT)
+    await session.snapshot(key, OPEN_CONTEXT)  # made; the process dies before recording it
+    await store.release_lease(killed)
+    assert await provider.lookup("snapshot", key) is not None
+
+    # the next run of the thread answers without the sandbox
+    second = await bot.run("again", thread=first.thread.id, store=store, principal=ALICE)
+    assert second.status == "completed"
+    (row,) = [r for r in await resources.resources(owner_branch_id=root.branch_id)
+              if r.operation_key == key]
+    assert row.state == "released"  # the old code left it pending for good
+    assert await provider.lookup("snapshot", key) is None
+    await store.close()

@@ -11,6 +11,7 @@ cancel is waiting). There is no separate resume call: running the thread again d
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from threads.models.protocol import ModelCallError, ModelOutput, ModelRequest, SupportsLookup
@@ -22,15 +23,28 @@ from threads.run.runtime import Runtime
 from threads.run.settings_epoch import current_model
 from threads.run.stops import CONTINUED
 from threads.run.turn import answered, finish_cancelled, last_stop
+from threads.sandbox.protocol import SandboxError
 
 
 async def recover(rt: Runtime) -> RunResult | None:
     """Settle what the last writer left in doubt; the run's outcome when it must stop here."""
+    await _pending_resources(rt)
     recovered = await _open_model_request(rt)
     stop = await run_pending(rt)
     if stop is not None:
         return stop
     return await _open_turn(rt, recovered=recovered)
+
+
+async def _pending_resources(rt: Runtime) -> None:
+    """The sandbox ledger rows a crash left ``pending``, settled by the branch's next owner
+    even when this run never touches the sandbox (a kill mid-snapshot at a turn's end leaves
+    one that no later step would look at). A provider that can't answer now is asked again by
+    the next run, or when this one attaches."""
+    if rt.sandbox is None:
+        return
+    with contextlib.suppress(SandboxError):
+        await rt.sandbox.settle_pending()
 
 
 async def _open_model_request(rt: Runtime) -> bool:

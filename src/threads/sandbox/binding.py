@@ -47,6 +47,12 @@ class RunSandbox:
             self._session = await self.owner.sandbox_session()
         return self._session
 
+    async def settle_pending(self) -> None:
+        """Settle the branch's ledger rows a crash left ``pending`` (a snapshot taken just
+        before the kill, say), whether or not this run goes on to use its sandbox: gc never
+        touches a pending row, so a row its owner does not settle is left for good."""
+        await self.owner.settle_pending()
+
     def handle(self, effect_key: str) -> SandboxHandle:
         return SandboxHandle(self.session, self.ctx, effect_key)
 
