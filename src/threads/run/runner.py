@@ -26,7 +26,7 @@ from threads.run.permissions import Permissions
 from threads.run.results import ErrorInfo, Failed, RunResult, describe
 from threads.run.runtime import CancelSignal, Runtime
 from threads.run.streaming import RunStream
-from threads.run.thread import Thread
+from threads.run.thread import Thread, folded_at_head
 from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter, fence_time
 from threads.sandbox.binding import RunSandbox
 from threads.sandbox.protocol import Sandbox
@@ -215,10 +215,9 @@ async def _current(store: Store, branch_id: str, known: Fold | None) -> tuple[Br
     """The branch as it is now, and its fold: ``known`` when the branch's head is still the
     one it ended at (a chain ending at that hash holds exactly the events it was folded from),
     else a fresh read of the chain, its hash chain checked, folded."""
-    own = None if known is None else known.header_
-    if known is not None and own is not None and own.branch_id == branch_id:
+    if known is not None:
         branch = await store.get_branch(branch_id)
-        if (branch.head_seq, branch.head_hash) == (known.last_seq, known.last_hash):
+        if folded_at_head(known, branch):
             known.now_ms = store.clock.now_ms()  # which snapshots are fork points is judged now
             return branch, known
     chain = await store.read_chain(branch_id)

@@ -84,6 +84,15 @@ class PendingApproval:
     requested_by: Principal | None
 
 
+def folded_at_head(fold: Fold, branch: BranchInfo) -> bool:
+    """Whether ``fold`` is a fold of ``branch`` that ends at its head: a chain ending at that
+    hash holds exactly the events it was folded from, so the fold can stand for a new read."""
+    header = fold.header_
+    return header is not None and header.branch_id == branch.branch_id and (
+        (fold.last_seq, fold.last_hash) == (branch.head_seq, branch.head_hash)
+    )
+
+
 class Thread:
     def __init__(
         self,
@@ -99,7 +108,7 @@ class Thread:
         self.principal = principal
         self.approvers = tuple(approvers) if approvers is not None else None
         self.agent = agent
-        self._folded: tuple[tuple[str, int, str, str], Fold] | None = None
+        self._folded: tuple[str, Fold] | None = None  # the branch state it was read in
 
     def __repr__(self) -> str:
         return f"Thread({self.id!r})"
@@ -116,15 +125,14 @@ class Thread:
         fold the log once."""
         branch = await self._branch()
         now = self.store.clock.now_ms()
-        at = (branch.branch_id, branch.head_seq, branch.head_hash, branch.state)
-        if self._folded is not None and self._folded[0] == at:
+        if self._folded is not None and self._folded[0] == branch.state:
             fold = self._folded[1]
-            fold.now_ms = now  # which snapshots are still fork points is judged now
-            return fold
+            if folded_at_head(fold, branch):
+                fold.now_ms = now  # which snapshots are still fork points is judged now
+                return fold
         chain = await self.store.read_chain(branch.branch_id)
         fold = chain.fold(now)
-        read = chain.branch
-        self._folded = ((read.branch_id, read.head_seq, read.head_hash, read.state), fold)
+        self._folded = (chain.branch.state, fold)
         return fold
 
     async def timeline(self) -> list[Event]:
