@@ -7,23 +7,20 @@ separate process (``console_run.py``) on the same store.
 ``send_email`` times out after sending (the thread parks ``effect_unknown``); a resend works.
 ``watcher`` waits at two fake-service gates (``THREADS_HOST_PORT``) the test opens, so a run
 in another process can be watched while it goes. ``asker`` asks a question; ``greeter`` only
-talks; ``demo`` (with a sandbox that restores) owns imported logs to fork.
+talks; ``demo`` (with a sandbox that restores) owns imported logs to fork. The gate tool and
+the restoring sandbox are ``host_agents``'.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
-import threading
 from typing import Any
 
+from host_agents import Gate, Restorer, wait_gate
 from pydantic import BaseModel
 
 from threads import EffectUnknown, Permissions, agent, ask_user, tool
 from threads.models.protocol import Price
 from threads.run.agent import Agent
-from threads.testing.fake_service import ServiceClient
 from threads.testing.scripted import ScriptedModel, call, say, scripted_model, use
 
 HOSTILE = (
@@ -46,10 +43,6 @@ class Mail(BaseModel):
     subject: str
 
 
-class Gate(BaseModel):
-    name: str
-
-
 async def look_up_invoice(args: Invoice, ctx: Any) -> str:
     return HOSTILE
 
@@ -62,29 +55,6 @@ async def send_email(args: Mail, ctx: Any) -> str:
     if ctx.attempt == 1:
         raise EffectUnknown("the mail server timed out after accepting the message")
     return f"sent to {args.to}"
-
-
-async def wait_gate(args: Gate, ctx: Any) -> str:
-    """Wait on a daemon thread, so a process that cancels this run can still exit."""
-    client = ServiceClient(int(os.environ["THREADS_HOST_PORT"]), "console")
-    loop = asyncio.get_running_loop()
-    opened: asyncio.Future[None] = loop.create_future()
-
-    def wait() -> None:
-        client.wait_gate(args.name)
-        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
-            loop.call_soon_threadsafe(lambda: opened.done() or opened.set_result(None))
-
-    threading.Thread(target=wait, daemon=True).start()
-    await opened
-    return f"gate {args.name} opened"
-
-
-class Restorer:
-    """A sandbox that can restore a snapshot: what a fork over HTTP needs."""
-
-    async def restore(self, snapshot: dict[str, Any]) -> str:
-        return f"sbx-from-{snapshot['snapshot_id']}"
 
 
 def agents() -> list[Agent]:

@@ -21,10 +21,10 @@ from starlette.routing import Route
 from threads.host.failure import failure
 
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-          ".css": "text/css; charset=utf-8"}
-_NAME = re.compile(r"^[a-z][a-z0-9-]*\.(?:html|js|css)$")
+          ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+_NAME = re.compile(r"^[a-z][a-z0-9-]*\.(?:html|js|css|svg)$")
 CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none';"
+    "default-src 'self'; script-src 'self'; style-src 'self'; object-src 'none';"
     " base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 

@@ -8,9 +8,9 @@ import { deciderNote, itemBody, itemId, itemTitle } from "./cards.js";
 import { badge, button, el, pretty, refusalNode } from "./dom.js";
 
 export class Decisions {
-  constructor(box, base, after) {
+  constructor(box, route, after) {
     this.box = box;
-    this.base = base;      // "/v1/threads/<id>"
+    this.route = route;    // "/approvals/…" -> the API path on this thread (and branch)
     this.after = after;    // called once a decision was recorded
     this.dialog = document.getElementById("confirm");
   }
@@ -39,7 +39,7 @@ export class Decisions {
       status.replaceChildren("sending…");
       for (const b of actions.querySelectorAll("button")) b.disabled = true;
       try {
-        await api("POST", this.base + path, body);
+        await api("POST", this.route(path), body);
         status.replaceChildren(el("span", { class: "ok" }, done));
         this.after();
       } catch (error) {

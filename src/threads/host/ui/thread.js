@@ -21,7 +21,7 @@ let again = false;
 
 const conversation = new Conversation(document.getElementById("conversation"),
   document.querySelector("#raw tbody"), forkAt);
-const decisions = new Decisions(document.getElementById("pending"), base, refresh);
+const decisions = new Decisions(document.getElementById("pending"), onBranch, refresh);
 
 function said(node) { document.getElementById("action-result").replaceChildren(node); }
 
@@ -36,6 +36,7 @@ async function refresh() {
       try {
         overview = (await api("GET", onBranch("/overview"))).data;
       } catch (error) { notice("", error); return; }
+      notice("");
       showFacts(overview);
       conversation.annotate(overview);
       decisions.show(overview.waiting);
@@ -47,16 +48,18 @@ async function refresh() {
   } finally { reading = false; }
 }
 
+const count = (n, what) => n + " " + what + (n === 1 ? "" : "s");
+
 function showFacts(o) {
   const facts = document.getElementById("facts");
-  const pair = (term, ...value) => [el("dt", {}, term), el("dd", {}, ...value)];
+  const pair = (term, ...value) => [el("div", {}, el("dt", {}, term), el("dd", {}, ...value))];
   const u = o.usage;
   facts.replaceChildren(
     ...pair("status", badge(o.status)), ...pair("agent", o.agent || "none", o.served ? "" : " (not served by this host)"),
     ...pair("updated", timeEl(o.updated_at)), ...pair("started", timeEl(o.created_at)),
     ...pair("cost", costText(o.cost)),
-    ...pair("usage", u.input_tokens + " in / " + u.output_tokens + " out tokens, " + u.model_requests +
-      " model calls, " + u.turns_completed + " turns"),
+    ...pair("usage", u.input_tokens + " in / " + u.output_tokens + " out tokens, " +
+      count(u.model_requests, "model call") + ", " + count(u.turns_completed, "turn")),
     ...pair("branch", branchId ? el("code", {}, shortId(o.branch_id)) : "root"));
   document.getElementById("cancel").disabled = o.status === "idle" || o.status === "cancelled";
   document.title = "threads: " + (o.first_input || threadId);
