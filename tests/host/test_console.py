@@ -334,3 +334,34 @@ def _imported_with_a_snapshot(server: HostServer, tmp_path: Path) -> str:
         check=True, capture_output=True, timeout=60,
     )
     return log.header.thread_id
+
+
+def test_the_thread_list_filters_pages_and_opens_a_thread(
+    console_server: HostServer, watched: Any
+) -> None:
+    run_to_rest(console_server, "greeter", "Hello before")
+    greeted = run_to_rest(console_server, "greeter", "Hello from the list")
+    parked = run_to_rest(console_server, "mailer", "Mail the list receipt")
+    view = watched()
+    expect = view.expect
+    page = view.open("/ui/?limit=2")
+    rows = page.locator("#threads tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.first.locator("td").nth(3)).to_contain_text("parked")  # parked first
+    page.locator("#next-page").click()  # the host's next page
+    expect(page.locator("#prev-page")).to_be_enabled()
+    expect(rows.first).not_to_have_attribute("data-thread", parked)
+
+    page.locator("#status").select_option("idle")
+    expect(rows.first.locator("td").nth(3)).to_contain_text("idle")
+    page.locator("#q").fill(greeted[-12:])
+    page.locator("#filters button[type=submit]").click()
+    row = page.locator(f"#threads tbody tr[data-thread='{greeted}']")
+    expect(rows).to_have_count(1)
+    expect(row).to_contain_text("greeter")
+    expect(row).to_contain_text("Hello from the list")  # the first user message
+    expect(row).to_contain_text("no price")
+    assert "status=idle" in page.url
+    assert greeted[-12:] in page.url
+    row.get_by_role("link").click()
+    expect(page.locator("#conversation")).to_contain_text("Hello from the list")

@@ -28,7 +28,7 @@ export function setToken(value) {
 export function authorization() { return { authorization: "Bearer " + token }; }
 
 // A refusal of the host: its coded error ({"error": {"code", "message"}}) and the status.
-export class Refused extends Error {
+class Refused extends Error {
   constructor(status, code, message) {
     super(code + ": " + message);
     this.status = status;

@@ -5,7 +5,7 @@
 // seq order, each once; each is drawn when it arrives, so a long thread is not redrawn.
 "use strict";
 
-import { actorText, badge, button, costText, duration, el, money, pretty, timeEl, who } from "./dom.js";
+import { actorText, badge, button, duration, el, money, pretty, timeEl, who } from "./dom.js";
 
 const NOTES = {
   parked: (d) => "Parked: " + d.reason.replaceAll("_", " ") + " (" + d.address.kind + " " + d.address.id + ")",

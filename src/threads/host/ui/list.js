@@ -6,7 +6,7 @@
 import { api } from "./api.js";
 import { badge, costText, el, notice, pageLink, shortId, threadPath, timeEl, tokenForm } from "./dom.js";
 
-const PAGE = 50;
+const PAGE = Number(new URLSearchParams(location.search).get("limit")) || 50;  // threads a page
 const form = document.getElementById("filters");
 const fields = ["status", "agent", "q"];
 let pages = [];  // the path of each page shown so far: [first, second, ...]
@@ -56,6 +56,7 @@ async function show(path) {
 
 function firstPage() {
   const query = filterQuery();
+  if (PAGE !== 50) query.set("limit", String(PAGE));  // a page size asked for in the address
   history.replaceState(null, "", "/ui/" + (query.toString() ? "?" + query : ""));
   query.set("limit", String(PAGE));
   pages = ["/v1/threads?" + query];

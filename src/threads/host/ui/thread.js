@@ -10,7 +10,11 @@ import { Decisions } from "./decisions.js";
 import { badge, costText, el, notice, pageLink, refusalNode, shortId, threadPath, timeEl, tokenForm } from "./dom.js";
 import { follow } from "./stream.js";
 
-const threadId = decodeURIComponent(location.pathname.split("/").pop());
+function lastSegment() {
+  try { return decodeURIComponent(location.pathname.split("/").pop()); } catch (error) { return ""; }
+}
+
+const threadId = lastSegment();
 const branchId = new URLSearchParams(location.search).get("branch");
 const base = "/v1/threads/" + encodeURIComponent(threadId);
 const onBranch = (path) => base + path + (branchId ? (path.includes("?") ? "&" : "?") + "branch_id=" + encodeURIComponent(branchId) : "");
