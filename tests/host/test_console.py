@@ -298,6 +298,21 @@ def test_answer_send_cancel_fork_and_a_refusal_in_words(
     expect(page.locator("#conversation li.note.cancel_requested")).to_contain_text("alice")
     expect(page.locator("#conversation li.note.turn_completed")).to_contain_text("cancelled")
 
+    # Deny, with a reason; and a parked effect that did happen.
+    denied = run_to_rest(console_server, "clerk", "Pay invoice INV-9")
+    page.goto(f"{console_server.url}/ui/threads/{denied}")
+    card = page.locator("#pending article.card.approval")
+    card.get_by_label("reason").fill("INV-9 was paid by hand")
+    card.locator("button.deny").click()
+    expect(page.locator("#conversation li.note.approval_denied")).to_contain_text(
+        "INV-9 was paid by hand")
+    expect(page.locator("#conversation li.note.turn_completed")).to_have_count(1)
+    mailed = run_to_rest(console_server, "mailer", "Mail it once")
+    page.goto(f"{console_server.url}/ui/threads/{mailed}")
+    page.locator("#pending button.resolve-done").click()
+    expect(page.locator("#conversation li.note.effect_resolved")).to_contain_text("assume_done")
+    expect(page.locator("#conversation")).to_contain_text("Mailed the receipt.")
+
     greeter = run_to_rest(console_server, "greeter", "Hello")
     page.goto(f"{console_server.url}/ui/threads/{greeter}")
     expect(page.locator("#conversation")).to_contain_text("Hello 1.")

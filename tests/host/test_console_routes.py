@@ -21,6 +21,7 @@ from threads import Principal
 from threads.clock import FakeClock
 from threads.host.app import host
 from threads.host.auth import BearerTokens
+from threads.host.ui import FILES
 from threads.log.reduce import usage_cost
 from threads.store.sqlite import SQLiteStore
 
@@ -286,3 +287,25 @@ async def test_the_overview_has_each_model_call_effect_and_decision(store: SQLit
         assert parked["model_calls"][0]["cost_nanos"] is None  # no price: unknown, not zero
         assert refused(await alice.get(f"/v1/threads/{mailer}/overview?branch_id=x")) == (
             404, "not_found")
+
+
+async def test_the_console_is_served_with_a_strict_policy_and_nothing_else(
+    store: SQLiteStore,
+) -> None:
+    async with client(app(store), "no-token") as anyone:  # the pages carry no data
+        for path in ("/ui/", "/ui/inbox", "/ui/threads/x", "/ui/static/thread.js",
+                     "/ui/static/style.css", "/ui/static/icon.svg"):
+            response = await anyone.get(path)
+            assert response.status_code == 200, path
+            policy = response.headers["content-security-policy"]
+            assert "script-src 'self'" in policy
+            assert "default-src 'self'" in policy
+            assert "frame-ancestors 'none'" in policy
+            assert response.headers["x-content-type-options"] == "nosniff"
+        for path in ("/ui/static/ui.py", "/ui/static/..%2Fui.py", "/ui/static/app.js",
+                     "/ui/static/.hidden.js"):
+            assert (await anyone.get(path)).status_code == 404, path
+        svg_namespace = 'xmlns="http://www.w3.org/2000/svg"'  # a name, never fetched
+        for name in FILES:  # nothing is fetched from elsewhere: no file names another origin
+            text = (await anyone.get(f"/ui/static/{name}")).text.replace(svg_namespace, "")
+            assert "://" not in text, name
