@@ -29,8 +29,9 @@ from threads.run.results import (
     RunStatus,
 )
 from threads.run.retry_policy import RetryPolicy
-from threads.run.thread import ControlError, PendingApproval, Resolution, Thread, open_thread
+from threads.run.thread import ControlError, Resolution, Thread, open_thread
 from threads.run.views import ForkPoint, ThreadCost, ThreadState, ThreadUsage
+from threads.run.waiting import PendingApproval
 from threads.store.protocol import Store
 from threads.store.sqlite import sqlite
 from threads.tools.tool import (

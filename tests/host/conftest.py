@@ -1,5 +1,6 @@
-"""Host fixtures: one ``threads serve`` per test module on a fresh SQLite store (``server``),
-with a fake service process for tools that wait on a gate (``service``)."""
+"""Host fixtures: one ``threads serve`` per test module on a fresh SQLite store (``server``;
+``console_server`` serves the console tests' agents), with a fake service process for tools
+that wait on a gate (``service``)."""
 
 from __future__ import annotations
 
@@ -23,12 +24,13 @@ def service() -> Iterator[FakeService]:
         svc.stop()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, service: FakeService) -> Iterator[HostServer]:
+def _serving(
+    tmp_path_factory: pytest.TempPathFactory, service: FakeService, module: str
+) -> Iterator[HostServer]:
     root = tmp_path_factory.mktemp("host")
     tokens = root / "tokens.json"
     tokens.write_text(json.dumps(TOKENS))
-    srv = HostServer(root / "store", tokens, service.port)
+    srv = HostServer(root / "store", tokens, service.port, module=module)
     srv.start()
     try:
         yield srv
@@ -38,11 +40,25 @@ def server(tmp_path_factory: pytest.TempPathFactory, service: FakeService) -> It
             srv.stop()
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, service: FakeService) -> Iterator[HostServer]:
+    yield from _serving(tmp_path_factory, service, "host_agents:agents")
+
+
+@pytest.fixture(scope="module")
+def console_server(
+    tmp_path_factory: pytest.TempPathFactory, service: FakeService
+) -> Iterator[HostServer]:
+    """``threads serve console_agents:agents``: the agents the console tests run."""
+    yield from _serving(tmp_path_factory, service, "console_agents:agents")
+
+
 @pytest.fixture(autouse=True)
 def _close_clients(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
-    if "server" in request.fixturenames:
-        request.getfixturevalue("server").close_clients()
+    for name in ("server", "console_server"):
+        if name in request.fixturenames:
+            request.getfixturevalue(name).close_clients()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

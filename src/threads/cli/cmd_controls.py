@@ -21,7 +21,8 @@ from threads.cli.support import add_operator_options, add_store_option, opened_s
 from threads.errors import StoreError
 from threads.principal import Principal
 from threads.run.queued_controls import QUEUED_REASON
-from threads.run.thread import ParkedEffect, PendingApproval, Thread, open_thread
+from threads.run.thread import ParkedEffect, Thread, open_thread
+from threads.run.waiting import PendingApproval
 
 
 def register(subparsers: Any) -> None:

@@ -19,9 +19,9 @@ from threads.errors import ConfigError
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve",
-        help="serve agents over HTTP (runs, approvals, event streams, web timeline)",
+        help="serve agents over HTTP (runs, approvals, event streams, operator console)",
         description="Serve agents over HTTP: start and follow runs, decide approvals and parked"
-        " effects, and a web timeline at /ui/. Needs the threads[host] extra.",
+        " effects, and an operator console at /ui/. Needs the threads[host] extra.",
     )
     parser.add_argument("target", metavar="MODULE[:ATTR]", help="where your agents are")
     add_store_option(parser)
@@ -57,7 +57,7 @@ async def run(args: argparse.Namespace) -> int:
             timeout_graceful_shutdown=1, lifespan="on",
         )
         server = uvicorn.Server(config)
-        print(f"threads host on http://{args.host}:{args.port} (web timeline at /ui/)",
+        print(f"threads host on http://{args.host}:{args.port} (operator console at /ui/)",
               flush=True)
         await server.serve()
     return 0

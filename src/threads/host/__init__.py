@@ -1,5 +1,5 @@
 """The threads host: runs, approvals and parked effects over HTTP, a resumable event stream,
-and a web timeline (extra ``threads[host]``: Starlette and uvicorn).
+and an operator console (extra ``threads[host]``: Starlette and uvicorn).
 
     from threads.host import host, tokens_file
     app = host(store, [bot], authenticate=tokens_file("tokens.json"))   # any ASGI server

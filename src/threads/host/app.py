@@ -1,6 +1,6 @@
 """``host(store, agents, *, authenticate)``: the ASGI app serving agents over HTTP.
 
-It wires the routes (``/v1`` API, ``/openapi.json``, the web timeline under ``/ui``) to one
+It wires the routes (``/v1`` API, ``/openapi.json``, the operator console under ``/ui``) to one
 ``Runs`` and one ``Hub``. On start (ASGI lifespan) it resumes the runs receipts say may be
 unfinished; on stop it takes no new runs, lets running ones finish for ``grace_s``, cancels the
 rest, and their leases are released. Unknown routes are 404 ``not_found`` with an error body.
@@ -31,7 +31,9 @@ from threads.host.routes_controls import (
     post_fork,
     post_resolve,
 )
-from threads.host.routes_runs import get_events, post_run
+from threads.host.routes_inbox import get_inbox
+from threads.host.routes_overview import get_overview
+from threads.host.routes_runs import get_events, get_thread_events, post_run
 from threads.host.routes_settings import post_mode, post_settings
 from threads.host.routes_threads import (
     get_approvals,
@@ -41,6 +43,7 @@ from threads.host.routes_threads import (
     get_timeline,
 )
 from threads.host.runs import Runs
+from threads.host.summaries import Summaries
 from threads.host.ui import ui_routes
 from threads.run.agent import Agent
 from threads.run.permissions import Permissions
@@ -53,6 +56,9 @@ T = "/v1/threads/{thread_id}"
 API: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/runs", post_run),
     ("GET", "/v1/threads", get_threads),
+    ("GET", "/v1/inbox", get_inbox),
+    ("GET", T + "/events", get_thread_events),
+    ("GET", T + "/overview", get_overview),
     ("GET", T + "/runs/{run_id}/events", get_events),
     ("GET", T + "/timeline", get_timeline),
     ("GET", T + "/branches", get_branches),
@@ -87,7 +93,7 @@ def host(
     (stderr by default). Several hosts may serve one Postgres store."""
     say = log or _stderr
     runs = Runs(store, agents_by_name(agents), Hub(), ceiling=ceiling, log=say)
-    ctx = Context(runs, authenticate, max_body_bytes, say)
+    ctx = Context(runs, authenticate, max_body_bytes, say, Summaries(runs.agents))
     schema = document()
 
     async def openapi(_request: Request) -> Response:

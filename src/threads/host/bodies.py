@@ -152,12 +152,148 @@ class PendingApproval(BaseModel):
     reason: str | None = None
 
 
+class PrincipalBody(BaseModel):
+    issuer: str
+    tenant: str
+    subject: str
+
+
+class CostBody(BaseModel):
+    """Spend in nano-units of ``currency``; without a pinned price (``priced`` false) both
+    amounts are null: unknown, never zero."""
+
+    currency: str
+    priced: bool
+    known_nanos: int | None
+    upper_bound_nanos: int | None
+    complete: bool
+
+
 class ThreadSummary(BaseModel):
     thread_id: str
     branch_id: str
     agent: str | None
     status: str
     head_seq: int
+    created_at: int | None
+    updated_at: int | None
+    first_input: str | None
+    cost: CostBody | None
+    waiting: int
+
+
+class ApprovalWaiting(BaseModel):
+    challenge_id: str
+    call_id: str
+    tool: str
+    input: dict[str, Any]
+    effect_class: str
+    args_hash: str
+    requested_by: PrincipalBody | None
+    requested_at: int
+    expires_at: int
+    expired: bool
+    suggested_rules: list[str]
+
+
+class EffectWaiting(BaseModel):
+    """A parked effect, with what threads proved and could not, and the risk of each choice."""
+
+    effect_key: str
+    call_id: str
+    tool: str
+    input: dict[str, Any]
+    effect_class: str
+    attempts: int
+    reason: str
+    parked_at: int | None
+    proved: str
+    unproved: str
+    if_done: str
+    if_not_done: str
+    not_done_refused_until: int | None
+
+
+class QuestionWaiting(BaseModel):
+    call_id: str
+    question: str
+    options: list[str] | None
+    multi_select: bool
+    asked_by: PrincipalBody | None
+    asked_at: int
+    expires_at: int | None
+
+
+class InboxItem(BaseModel):
+    """One thing waiting for a person; exactly the field ``kind`` names is set.
+    ``may_decide``: whether the caller may decide it (else the host answers 403)."""
+
+    kind: Literal["approval", "effect", "question"]
+    thread_id: str
+    branch_id: str
+    agent: str | None
+    since: int
+    may_decide: bool
+    approval: ApprovalWaiting | None = None
+    effect: EffectWaiting | None = None
+    question: QuestionWaiting | None = None
+
+
+class ModelCall(BaseModel):
+    """One model request and how it ended (``open`` while it has no outcome)."""
+
+    request_event_id: str
+    attempt: int
+    started_at: int
+    outcome: str
+    response_event_id: str | None
+    ended_at: int | None
+    duration_ms: int | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_nanos: int | None
+
+
+class EffectEntry(BaseModel):
+    effect_key: str
+    call_id: str
+    tool: str
+    effect_class: str
+    state: str | None
+
+
+class UsageBody(BaseModel):
+    input_tokens: int
+    output_tokens: int
+    unknown_responses: int
+    model_requests: int
+    turns_completed: int
+
+
+class ForkPointRef(BaseModel):
+    seq: int
+    event_id: str
+
+
+class ThreadOverview(BaseModel):
+    """What a person reading a branch needs besides its events."""
+
+    thread_id: str
+    branch_id: str
+    root_branch_id: str
+    agent: str | None
+    served: bool
+    status: str
+    head_seq: int
+    created_at: int
+    updated_at: int
+    first_input: str | None
+    cost: CostBody
+    usage: UsageBody
+    model_calls: list[ModelCall]
+    effects: list[EffectEntry]
+    waiting: list[InboxItem]
+    fork_points: list[ForkPointRef]
 
 
 REQUESTS: dict[str, type[BaseModel]] = {
@@ -168,5 +304,5 @@ REQUESTS: dict[str, type[BaseModel]] = {
 ANSWERS: dict[str, type[BaseModel]] = {
     m.__name__: m
     for m in (ErrorBody, RunAccepted, Appended, CancelAccepted, BranchRef, BranchEntry,
-              ForkPoint, Timeline, PendingApproval, ThreadSummary)
+              ForkPoint, Timeline, PendingApproval, ThreadSummary, InboxItem, ThreadOverview)
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -39,7 +39,7 @@ class Context:
     authenticate: Authenticate
     max_body_bytes: int
     log: Callable[[str], None]
-    summaries: Summaries = field(default_factory=Summaries)  # the thread list's (``summaries``)
+    summaries: Summaries  # the thread list's and the inbox's (``threads.host.summaries``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +117,16 @@ async def thread_view(
     ctx: Context, principal: Principal, thread_id: str, branch_id: str | None
 ) -> ThreadView:
     store = ctx.runs.store
+    root, branch = await branch_of(ctx, principal, thread_id, branch_id)
+    chain = await store.read_chain(branch.branch_id)
+    return ThreadView(root, branch, chain, chain.fold(store.clock.now_ms()))
+
+
+async def branch_of(
+    ctx: Context, principal: Principal, thread_id: str, branch_id: str | None
+) -> tuple[BranchInfo, BranchInfo]:
+    """The thread's root and the branch asked for (the root by default), this tenant's only."""
+    store = ctx.runs.store
     hidden = HostError("not_found", f"no thread {thread_id} for this tenant")
     try:
         root = await store.root_branch(thread_id)
@@ -129,8 +139,7 @@ async def thread_view(
         or branch.state == "forking"
     ):
         raise hidden
-    chain = await store.read_chain(branch.branch_id)
-    return ThreadView(root, branch, chain, chain.fold(store.clock.now_ms()))
+    return root, branch
 
 
 def branch_param(request: Request) -> str | None:

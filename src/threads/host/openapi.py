@@ -12,6 +12,9 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from threads.host.bodies import ANSWERS, REQUESTS
+from threads.host.routes_inbox import KINDS
+from threads.host.routes_inbox import MAX_LIMIT as MAX_INBOX
+from threads.host.routes_threads import MAX_LIMIT, STATUSES
 
 REF = "#/components/schemas/{model}"
 
@@ -59,6 +62,19 @@ def _op(
     return op
 
 
+def _query(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": schema}
+
+
+def _paging(most: int) -> list[dict[str, Any]]:
+    return [
+        _query("limit", {"type": "string", "pattern": "^[0-9]{1,6}$",
+                         "description": f"1 to {most}"}),
+        _query("cursor", {"type": "string", "maxLength": 2048,
+                          "description": "from the previous page's Link header"}),
+    ]
+
+
 def _list(name: str) -> dict[str, Any]:
     return {"type": "array", "items": _ref(name)}
 
@@ -80,11 +96,32 @@ def document() -> dict[str, Any]:
          "schema": {"type": "string", "pattern": "^[0-9]{1,16}$"}},
     ]
     t = "/v1/threads/{thread_id}"
+    threads_list = _op("The caller's threads: parked first, then the most recently updated",
+                       "200", _list("ThreadSummary"), params=[
+                           _query("status", {"enum": list(STATUSES)}),
+                           _query("agent", ID), _query("q", {"type": "string", "maxLength": 256}),
+                           *_paging(MAX_LIMIT)],
+                       errors=("400",))
+    inbox = _op("Everything waiting for a person across the caller's tenant, newest first",
+                "200", _list("InboxItem"), params=[
+                    _query("kind", {"enum": list(KINDS)}), *_paging(MAX_INBOX)],
+                errors=("400",))
+    for listing in (threads_list, inbox):
+        listing["responses"]["200"]["headers"] = {"Link": {
+            "description": 'the next page: <URL>; rel="next" (absent on the last page)',
+            "schema": {"type": "string"}}}
     paths: dict[str, Any] = {
         "/v1/runs": {"post": _op("Start a run (once per Idempotency-Key)", "202",
                                  _ref("RunAccepted"), params=[key], body="StartRunRequest")},
-        "/v1/threads": {"get": _op("The caller's threads, newest first", "200",
-                                   _list("ThreadSummary"), params=[], errors=())},
+        "/v1/threads": {"get": threads_list},
+        "/v1/inbox": {"get": inbox},
+        f"{t}/events": {"get": _op(
+            "The branch's committed events (SSE) from the resume point on, followed live",
+            "200", None, params=[THREAD, BRANCH, *resume], ok_content=sse,
+            errors=("400", "404"))},
+        f"{t}/overview": {"get": _op(
+            "Status, spend, model calls, effects and what waits for a decision", "200",
+            _ref("ThreadOverview"), params=[THREAD, BRANCH], errors=("400", "404", "409"))},
         f"{t}/runs/{{run_id}}/events": {"get": _op(
             "A run's committed events (SSE), then its result", "200", None,
             params=[THREAD, _path_param("run_id"), *resume], ok_content=sse,

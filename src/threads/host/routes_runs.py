@@ -1,13 +1,17 @@
-"""Run routes: ``POST /v1/runs`` (start, once per Idempotency-Key) and a run's event stream."""
+"""Run routes: ``POST /v1/runs`` (start, once per Idempotency-Key), a run's event stream, and
+a thread's (one branch's) event stream that follows it for as long as the client stays."""
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from threads.host.bodies import StartRunRequest
 from threads.host.failure import HostError
-from threads.host.http import Context, body_of
+from threads.host.follow import follow
+from threads.host.http import Context, body_of, branch_of, branch_param
 from threads.host.start import check_key, start_run
 from threads.host.stream import find_run, subscribe
 from threads.principal import Principal
@@ -38,8 +42,20 @@ async def get_events(ctx: Context, request: Request, principal: Principal) -> Re
     ref = await find_run(ctx.runs, thread_id, principal.tenant, request.path_params["run_id"])
     if ref is None:
         raise HostError("not_found", "no such run on this tenant's thread")
+    return _sse(subscribe(ctx.runs, ref, after))
+
+
+async def get_thread_events(ctx: Context, request: Request, principal: Principal) -> Response:
+    after = resume_point(request)
+    _, branch = await branch_of(
+        ctx, principal, request.path_params["thread_id"], branch_param(request)
+    )
+    return _sse(follow(ctx.runs, branch.branch_id, after))
+
+
+def _sse(frames: AsyncIterator[bytes]) -> StreamingResponse:
     return StreamingResponse(
-        subscribe(ctx.runs, ref, after),
+        frames,
         media_type="text/event-stream",
         headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
     )

@@ -1,9 +1,10 @@
 """Read routes of a thread: timeline, branches, fork points, pending approvals; and the list
-of the caller's threads that the web timeline starts from."""
+of the caller's threads that the console starts from (filtered, ordered and paged here)."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -16,11 +17,17 @@ from threads.host.bodies import (
     Timeline,
     TimelineEntry,
 )
+from threads.host.failure import HostError
 from threads.host.http import Context, ThreadView, branch_param, thread_view
+from threads.host.paging import Key, page, page_request, paged_response
+from threads.host.routes_overview import cost_body
+from threads.host.summaries import Listed
 from threads.principal import Principal
 from threads.run.thread import Thread
 
-LIST_LIMIT = 200
+LIST_LIMIT = 200  # threads a page holds unless ``limit`` says otherwise
+MAX_LIMIT = 1000
+STATUSES = ("parked", "in_turn", "idle", "cancelled", "inspection_only", "unreadable")
 
 
 def _fork_point_seqs(view: ThreadView) -> set[int]:
@@ -103,24 +110,46 @@ async def get_approvals(ctx: Context, request: Request, principal: Principal) ->
 
 
 async def get_threads(ctx: Context, request: Request, principal: Principal) -> Response:
-    store = ctx.runs.store
-    roots = await store.list_threads(principal.tenant)
-    out = []
-    for root in roots[-LIST_LIMIT:]:
-        status: str
-        agent: str | None
-        try:
-            summary = await ctx.summaries.of(store, root)
-            status, agent = summary.status, summary.agent
-        except Exception:  # one unreadable thread must not hide the others
-            status, agent = "unreadable", None
-        out.append(
-            ThreadSummary(
-                thread_id=root.thread_id,
-                branch_id=root.branch_id,
-                agent=agent,
-                status=status,
-                head_seq=root.head_seq,
-            ).model_dump()
-        )
-    return JSONResponse(list(reversed(out)))
+    """The caller's threads, parked first then the most recently updated, filtered by
+    ``status``, ``agent`` and ``q`` (part of the thread id), a page at a time."""
+    asked = page_request(request, (int, int, str), default_limit=LIST_LIMIT, max_limit=MAX_LIMIT)
+    status = request.query_params.get("status")
+    if status is not None and status not in STATUSES:
+        raise HostError("invalid_request", f"status is one of {', '.join(STATUSES)}")
+    agent = request.query_params.get("agent")
+    q = request.query_params.get("q", "").strip().lower()
+    if len(q) > 256:
+        raise HostError("invalid_request", "q is at most 256 characters of a thread id")
+    rows = [
+        row for row in await ctx.summaries.listed(ctx.runs.store, principal.tenant)
+        if (status is None or _status(row) == status)
+        and (agent is None or (row.summary is not None and row.summary.agent == agent))
+        and q in row.root.thread_id.lower()
+    ]
+    chosen, next_key = page(rows, _list_order, asked)
+    return paged_response(request, [_summary_body(row) for row in chosen], next_key)
+
+
+def _status(row: Listed) -> str:
+    return row.summary.status if row.summary is not None else "unreadable"
+
+
+def _list_order(row: Listed) -> Key:
+    updated = row.summary.updated_at if row.summary is not None else 0
+    return (0 if _status(row) == "parked" else 1, -updated, row.root.thread_id)
+
+
+def _summary_body(row: Listed) -> dict[str, Any]:
+    summary, root = row.summary, row.root
+    return ThreadSummary(
+        thread_id=root.thread_id,
+        branch_id=root.branch_id,
+        agent=summary.agent if summary is not None else None,
+        status=_status(row),
+        head_seq=root.head_seq,
+        created_at=summary.created_at if summary is not None else None,
+        updated_at=summary.updated_at if summary is not None else None,
+        first_input=summary.first_input if summary is not None else None,
+        cost=cost_body(summary.cost) if summary is not None else None,
+        waiting=len(summary.waiting) if summary is not None else 0,
+    ).model_dump()

@@ -1,37 +1,66 @@
-"""What the thread list shows of each thread (its status and agent), kept per root branch by the
-head it was folded at, so a listing folds again only the threads whose head moved.
+"""What the thread list and the inbox show of each thread (status, agent, times, first message,
+cost, who started it and what it waits on a person for), kept per root branch by the head it
+was folded at, so a listing folds again only the threads whose head moved.
 
 Before, ``GET /v1/threads`` read and folded the whole log of every thread it listed on every
 call: 50 threads of 1,000 events cost ~460 ms a listing, and it grows with the store.
 
 Invariant: an entry answers only for the exact head (seq and hash) its fold ended at. A chain
-ending at that hash holds exactly the events it held then (the hash chain), and the status
-and the agent's name are functions of those events alone (not of the clock), so the answer is
-the fold's. A thread that could not be read is not kept: the next listing tries it again. What
-a kept thread's rows hold is checked again whenever it is opened (the timeline, a run); the
-listing alone does not re-read bytes that did not move.
+ending at that hash holds exactly the events it held then (the hash chain), and everything kept
+is a function of those events and of this host's agents (fixed for the process), never of the
+clock: an approval's expiry is kept as a time and compared by the reader, a park's words are
+made from its facts when asked (``threads.run.park_info.explain``). A thread that could not be
+read is not kept: the next listing tries it again. What a kept thread's rows hold is checked
+again whenever it is opened (the timeline, a run); the listing alone does not re-read bytes
+that did not move.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from threads.log.reduce import Fold
+from threads.principal import Principal
+from threads.run.agent import Agent
+from threads.run.authority import starter
+from threads.run.views import ThreadCost, cost_of
+from threads.run.waiting import Waiting, waiting
 from threads.store.protocol import BranchInfo, Store
+from threads.tools.tool import Tool
 
-ENTRIES = 4096  # threads remembered; the list shows at most LIST_LIMIT of a tenant's
+ENTRIES = 16_384  # threads remembered; a listing of more folds the ones it dropped again
+FIRST_INPUT_CHARS = 280
 
 
 @dataclass(frozen=True, slots=True)
 class Summary:
     status: str
     agent: str | None
+    created_at: int
+    updated_at: int  # the time of the last event (the header's when there is none)
+    first_input: str | None  # the first user message, cut at FIRST_INPUT_CHARS
+    cost: ThreadCost
+    starter: Principal | None  # who may decide when the agent names no approvers
+    waiting: Waiting
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One of a tenant's threads: its root branch and its summary (None: unreadable)."""
+
+    root: BranchInfo
+    summary: Summary | None
 
 
 class Summaries:
     """The summary of each recently listed root branch, by the head it was read at."""
 
-    def __init__(self, entries: int = ENTRIES) -> None:
+    def __init__(
+        self, agents: Mapping[str, Agent] | None = None, entries: int = ENTRIES
+    ) -> None:
+        self._agents: Mapping[str, Agent] = agents or {}
         self._items: OrderedDict[str, tuple[int, str, Summary]] = OrderedDict()
         self._entries = entries
 
@@ -43,12 +72,57 @@ class Summaries:
             self._items.move_to_end(root.branch_id)
             return kept[2]
         chain = await store.read_chain(root.branch_id)
-        fold = chain.fold(store.clock.now_ms())
-        agent = (fold.thread_started or {}).get("agent_name")
-        summary = Summary(fold.status, None if agent is None else str(agent))
+        summary = self.summarize(chain.fold(store.clock.now_ms()))
         # keyed by the head the read itself ended at: it may be newer than the listing's
         self._items[root.branch_id] = (chain.branch.head_seq, chain.branch.head_hash, summary)
         self._items.move_to_end(root.branch_id)
         if len(self._items) > self._entries:
             self._items.popitem(last=False)
         return summary
+
+    async def listed(self, store: Store, tenant_id: str) -> list[Listed]:
+        """Every thread of the tenant with its summary: one query for the roots and their
+        heads, and a fold only for each thread whose head moved since it was last summarized."""
+        out = []
+        for root in await store.list_threads(tenant_id):
+            try:
+                summary: Summary | None = await self.of(store, root)
+            except Exception:  # one unreadable thread must not hide the others
+                summary = None
+            out.append(Listed(root, summary))
+        return out
+
+    def summarize(self, fold: Fold) -> Summary:
+        name = (fold.thread_started or {}).get("agent_name")
+        agent = None if name is None else str(name)
+        served = self._agents.get(agent) if agent is not None else None
+
+        def tool_named(tool: str) -> Tool | None:
+            return served.tool_named(tool) if served is not None else None
+
+        header = fold.root_header or fold.header_
+        created = header.created_at if header is not None else 0
+        return Summary(
+            status=fold.status,
+            agent=agent,
+            created_at=created,
+            updated_at=fold.events[-1].time if fold.events else created,
+            first_input=first_input(fold),
+            cost=cost_of(fold),
+            starter=starter(fold),
+            waiting=waiting(fold, tool_named),
+        )
+
+
+def first_input(fold: Fold) -> str | None:
+    """The text of the branch's first ``user_input`` (its text parts joined), cut short."""
+    event = next((e for e in fold.events if e.type == "user_input"), None)
+    if event is None:
+        return None
+    text = event.data.get("text")
+    if not isinstance(text, str):
+        parts = event.data.get("content") or []
+        text = "\n".join(
+            str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return text if len(text) <= FIRST_INPUT_CHARS else text[: FIRST_INPUT_CHARS - 1] + "…"

@@ -33,6 +33,21 @@ def refusal(
     narrowed_to: Sequence[Principal] | None = None,
 ) -> str | None:
     """Why ``principal`` may not decide for this thread, or None when it may."""
+    return refusal_given(
+        starter(fold), principal, tenant=tenant, agent_approvers=agent_approvers,
+        narrowed_to=narrowed_to,
+    )
+
+
+def refusal_given(
+    first: Principal | None,
+    principal: Principal,
+    *,
+    tenant: str,
+    agent_approvers: Sequence[Principal] | None,
+    narrowed_to: Sequence[Principal] | None = None,
+) -> str | None:
+    """The rule for a thread whose starter is ``first`` (None: nobody started it yet)."""
     if principal.tenant != tenant:
         return "a principal of another tenant can't act on this thread"
     if narrowed_to is not None and principal not in narrowed_to:
@@ -41,7 +56,6 @@ def refusal(
         if principal in agent_approvers:
             return None
         return f"{principal.subject} is not one of the agent's approvers"
-    first = starter(fold)
     if first is None or first == principal:
         return None
     return (

@@ -30,7 +30,7 @@ from threads.run.control import control_writer
 from threads.run.drafts import resumed_data
 from threads.run.fork import Restore, fork_at
 from threads.run.holders import earlier_holder, iso
-from threads.run.park_info import effect_park_detail
+from threads.run.park_info import detail
 from threads.run.permissions import check_rule, rule_matches
 from threads.run.questions import answer_draft, answer_text
 from threads.run.replay import replay_branch
@@ -44,6 +44,7 @@ from threads.run.views import (
     state_of,
     usage_of,
 )
+from threads.run.waiting import PendingApproval, asked_by, effect_parks, pending_approvals
 from threads.sandbox.protocol import Sandbox
 from threads.store.capabilities import controls_of
 from threads.store.protocol import BranchInfo, Store
@@ -66,22 +67,6 @@ class ParkedEffect:
     tool: str
     attempts: int
     detail: str  # what to know before resolving it (see ``threads.run.park_info``)
-
-
-@dataclass(frozen=True, slots=True)
-class PendingApproval:
-    """What an approver decides on: the tool, its arguments (``input``), its effect class, the
-    hash a grant binds to, who asked (the principal of the turn that made the call, if any)
-    and when the request expires (Unix ms; it counts as denied after)."""
-
-    challenge_id: str
-    call_id: str
-    tool: str
-    input: dict[str, Any]
-    args_hash: str
-    expires_at: int
-    effect_class: str
-    requested_by: Principal | None
 
 
 def folded_at_head(fold: Fold, branch: BranchInfo) -> bool:
@@ -198,42 +183,16 @@ class Thread:
         return data
 
     async def pending_approvals(self) -> list[PendingApproval]:
-        fold = await self.fold()
-        out = []
-        for challenge_id, call in fold.approvals.items():
-            approval = call.approval
-            if (
-                approval is not None
-                and approval.challenge_id == challenge_id  # not one a new challenge replaced
-                and approval.state == "open"
-                and call.result is None
-            ):
-                out.append(
-                    PendingApproval(
-                        challenge_id,
-                        call.call_id,
-                        call.name,
-                        call.input,
-                        approval.args_hash,
-                        approval.expires_at,
-                        call.effect_class,
-                        _asked_by(fold, call.seq),
-                    )
-                )
-        return out
+        return pending_approvals(await self.fold())
 
     async def parked_effects(self) -> list[ParkedEffect]:
         fold = await self.fold()
         now = self.store.clock.now_ms()
-        out = []
-        for kind, key in fold.parks:
-            call = next((c for c in fold.calls.values() if c.effect_key == key), None)
-            if kind != "effect" or call is None:
-                continue
-            tool = self.agent.tool_named(call.name) if self.agent is not None else None
-            detail = effect_park_detail(fold, call, tool, now)
-            out.append(ParkedEffect(key, call.call_id, call.name, call.attempt, detail))
-        return out
+        tool_named = self.agent.tool_named if self.agent is not None else _no_tool
+        return [
+            ParkedEffect(f.effect_key, f.call_id, f.tool, f.attempts, detail(f, now))
+            for f in effect_parks(fold, tool_named)
+        ]
 
     # ---- controls -----------------------------------------------------------------------
 
@@ -385,7 +344,7 @@ class Thread:
             call = fold.calls.get(call_id)
             if ("input", call_id) not in fold.parks or call is None:
                 raise ControlError("not_parked", f"no question {call_id} is waiting for an answer")
-            asker = _asked_by(fold, call.seq)
+            asker = asked_by(fold, call.seq)
             if branch.tenant_id != principal.tenant or asker != principal:
                 raise ControlError(
                     "forbidden", "only the principal who opened this turn may answer its"
@@ -438,15 +397,8 @@ class Thread:
         )
 
 
-def _asked_by(fold: Fold, seq: int) -> Principal | None:
-    """The principal of the input that opened the turn a call at ``seq`` belongs to."""
-    opened = None
-    for event in fold.events:
-        if event.seq >= seq:
-            break
-        if event.type == "user_input":
-            opened = event.actor.get("principal")
-    return Principal.from_wire(opened) if isinstance(opened, dict) else None
+def _no_tool(_name: str) -> None:
+    return None
 
 
 def _check_open(call: Call, args_hash: str | None, now_ms: int) -> None:
