@@ -1,5 +1,6 @@
 """Every ```sh block of the README and the docs pages that can run offline runs: a page's
-blocks in order, in one scratch directory, each under ``bash -euo pipefail``, with this
+blocks in order, as one shell session (a variable a block sets is there for the next, as in a
+reader's terminal), in a scratch directory, under ``bash -euo pipefail``, with this
 environment's ``threads`` and ``python`` first on PATH and the network guard in every Python
 process. A block that can't run here says why (``<!-- not run: REASON -->``)."""
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from doc_blocks import ROOT, SHELL_BLOCKS, Block, block_env
 
+MARK = "@@ docs block "
 PAGES: list[tuple[Path, list[Block]]] = [
     (page, list(group)) for page, group in groupby(SHELL_BLOCKS, key=lambda b: b.page)
 ]
@@ -30,12 +32,15 @@ def test_shell_blocks_of_a_page_run_in_order(page_blocks: list[Block], tmp_path:
     runnable = [b for b in page_blocks if b.not_run is None]
     if not runnable:
         pytest.skip("every shell block of this page says why it is not run")
-    for block in runnable:
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", block.code], cwd=tmp_path, env=block_env(),
-            capture_output=True, text=True, timeout=240, check=False, stdin=subprocess.DEVNULL,
-        )
-        assert done.returncode == 0, (
-            f"{block.where} exited {done.returncode}:\n{block.code}\n--- stdout\n{done.stdout}"
-            f"\n--- stderr\n{done.stderr}"
+    session = "\n".join(f"echo '{MARK}{b.where}' >&2\n{b.code}" for b in runnable)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", session], cwd=tmp_path, env=block_env(),
+        capture_output=True, text=True, timeout=540, check=False, stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0:
+        where = [line[len(MARK):] for line in done.stderr.splitlines() if line.startswith(MARK)]
+        failed = next(b for b in runnable if b.where == where[-1])
+        pytest.fail(
+            f"{failed.where} exited {done.returncode}:\n{failed.code}\n--- stdout\n"
+            f"{done.stdout}\n--- stderr\n{done.stderr}"
         )

@@ -120,8 +120,9 @@ def test_each_section_renders_navigates_and_searches_in_chromium(served: str) ->
                 expect(page.locator("article h1").first).to_have_text(re.compile(title))
 
             page.goto(f"{served}/index.html")
-            page.locator("label.md-search__icon, label[for='__search']").first.click()
-            page.locator("input.md-search__input").fill(SEARCH_WORD)
+            search = page.locator("input.md-search__input")
+            search.click()
+            search.fill(SEARCH_WORD)
             hits = page.locator(".md-search-result__item a")
             expect(hits.first).to_be_visible(timeout=30_000)
             hrefs = [hits.nth(i).get_attribute("href") or "" for i in range(hits.count())]
