@@ -23,7 +23,8 @@ def test_the_readme_opens_with_two_commands_try_and_develop() -> None:
     try_it, develop = _commands()
     assert "threads demo" in try_it
     assert "[dev]" not in try_it  # the demo needs the core only
-    assert "[dev]" in develop and "pytest" in develop
+    assert "[dev]" in develop
+    assert "pytest" in develop
 
 
 def test_ci_ends_with_the_readme_test_command_exactly() -> None:

@@ -11,7 +11,6 @@ import importlib.util
 import json
 import re
 import typing
-from pathlib import Path
 from types import ModuleType
 
 from doc_blocks import DOCS, ROOT
@@ -22,8 +21,9 @@ ROW = re.compile(r"^\|\s*`(?P<code>[a-z][a-z0-9_]*)`\s*\|(?P<rest>.*)\|\s*$")
 
 
 def _hooks() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "tools" / "mkdocs_hooks.py")
-    assert spec is not None and spec.loader is not None
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "tools/mkdocs_hooks.py")
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -65,11 +65,11 @@ def codes_in_the_code() -> dict[str, str]:
     from threads.errors import API_CODES, WIRE_CODES
     from threads.sandbox.protocol import SandboxErrorCode
 
-    found = {c: "threads.errors.WIRE_CODES" for c in WIRE_CODES}
-    found |= {c: "threads.errors.API_CODES" for c in API_CODES}
-    found |= {c: "SandboxErrorCode" for c in typing.get_args(SandboxErrorCode)}
+    found = dict.fromkeys(WIRE_CODES, "threads.errors.WIRE_CODES")
+    found |= dict.fromkeys(API_CODES, "threads.errors.API_CODES")
+    found |= dict.fromkeys(typing.get_args(SandboxErrorCode), "SandboxErrorCode")
     schema = json.loads((SRC / "log" / "events.v1.schema.json").read_text())
-    found |= {c: "the schema's ErrorCode" for c in schema["$defs"]["ErrorCode"]["enum"]}
+    found |= dict.fromkeys(schema["$defs"]["ErrorCode"]["enum"], "the schema's ErrorCode")
     from threads.host.failure import RENAMED, STATUS
 
     for code in (*STATUS, *RENAMED.values()):
@@ -122,7 +122,8 @@ def test_every_row_of_the_errors_page_says_what_to_do_and_names_a_real_code() ->
     real = codes_in_the_code()
     for code, rest in documented_codes().items():
         cells = [c.strip() for c in rest.split("|")]
-        assert len(cells) >= 2 and all(cells), f"{code}: each row says when, and what to do"
+        assert len(cells) >= 2, f"{code}: each row says when, and what to do"
+        assert all(cells), f"{code}: each row says when, and what to do"
         assert code in real, f"{code} is on the errors page but nowhere in the code"
 
 

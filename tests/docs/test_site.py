@@ -85,7 +85,7 @@ def served(site: Path) -> Iterator[str]:
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base's name
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 
