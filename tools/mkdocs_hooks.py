@@ -16,7 +16,7 @@ from typing import Any
 
 CLI_MARKER = "<!-- generated: cli -->"
 HTTP_MARKER = "<!-- generated: http-api -->"
-HELP_WIDTH = "88"  # argparse wraps help at $COLUMNS: a fixed width keeps the page stable
+HELP_WIDTH = "80"  # argparse wraps help at $COLUMNS: a fixed width keeps the page stable
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
