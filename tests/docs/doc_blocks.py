@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,4 +87,11 @@ def block_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(GUARD), env.get("PYTHONPATH")) if p)
     env["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), env.get("PATH", "")))
     env["NO_MKDOCS_2_WARNING"] = "1"
+    env["PORT"] = str(_free_port())  # a page that serves something listens here, not on 8787
     return env
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
