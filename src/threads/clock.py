@@ -15,6 +15,8 @@ from typing import Protocol, runtime_checkable
 
 
 class Clock(Protocol):
+    """Where threads reads the time: the store's clock judges leases, windows and waits."""
+
     def now_ms(self) -> int:
         """Unix epoch milliseconds."""
         ...
@@ -39,6 +41,8 @@ class MonotonicClock(Protocol):
 
 
 class SystemClock:
+    """The machine's clock (the default)."""
+
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
 

@@ -172,6 +172,10 @@ class LookupResult:
 
 @runtime_checkable
 class Model(Protocol):
+    """What the run loop needs of a model: an adapter (``threads.openai.openai(...)``, ...)
+    or ``threads.testing.scripted_model(...)``. Its name, limits and price are pinned in the
+    thread and bound budgets."""
+
     provider: str
     name: str
     context_window: int

@@ -79,6 +79,11 @@ def folded_at_head(fold: Fold, branch: BranchInfo) -> bool:
 
 
 class Thread:
+    """A handle to one thread: read its log and act on it from any process, with only the
+    store and the thread's id. Get one from a run's result (``result.thread``) or with
+    ``open_thread(store, thread_id)``. Reads reduce the log; each control appends one event
+    with the principal as its actor, after the authority check (``forbidden`` otherwise)."""
+
     def __init__(
         self,
         store: Store,
@@ -121,14 +126,17 @@ class Thread:
         return fold
 
     async def timeline(self) -> list[Event]:
+        """The root branch's events, oldest first."""
         return list((await self.fold()).events)
 
     async def state(self) -> ThreadState:
+        """The reduced state: status, turns, pending calls, effects, parks, fork points."""
         fold = await self.fold()
         with collector_paused():  # a long transcript is thousands of new values at once
             return state_of(fold)
 
     async def branches(self) -> list[BranchInfo]:
+        """The thread's branches: the root and every fork."""
         await self._branch()
         return await self.store.list_branches(self.id)
 
@@ -155,6 +163,7 @@ class Thread:
         )
 
     async def usage(self) -> ThreadUsage:
+        """Tokens, model requests and turns, read back from the log."""
         return usage_of(await self.fold())
 
     async def cost(self) -> ThreadCost:
@@ -183,9 +192,11 @@ class Thread:
         return data
 
     async def pending_approvals(self) -> list[PendingApproval]:
+        """The calls waiting for an approver, with what a decision needs to know."""
         return pending_approvals(await self.fold())
 
     async def parked_effects(self) -> list[ParkedEffect]:
+        """The effects parked for a person, each with what is known about it."""
         fold = await self.fold()
         now = self.store.clock.now_ms()
         tool_named = self.agent.tool_named if self.agent is not None else _no_tool
@@ -283,6 +294,7 @@ class Thread:
     async def deny(
         self, challenge_id: str, principal: Principal, reason: str | None = None
     ) -> None:
+        """Deny one pending call; the model is shown ``reason``. Run the thread again after."""
         await self._decide(challenge_id, principal, granted=False, reason=reason)
 
     async def _decide(

@@ -120,6 +120,10 @@ class PendingArtifact:
 
 
 class Store(Protocol):
+    """Where threads keep their logs, leases and artifacts: ``threads.sqlite(path)`` or
+    ``threads.postgres.postgres(url)``. Every append checks the writer's lease epoch and the
+    expected head in the transaction that commits it."""
+
     clock: Clock
 
     async def create_branch(

@@ -1,57 +1,58 @@
-"""The README's Python blocks and the programs in ``examples/`` run as written (in real
-subprocesses, loopback only) and pass ``mypy --strict`` the way a user's project checks them:
-from outside this repository, against the installed package and its ``py.typed``."""
+"""Every ```python block of the README and the docs pages, and every program in ``examples/``,
+runs as written (in a real subprocess, loopback only) and passes ``mypy --strict`` the way a
+user's project checks it: from outside this repository, against the installed package and its
+``py.typed``."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-from readme_blocks import (
+from doc_blocks import (
+    ALL_BLOCKS,
     EXAMPLES,
-    GUARD,
-    PLACEHOLDER_KEYS,
+    PYTHON_BLOCKS,
     README,
     ROOT,
+    SHELL,
+    SHOWN,
     Block,
-    python_blocks,
+    block_env,
+    blocks,
 )
 
-BLOCKS = python_blocks(README.read_text())
 
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHROPIC"))}
-    env.update(PLACEHOLDER_KEYS)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(GUARD), env.get("PYTHONPATH")) if p)
-    return env
-
-
-def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run(argv: list[str], cwd: Path, timeout: int = 90) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        argv, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=90, check=False
+        argv, cwd=cwd, env=block_env(), capture_output=True, text=True, timeout=timeout,
+        check=False,
     )
 
 
-def test_the_readme_has_the_blocks_a_user_reads_first() -> None:
-    assert len(BLOCKS) >= 6
-    short = BLOCKS[0]
-    assert "@tool" in short.code
-    assert short.not_run is None  # the short example runs as written
+def test_the_readme_opens_with_a_short_example_that_runs() -> None:
+    first = next(b for b in PYTHON_BLOCKS if b.page == README)
+    assert "@tool" in first.code
+    assert first.not_run is None  # the short example runs as written
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[b.name for b in BLOCKS])
-def test_readme_block_runs_as_written(block: Block, tmp_path: Path) -> None:
+def test_every_page_with_code_has_blocks_that_run() -> None:
+    """Most examples run: a page may mark a block not run, but not all of them."""
+    assert len(PYTHON_BLOCKS) >= 40
+    ran = [b for b in PYTHON_BLOCKS if b.not_run is None]
+    assert len(ran) >= 0.8 * len(PYTHON_BLOCKS), [b.where for b in PYTHON_BLOCKS if b.not_run]
+
+
+@pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=[b.where for b in PYTHON_BLOCKS])
+def test_python_block_runs_as_written(block: Block, tmp_path: Path) -> None:
     if block.not_run is not None:
-        pytest.skip(f"README line {block.line}: not run: {block.not_run}")
+        pytest.skip(f"{block.where}: not run: {block.not_run}")
     script = tmp_path / f"{block.name}.py"
     script.write_text(block.code)
     done = _run([sys.executable, str(script)], tmp_path)
-    assert done.returncode == 0, f"README line {block.line}:\n{done.stderr}"
+    assert done.returncode == 0, f"{block.where}:\n{done.stdout}\n{done.stderr}"
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
@@ -70,16 +71,26 @@ def test_a_not_run_marker_needs_a_reason() -> None:
     text = (
         "<!-- not run: needs a GPU -->\n```python\nx = 1\n```\n"
         "<!-- not run:  -->\n```python\n```\n"
+        "  ```sh\n  echo indented\n  ```\n"
     )
-    first, second = python_blocks(text)
+    first, second, third = blocks(text)
     assert (first.not_run, first.line, first.code) == ("needs a GPU", 2, "x = 1\n")
     assert second.not_run is None  # an empty reason is no marker: the block runs
+    assert (third.lang, third.code) == (SHELL, "echo indented\n")  # inside a list item
 
 
-@pytest.mark.timeout(600)
-def test_mypy_strict_passes_on_examples_and_readme_blocks(tmp_path: Path) -> None:
+def test_no_block_escapes_the_checks_by_its_fence() -> None:
+    """Code is fenced ```python or ```sh (which run); anything else must be output or data,
+    so a ```py or ```bash block can't slip past the tests unrun."""
+    unknown = [b.where + f" ```{b.lang}" for b in ALL_BLOCKS
+               if b.lang not in {"python", SHELL, *SHOWN}]
+    assert not unknown, f"use ```python or ```sh (or a data fence: {sorted(SHOWN)}): {unknown}"
+
+
+@pytest.mark.timeout(900)
+def test_mypy_strict_passes_on_examples_and_doc_blocks(tmp_path: Path) -> None:
     files = []
-    for block in BLOCKS:
+    for block in PYTHON_BLOCKS:
         path = tmp_path / f"{block.name}.py"
         path.write_text(block.code)
         files.append(str(path))
@@ -88,7 +99,7 @@ def test_mypy_strict_passes_on_examples_and_readme_blocks(tmp_path: Path) -> Non
     done = _run(
         [sys.executable, "-m", "mypy", "--strict", "--config-file", "mypy.ini",
          "--cache-dir", str(tmp_path / ".mypy_cache"), *files],
-        tmp_path,
+        tmp_path, timeout=840,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"no issues found in {len(files)} source files" in done.stdout
