@@ -32,7 +32,7 @@ from threads.log.lines import events_from_values
 from threads.run.views import state_of
 from threads.store.protocol import Chain
 from threads.store.rows import build_segment, check_chain
-from threads.store.sqlite import _segment_lines, _stored_chain
+from threads.store.sqlite.store import _segment_lines, _stored_chain
 from threads.store.transfer import import_log
 from threads.testing.sample_log import SampleLog
 

@@ -1,5 +1,5 @@
 """``local_memory()``: memories kept in the store itself: a SQLite store's own ``threads.db``
-here, a Postgres store's schema in ``threads.store.postgres_memory``.
+here, a Postgres store's schema in ``threads.store.postgres.memory``.
 
 Tables ``local_memory`` (one row per record) and ``local_memory_fts`` (an FTS5 index of the
 text) are created on first use, beside the log; who owns a record (tenant, agent, scope) is
@@ -23,7 +23,7 @@ from threads.errors import ConfigError
 from threads.memory import SEARCH_DEFAULT_K, BoundMemory, Fence, MemoryRecord, MemoryScope
 from threads.memory_records import FOREVER_MS, NAMESPACE, TERM, record_id, saved_again, text_hash
 from threads.store.sqlite import SQLiteStore
-from threads.store.sqlite_tables import one_per_store, transaction
+from threads.store.sqlite.provider_tables import one_per_store, transaction
 
 T = TypeVar("T")
 # A record joined to its binding, the owner columns named as the old table named them.
@@ -63,7 +63,7 @@ class LocalMemory:
             return one_per_store(_BOUND, store, StoreMemory)
         engine = sys.modules.get("threads.store.postgres")
         if engine is not None and isinstance(store, engine.PostgresStore):
-            from threads.store.postgres_memory import PostgresMemory
+            from threads.store.postgres.memory import PostgresMemory
 
             return PostgresMemory(store)
         raise ConfigError(

@@ -16,7 +16,7 @@ from handoff_support import Handoffs
 from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.store.sqlite import SQLiteStore, sqlite
-from threads.store.sqlite_controls import SQLiteControls
+from threads.store.sqlite.controls import SQLiteControls
 from threads.testing.sample_log import SampleLog
 
 TENANT = "acme"

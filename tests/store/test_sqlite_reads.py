@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import threads.store.sqlite as sqlite_engine
+import threads.store.sqlite.store as sqlite_engine
 from threads.clock import FakeClock
 from threads.store.sqlite import sqlite
 from threads.testing.sample_log import USER, SampleLog

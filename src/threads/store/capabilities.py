@@ -13,8 +13,8 @@ from threads.errors import ConfigError
 from threads.store.control_items import ControlItems
 from threads.store.resources import ResourceStore
 from threads.store.sqlite import SQLiteStore
-from threads.store.sqlite_controls import SQLiteControls
-from threads.store.sqlite_resources import SQLiteResources
+from threads.store.sqlite.controls import SQLiteControls
+from threads.store.sqlite.resources import SQLiteResources
 
 _LEDGERS: weakref.WeakKeyDictionary[Any, ResourceStore] = weakref.WeakKeyDictionary()
 
@@ -29,7 +29,7 @@ def controls_of(store: object) -> ControlItems | None:
     if isinstance(store, SQLiteStore):
         return SQLiteControls(store)
     if _postgres(store):
-        from threads.store.postgres_controls import PostgresControls
+        from threads.store.postgres.controls import PostgresControls
 
         return PostgresControls(store)  # type: ignore[arg-type]
     return None
@@ -44,7 +44,7 @@ def resources_of(store: object) -> ResourceStore:
     if isinstance(store, SQLiteStore):
         ledger = SQLiteResources(store)
     elif _postgres(store):
-        from threads.store.postgres_resources import PostgresResources
+        from threads.store.postgres.resources import PostgresResources
 
         ledger = PostgresResources(store)  # type: ignore[arg-type]
     else:

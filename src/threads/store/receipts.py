@@ -14,13 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from threads.errors import StoreError
+from threads.store.layout import RUN_RECEIPTS
 
 START_RUN = "start_run"
 
-RECEIPT_COLUMNS = (
-    "tenant_id, operation, idempotency_key, principal_key, body_hash,"
-    " thread_id, branch_id, run_id, created_at"
-)
+RECEIPT_COLUMNS = RUN_RECEIPTS.column_names()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,18 +51,6 @@ def principal_key(issuer: str, tenant: str, subject: str) -> str:
     """``issuer/tenant/subject`` with ``%`` then ``/`` escaped in each part, so no two
     principals share a key."""
     return "/".join(p.replace("%", "%25").replace("/", "%2F") for p in (issuer, tenant, subject))
-
-
-def receipts_ddl(text: str, integer: str, table_suffix: str = "") -> str:
-    """The table (created on first open of a store that lacks it) in one engine's types."""
-    return (
-        "CREATE TABLE IF NOT EXISTS run_receipts ("
-        f" tenant_id {text} NOT NULL, operation {text} NOT NULL,"
-        f" idempotency_key {text} NOT NULL, principal_key {text} NOT NULL,"
-        f" body_hash {text} NOT NULL, thread_id {text} NOT NULL, branch_id {text} NOT NULL,"
-        f" run_id {text} NOT NULL, created_at {integer} NOT NULL,"
-        f" PRIMARY KEY (tenant_id, operation, idempotency_key)){table_suffix}"
-    )
 
 
 # Receipts whose branch's head event is not a ``turn_completed``: runs a host may owe work.

@@ -29,9 +29,8 @@ from threads.log.lines import (
 from threads.log.stored_json import UndecodedLineError, loads_stored, loads_stored_lines
 from threads.store.holder import parse as parse_holder
 from threads.store.holder import provably_gone
+from threads.store.layout import SCHEMA_VERSION
 from threads.store.protocol import ArtifactRef, BranchInfo, Chain, Lease, Segment, StoredRow
-
-SCHEMA_VERSION = 6
 
 BRANCH_COLUMNS = (
     "branch_id, thread_id, tenant_id, parent_branch_id, fork_at_seq, state, head_seq,"

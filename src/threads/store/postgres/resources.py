@@ -9,9 +9,10 @@ claim the same way. The statements are the SQLite engine's (``threads.store.reso
 from __future__ import annotations
 
 from threads.store.control_items import sql
-from threads.store.pg_group import Conn
-from threads.store.postgres import PostgresStore, _lease_row
-from threads.store.postgres_tables import transaction
+from threads.store.layout import RESOURCES
+from threads.store.postgres.group import Conn
+from threads.store.postgres.provider_tables import transaction
+from threads.store.postgres.store import PostgresStore, _lease_row
 from threads.store.protocol import Lease
 from threads.store.resource_rows import (
     CLAIM,
@@ -31,25 +32,7 @@ from threads.store.resource_rows import (
 from threads.store.resources import Move, Resource, ResourceKind
 from threads.store.rows import require_live
 
-RESOURCES_DDL = """
-CREATE TABLE IF NOT EXISTS resources (
-  resource_id text PRIMARY KEY,
-  tenant_id text NOT NULL,
-  owner_branch_id text NOT NULL,
-  provider text NOT NULL,
-  kind text NOT NULL CHECK (kind IN ('sandbox','snapshot')),
-  ref text,
-  state text NOT NULL CHECK (state IN
-    ('pending','live','releasing','released','release_failed','unknown')),
-  operation_key text NOT NULL UNIQUE,
-  acquired_at bigint NOT NULL,
-  expires_at bigint,
-  released_at bigint,
-  release_outcome text,
-  cleanup_claim text
-);
-CREATE INDEX IF NOT EXISTS resources_by_owner ON resources(owner_branch_id, state);
-"""
+_TABLES = (RESOURCES,)
 
 
 def _pg(statement: str) -> bytes:
@@ -83,7 +66,7 @@ class PostgresResources:
         lease: Lease,
     ) -> Resource:
         now = self.store.clock.now_ms()
-        async with transaction(self.store, RESOURCES_DDL) as conn:
+        async with transaction(self.store, _TABLES) as conn:
             await self._owner(conn, lease, tenant_id)
             await conn.execute(_pg(INSERT_PENDING), (
                 operation_key, tenant_id, lease.branch_id, provider, kind, operation_key, now,
@@ -101,7 +84,7 @@ class PostgresResources:
         expires_at: int | None = None,
     ) -> Resource:
         now = self.store.clock.now_ms()
-        async with transaction(self.store, RESOURCES_DDL) as conn:
+        async with transaction(self.store, _TABLES) as conn:
             row = await self._row(conn, operation_key, lock=True)
             require_authority(row, lease, claim)
             if lease is not None:
@@ -110,19 +93,19 @@ class PostgresResources:
             return await self._row(conn, operation_key)
 
     async def resource_touch(self, operation_key: str, *, lease: Lease, expires_at: int) -> bool:
-        async with transaction(self.store, RESOURCES_DDL) as conn:
+        async with transaction(self.store, _TABLES) as conn:
             row = await self._row(conn, operation_key, lock=True)
             await self._owner(conn, lease, row.tenant_id)
             cursor = await conn.execute(_pg(TOUCH), (expires_at, operation_key, lease.branch_id))
             return cursor.rowcount == 1
 
     async def resource_claim(self, operation_key: str, claim: str, *, now: int) -> bool:
-        async with transaction(self.store, RESOURCES_DDL) as conn:
+        async with transaction(self.store, _TABLES) as conn:
             cursor = await conn.execute(_pg(CLAIM), (claim, operation_key, now))
             return cursor.rowcount == 1
 
     async def resource_claim_holds(self, operation_key: str, claim: str) -> bool:
-        async with transaction(self.store, RESOURCES_DDL) as conn:
+        async with transaction(self.store, _TABLES) as conn:
             cursor = await conn.execute(_pg(CLAIM_HOLDS), (operation_key, claim))
             return await cursor.fetchone() is not None
 
@@ -130,11 +113,11 @@ class PostgresResources:
         self, *, owner_branch_id: str | None = None, tenant_id: str | None = None
     ) -> list[Resource]:
         query, args = select_rows(owner_branch_id, tenant_id)
-        async with transaction(self.store, RESOURCES_DDL) as conn:
+        async with transaction(self.store, _TABLES) as conn:
             cursor = await conn.execute(_pg(query), args)
             return [Resource(*r) for r in await cursor.fetchall()]
 
     async def collectable_resources(self, *, now: int) -> list[Resource]:
-        async with transaction(self.store, RESOURCES_DDL) as conn:
+        async with transaction(self.store, _TABLES) as conn:
             cursor = await conn.execute(_pg(SELECT_COLLECTABLE + " ORDER BY resource_id"), (now,))
             return [Resource(*r) for r in await cursor.fetchall()]

@@ -22,8 +22,8 @@ from typing import Any
 
 from threads.log.lines import Event
 from threads.store.control_items import INBOX_COLUMNS, PENDING_OF_ANY_FROM, PENDING_ORDER, sql
-from threads.store.pg_columns import ByteaColumn, Column, Int4Column, Int8Column, TextColumn
-from threads.store.postgres_deltas import Planned
+from threads.store.postgres.columns import ByteaColumn, Column, Int4Column, Int8Column, TextColumn
+from threads.store.postgres.deltas import Planned
 from threads.store.protocol import Lease, PendingArtifact
 from threads.store.receipts import RunReceipt
 from threads.store.request_deltas import COLUMNS as DELTA_COLUMNS

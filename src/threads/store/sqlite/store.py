@@ -1,5 +1,5 @@
 """The embedded SQLite store: a directory laid out as the reference lays it out, ``threads.db``
-(the v6 tables and pragmas, ``threads.store.sqlite_schema``) and ``artifacts/sha256/`` (one file
+(the v6 tables and pragmas, ``threads.store.sqlite.schema``) and ``artifacts/sha256/`` (one file
 per artifact, ``threads.store.artifact_files``), except that request artifacts are kept as
 deltas in ``threads.db`` (``threads.store.request_deltas``). ``":memory:"`` keeps everything
 in the process.
@@ -15,7 +15,8 @@ the same way.
 Invariants: an append checks the lease, the expected head and the branch state (one ``UPDATE``
 that moves the head only when all hold; each check on its own to name a refusal) before its
 other writes, inside a ``BEGIN IMMEDIATE`` transaction that appends to other branches queued
-with it share (``threads.store.group_commit``: one fsync for all of them, one savepoint each);
+with it share (``threads.store.sqlite.group_commit``: one fsync for all of them, one savepoint
+each);
 stored line bytes are never rewritten; lease expiry is judged by the store's clock, never by
 the holder's.
 """
@@ -33,17 +34,16 @@ from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header
-from threads.store import sqlite_deltas
 from threads.store.artifact_files import ArtifactFiles, make_store_dirs
-from threads.store.control_items import CONSUME, PENDING, InboxViews, controls_in, lost_item
-from threads.store.faults import fault, os_fault, sqlite_fault
-from threads.store.group_commit import (
-    Write,
-    begin_at_once,
-    commit_begun,
-    commit_group,
-    in_transaction,
+from threads.store.control_items import (
+    CONSUME,
+    PENDING,
+    InboxViews,
+    consume_args,
+    controls_in,
+    lost_item,
 )
+from threads.store.faults import fault, os_fault, sqlite_fault
 from threads.store.holder import holder_id as recorded_holder
 from threads.store.protocol import (
     ArtifactRef,
@@ -91,8 +91,21 @@ from threads.store.rows import (
     stored_row,
     verified_artifact,
 )
-from threads.store.sqlite_schema import DELTAS_DDL, configure, has_deltas_table, init_schema
-from threads.store.worker import Outcome, StoreThread
+from threads.store.sqlite import deltas as sqlite_deltas
+from threads.store.sqlite.group_commit import (
+    Write,
+    begin_at_once,
+    commit_begun,
+    commit_group,
+    in_transaction,
+)
+from threads.store.sqlite.schema import (
+    configure,
+    create_deltas_table,
+    has_deltas_table,
+    init_schema,
+)
+from threads.store.sqlite.worker import Outcome, StoreThread
 
 T = TypeVar("T")
 
@@ -269,7 +282,7 @@ class SQLiteStore:
         return error
 
     def _commit_appends(self, appends: list[tuple[Sequence[bytes], Write]]) -> list[Outcome]:
-        """The store thread's batch for appends (see ``threads.store.group_commit``): each
+        """The store thread's batch for appends (see ``threads.store.sqlite.group_commit``): each
         append's artifact files are put (durable) first, outside the transaction, and an
         append whose files can't be put fails alone, before its events are written."""
         try:
@@ -496,7 +509,7 @@ class SQLiteStore:
             if receipt is not None:
                 _insert_receipt(conn, receipt)
             for inbox_id in consumes:
-                if conn.execute(CONSUME, (events[-1].seq, inbox_id)).rowcount != 1:
+                if conn.execute(CONSUME, consume_args(events[-1].seq, inbox_id)).rowcount != 1:
                     raise lost_item(inbox_id)  # rolls the append back with it
             if not events:
                 return None
@@ -698,9 +711,7 @@ class SQLiteStore:
         sha256: str | None = None,
     ) -> str:
         if not self._deltas_ready:  # created in this write's transaction: it may roll back
-            for statement in DELTAS_DDL.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            create_deltas_table(conn)
         return sqlite_deltas.save(
             conn, self._requests, data, base, base_held=base_held, sha256=sha256
         )

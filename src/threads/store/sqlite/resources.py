@@ -1,6 +1,6 @@
 """The resource ledger (``threads.store.resources``) kept in a SQLite store's ``threads.db``.
 
-The ``resources`` table is the v6 one (``threads.store.sqlite_schema``). Every owner move runs in
+The ``resources`` table is the v6 one (``threads.store.sqlite.schema``). Every owner move runs in
 one ``BEGIN IMMEDIATE`` transaction that checks the owner's lease first; every gc move checks
 its claim the same way.
 """
@@ -28,7 +28,7 @@ from threads.store.resource_rows import (
     select_rows,
 )
 from threads.store.resources import Move, Resource, ResourceKind
-from threads.store.sqlite import SQLiteStore, _check_lease
+from threads.store.sqlite.store import SQLiteStore, _check_lease
 
 T = TypeVar("T")
 

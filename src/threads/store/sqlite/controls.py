@@ -15,11 +15,12 @@ from threads.store.control_items import (
     PENDING,
     Command,
     ControlItem,
+    consume_args,
     controls_in,
     insert_args,
     waiting_key,
 )
-from threads.store.sqlite import SQLiteStore
+from threads.store.sqlite.store import SQLiteStore
 
 
 class SQLiteControls:
@@ -57,6 +58,6 @@ class SQLiteControls:
     async def consume_control(self, inbox_id: str, seq: int) -> bool:
         def consume(conn: sqlite3.Connection) -> bool:
             self.store.inbox_seen.clear()
-            return conn.execute(CONSUME, (seq, inbox_id)).rowcount == 1
+            return conn.execute(CONSUME, consume_args(seq, inbox_id)).rowcount == 1
 
         return await self.store._run(self.store._txn(consume))

@@ -12,18 +12,12 @@ from __future__ import annotations
 
 from threads.memory import SEARCH_DEFAULT_K, Fence, MemoryRecord, MemoryScope
 from threads.memory_records import NAMESPACE, TERM, record_id, saved_again, text_hash
-from threads.store.postgres import PostgresStore
-from threads.store.postgres_tables import transaction
+from threads.store.layout import MEMORY_BINDINGS
+from threads.store.postgres.provider_tables import transaction
+from threads.store.postgres.store import PostgresStore
 
-MEMORY_DDL = """
-CREATE TABLE IF NOT EXISTS memory_bindings (
-  namespace text NOT NULL,
-  record_id text NOT NULL,
-  tenant_id text NOT NULL,
-  agent text NOT NULL,
-  scope text NOT NULL,
-  PRIMARY KEY (namespace, record_id)
-);
+# Beside the v6 ``memory_bindings`` (``threads.store.layout``): the records themselves.
+_RECORDS_DDL = """
 CREATE INDEX IF NOT EXISTS memory_bindings_by_scope ON memory_bindings(tenant_id, agent, scope);
 CREATE TABLE IF NOT EXISTS local_memory (
   record_id text PRIMARY KEY,
@@ -34,6 +28,7 @@ CREATE TABLE IF NOT EXISTS local_memory (
 );
 CREATE INDEX IF NOT EXISTS local_memory_words ON local_memory USING gin(words);
 """
+_TABLES = (MEMORY_BINDINGS,)
 _OWNED = (
     "local_memory m JOIN memory_bindings b"
     f" ON b.namespace = '{NAMESPACE}' AND b.record_id = m.record_id"
@@ -49,7 +44,7 @@ class PostgresMemory:
     ) -> MemoryRecord:
         await fence()
         rid, digest, now = record_id(key), text_hash(text), self.store.clock.now_ms()
-        async with transaction(self.store, MEMORY_DDL) as conn:
+        async with transaction(self.store, _TABLES, _RECORDS_DDL) as conn:
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (rid,))
             cursor = await conn.execute(
                 f"SELECT b.tenant_id, b.agent, b.scope, m.text_hash, m.created_at FROM {_OWNED}"
@@ -80,7 +75,7 @@ class PostgresMemory:
             return []
         # Each word its own lexeme (quoted), OR'ed: nothing in the query is tsquery syntax.
         match = " | ".join("'" + t.replace("'", "''") + "'" for t in terms)
-        async with transaction(self.store, MEMORY_DDL) as conn:
+        async with transaction(self.store, _TABLES, _RECORDS_DDL) as conn:
             cursor = await conn.execute(
                 f"SELECT m.record_id, m.text, m.created_at FROM {_OWNED}"
                 " WHERE m.words @@ to_tsquery('simple', %s) AND b.tenant_id = %s"
@@ -94,7 +89,7 @@ class PostgresMemory:
 
     async def forget(self, scope: MemoryScope, record_id: str, key: str, fence: Fence) -> bool:
         await fence()
-        async with transaction(self.store, MEMORY_DDL) as conn:
+        async with transaction(self.store, _TABLES, _RECORDS_DDL) as conn:
             cursor = await conn.execute(
                 "DELETE FROM memory_bindings WHERE namespace = %s AND record_id = %s"
                 " AND tenant_id = %s AND agent = %s AND scope = %s",

@@ -3,7 +3,7 @@
 Same tables and bytes as the SQLite store: events keep their exact line bytes (``bytea``),
 branches their head seq/hash, leases their epoch and expiry, artifacts their bytes (all kept in
 the database, there is no artifact directory), request artifacts as deltas
-(``threads.store.postgres_deltas``). The schema is created on first use and versioned
+(``threads.store.postgres.deltas``). The schema is created on first use and versioned
 in ``meta`` (a newer or older version is ``unsupported_format``).
 Invariants: an append is one transaction that locks the branch's lease row (``FOR UPDATE``),
 checks the lease and the expected head, then inserts artifacts and events and moves the head;
@@ -31,14 +31,15 @@ except ImportError as exc:  # pragma: no cover - exercised by the import test wi
 from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFound, StoreError
 from threads.log.lines import Event, Header
-from threads.store.control_items import CONSUME, InboxViews, lost_item
+from threads.store.control_items import CONSUME, InboxViews, consume_args, lost_item
 from threads.store.control_items import sql as sql_for
 from threads.store.faults import fault
 from threads.store.holder import holder_id as recorded_holder
-from threads.store.pg_append import LEASE_NOW, AppendRequest, artifact_row
-from threads.store.pg_group import Conn, GroupCommitter
-from threads.store.postgres_deltas import DDL as DELTAS_DDL
-from threads.store.postgres_deltas import INSERT_DELTAS, PostgresDeltas
+from threads.store.layout import REQUEST_DELTAS, RUN_RECEIPTS, Table
+from threads.store.postgres.append import LEASE_NOW, AppendRequest, artifact_row
+from threads.store.postgres.deltas import INSERT_DELTAS, PostgresDeltas
+from threads.store.postgres.group import Conn, GroupCommitter
+from threads.store.postgres.schema import ensure, has_table, init_schema
 from threads.store.protocol import (
     ArtifactRef,
     BranchInfo,
@@ -55,12 +56,10 @@ from threads.store.receipts import (
     RunReceipt,
     key_taken,
     receipt_from_row,
-    receipts_ddl,
 )
 from threads.store.request_deltas import REQUEST_MEDIA_TYPE
 from threads.store.rows import (
     BRANCH_COLUMNS,
-    SCHEMA_VERSION,
     artifact_missing,
     artifact_ref,
     branch_from_row,
@@ -80,7 +79,6 @@ from threads.store.rows import (
     segment_head,
     stale_epoch,
     stored_row,
-    unsupported_schema,
     verified_artifact,
 )
 
@@ -96,59 +94,6 @@ _END_FROZEN = (
     " AND state IN ('active', 'idle in transaction')"
     " AND xact_start < now() - make_interval(secs => %s)"
 )
-
-_DDL = """
-CREATE TABLE meta (
-  key text PRIMARY KEY,
-  value text NOT NULL
-);
-CREATE TABLE threads (
-  thread_id text PRIMARY KEY,
-  tenant_id text NOT NULL
-);
-CREATE TABLE branches (
-  branch_id text PRIMARY KEY,
-  thread_id text NOT NULL REFERENCES threads(thread_id),
-  tenant_id text NOT NULL,
-  parent_branch_id text REFERENCES branches(branch_id),
-  fork_at_seq bigint,
-  header_line bytea NOT NULL,
-  state text NOT NULL CHECK (state IN
-    ('forking','ready','inspection_only','read_only','corrupt','fork_failed')),
-  head_seq bigint NOT NULL,
-  head_hash text NOT NULL,
-  head_verified boolean NOT NULL DEFAULT true,
-  dropped_ref text,
-  created bigint GENERATED ALWAYS AS IDENTITY  -- listing order (SQLite's rowid)
-);
-CREATE INDEX branches_by_thread ON branches(thread_id);
-CREATE TABLE events (
-  branch_id text NOT NULL REFERENCES branches(branch_id),
-  seq bigint NOT NULL,
-  event_id text NOT NULL,
-  type text NOT NULL,
-  type_version integer NOT NULL,
-  critical integer NOT NULL,
-  epoch bigint NOT NULL,
-  line bytea NOT NULL,
-  PRIMARY KEY (branch_id, seq),
-  UNIQUE (branch_id, event_id)
-);
-CREATE TABLE leases (
-  branch_id text PRIMARY KEY,
-  holder_id text NOT NULL,
-  epoch bigint NOT NULL,
-  expires_at bigint NOT NULL
-);
-CREATE TABLE artifacts (
-  sha256 text PRIMARY KEY,
-  media_type text NOT NULL,
-  bytes bigint NOT NULL,
-  data bytea NOT NULL
-);
-"""
-
-_RECEIPTS_DDL = receipts_ddl("text", "bigint")
 
 INSERT_EVENTS = (
     "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical, epoch, line)"
@@ -167,6 +112,7 @@ _LEASE_AND_HEAD = (
     " FROM leases l JOIN branches b ON b.branch_id = l.branch_id"
     " WHERE l.branch_id = %s FOR UPDATE OF l, b"
 )
+_DELTAS = ((REQUEST_DELTAS.name,), "")  # ``ensure_tables``'s key for request_deltas
 # Roots a worker may claim (see ``Store.list_free_threads``).
 _FREE_ROOTS = free_roots_query(LEASE_NOW, "created")
 
@@ -234,7 +180,8 @@ class PostgresStore:
         )
         self._app = f"threads:{self.schema}"[:63]  # marks this schema's sessions
         self._ready = False
-        self._tables: set[str] = set()  # additive DDL known to be in place (``ensure_tables``)
+        # Tables known to be in place (``ensure_tables``): names, and a provider's DDL.
+        self._tables: set[tuple[tuple[str, ...], str]] = set()
         self._closed = False
         self._open_lock = asyncio.Lock()
         self._deltas = PostgresDeltas()
@@ -271,7 +218,7 @@ class PostgresStore:
                         self._url, autocommit=True, connect_timeout=10
                     ) as conn:
                         await self._configure(conn)
-                        await _init_schema(conn, self.schema)
+                        await init_schema(conn, self.schema)
                         await self._has_deltas(conn)
                     await self._pool.open(wait=True, timeout=30.0)
                     self._ready = True
@@ -421,7 +368,7 @@ class PostgresStore:
         require_batch(branch_id, lease, events)
         requests = [a for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
         if requests:
-            await self.ensure_tables(DELTAS_DDL)
+            await self.ensure_tables(REQUEST_DELTAS)
         request = AppendRequest(
             branch_id, events, expected_seq, lease,
             [a for a in artifacts if a.media_type != REQUEST_MEDIA_TYPE], receipt,
@@ -522,7 +469,7 @@ class PostgresStore:
                 await _insert_receipt(conn, pipeline, request.receipt)
             for inbox_id in request.consumes:
                 consumed = await conn.execute(
-                    sql_for(CONSUME, "%s").encode(), (events[-1].seq, inbox_id)
+                    sql_for(CONSUME, "%s").encode(), consume_args(events[-1].seq, inbox_id)
                 )
                 await pipeline.sync()
                 if consumed.rowcount != 1:
@@ -533,29 +480,25 @@ class PostgresStore:
 
     async def _receipts(self) -> None:
         """Create ``run_receipts`` on first use: only a host needs it."""
-        await self.ensure_tables(_RECEIPTS_DDL)
+        await self.ensure_tables(RUN_RECEIPTS)
 
-    async def ensure_tables(self, ddl: str) -> None:
-        """Create the tables of ``ddl`` (``IF NOT EXISTS``, under the schema's advisory lock)
-        unless this open store already did: stores of this version that lack them get them in
-        place (nothing migrates)."""
-        if ddl in self._tables:
+    async def ensure_tables(self, *tables: Table, extra: str = "") -> None:
+        """Create ``tables`` (and a provider's ``extra`` DDL) unless this open store already
+        did: stores of this version that lack them get them in place
+        (``threads.store.postgres.schema.ensure``)."""
+        key = (tuple(t.name for t in tables), extra)
+        if key in self._tables:
             return
-        async with self._conn() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
-                               (f"threads:{self.schema}",))
-            await conn.execute(ddl.encode())
-        self._tables.add(ddl)
+        async with self._conn() as conn:
+            await ensure(conn, self.schema, tables, extra)
+        self._tables.add(key)
 
     async def _has_deltas(self, conn: Conn) -> bool:
         """Whether ``request_deltas`` is there (a store no request was written to since it
         came lacks it; reading never creates it)."""
-        if DELTAS_DDL not in self._tables:
-            cursor = await conn.execute("SELECT to_regclass('request_deltas') IS NOT NULL")
-            row = await cursor.fetchone()
-            if row is not None and row[0]:
-                self._tables.add(DELTAS_DDL)
-        return DELTAS_DDL in self._tables
+        if _DELTAS not in self._tables and await has_table(conn, REQUEST_DELTAS):
+            self._tables.add(_DELTAS)
+        return _DELTAS in self._tables
 
     async def get_receipt(
         self, tenant_id: str, operation: str, idempotency_key: str
@@ -703,7 +646,7 @@ class PostgresStore:
                 await _insert_artifact(conn, PendingArtifact(data, media_type))
             return ref
         # An import puts a log's requests in order: each is based on the one put before it.
-        await self.ensure_tables(DELTAS_DDL)
+        await self.ensure_tables(REQUEST_DELTAS)
         async with self._txn() as conn:
             await self._deltas.save(conn, data, self._last_put_request)
         self._deltas.cache.put(ref["sha256"], data)
@@ -794,39 +737,6 @@ def postgres(
 
 
 # ---- helpers (each runs on a connection the caller holds) ----------------------------------
-
-
-async def _init_schema(conn: Conn, schema: str) -> None:
-    """Create the schema's tables once (hosts racing here queue on an advisory lock), or
-    refuse a schema another version of threads wrote. A schema that is already set up is only
-    read: opening a store never waits on (or takes) a lock a writer could hold."""
-    if await _schema_version(conn, schema) == SCHEMA_VERSION:
-        return
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"threads:{schema}",))
-        await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-        version = await _schema_version(conn, schema)
-        if version is None:
-            await conn.execute((_DDL + DELTAS_DDL).encode())  # one round trip for all of it
-            await conn.execute(
-                "INSERT INTO meta(key, value) VALUES ('schema_version', %s)", (str(SCHEMA_VERSION),)
-            )
-            return
-        if version != SCHEMA_VERSION:
-            raise unsupported_schema(version)
-
-
-async def _schema_version(conn: Conn, schema: str) -> int | None:
-    """The schema's recorded version, or None when it has no ``meta`` table yet."""
-    cursor = await conn.execute(
-        "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = 'meta'",
-        (schema,),
-    )
-    if await cursor.fetchone() is None:
-        return None
-    cursor = await conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
-    row = await cursor.fetchone()
-    return int(row[0]) if row is not None else 0
 
 
 async def _insert_receipt(

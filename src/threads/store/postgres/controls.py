@@ -3,7 +3,7 @@
 The table is created on first use. Queueing takes a transaction-scoped advisory lock on the
 thread first, so two hosts queueing one command for one thread queue it once. Once the table is
 known to be there, grouped appends read their threads' pending items before their ``COMMIT``
-(``threads.store.pg_group``), and a look ``as_of`` such an append is answered from that read.
+(``threads.store.postgres.group``), and a look ``as_of`` such an append is answered from that read.
 Other looks of many threads that wait at the same time are one query (``_Looks``): each is
 answered by a read that started after it was asked.
 """
@@ -22,29 +22,16 @@ from threads.store.control_items import (
     Command,
     ControlItem,
     by_thread,
+    consume_args,
     insert_args,
     sql,
     waiting_key,
 )
-from threads.store.postgres import PostgresStore
-from threads.store.postgres_tables import connection, transaction
+from threads.store.layout import INBOX
+from threads.store.postgres.provider_tables import connection, transaction
+from threads.store.postgres.store import PostgresStore
 
-INBOX_DDL = """
-CREATE TABLE IF NOT EXISTS inbox (
-  inbox_id text PRIMARY KEY,
-  tenant_id text NOT NULL,
-  channel text NOT NULL,
-  installation_id text NOT NULL,
-  item_key text NOT NULL,
-  delivery_id text,
-  thread_id text,
-  item bytea NOT NULL,
-  received_at bigint NOT NULL,
-  consumed_seq bigint,
-  UNIQUE (tenant_id, channel, installation_id, item_key)
-);
-CREATE INDEX IF NOT EXISTS inbox_waiting ON inbox(thread_id) WHERE consumed_seq IS NULL;
-"""
+_TABLES = (INBOX,)
 
 
 class PostgresControls:
@@ -55,7 +42,7 @@ class PostgresControls:
         self, *, tenant_id: str, thread_id: str, principal: dict[str, Any], command: Command
     ) -> str:
         now = self.store.clock.now_ms()
-        async with transaction(self.store, INBOX_DDL) as conn:
+        async with transaction(self.store, _TABLES) as conn:
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"threads:inbox:{thread_id}",)
             )
@@ -80,8 +67,8 @@ class PostgresControls:
         return await looks.look(thread_id)
 
     async def consume_control(self, inbox_id: str, seq: int) -> bool:
-        async with connection(self.store, INBOX_DDL) as conn:  # one compare-and-set
-            cursor = await conn.execute(sql(CONSUME, "%s").encode(), (seq, inbox_id))
+        async with connection(self.store, _TABLES) as conn:  # one compare-and-set
+            cursor = await conn.execute(sql(CONSUME, "%s").encode(), consume_args(seq, inbox_id))
         self.store.inbox_seen.clear()
         return cursor.rowcount == 1
 
@@ -108,7 +95,7 @@ class _Looks:
             while self._waiting:
                 batch, self._waiting = self._waiting, {}
                 try:
-                    async with connection(self.store, INBOX_DDL) as conn:
+                    async with connection(self.store, _TABLES) as conn:
                         cursor = await conn.execute(_PENDING_OF_ANY, (sorted(batch),))
                         pending = by_thread(await cursor.fetchall())
                     self.store.inbox_seen.active = True  # the table is there: appends read it

@@ -41,12 +41,10 @@ from threads.store.request_deltas import (
     delta,
     line_request_sha,
     rebuild,
-    table_ddl,
 )
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
-DDL = table_ddl("bytea")
 INSERT_DELTAS = sql(INSERT, "%s")
 # The rows of the ``want`` requests and their bases, back to (not including) a ``known`` one.
 # UNION drops a row met twice, so a loop of bases (an edited table) ends.
