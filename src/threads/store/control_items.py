@@ -29,25 +29,6 @@ CONTROL_CHANNEL = "api"
 CONTROL_INSTALLATION = "local"
 Command = Literal["cancel", "stop_when_idle"]
 
-INBOX_COLUMNS = "inbox_id, tenant_id, thread_id, item, received_at"
-_WAITING = "channel = 'api' AND installation_id = 'local' AND consumed_seq IS NULL"
-PENDING_ORDER = "received_at, inbox_id"  # oldest first
-# Unconsumed control items of one thread (placeholders: the engine's, filled by ``sql``).
-PENDING = (
-    f"SELECT {INBOX_COLUMNS} FROM inbox WHERE thread_id = ? AND {_WAITING}"
-    f" ORDER BY {PENDING_ORDER}"
-)
-# The same for many threads at once (Postgres); a group commit's statement reads them from
-# ``PENDING_OF_ANY_FROM`` inside a larger select.
-PENDING_OF_ANY_FROM = f"FROM inbox WHERE thread_id = ANY(?) AND {_WAITING}"
-PENDING_OF_ANY = f"SELECT {INBOX_COLUMNS} {PENDING_OF_ANY_FROM} ORDER BY {PENDING_ORDER}"
-INSERT = (
-    "INSERT INTO inbox(tenant_id, channel, installation_id, item_key, delivery_id, thread_id,"
-    " item, received_at) VALUES (?, 'api', 'local', ?, ?, ?, ?, ?)"
-)
-CONSUME = "UPDATE inbox SET consumed_seq = ? WHERE inbox_id = ? AND consumed_seq IS NULL"
-
-
 @dataclass(frozen=True, slots=True)
 class ControlItem:
     inbox_id: str
@@ -151,11 +132,6 @@ def consume_args(seq: int, inbox_id: str) -> tuple[int, int]:
         return seq, int(inbox_id)
     except ValueError:
         raise StoreError("invalid_argument", f"{inbox_id!r} is not an inbox id") from None
-
-
-def sql(statement: str, placeholder: str) -> str:
-    """``statement`` with the engine's placeholder (``?`` for SQLite, ``%s`` for Postgres)."""
-    return statement.replace("?", placeholder)
 
 
 def lost_item(inbox_id: str) -> StoreError:

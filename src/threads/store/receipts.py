@@ -14,11 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from threads.errors import StoreError
-from threads.store.layout import RUN_RECEIPTS
 
 START_RUN = "start_run"
-
-RECEIPT_COLUMNS = RUN_RECEIPTS.column_names()
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +48,6 @@ def principal_key(issuer: str, tenant: str, subject: str) -> str:
     """``issuer/tenant/subject`` with ``%`` then ``/`` escaped in each part, so no two
     principals share a key."""
     return "/".join(p.replace("%", "%25").replace("/", "%2F") for p in (issuer, tenant, subject))
-
-
-# Receipts whose branch's head event is not a ``turn_completed``: runs a host may owe work.
-UNFINISHED_RECEIPTS = (
-    f"SELECT {', '.join('r.' + c.strip() for c in RECEIPT_COLUMNS.split(','))}"
-    " FROM run_receipts r JOIN branches b ON b.branch_id = r.branch_id"
-    " JOIN events e ON e.branch_id = b.branch_id AND e.seq = b.head_seq"
-    " WHERE e.type <> 'turn_completed' ORDER BY r.created_at"
-)
 
 
 def receipt_from_row(row: tuple[object, ...]) -> RunReceipt:

@@ -1,76 +1,39 @@
-"""Control items (``threads.store.control_items``) in a Postgres store's ``inbox`` table.
+"""Control items (``threads.store.controls``) in a Postgres store: what differs from SQLite's.
 
-The table is created on first use. Queueing takes a transaction-scoped advisory lock on the
-thread first, so two hosts queueing one command for one thread queue it once. Once the table is
-known to be there, grouped appends read their threads' pending items before their ``COMMIT``
-(``threads.store.postgres.group``), and a look ``as_of`` such an append is answered from that read.
-Other looks of many threads that wait at the same time are one query (``_Looks``): each is
-answered by a read that started after it was asked.
+Once the inbox table is known to be there, grouped appends read their threads' pending items
+before their ``COMMIT`` (``threads.store.postgres.group``), and a look ``as_of`` such an append
+is answered from that read. Other looks of many threads that wait at the same time are one query
+(``_Looks``): each is answered by a read that started after it was asked.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import Any
 
-from threads.store.control_items import (
-    CONSUME,
-    INSERT,
-    PENDING,
-    PENDING_OF_ANY,
-    Command,
-    ControlItem,
-    by_thread,
-    consume_args,
-    insert_args,
-    sql,
-    waiting_key,
-)
+from threads.store.control_items import ControlItem, by_thread
+from threads.store.controls import StoreControls
 from threads.store.layout import INBOX
-from threads.store.postgres.provider_tables import connection, transaction
+from threads.store.postgres.provider_tables import connection
 from threads.store.postgres.store import PostgresStore
+from threads.store.statements import PENDING_OF_ANY, POSTGRES
 
 _TABLES = (INBOX,)
 
 
-class PostgresControls:
+class PostgresControls(StoreControls):
+    """``StoreControls``, with looks that wait together read in one query (``_Looks``)."""
+
+    store: PostgresStore
+
     def __init__(self, store: PostgresStore) -> None:
-        self.store = store
+        super().__init__(store)
 
-    async def queue_control(
-        self, *, tenant_id: str, thread_id: str, principal: dict[str, Any], command: Command
-    ) -> str:
-        now = self.store.clock.now_ms()
-        async with transaction(self.store, _TABLES) as conn:
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"threads:inbox:{thread_id}",)
-            )
-            cursor = await conn.execute(sql(PENDING, "%s").encode(), (thread_id,))
-            waiting = waiting_key(await cursor.fetchall(), command)
-            if waiting is not None:
-                return waiting
-            key, args = insert_args(tenant_id, thread_id, principal, command, now)
-            await conn.execute(sql(INSERT, "%s").encode(), args)
-        self.store.inbox_seen.clear()  # what appends read before this is out of date
-        return key
-
-    async def pending_controls(
-        self, thread_id: str, *, as_of: tuple[str, int] | None = None
-    ) -> list[ControlItem]:
-        seen = self.store.inbox_seen.at(thread_id, as_of)
-        if seen is not None:
-            return seen
+    async def _look(self, thread_id: str) -> list[ControlItem]:
         looks = _LOOKS.get(self.store)
         if looks is None:
             looks = _LOOKS[self.store] = _Looks(self.store)
         return await looks.look(thread_id)
-
-    async def consume_control(self, inbox_id: str, seq: int) -> bool:
-        async with connection(self.store, _TABLES) as conn:  # one compare-and-set
-            cursor = await conn.execute(sql(CONSUME, "%s").encode(), consume_args(seq, inbox_id))
-        self.store.inbox_seen.clear()
-        return cursor.rowcount == 1
 
 
 class _Looks:
@@ -120,4 +83,4 @@ class _Looks:
 
 
 _LOOKS: weakref.WeakKeyDictionary[PostgresStore, _Looks] = weakref.WeakKeyDictionary()
-_PENDING_OF_ANY = sql(PENDING_OF_ANY, "%s").encode()
+_PENDING_OF_ANY = POSTGRES.render(PENDING_OF_ANY).encode()

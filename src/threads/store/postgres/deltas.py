@@ -28,7 +28,6 @@ import psycopg
 from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
-from threads.store.control_items import sql
 from threads.store.protocol import PendingArtifact
 from threads.store.request_deltas import (
     COLUMNS,
@@ -42,10 +41,11 @@ from threads.store.request_deltas import (
     line_request_sha,
     rebuild,
 )
+from threads.store.statements import POSTGRES
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
-INSERT_DELTAS = sql(INSERT, "%s")
+INSERT_DELTAS = POSTGRES.render(INSERT)
 # The rows of the ``want`` requests and their bases, back to (not including) a ``known`` one.
 # UNION drops a row met twice, so a loop of bases (an edited table) ends.
 _CHAINS = f"""

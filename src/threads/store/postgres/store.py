@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 try:
     import psycopg
@@ -29,58 +29,39 @@ except ImportError as exc:  # pragma: no cover - exercised by the import test wi
     ) from exc
 
 from threads.clock import SYSTEM_CLOCK, Clock
-from threads.errors import NotFound, StoreError
-from threads.log.lines import Event, Header
-from threads.store.control_items import CONSUME, InboxViews, consume_args, lost_item
-from threads.store.control_items import sql as sql_for
+from threads.errors import StoreError
+from threads.log.lines import Event
+from threads.store import flows, statements
+from threads.store.control_items import InboxViews, consume_args, lost_item
+from threads.store.core import Append, StoreCore
 from threads.store.faults import fault
+from threads.store.flows import Access, ConstraintError, Flow
 from threads.store.holder import holder_id as recorded_holder
 from threads.store.layout import REQUEST_DELTAS, RUN_RECEIPTS, Table
-from threads.store.postgres.append import LEASE_NOW, AppendRequest, artifact_row
+from threads.store.postgres.append import AppendRequest, artifact_row
 from threads.store.postgres.deltas import INSERT_DELTAS, PostgresDeltas
 from threads.store.postgres.group import Conn, GroupCommitter
 from threads.store.postgres.schema import ensure, has_table, init_schema
 from threads.store.protocol import (
     ArtifactRef,
-    BranchInfo,
-    Chain,
     Lease,
-    LeaseState,
     PendingArtifact,
-    Segment,
-    StoredRow,
 )
 from threads.store.receipts import (
-    RECEIPT_COLUMNS,
-    UNFINISHED_RECEIPTS,
-    RunReceipt,
     key_taken,
-    receipt_from_row,
 )
 from threads.store.request_deltas import REQUEST_MEDIA_TYPE
 from threads.store.rows import (
-    BRANCH_COLUMNS,
     artifact_missing,
     artifact_ref,
-    branch_from_row,
-    dropped_ref_text,
     duplicate_event,
     event_rows,
-    free_roots,
-    free_roots_query,
-    next_epoch,
-    require_batch,
-    require_first_events,
-    require_free,
     require_head,
     require_live,
-    resolved_chain,
-    same_segment,
-    segment_head,
     stale_epoch,
-    stored_row,
     verified_artifact,
 )
+from threads.store.statements import POSTGRES, Result
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -95,26 +76,22 @@ _END_FROZEN = (
     " AND xact_start < now() - make_interval(secs => %s)"
 )
 
-INSERT_EVENTS = (
-    "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical, epoch, line)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-)
+INSERT_EVENTS = POSTGRES.render(statements.INSERT_EVENTS)
+_INSERT_RECEIPT = POSTGRES.render(statements.INSERT_RECEIPT).encode()
+_CONSUME = POSTGRES.render(statements.CONSUME).encode()
 INSERT_ARTIFACT = (
     "INSERT INTO artifacts(sha256, media_type, bytes, data) VALUES (%s, %s, %s, %s)"
     " ON CONFLICT (sha256) DO NOTHING"
 )
 
-_LEASE = f"SELECT holder_id, epoch, expires_at, {LEASE_NOW} FROM leases WHERE branch_id = %s"
-_LEASE_FOR_UPDATE = _LEASE + " FOR UPDATE"
 # Locks the lease row and the branch row together (the only statement that takes both).
-_LEASE_AND_HEAD = (
-    f"SELECT l.holder_id, l.epoch, l.expires_at, {LEASE_NOW}, b.head_seq, b.head_hash, b.state"
+_LEASE_AND_HEAD = POSTGRES.render(
+    "SELECT l.holder_id, l.epoch, l.expires_at, {now}, b.head_seq, b.head_hash, b.state"
     " FROM leases l JOIN branches b ON b.branch_id = l.branch_id"
-    " WHERE l.branch_id = %s FOR UPDATE OF l, b"
+    " WHERE l.branch_id = ? FOR UPDATE OF l, b"
 )
 _DELTAS = ((REQUEST_DELTAS.name,), "")  # ``ensure_tables``'s key for request_deltas
-# Roots a worker may claim (see ``Store.list_free_threads``).
-_FREE_ROOTS = free_roots_query(LEASE_NOW, "created")
+_REPEATABLE = (Access.READ, Access.SCAN, Access.SNAPSHOT, Access.WRITE_AGAIN)
 
 
 # ---- faults ---------------------------------------------------------------------------------
@@ -152,8 +129,10 @@ def _reconnecting(
     return again
 
 
-class PostgresStore:
+class PostgresStore(StoreCore):
     """See the module docstring. Create with ``threads.store.postgres.postgres(url)``."""
+
+    dialect = POSTGRES
 
     def __init__(
         self,
@@ -189,7 +168,7 @@ class PostgresStore:
         # Read by grouped appends once ``PostgresControls`` knows the inbox table is there.
         self.inbox_seen = InboxViews(active=False)
         self._groups = GroupCommitter(
-            self._conn, self._now, self._append_alone, self._deltas, self.inbox_seen
+            self._conn, self._lease_now, self._append_alone, self._deltas, self.inbox_seen
         )
 
     def __repr__(self) -> str:
@@ -249,9 +228,33 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise pg_fault(exc) from None
 
-    def _now(self) -> int | None:
+    def _lease_now(self) -> int | None:
         """The injected clock's reading, or None: the database's clock decides."""
         return None if self._lease_clock is None else self._lease_clock.now_ms()
+
+    async def _transact(
+        self, access: Access, make: Callable[[], Flow[T]], tables: tuple[Table, ...] = ()
+    ) -> T:
+        """``make()``'s flow on a pooled connection: a ``SNAPSHOT`` in one read-only repeatable
+        read transaction, a write in a transaction, a ``STATEMENT`` or a read as it comes
+        (autocommit); ``tables`` created first when this store has not seen them. What is safe
+        to repeat is run once more after a lost connection (``_reconnecting``)."""
+        if tables:
+            await self.ensure_tables(*tables)
+        if access in _REPEATABLE:
+            return await self._transact_again(access, make)
+        return await self._transact_once(access, make)
+
+    @_reconnecting
+    async def _transact_again(self, access: Access, make: Callable[[], Flow[T]]) -> T:
+        return await self._transact_once(access, make)
+
+    async def _transact_once(self, access: Access, make: Callable[[], Flow[T]]) -> T:
+        if access in (Access.WRITE, Access.WRITE_AGAIN, Access.SNAPSHOT):
+            async with self._txn(snapshot=access is Access.SNAPSHOT) as conn:
+                return await drive(conn, make())
+        async with self._conn() as conn:
+            return await drive(conn, make())
 
     async def close(self) -> None:
         if self._closed:
@@ -259,121 +262,17 @@ class PostgresStore:
         self._closed = True
         await self._pool.close()
 
-    # ---- branches ------------------------------------------------------------------------
+    # ---- appends ---------------------------------------------------------------------------
 
-    async def create_branch(
-        self,
-        header: Header,
-        *,
-        tenant_id: str,
-        parent_branch_id: str | None = None,
-        fork_at_seq: int | None = None,
-        state: str = "ready",
-        events: Sequence[Event] = (),
-        receipt: RunReceipt | None = None,
-    ) -> None:
-        head_seq, head_hash = require_first_events(header, fork_at_seq, events)
-        if receipt is not None:
-            await self._receipts()
-        try:
-            async with self._txn() as conn:
-                if parent_branch_id is None:
-                    await conn.execute(
-                        "INSERT INTO threads(thread_id, tenant_id) VALUES (%s, %s)",
-                        (header.thread_id, tenant_id),
-                    )
-                await conn.execute(
-                    "INSERT INTO branches(branch_id, thread_id, tenant_id, parent_branch_id,"
-                    " fork_at_seq, header_line, state, head_seq, head_hash, head_verified)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, true)",
-                    (
-                        header.branch_id,
-                        header.thread_id,
-                        tenant_id,
-                        parent_branch_id,
-                        fork_at_seq,
-                        header.line,
-                        state,
-                        head_seq,
-                        head_hash,
-                    ),
-                )
-                if events:
-                    await conn.cursor().executemany(
-                        INSERT_EVENTS, event_rows(header.branch_id, events)
-                    )
-                if receipt is not None:
-                    await _insert_receipt(conn, None, receipt)
-        except psycopg.IntegrityError:
-            raise StoreError(
-                "seq_conflict", f"branch {header.branch_id} already exists; open it instead"
-            ) from None
-        self._deltas.created(header.branch_id, head_hash, events)
-
-    @_reconnecting
-    async def get_branch(self, branch_id: str) -> BranchInfo:
-        async with self._conn() as conn:
-            return await _branch(conn, branch_id)
-
-    @_reconnecting
-    async def root_branch(self, thread_id: str) -> BranchInfo:
-        rows = await self._branches("thread_id = %s AND parent_branch_id IS NULL", (thread_id,))
-        if not rows:
-            raise NotFound(f"no thread {thread_id} in this store")
-        return rows[0]
-
-    @_reconnecting
-    async def list_branches(self, thread_id: str) -> list[BranchInfo]:
-        return await self._branches("thread_id = %s", (thread_id,))
-
-    @_reconnecting
-    async def list_threads(self, tenant_id: str | None = None) -> list[BranchInfo]:
-        if tenant_id is None:
-            return await self._branches("parent_branch_id IS NULL", ())
-        return await self._branches("parent_branch_id IS NULL AND tenant_id = %s", (tenant_id,))
-
-    @_reconnecting
-    async def list_free_threads(self) -> list[BranchInfo]:
-        async with self._conn() as conn:
-            cursor = await conn.execute(_FREE_ROOTS, (self._now(),))
-            return free_roots(await cursor.fetchall())
-
-    async def _branches(self, where: str, args: tuple[Any, ...]) -> list[BranchInfo]:
-        query = f"SELECT {BRANCH_COLUMNS} FROM branches WHERE {where} ORDER BY created"
-        async with self._conn() as conn:
-            cursor = await conn.execute(query.encode(), args)
-            return [branch_from_row(row) for row in await cursor.fetchall()]
-
-    @_reconnecting
-    async def set_branch_state(self, branch_id: str, state: str) -> None:
-        async with self._conn() as conn:
-            await conn.execute(
-                "UPDATE branches SET state = %s WHERE branch_id = %s", (state, branch_id)
-            )
-
-    # ---- appends and reads ---------------------------------------------------------------
-
-    async def append(
-        self,
-        branch_id: str,
-        events: Sequence[Event],
-        *,
-        expected_seq: int,
-        lease: Lease,
-        artifacts: Sequence[PendingArtifact] = (),
-        receipt: RunReceipt | None = None,
-        consumes: Sequence[str] = (),
-        finishes_fork: bool = False,
-    ) -> None:
-        require_batch(branch_id, lease, events)
-        requests = [a for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
-        if requests:
+    async def _append_checked(self, append: Append) -> None:
+        if append.requests:
             await self.ensure_tables(REQUEST_DELTAS)
+        branch_id, events = append.branch_id, append.events
+        receipt, consumes, finishes_fork = append.receipt, append.consumes, append.finishes_fork
         request = AppendRequest(
-            branch_id, events, expected_seq, lease,
-            [a for a in artifacts if a.media_type != REQUEST_MEDIA_TYPE], receipt,
-            tuple(consumes), finishes_fork,
-            self._deltas.plan(branch_id, events, requests) if requests else None,
+            branch_id, events, append.expected_seq, append.lease, append.others, receipt,
+            consumes, finishes_fork,
+            self._deltas.plan(branch_id, events, append.requests) if append.requests else None,
         )
         if receipt is None and not consumes and not finishes_fork:
             await self._groups.append(request)
@@ -440,7 +339,7 @@ class PostgresStore:
         branch_id, events, lease = request.branch_id, request.events, request.lease
         # Pipelined: BEGIN + the locking read are one round trip, the writes + COMMIT another.
         async with self._conn() as conn, conn.pipeline() as pipeline, conn.transaction():
-            cursor = await conn.execute(_LEASE_AND_HEAD, (self._now(), branch_id))
+            cursor = await conn.execute(_LEASE_AND_HEAD, (self._lease_now(), branch_id))
             # Sync: between the round trips the session is "idle in transaction", so a host
             # frozen here loses its row locks after IDLE_IN_TRANSACTION_MS.
             await pipeline.sync()
@@ -466,10 +365,13 @@ class PostgresStore:
                     (last.seq, last.hash, branch_id),
                 )
             if request.receipt is not None:
-                await _insert_receipt(conn, pipeline, request.receipt)
+                inserted = await conn.execute(_INSERT_RECEIPT, request.receipt.row())
+                await pipeline.sync()
+                if inserted.rowcount != 1:
+                    raise key_taken(request.receipt)  # rolls the append back with it
             for inbox_id in request.consumes:
                 consumed = await conn.execute(
-                    sql_for(CONSUME, "%s").encode(), consume_args(events[-1].seq, inbox_id)
+                    _CONSUME, consume_args(events[-1].seq, inbox_id)
                 )
                 await pipeline.sync()
                 if consumed.rowcount != 1:
@@ -481,6 +383,9 @@ class PostgresStore:
     async def _receipts(self) -> None:
         """Create ``run_receipts`` on first use: only a host needs it."""
         await self.ensure_tables(RUN_RECEIPTS)
+
+    def _branch_created(self, branch_id: str, head_hash: str, events: Sequence[Event]) -> None:
+        self._deltas.created(branch_id, head_hash, events)
 
     async def ensure_tables(self, *tables: Table, extra: str = "") -> None:
         """Create ``tables`` (and a provider's ``extra`` DDL) unless this open store already
@@ -499,59 +404,6 @@ class PostgresStore:
         if _DELTAS not in self._tables and await has_table(conn, REQUEST_DELTAS):
             self._tables.add(_DELTAS)
         return _DELTAS in self._tables
-
-    async def get_receipt(
-        self, tenant_id: str, operation: str, idempotency_key: str
-    ) -> RunReceipt | None:
-        await self._receipts()
-        async with self._conn() as conn:
-            cursor = await conn.execute(
-                f"SELECT {RECEIPT_COLUMNS} FROM run_receipts WHERE tenant_id = %s"
-                " AND operation = %s AND idempotency_key = %s".encode(),
-                (tenant_id, operation, idempotency_key),
-            )
-            row = await cursor.fetchone()
-        return None if row is None else receipt_from_row(row)
-
-    async def unfinished_receipts(self) -> list[RunReceipt]:
-        await self._receipts()
-        async with self._conn() as conn:
-            cursor = await conn.execute(UNFINISHED_RECEIPTS.encode())
-            return [receipt_from_row(r) for r in await cursor.fetchall()]
-
-    async def _stored_chain(
-        self, branch_id: str
-    ) -> tuple[BranchInfo, list[tuple[BranchInfo, bytes, list[bytes]]]]:
-        """The resolved chain's stored bytes, segment by segment, in one snapshot, unchecked."""
-        async with self._txn(snapshot=True) as conn:
-            target = await _branch(conn, branch_id)
-            lineage: list[tuple[BranchInfo, int | None]] = [(target, None)]
-            while lineage[-1][0].parent_branch_id is not None:
-                child = lineage[-1][0]
-                assert child.parent_branch_id is not None
-                lineage.append((await _branch(conn, child.parent_branch_id), child.fork_at_seq))
-            stored = [await _stored_segment(conn, info, cut) for info, cut in reversed(lineage)]
-        return target, stored
-
-    @_reconnecting
-    async def read_chain(self, branch_id: str) -> Chain:
-        return resolved_chain(*await self._stored_chain(branch_id))
-
-    @_reconnecting
-    async def stored_rows(self, branch_id: str) -> list[StoredRow]:
-        async with self._conn() as conn:
-            cursor = conn.cursor(binary=True)
-            await cursor.execute(
-                "SELECT seq, event_id, type, type_version, critical, epoch, line FROM events"
-                " WHERE branch_id = %s ORDER BY seq",
-                (branch_id,),
-            )
-            return [stored_row(row) for row in await cursor.fetchall()]
-
-    @_reconnecting
-    async def stored_lines(self, branch_id: str) -> tuple[BranchInfo, list[bytes]]:
-        target, stored = await self._stored_chain(branch_id)
-        return target, [line for _, header, lines in stored for line in (header, *lines)]
 
     # ---- leases --------------------------------------------------------------------------
 
@@ -573,68 +425,18 @@ class PostgresStore:
             await conn.execute(_END_FROZEN, (self._app, FROZEN_AFTER_MS / 1000))
 
     async def _acquire(self, branch_id: str, holder_id: str, ttl_ms: int) -> Lease:
-        now_param = self._now()
         async with self._txn() as conn:
             await conn.execute(f"SET LOCAL lock_timeout = {LOCK_WAIT_MS}".encode())
-            branch = await _branch(conn, branch_id)
-            # A row to lock even for the first holder, so racing acquirers queue on it.
-            await conn.execute(
-                "INSERT INTO leases(branch_id, holder_id, epoch, expires_at)"
-                " VALUES (%s, '', 0, 0) ON CONFLICT (branch_id) DO NOTHING",
-                (branch_id,),
+            return await drive(
+                conn, flows.acquire(self.dialect, branch_id, holder_id, ttl_ms, self._lease_now)
             )
-            row, now = await _lease_row(conn, branch_id, now_param, lock=True)
-            require_free(row, holder_id, now)
-            lease_epoch = row[1] if row is not None else 0
-            epoch = next_epoch(lease_epoch, await _chain_epoch(conn, branch))
-            lease = Lease(branch_id, holder_id, epoch, now + ttl_ms)
-            await conn.execute(
-                "UPDATE leases SET holder_id = %s, epoch = %s, expires_at = %s"
-                " WHERE branch_id = %s",
-                (holder_id, epoch, lease.expires_at, branch_id),
-            )
-        return lease
-
-    @_reconnecting
-    async def read_lease(self, branch_id: str) -> LeaseState | None:
-        now_param = self._now()
-        async with self._conn() as conn:
-            row, now = await _lease_row(conn, branch_id, now_param, lock=False)
-        if row is None or row[0] == "":  # '' is the placeholder row a first acquire locks
-            return None
-        return LeaseState(branch_id, row[0], int(row[1]), int(row[2]), now)
-
-    @_reconnecting
-    async def renew_lease(self, lease: Lease, ttl_ms: int) -> Lease:
-        now_param = self._now()
-        async with self._txn() as conn:
-            row, now = await _lease_row(conn, lease.branch_id, now_param, lock=True)
-            require_live(row, lease, now)
-            renewed = Lease(lease.branch_id, lease.holder_id, lease.epoch, now + ttl_ms)
-            await conn.execute(
-                "UPDATE leases SET expires_at = %s WHERE branch_id = %s",
-                (renewed.expires_at, lease.branch_id),
-            )
-        return renewed
-
-    @_reconnecting
-    async def check_lease(self, lease: Lease) -> None:
-        now_param = self._now()
-        async with self._conn() as conn:
-            row, now = await _lease_row(conn, lease.branch_id, now_param, lock=False)
-        require_live(row, lease, now)
 
     @_reconnecting
     async def release_lease(self, lease: Lease) -> None:
         if self._closed:
             return
-        async with self._conn() as conn:
-            # Keep the row (and its epoch) so the next holder's epoch still increases.
-            await conn.execute(
-                "UPDATE leases SET expires_at = 0"
-                " WHERE branch_id = %s AND holder_id = %s AND epoch = %s",
-                (lease.branch_id, lease.holder_id, lease.epoch),
-            )
+        async with self._conn() as conn:  # one statement: its own transaction
+            await drive(conn, flows.release(lease))
 
     # ---- artifacts -----------------------------------------------------------------------
 
@@ -667,62 +469,6 @@ class PostgresStore:
             raise artifact_missing(sha256)
         return verified_artifact(sha256, row[0])
 
-    # ---- import --------------------------------------------------------------------------
-
-    async def store_segment(
-        self,
-        segment: Segment,
-        *,
-        tenant_id: str,
-        parent_branch_id: str | None,
-        head_verified: bool,
-        dropped_ref: ArtifactRef | None,
-        state: str = "ready",
-    ) -> bool:
-        header = segment.header
-        async with self._txn() as conn:
-            # Concurrent imports of one branch queue here, so the loser compares, not collides.
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (header.branch_id,))
-            cursor = conn.cursor(binary=True)
-            await cursor.execute(
-                "SELECT header_line FROM branches WHERE branch_id = %s", (header.branch_id,)
-            )
-            row = await cursor.fetchone()
-            if row is not None:
-                stored = await _lines(conn, header.branch_id, None)
-                return same_segment(segment, bytes(row[0]), stored)
-            if parent_branch_id is None:
-                await conn.execute(
-                    "INSERT INTO threads(thread_id, tenant_id) VALUES (%s, %s)"
-                    " ON CONFLICT (thread_id) DO NOTHING",
-                    (header.thread_id, tenant_id),
-                )
-            last_seq, last_hash = segment_head(segment)
-            await conn.execute(
-                "INSERT INTO branches(branch_id, thread_id, tenant_id, parent_branch_id,"
-                " fork_at_seq, header_line, state, head_seq, head_hash, head_verified,"
-                " dropped_ref) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    header.branch_id,
-                    header.thread_id,
-                    tenant_id,
-                    parent_branch_id,
-                    segment.fork_at_seq,
-                    header.line,
-                    state,
-                    last_seq,
-                    last_hash,
-                    head_verified,
-                    dropped_ref_text(dropped_ref),
-                ),
-            )
-            if segment.events:
-                await cursor.executemany(
-                    INSERT_EVENTS, event_rows(header.branch_id, segment.events)
-                )
-        return True
-
-
 def postgres(
     url: str,
     *,
@@ -739,84 +485,29 @@ def postgres(
 # ---- helpers (each runs on a connection the caller holds) ----------------------------------
 
 
-async def _insert_receipt(
-    conn: Conn, pipeline: psycopg.AsyncPipeline | None, receipt: RunReceipt
-) -> None:
-    cursor = await conn.execute(
-        f"INSERT INTO run_receipts({RECEIPT_COLUMNS})"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING".encode(),
-        receipt.row(),
-    )
-    if pipeline is not None:
-        await pipeline.sync()
-    if cursor.rowcount != 1:
-        raise key_taken(receipt)  # rolls the append back with it
-
-
-async def _branch(conn: Conn, branch_id: str) -> BranchInfo:
-    cursor = await conn.execute(
-        f"SELECT {BRANCH_COLUMNS} FROM branches WHERE branch_id = %s".encode(), (branch_id,)
-    )
-    row = await cursor.fetchone()
-    if row is None:
-        raise NotFound(f"no branch {branch_id} in this store")
-    return branch_from_row(row)
-
-
-async def _lease_row(
-    conn: Conn, branch_id: str, now: int | None, *, lock: bool
-) -> tuple[tuple[Any, ...] | None, int]:
-    """The lease row (holder_id, epoch, expires_at), and "now" as the lease clock reads it (the
-    injected clock's ``now``, else the database's). No row: (None, 0), which no lease passes."""
-    query = _LEASE_FOR_UPDATE if lock else _LEASE
-    cursor = await conn.execute(query, (now, branch_id))
-    row = await cursor.fetchone()
-    if row is None:
-        return None, 0
-    return row[:3], int(row[3])
-
-
-async def _chain_epoch(conn: Conn, branch: BranchInfo) -> int:
-    cursor = await conn.execute(
-        "SELECT epoch FROM events WHERE branch_id = %s ORDER BY seq DESC LIMIT 1",
-        (branch.branch_id,),
-    )
-    row = await cursor.fetchone()
-    if row is not None:
-        return int(row[0])
-    if branch.parent_branch_id is None:
-        return 0
-    cursor = await conn.execute(
-        "SELECT epoch FROM events WHERE branch_id = %s AND seq <= %s ORDER BY seq DESC LIMIT 1",
-        (branch.parent_branch_id, branch.fork_at_seq),
-    )
-    row = await cursor.fetchone()
-    return 0 if row is None else int(row[0])
-
-
 async def _insert_artifact(conn: Conn, artifact: PendingArtifact) -> None:
     await conn.execute(INSERT_ARTIFACT, artifact_row(artifact))
 
 
-async def _lines(conn: Conn, branch_id: str, through_seq: int | None) -> list[bytes]:
+async def drive(conn: Conn, flow: Flow[T]) -> T:
+    """Run ``flow`` (``threads.store.flows``) on ``conn``, each statement awaited in turn (in
+    binary, so bytes come back as they are stored); a statement that breaks a key or a
+    constraint ends it with ``ConstraintError``."""
     cursor = conn.cursor(binary=True)
-    if through_seq is None:
-        await cursor.execute(
-            "SELECT line FROM events WHERE branch_id = %s ORDER BY seq", (branch_id,)
-        )
-    else:
-        await cursor.execute(
-            "SELECT line FROM events WHERE branch_id = %s AND seq <= %s ORDER BY seq",
-            (branch_id, through_seq),
-        )
-    return [bytes(line) for (line,) in await cursor.fetchall()]
-
-
-async def _stored_segment(
-    conn: Conn, info: BranchInfo, cut: int | None
-) -> tuple[BranchInfo, bytes, list[bytes]]:
-    cursor = conn.cursor(binary=True)
-    await cursor.execute("SELECT header_line FROM branches WHERE branch_id = %s", (info.branch_id,))
-    row = await cursor.fetchone()
-    assert row is not None
-    return info, bytes(row[0]), await _lines(conn, info.branch_id, cut)
+    try:
+        query = next(flow)
+        while True:
+            statement = POSTGRES.render(query.sql).encode()
+            try:
+                if query.many:
+                    await cursor.executemany(statement, query.args)
+                    result = Result([], cursor.rowcount)
+                else:
+                    await cursor.execute(statement, query.args)
+                    found = await cursor.fetchall() if cursor.description is not None else []
+                    result = Result(found, cursor.rowcount)
+            except psycopg.IntegrityError as exc:
+                raise ConstraintError(str(exc).strip().splitlines()[0]) from None
+            query = flow.send(result)
+    except StopIteration as done:
+        return cast(T, done.value)
