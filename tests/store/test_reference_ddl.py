@@ -24,6 +24,7 @@ from threads import Completed, FakeClock, Principal, agent, sqlite, tool
 from threads.cli.main import main
 from threads.log.canonical import canonical
 from threads.log.hashing import sha256_hex
+from threads.store import layout
 from threads.store.capabilities import controls_of
 from threads.store.postgres import PostgresStore
 from threads.testing.sample_log import SampleLog
@@ -87,6 +88,12 @@ async def _write_here(root: Path) -> str:
         return result.thread.id
     finally:
         await store.close()
+
+
+def test_the_tables_left_to_the_reference_are_the_ones_the_specs_give_no_columns() -> None:
+    assert set(layout.UNKNOWN_LAYOUT) == set(UNKNOWN_LAYOUT)
+    ours = {t.name for t in layout.SQLITE_TABLES}
+    assert ours == set(KNOWN_COLUMNS) | {"request_deltas"}
 
 
 def test_the_reference_ddl_runs_over_a_directory_written_here_and_it_still_verifies(

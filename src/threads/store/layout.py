@@ -335,10 +335,10 @@ UNKNOWN_LAYOUT = (
 )
 # What a SQLite store creates on an empty database.
 SQLITE_TABLES = (*V6_TABLES, REQUEST_DELTAS)
-# What a Postgres schema is created with; the tables the Postgres store keeps beside them
-# (``ON_FIRST_USE``) are created when first used, so a schema made before them gains them.
+# What a Postgres schema is created with. The other tables a Postgres store keeps (run_receipts,
+# inbox, resources, memory_bindings) are created when first used, so a schema made before them
+# gains them (``PostgresStore.ensure_tables``).
 POSTGRES_TABLES = (META, THREADS, BRANCHES, EVENTS, LEASES, ARTIFACTS, REQUEST_DELTAS)
-ON_FIRST_USE = (RUN_RECEIPTS, INBOX, RESOURCES, MEMORY_BINDINGS)
 
 
 def ddl(engine: Engine, *tables: Table) -> str:

@@ -1,10 +1,19 @@
 """The PostgreSQL store (``threads[postgres]``): many hosts share one store in one schema.
 
-Same tables and bytes as the SQLite store: events keep their exact line bytes (``bytea``),
-branches their head seq/hash, leases their epoch and expiry, artifacts their bytes (all kept in
-the database, there is no artifact directory), request artifacts as deltas
-(``threads.store.postgres.deltas``). The schema is created on first use and versioned
-in ``meta`` (a newer or older version is ``unsupported_format``).
+Same tables and bytes as the SQLite store (``threads.store.layout``): events keep their exact
+line bytes (``bytea``), branches their head seq/hash, leases their epoch and expiry, artifacts
+their bytes (kept in the database: there is no artifact directory), request artifacts as deltas
+(``threads.store.postgres.deltas``). The schema is created on first use and versioned in
+``meta`` (``threads.store.postgres.schema``).
+
+What is Postgres's own here (the rest is ``threads.store.core.StoreCore``'s, written once for
+both engines): the pool and its sessions' settings, running flows on a connection (``drive``)
+and in which transaction (``_transact``), repeating what is safe to repeat after a lost
+connection (``_reconnecting``), faults as codes (``pg_fault``); appends, grouped into one
+statement (``threads.store.postgres.group``) or alone in a pipelined transaction that locks
+the lease and branch rows; a lease's acquire under a lock timeout (ending frozen sessions that
+hold its row); artifacts in the ``artifacts`` table.
+
 Invariants: an append is one transaction that locks the branch's lease row (``FOR UPDATE``),
 checks the lease and the expected head, then inserts artifacts and events and moves the head;
 lease expiry is judged by the database clock (so hosts with skewed clocks agree), unless a test

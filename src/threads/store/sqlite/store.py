@@ -4,21 +4,25 @@ per artifact, ``threads.store.artifact_files``), except that request artifacts a
 deltas in ``threads.db`` (``threads.store.request_deltas``). ``":memory:"`` keeps everything
 in the process.
 
+What is SQLite's own here (the rest is ``threads.store.core.StoreCore``'s, written once for
+both engines): running flows on its connection (``drive``) and where (``_transact``); the store
+thread, and the in-place paths beside it; the append, committed with its artifact files and
+grouped with others (``threads.store.sqlite.group_commit``), behind a one-statement fence;
+artifact files and ``materialize_requests``; acquiring and releasing a lease in place.
+
 All SQLite work runs on one dedicated thread per store so the event loop is never blocked by
 it, with one exception: the append of a process's only writer, when nothing else is queued, is
 committed in place on the caller's thread (no hand-off; its artifact files are put there first,
 unless they are larger than ``IN_PLACE_FILE_BYTES``), on a connection of its own, and only if
 no other process holds the write lock (``begin_at_once``); otherwise it queues like any other.
-A run's short reads (``_read``) and its lease's acquire and release (``_write``) go in place
-the same way.
+A run's short reads (``Access.READ``) and its lease's acquire and release (``_write``) go in
+place the same way.
 
 Invariants: an append checks the lease, the expected head and the branch state (one ``UPDATE``
 that moves the head only when all hold; each check on its own to name a refusal) before its
 other writes, inside a ``BEGIN IMMEDIATE`` transaction that appends to other branches queued
-with it share (``threads.store.sqlite.group_commit``: one fsync for all of them, one savepoint
-each);
-stored line bytes are never rewritten; lease expiry is judged by the store's clock, never by
-the holder's.
+with it share (one fsync for all of them, one savepoint each); stored line bytes are never
+rewritten; lease expiry is judged by the store's clock, never by the holder's.
 """
 
 from __future__ import annotations
