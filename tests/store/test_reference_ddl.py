@@ -22,6 +22,7 @@ from reference_schema import KNOWN_COLUMNS, NEWER_INDEXES, REFERENCE_DDL, UNKNOW
 
 from threads import Completed, FakeClock, Principal, agent, sqlite, tool
 from threads.cli.main import main
+from threads.errors import StoreError
 from threads.log.canonical import canonical
 from threads.log.hashing import sha256_hex
 from threads.store import layout
@@ -223,6 +224,9 @@ async def test_an_item_a_typescript_host_queued_is_applied_here_by_its_row_id(
         assert await controls.consume_control(waiting[item_key].inbox_id, 7)
         assert not await controls.consume_control(waiting[item_key].inbox_id, 8)
         assert item_key not in {i.item_key for i in await controls.pending_controls(thread_id)}
+        with pytest.raises(StoreError) as refused:  # not an id the database could have made
+            await controls.consume_control("0190f3a0-0000-7000-8000-000000000001", 9)
+        assert refused.value.code == "invalid_argument"
     finally:
         await store.close()
 

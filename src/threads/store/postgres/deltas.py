@@ -110,8 +110,8 @@ class PostgresDeltas:
     ) -> None:
         """Make the rows of the appends planned without a base (two round trips for all of
         them, none when there are none): a lone append's inside its transaction, after its head
-        check; a group's before its statement, from heads read unlocked (``pg_group`` says why
-        that is safe)."""
+        check; a group's before its statement, from heads read unlocked
+        (``threads.store.postgres.group`` says why that is safe)."""
         todo = [p for p in planned if p.rows is None]
         if not todo:
             return
