@@ -20,6 +20,7 @@ from postgres_support import fetch_all, fetch_one, needs_postgres, open_postgres
 from pydantic import BaseModel
 from reference_schema import KNOWN_COLUMNS, NEWER_INDEXES, REFERENCE_DDL, UNKNOWN_LAYOUT
 
+import threads.store.sqlite.store as sqlite_engine
 from threads import Completed, FakeClock, Principal, agent, sqlite, tool
 from threads.cli.main import main
 from threads.errors import StoreError
@@ -338,6 +339,30 @@ async def test_an_earlier_layout_holding_rows_we_never_wrote_is_refused_and_left
         assert getattr(err.value, "code", None) == "unsupported_format"
         assert "teams" in str(err.value)
         assert "threads export --bundle" in str(err.value)
+    finally:
+        await store.close()
+    assert _schema(root) == before
+
+
+async def test_a_read_only_copy_in_our_earlier_layout_is_read_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "old"
+    thread_id = await _write_here(root)
+    _as_earlier_layout(root, thread_id)
+    before = _schema(root)
+    configure = sqlite_engine.configure
+
+    def read_only(conn: sqlite3.Connection, **kwargs: Any) -> None:
+        configure(conn, **kwargs)
+        conn.execute("PRAGMA query_only = ON")  # what a copy this process can't write gives
+
+    monkeypatch.setattr(sqlite_engine, "configure", read_only)
+    store = sqlite(root)
+    try:
+        [thread] = await store.list_threads()
+        assert thread.thread_id == thread_id
+        assert (await store.read_chain(thread.branch_id)).events
     finally:
         await store.close()
     assert _schema(root) == before

@@ -13,7 +13,8 @@ row's id is named by no log line or other row (a control item is applied by its 
 rows are copied under new integer ids in the order they were received. It runs in one
 ``BEGIN IMMEDIATE`` transaction and looks again once it holds the lock, so two processes
 opening one directory at once upgrade it once; a directory that holds anything else it would
-drop is refused (``unsupported_format``) and left as it is.
+drop is refused (``unsupported_format``) and left as it is, and one this process can't write
+(a read-only copy) is read as it is.
 """
 
 from __future__ import annotations
@@ -102,6 +103,23 @@ def init_schema(conn: sqlite3.Connection) -> bool:
             return _require_layout(tables)
     if version not in (0, SCHEMA_VERSION):
         raise unsupported_schema(version)
+    try:
+        return _create_or_upgrade(conn)
+    except sqlite3.OperationalError as exc:
+        if version == 0 or not _read_only(exc):
+            raise
+        # A copy that can't be written (a backup opened read-only) is read as it is: its
+        # earlier layout differs only in tables a read never touches, and a write fails anyway.
+        return _require_layout(_tables(conn))
+
+
+def _read_only(exc: sqlite3.OperationalError) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY or (
+        "readonly" in str(exc)
+    )
+
+
+def _create_or_upgrade(conn: sqlite3.Connection) -> bool:
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]  # another opener won
