@@ -30,9 +30,10 @@ from threads.log.canonical import fast_loads, lines_holding_digit_runs
 from threads.log.hashing import sha256_hexes
 from threads.log.lines import events_from_values
 from threads.run.views import state_of
+from threads.store import flows
 from threads.store.protocol import Chain
 from threads.store.rows import build_segment, check_chain
-from threads.store.sqlite import _segment_lines, _stored_chain
+from threads.store.sqlite.store import drive
 from threads.store.transfer import import_log
 from threads.testing.sample_log import SampleLog
 
@@ -81,7 +82,7 @@ def sections(directory: Path, thread_id: str, rounds: int) -> None:
         "SELECT branch_id FROM branches WHERE thread_id = ? AND parent_branch_id IS NULL",
         (thread_id,),
     ).fetchone()
-    target, ((info, header, lines),) = _stored_chain(conn, branch_id)
+    target, ((info, header, lines),) = drive(conn, flows.stored_chain(branch_id))
 
     def ms(name: str, part: Callable[[], Any]) -> tuple[Any, float]:
         samples = []
@@ -96,7 +97,7 @@ def sections(directory: Path, thread_id: str, rounds: int) -> None:
     resume = gc.isenabled()
     gc.disable()  # as the read and the fold run
     try:
-        _, select = ms("SELECT the lines", lambda: _segment_lines(conn, info, None))
+        _, select = ms("SELECT the lines", lambda: drive(conn, flows.lines(info.branch_id, None)))
         values, parse = ms("JSON parse of each line", lambda: list(map(fast_loads, lines)))
         _, digest = ms("sha256 of each line", lambda: sha256_hexes(lines))
         _, events = ms("events built (with their sha256)",

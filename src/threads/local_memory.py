@@ -1,14 +1,14 @@
 """``local_memory()``: memories kept in the store itself: a SQLite store's own ``threads.db``
-here, a Postgres store's schema in ``threads.store.postgres_memory``.
+here, a Postgres store's schema in ``threads.store.postgres.memory``.
 
 Tables ``local_memory`` (one row per record) and ``local_memory_fts`` (an FTS5 index of the
-text) are created on first use, beside the log; who owns a record (tenant, agent, scope) is
-its row in the v6 ``memory_bindings`` table (namespace ``local``). A record's id is ``mem_`` +
-the first 24 hex of sha256(key), the key being the saving call's effect key: saving again
-under the same key with the same text is a no-op, with other text it is refused. Writes are
-``idempotent`` for good (the window is the largest the format allows). Every read and write
-awaits the fence first, then runs in one transaction; a scope only ever sees and forgets its
-own records.
+text) are created on first use (saving and forgetting are ``threads.store.memory_rows``'s),
+beside the log; who owns a record (tenant, agent, scope) is its row in the v6
+``memory_bindings`` table (namespace ``local``). A record's id is ``mem_`` + the first 24 hex of
+sha256(key), the key being the saving call's effect key: saving again under the same key with
+the same text is a no-op, with other text it is refused. Writes are ``idempotent`` for good (the
+window is the largest the format allows). Every read and write awaits the fence first, then runs
+in one transaction; a scope only ever sees and forgets its own records.
 """
 
 from __future__ import annotations
@@ -21,16 +21,17 @@ from typing import Literal, TypeVar
 
 from threads.errors import ConfigError
 from threads.memory import SEARCH_DEFAULT_K, BoundMemory, Fence, MemoryRecord, MemoryScope
-from threads.memory_records import FOREVER_MS, NAMESPACE, TERM, record_id, saved_again, text_hash
+from threads.memory_records import FOREVER_MS
+from threads.store import memory_rows
 from threads.store.sqlite import SQLiteStore
-from threads.store.sqlite_tables import one_per_store, transaction
+from threads.store.sqlite.provider_tables import one_per_store, transaction
+from threads.store.sqlite.store import drive
+from threads.store.statements import SQLITE
 
 T = TypeVar("T")
-# A record joined to its binding, the owner columns named as the old table named them.
-_OWNED = (
-    "local_memory m JOIN memory_bindings b"
-    f" ON b.namespace = '{NAMESPACE}' AND b.record_id = m.record_id"
-)
+# How a record is kept in (and dropped from) its FTS5 index.
+_INDEX = ("INSERT INTO local_memory_fts(record_id, text) VALUES (?, ?)",)
+_UNINDEX = ("DELETE FROM local_memory_fts WHERE record_id = ?",)
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS local_memory (
@@ -63,7 +64,7 @@ class LocalMemory:
             return one_per_store(_BOUND, store, StoreMemory)
         engine = sys.modules.get("threads.store.postgres")
         if engine is not None and isinstance(store, engine.PostgresStore):
-            from threads.store.postgres_memory import PostgresMemory
+            from threads.store.postgres.memory import PostgresMemory
 
             return PostgresMemory(store)
         raise ConfigError(
@@ -88,48 +89,24 @@ class StoreMemory:
         self, scope: MemoryScope, text: str, key: str, fence: Fence
     ) -> MemoryRecord:
         await fence()
-        rid = record_id(key)
         now = self.store.clock.now_ms()
-        digest = text_hash(text)
-
-        def save(conn: sqlite3.Connection) -> MemoryRecord:
-            row = conn.execute(
-                f"SELECT b.tenant_id, b.agent, b.scope, m.text_hash, m.created_at FROM {_OWNED}"
-                " WHERE m.record_id = ?",
-                (rid,),
-            ).fetchone()
-            if row is not None:
-                return saved_again(tuple(row), scope, digest, key, text)
-            conn.execute(
-                "INSERT INTO memory_bindings(namespace, record_id, tenant_id, agent, scope)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (NAMESPACE, rid, scope.tenant_id, scope.agent, scope.user),
+        return await self._txn(
+            lambda conn: drive(
+                conn, memory_rows.remember(SQLITE, scope, text, key, now=now, indexed=_INDEX)
             )
-            conn.execute(
-                "INSERT INTO local_memory(record_id, text, text_hash, created_at)"
-                " VALUES (?, ?, ?, ?)",
-                (rid, text, digest, now),
-            )
-            conn.execute(
-                "INSERT INTO local_memory_fts(record_id, text) VALUES (?, ?)", (rid, text)
-            )
-            return MemoryRecord(rid, text, now)
-
-        return await self._txn(save)
+        )
 
     async def recall(
         self, scope: MemoryScope, query: str, fence: Fence, *, k: int = SEARCH_DEFAULT_K
     ) -> list[MemoryRecord]:
+        match = memory_rows.match_of(query, quote='"', joiner=" OR ")  # FTS5's words
         await fence()
-        terms = TERM.findall(query)
-        if not terms:
+        if match is None:
             return []
-        # Each term quoted, so nothing in the query is read as FTS5 syntax.
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
         def search(conn: sqlite3.Connection) -> list[MemoryRecord]:
             rows = conn.execute(
-                f"SELECT m.record_id, m.text, m.created_at FROM {_OWNED}"
+                f"SELECT m.record_id, m.text, m.created_at FROM {memory_rows.OWNED}"
                 " JOIN local_memory_fts f ON f.record_id = m.record_id"
                 " WHERE local_memory_fts MATCH ? AND b.tenant_id = ? AND b.agent = ?"
                 " AND b.scope = ? ORDER BY bm25(local_memory_fts), m.created_at DESC LIMIT ?",
@@ -142,18 +119,9 @@ class StoreMemory:
     async def forget(self, scope: MemoryScope, record_id: str, key: str, fence: Fence) -> bool:
         await fence()
 
-        def drop(conn: sqlite3.Connection) -> bool:
-            cursor = conn.execute(
-                "DELETE FROM memory_bindings WHERE namespace = ? AND record_id = ?"
-                " AND tenant_id = ? AND agent = ? AND scope = ?",
-                (NAMESPACE, record_id, scope.tenant_id, scope.agent, scope.user),
-            )
-            if cursor.rowcount:
-                conn.execute("DELETE FROM local_memory WHERE record_id = ?", (record_id,))
-                conn.execute("DELETE FROM local_memory_fts WHERE record_id = ?", (record_id,))
-            return cursor.rowcount == 1
-
-        return await self._txn(drop)
+        return await self._txn(
+            lambda conn: drive(conn, memory_rows.forget(scope, record_id, _UNINDEX))
+        )
 
 
 def local_memory() -> LocalMemory:

@@ -57,7 +57,7 @@ def member_names(events: list[Any]) -> list[str]:
 
 def watch_sqlite(kill: str | None) -> None:
     """Report groups and die at the asked boundary, around SQLite's group step."""
-    import threads.store.sqlite as engine
+    import threads.store.sqlite.store as engine
 
     real = engine.commit_group
 
@@ -125,7 +125,7 @@ def watch_postgres(kill: str | None) -> None:
     import random
     import threading
 
-    import threads.store.pg_group as group_module
+    import threads.store.postgres.group as group_module
 
     real_commit = group_module.GroupCommitter._commit
     real_statement = group_module.GroupStatement

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from threads.store.worker import StoreThread
+from threads.store.sqlite.worker import StoreThread
 
 
 class Handoffs:

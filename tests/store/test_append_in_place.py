@@ -24,8 +24,9 @@ from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
 from threads.store.artifact_files import ArtifactFiles
 from threads.store.protocol import Lease, PendingArtifact
-from threads.store.sqlite import IN_PLACE_FILE_BYTES, SQLiteStore, sqlite
-from threads.store.worker import StoreThread
+from threads.store.sqlite import SQLiteStore, sqlite
+from threads.store.sqlite.store import IN_PLACE_FILE_BYTES
+from threads.store.sqlite.worker import StoreThread
 from threads.testing.sample_log import USER, SampleLog
 
 TENANT = "acme"

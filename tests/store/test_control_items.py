@@ -15,7 +15,7 @@ from threads import sqlite
 from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.store.capabilities import controls_of
-from threads.store.postgres_controls import PostgresControls
+from threads.store.postgres.controls import PostgresControls
 from threads.store.protocol import Lease, Store
 from threads.testing.sample_log import SampleLog
 

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from postgres_support import URL
 
-import threads.store.sqlite as sqlite_engine
+import threads.store.sqlite.store as sqlite_engine
 from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
@@ -29,13 +29,13 @@ from threads.log.lines import Event, encode_event
 from threads.log.render import MEDIA_TYPE as REQUEST_MEDIA_TYPE
 from threads.log.verify import verify_export
 from threads.store.control_items import InboxViews
-from threads.store.group_commit import commit_group
-from threads.store.pg_append import AppendRequest
-from threads.store.pg_group import GroupCommitter
 from threads.store.postgres import PostgresStore
-from threads.store.postgres_deltas import PostgresDeltas
+from threads.store.postgres.append import AppendRequest
+from threads.store.postgres.deltas import PostgresDeltas
+from threads.store.postgres.group import GroupCommitter
 from threads.store.protocol import Lease, PendingArtifact, Store
 from threads.store.sqlite import SQLiteStore
+from threads.store.sqlite.group_commit import commit_group
 from threads.store.transfer import export_branch
 from threads.testing.sample_log import USER, SampleLog
 

@@ -1,6 +1,6 @@
-"""The group statement's columns (``threads.store.pg_columns``) as the server reads them: every
-kind, with NULLs, empty, unicode and the integer limits, read back by Postgres itself exactly as
-they were given."""
+"""The group statement's columns (``threads.store.postgres.columns``) as the server reads them:
+every kind, with NULLs, empty, unicode and the integer limits, read back by Postgres itself
+exactly as they were given."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from postgres_support import URL, needs_postgres
 
-from threads.store.pg_columns import ByteaColumn, Column, Int4Column, Int8Column, TextColumn
+from threads.store.postgres.columns import ByteaColumn, Column, Int4Column, Int8Column, TextColumn
 
 TEXT = st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), max_size=40)
 INT8 = st.integers(-(2**63), 2**63 - 1)

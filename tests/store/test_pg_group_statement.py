@@ -1,6 +1,6 @@
-"""The one statement a Postgres group commits in (``threads.store.pg_append``) judges each member
-in SQL: it must pass exactly the members ``require_live`` and ``require_head`` pass, and write
-nothing for any other.
+"""The one statement a Postgres group commits in (``threads.store.postgres.append``) judges each
+member in SQL: it must pass exactly the members ``require_live`` and ``require_head`` pass, and
+write nothing for any other.
 
 Each case breaks one member of a group in one way, by the lease clock or by editing its rows
 behind the store's back, and checks that this member gets the lone append's error from the group
@@ -20,9 +20,9 @@ from postgres_support import POSTGRES_MARKS, drop_schema, execute, fetch_one, op
 from test_group_commit import Writer, _has_artifact, assert_verifies, code_of, start_writers
 
 from threads.clock import FakeClock
-from threads.store.pg_group import GroupCommitter
 from threads.store.postgres import PostgresStore
-from threads.store.postgres_controls import PostgresControls
+from threads.store.postgres.controls import PostgresControls
+from threads.store.postgres.group import GroupCommitter
 from threads.store.protocol import PendingArtifact
 
 pytestmark = list(POSTGRES_MARKS)

@@ -270,7 +270,8 @@ async def test_export_moves_between_engines_byte_identical(
 
 
 def test_import_without_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in [m for m in sys.modules if m == "threads.store.postgres"]:
+    engine = "threads.store.postgres"
+    for name in [m for m in sys.modules if m == engine or m.startswith(engine + ".")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "psycopg", None)
     monkeypatch.setitem(sys.modules, "psycopg_pool", None)

@@ -1,4 +1,4 @@
-"""Request artifacts kept as deltas on Postgres (``threads.store.postgres_deltas``): exact bytes
+"""Request artifacts kept as deltas on Postgres (``threads.store.postgres.deltas``): exact bytes
 back, linear space, damage reported instead of wrong bytes, bases found by a process that did
 not write them, stores written before the table still read, and a group whose members' bases
 must be looked up (one of them damaged) committing as one.
@@ -29,8 +29,8 @@ from threads.cli.cmd_verify import verify_branch
 from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
-from threads.store.pg_group import GroupCommitter
 from threads.store.postgres import PostgresStore
+from threads.store.postgres.group import GroupCommitter
 from threads.store.protocol import PendingArtifact
 from threads.store.request_deltas import REQUEST_MEDIA_TYPE
 from threads.store.transfer import export_bundle

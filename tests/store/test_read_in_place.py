@@ -15,8 +15,8 @@ from handoff_support import Handoffs
 
 from threads.clock import FakeClock
 from threads.errors import StoreError
+from threads.store.controls import StoreControls
 from threads.store.sqlite import SQLiteStore, sqlite
-from threads.store.sqlite_controls import SQLiteControls
 from threads.testing.sample_log import SampleLog
 
 TENANT = "acme"
@@ -26,7 +26,7 @@ PRINCIPAL = {"kind": "user", "id": "u-1", "tenant_id": TENANT}
 async def _thread_with_a_queued_cancel(store: SQLiteStore) -> str:
     log = SampleLog(FakeClock())
     await store.create_branch(log.header, tenant_id=TENANT)
-    await SQLiteControls(store).queue_control(
+    await StoreControls(store).queue_control(
         tenant_id=TENANT, thread_id=log.header.thread_id, principal=PRINCIPAL, command="cancel"
     )
     return log.header.thread_id
@@ -38,7 +38,7 @@ async def test_pending_controls_are_read_in_place(
     store = sqlite(tmp_path)
     thread_id = await _thread_with_a_queued_cancel(store)
     handoffs = Handoffs(monkeypatch)
-    items = await SQLiteControls(store).pending_controls(thread_id)
+    items = await StoreControls(store).pending_controls(thread_id)
     assert [item.command for item in items] == ["cancel"]
     assert handoffs.jobs == 0
     await store.close()
@@ -90,7 +90,7 @@ async def test_a_read_waits_for_the_store_threads_work(
     await asyncio.sleep(0)  # submitted
     busy.wait()
     handoffs = Handoffs(monkeypatch)
-    reading = asyncio.ensure_future(SQLiteControls(store).pending_controls(thread_id))
+    reading = asyncio.ensure_future(StoreControls(store).pending_controls(thread_id))
     await asyncio.sleep(0)  # it found the store thread busy, and queued
     assert not reading.done()
     release.set()
@@ -112,7 +112,7 @@ async def test_a_write_lock_held_elsewhere_does_not_stop_a_read_in_place(
     holder.execute("UPDATE inbox SET consumed_seq = 1")  # not committed: not seen
     try:
         handoffs = Handoffs(monkeypatch)
-        items = await asyncio.wait_for(SQLiteControls(store).pending_controls(thread_id), 5)
+        items = await asyncio.wait_for(StoreControls(store).pending_controls(thread_id), 5)
         assert [item.command for item in items] == ["cancel"]
         assert handoffs.jobs == 0
     finally:

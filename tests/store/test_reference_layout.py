@@ -2,7 +2,7 @@
 opens, inspects and forks here, and a directory written here passes the same checks.
 
 The threads-ts directories are built with plain ``sqlite3`` and ``os`` calls, never our store:
-the v6 tables (``V6_DDL``, written from the reference's digest), one ``threads`` row, one
+the v6 tables (``reference_schema.REFERENCE_DDL``, written from the specs), one ``threads`` row, one
 ``branches`` row per segment and the exact line bytes of the conformance logs threads-ts wrote
 (``log.threads-ts.jsonl``), and each case artifact as a 0600 file at
 ``artifacts/sha256/<ab>/<hex>`` in 0700 directories. No vendored threads-ts log has a fork
@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from reference_schema import KNOWN_COLUMNS, REFERENCE_DDL, UNKNOWN_LAYOUT
 
 from threads import Completed, Failed, FakeClock, Principal, agent, open_thread, sqlite, tool
 from threads.cli.main import main
@@ -31,7 +32,6 @@ from threads.log.hashing import sha256_hex
 from threads.log.verify import verify_export
 from threads.run.runner import _refusal
 from threads.run.thread import Thread
-from threads.store.sqlite_schema import V6_DDL
 from threads.testing.scripted import call, say, scripted_model, use
 
 CASES = Path(
@@ -40,42 +40,9 @@ CASES = Path(
 )
 TS_LOGS = sorted(CASES.glob("*/log.threads-ts.jsonl"))
 
-# The v6 tables and the columns the digest gives them (UPSTREAM-DIGEST §5, §2.4, §1.3,
-# LOG-FORMAT §2). The team index tables and schedule_occurrences are named without columns.
-V6_COLUMNS: dict[str, set[str]] = {
-    "threads": {"thread_id", "tenant_id"},
-    "branches": {"branch_id", "thread_id", "tenant_id", "parent_branch_id", "fork_at_seq",
-                 "header_line", "state", "head_seq", "head_hash", "head_verified", "dropped_ref"},
-    "events": {"branch_id", "seq", "event_id", "type", "type_version", "critical", "epoch",
-               "line"},
-    "leases": {"branch_id", "holder_id", "epoch", "expires_at"},
-    "resources": {"resource_id", "tenant_id", "owner_branch_id", "provider", "kind", "ref",
-                  "state", "operation_key", "acquired_at", "expires_at", "released_at",
-                  "release_outcome", "cleanup_claim"},
-    "budget_ledger": {"budget_id", "limit_name", "attempt_key", "amount", "state"},
-    "approvals": {"challenge_id", "tenant_id", "installation_id", "thread_id", "branch_id",
-                  "call_id", "args_hash", "file_hashes", "expires_at", "state", "decided_by",
-                  "decided_at"},
-    "observer_cursors": {"observer", "branch_id", "seq"},
-    "tombstones": {"thread_id", "tenant_id", "deleted_at"},
-    "run_receipts": {"tenant_id", "operation", "idempotency_key", "principal_key", "body_hash",
-                     "thread_id", "branch_id", "run_id", "created_at"},
-    "inbox": {"inbox_id", "tenant_id", "channel", "installation_id", "item_key", "delivery_id",
-              "thread_id", "item", "received_at", "consumed_seq"},
-    "channel_threads": {"tenant_id", "channel", "installation_id", "address", "thread_id"},
-    "questions": {"tenant_id", "branch_id", "call_id", "expires_at", "state", "decided_at"},
-    "memory_bindings": {"namespace", "record_id", "tenant_id", "agent", "scope"},
-    "knowledge_bindings": {"namespace", "record_id", "tenant_id", "agent", "scope"},
-    "provider_audit": {"audit_id", "tenant_id", "kind", "code", "namespace", "record_id", "at"},
-    "schedule_occurrences": {"tenant_id", "pending", "retired", "reason"},
-    "schedule_threads": {"tenant_id", "schedule_id", "thread_id", "current", "created_at"},
-    "pending_wakes": {"branch_id", "child_thread_id"},
-    "observers": {"name", "registered_at"},
-    "observer_losses": {"observer", "tenant_id", "thread_id", "unchecked_events", "deleted_at",
-                        "reported_at"},
-    **{name: set() for name in ("teams", "team_members", "mail", "asks", "monitors",
-                                "operator_receipts", "team_feed")},
-}
+# The v6 tables and the columns the specs give them (``reference_schema``); the tables named
+# without columns (``UNKNOWN_LAYOUT``) are the reference's to create.
+V6_COLUMNS: dict[str, set[str]] = {table: set(columns) for table, columns in KNOWN_COLUMNS.items()}
 PRIMARY_KEYS = {
     "events": ["branch_id", "seq"],
     "budget_ledger": ["budget_id", "limit_name", "attempt_key"],
@@ -101,7 +68,8 @@ def check_layout(root: Path) -> None:
             )
         }
         assert "artifacts" not in tables
-        assert tables - OURS_ONLY == set(V6_COLUMNS), tables ^ set(V6_COLUMNS)
+        known = tables - OURS_ONLY - set(UNKNOWN_LAYOUT)
+        assert known == set(V6_COLUMNS), known ^ set(V6_COLUMNS)
         for table, columns in V6_COLUMNS.items():
             info = conn.execute(f"PRAGMA table_info({table})").fetchall()
             have = {row[1] for row in info}
@@ -159,11 +127,8 @@ def write_ts_store(root: Path, log: bytes, artifacts: dict[str, bytes], tenant: 
     os.mkdir(root, 0o700)
     conn = sqlite3.connect(root / "threads.db", isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
+    conn.executescript(REFERENCE_DDL)
     conn.execute("BEGIN")
-    for statement in V6_DDL.split(";"):
-        if statement.strip():
-            conn.execute(statement)
-    conn.execute("PRAGMA user_version = 6")
     verified = verify_export(log)
     dropped_ref = None
     if verified.torn is not None:
@@ -406,5 +371,5 @@ async def test_our_first_request_in_a_threads_ts_directory_adds_only_our_table(
     conn = sqlite3.connect(root / "threads.db")
     tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     conn.close()
-    assert tables - set(V6_COLUMNS) == {"request_deltas"}
+    assert tables - set(V6_COLUMNS) - set(UNKNOWN_LAYOUT) == {"request_deltas"}
     check_layout(root)

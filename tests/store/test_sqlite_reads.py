@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-import threads.store.sqlite as sqlite_engine
 from threads.clock import FakeClock
+from threads.store import flows
 from threads.store.sqlite import sqlite
 from threads.testing.sample_log import USER, SampleLog
 
@@ -25,9 +26,9 @@ async def test_append_by_another_process_mid_read_is_not_log_corrupt(
     log.epoch = lease.epoch
     await store.append(log.header.branch_id, [log.started()], expected_seq=0, lease=lease)
     late = log.add("user_input", {"source": "api", "text": "appended mid-read"}, USER)
-    read_lines = sqlite_engine._segment_lines
+    read_lines = flows.lines
 
-    def commit_elsewhere_then_read(conn: sqlite3.Connection, *args: object) -> list[bytes]:
+    def commit_elsewhere_then_read(*args: Any) -> flows.Flow[list[bytes]]:
         other = sqlite3.connect(tmp_path / "threads.db", isolation_level=None)
         other.execute("BEGIN IMMEDIATE")
         other.execute(
@@ -41,10 +42,11 @@ async def test_append_by_another_process_mid_read_is_not_log_corrupt(
         )
         other.execute("COMMIT")
         other.close()
-        monkeypatch.setattr(sqlite_engine, "_segment_lines", read_lines)
-        return read_lines(conn, *args)  # type: ignore[arg-type]
+        monkeypatch.setattr(flows, "lines", read_lines)
+        return read_lines(*args)
 
-    monkeypatch.setattr(sqlite_engine, "_segment_lines", commit_elsewhere_then_read)
+    # Called by the read's flow inside its transaction, after it read the head.
+    monkeypatch.setattr(flows, "lines", commit_elsewhere_then_read)
     try:
         first = await store.read_chain(log.header.branch_id)  # the snapshot before the append
         assert [e.seq for e in first.events] == [1]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from threads.store.worker import Outcome, StoreThread
+from threads.store.sqlite.worker import Outcome, StoreThread
 
 
 class Recorder:

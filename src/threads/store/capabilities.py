@@ -1,6 +1,7 @@
-"""Which engine keeps what beside the log: control items and the resource ledger. The Postgres
-engine is only looked at once its module was imported (a store of it exists then), so this
-never needs the ``postgres`` extra.
+"""Which store keeps what beside the log: control items and the resource ledger. Every engine
+(``threads.store.core.StoreCore``) keeps both; the Postgres engine reads its inbox its own way,
+and is only looked at once its module was imported (a store of it exists then), so this never
+needs the ``postgres`` extra.
 """
 
 from __future__ import annotations
@@ -11,28 +12,24 @@ from typing import Any
 
 from threads.errors import ConfigError
 from threads.store.control_items import ControlItems
+from threads.store.controls import StoreControls
+from threads.store.core import StoreCore
+from threads.store.resource_ledger import ResourceLedger
 from threads.store.resources import ResourceStore
-from threads.store.sqlite import SQLiteStore
-from threads.store.sqlite_controls import SQLiteControls
-from threads.store.sqlite_resources import SQLiteResources
 
 _LEDGERS: weakref.WeakKeyDictionary[Any, ResourceStore] = weakref.WeakKeyDictionary()
 
 
-def _postgres(store: object) -> bool:
-    engine = sys.modules.get("threads.store.postgres")
-    return engine is not None and isinstance(store, engine.PostgresStore)
-
-
 def controls_of(store: object) -> ControlItems | None:
     """The store's control items; None for a store that keeps none (a wrapper, a test fake)."""
-    if isinstance(store, SQLiteStore):
-        return SQLiteControls(store)
-    if _postgres(store):
-        from threads.store.postgres_controls import PostgresControls
+    if not isinstance(store, StoreCore):
+        return None
+    engine = sys.modules.get("threads.store.postgres.store")
+    if engine is not None and isinstance(store, engine.PostgresStore):
+        from threads.store.postgres.controls import PostgresControls
 
-        return PostgresControls(store)  # type: ignore[arg-type]
-    return None
+        return PostgresControls(store)
+    return StoreControls(store)
 
 
 def resources_of(store: object) -> ResourceStore:
@@ -41,17 +38,11 @@ def resources_of(store: object) -> ResourceStore:
     ledger = _LEDGERS.get(store)
     if ledger is not None:
         return ledger
-    if isinstance(store, SQLiteStore):
-        ledger = SQLiteResources(store)
-    elif _postgres(store):
-        from threads.store.postgres_resources import PostgresResources
-
-        ledger = PostgresResources(store)  # type: ignore[arg-type]
-    else:
+    if not isinstance(store, StoreCore):
         raise ConfigError(
             "capability_missing",
             f"sandboxes need the resource ledger, which {type(store).__name__} does not keep;"
             " use threads.sqlite(...) or threads.postgres.postgres(...)",
         )
-    _LEDGERS[store] = ledger
+    ledger = _LEDGERS[store] = ResourceLedger(store)
     return ledger

@@ -1,15 +1,17 @@
 """Durable control items: a cancel asked of a thread that another process is running.
 
-A control (today ``cancel``) that can't take the branch's lease because another process holds
-it is queued as an ``inbox`` row instead of being refused: ``channel="api"``,
-``installation_id="local"``, ``item_key = delivery_id`` = a fresh UUIDv7, and ``item`` the
-canonical JSON of ``{kind:"control", principal, address:<thread_id>, item_key, command}`` (the
-spellings the TypeScript implementation reads). While an unconsumed item with the same command
-waits for a thread, queueing again answers with that item, never a second one. The holder looks
-at each step boundary and applies an item in the append that records it, setting
-``consumed_seq`` by compare-and-set (``consumed_seq IS NULL``) in that transaction: a lost
-compare-and-set rolls the append back (``control_consumed``), so an item is applied once.
-Authority is checked before an item is queued; applying never checks again.
+A control (today ``cancel``) that can't take the branch's lease because another process holds it
+is queued as an ``inbox`` row instead of being refused: the row id the database assigns
+(``inbox_id INTEGER PRIMARY KEY``), ``channel="api"``, ``installation_id="local"``, ``item_key =
+delivery_id`` = a fresh UUIDv7, and ``item`` the canonical JSON of ``{kind:"control", principal,
+address:<thread_id>, item_key, command}`` (the spellings the TypeScript implementation reads).
+An item's ``inbox_id`` travels as the decimal text of that row id (``ControlItem.inbox_id``,
+``Store.append(consumes=...)``). While an unconsumed item with the same command waits for a
+thread, queueing again answers with that item, never a second one. The holder looks at each step
+boundary and applies an item in the append that records it, setting ``consumed_seq`` by
+compare-and-set (``consumed_seq IS NULL``) in that transaction: a lost compare-and-set rolls the
+append back (``control_consumed``), so an item is applied once. Authority is checked before an
+item is queued; applying never checks again.
 """
 
 from __future__ import annotations
@@ -26,25 +28,6 @@ from threads.log.ids import uuid7
 CONTROL_CHANNEL = "api"
 CONTROL_INSTALLATION = "local"
 Command = Literal["cancel", "stop_when_idle"]
-
-INBOX_COLUMNS = "inbox_id, tenant_id, thread_id, item, received_at"
-_WAITING = "channel = 'api' AND installation_id = 'local' AND consumed_seq IS NULL"
-PENDING_ORDER = "received_at, inbox_id"  # oldest first
-# Unconsumed control items of one thread (placeholders: the engine's, filled by ``sql``).
-PENDING = (
-    f"SELECT {INBOX_COLUMNS} FROM inbox WHERE thread_id = ? AND {_WAITING}"
-    f" ORDER BY {PENDING_ORDER}"
-)
-# The same for many threads at once (Postgres); a group commit's statement reads them from
-# ``PENDING_OF_ANY_FROM`` inside a larger select.
-PENDING_OF_ANY_FROM = f"FROM inbox WHERE thread_id = ANY(?) AND {_WAITING}"
-PENDING_OF_ANY = f"SELECT {INBOX_COLUMNS} {PENDING_OF_ANY_FROM} ORDER BY {PENDING_ORDER}"
-INSERT = (
-    "INSERT INTO inbox(inbox_id, tenant_id, channel, installation_id, item_key, delivery_id,"
-    " thread_id, item, received_at) VALUES (?, ?, 'api', 'local', ?, ?, ?, ?, ?)"
-)
-CONSUME = "UPDATE inbox SET consumed_seq = ? WHERE inbox_id = ? AND consumed_seq IS NULL"
-
 
 @dataclass(frozen=True, slots=True)
 class ControlItem:
@@ -140,12 +123,15 @@ def insert_args(
     """A fresh item's key and ``INSERT``'s arguments for it."""
     key = uuid7(now)
     item = item_bytes(principal, thread_id, key, command)
-    return key, (uuid7(now), tenant_id, key, key, thread_id, item, now)
+    return key, (tenant_id, key, key, thread_id, item, now)
 
 
-def sql(statement: str, placeholder: str) -> str:
-    """``statement`` with the engine's placeholder (``?`` for SQLite, ``%s`` for Postgres)."""
-    return statement.replace("?", placeholder)
+def consume_args(seq: int, inbox_id: str) -> tuple[int, int]:
+    """``CONSUME``'s arguments: the applying append's last seq, and the item's row id."""
+    try:
+        return seq, int(inbox_id)
+    except ValueError:
+        raise StoreError("invalid_argument", f"{inbox_id!r} is not an inbox id") from None
 
 
 def lost_item(inbox_id: str) -> StoreError:

@@ -17,11 +17,6 @@ from threads.errors import StoreError
 
 START_RUN = "start_run"
 
-RECEIPT_COLUMNS = (
-    "tenant_id, operation, idempotency_key, principal_key, body_hash,"
-    " thread_id, branch_id, run_id, created_at"
-)
-
 
 @dataclass(frozen=True, slots=True)
 class RunReceipt:
@@ -53,27 +48,6 @@ def principal_key(issuer: str, tenant: str, subject: str) -> str:
     """``issuer/tenant/subject`` with ``%`` then ``/`` escaped in each part, so no two
     principals share a key."""
     return "/".join(p.replace("%", "%25").replace("/", "%2F") for p in (issuer, tenant, subject))
-
-
-def receipts_ddl(text: str, integer: str, table_suffix: str = "") -> str:
-    """The table (created on first open of a store that lacks it) in one engine's types."""
-    return (
-        "CREATE TABLE IF NOT EXISTS run_receipts ("
-        f" tenant_id {text} NOT NULL, operation {text} NOT NULL,"
-        f" idempotency_key {text} NOT NULL, principal_key {text} NOT NULL,"
-        f" body_hash {text} NOT NULL, thread_id {text} NOT NULL, branch_id {text} NOT NULL,"
-        f" run_id {text} NOT NULL, created_at {integer} NOT NULL,"
-        f" PRIMARY KEY (tenant_id, operation, idempotency_key)){table_suffix}"
-    )
-
-
-# Receipts whose branch's head event is not a ``turn_completed``: runs a host may owe work.
-UNFINISHED_RECEIPTS = (
-    f"SELECT {', '.join('r.' + c.strip() for c in RECEIPT_COLUMNS.split(','))}"
-    " FROM run_receipts r JOIN branches b ON b.branch_id = r.branch_id"
-    " JOIN events e ON e.branch_id = b.branch_id AND e.seq = b.head_seq"
-    " WHERE e.type <> 'turn_completed' ORDER BY r.created_at"
-)
 
 
 def receipt_from_row(row: tuple[object, ...]) -> RunReceipt:

@@ -1,6 +1,6 @@
 """Request artifacts kept as deltas, so a conversation's requests take space linear in it: the
-rule both stores share (the tables are ``threads.store.sqlite_deltas`` and
-``threads.store.postgres_deltas``).
+rule both stores share (the tables are ``threads.store.sqlite.deltas`` and
+``threads.store.postgres.deltas``).
 
 Each ``model_request`` names the whole Render v1 request it sent (``request_ref``), and
 consecutive requests of a branch share all but their newest lines. A request is kept as a row
@@ -40,10 +40,11 @@ from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
 from threads.log.render import MEDIA_TYPE as REQUEST_MEDIA_TYPE
 from threads.log.request_bytes import RequestBytes
+from threads.store.layout import REQUEST_DELTAS
 
 __all__ = [
     "COLUMNS", "INSERT", "REQUEST_MEDIA_TYPE", "Body", "Delta", "Latest", "LatestRequests",
-    "RequestCache", "apply", "delta", "line_request_sha", "rebuild", "request_sha", "table_ddl",
+    "RequestCache", "apply", "delta", "line_request_sha", "rebuild", "request_sha",
 ]
 
 # A request's bytes, or a rendered request's pieces (joined by ``bytes()`` when needed whole).
@@ -206,28 +207,12 @@ class RequestCache:
         return dict(self._items)
 
 
-_TABLE = """
-CREATE TABLE IF NOT EXISTS request_deltas (
-  sha256 TEXT PRIMARY KEY,
-  base_sha256 TEXT REFERENCES request_deltas(sha256),
-  prefix_bytes INTEGER NOT NULL CHECK (prefix_bytes >= 0),
-  suffix_bytes INTEGER NOT NULL CHECK (suffix_bytes >= 0),
-  middle {blob} NOT NULL,
-  codec TEXT NOT NULL CHECK (codec IN ('raw','zlib')),
-  bytes INTEGER NOT NULL CHECK (bytes >= 0)
-){options};
-"""
-COLUMNS = "sha256, base_sha256, prefix_bytes, suffix_bytes, middle, codec, bytes"
+COLUMNS = REQUEST_DELTAS.column_names()
 # A request already kept (a retried turn, the same first request of two threads) keeps its row.
 INSERT = (
     f"INSERT INTO request_deltas({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (sha256) DO NOTHING"
 )
-
-
-def table_ddl(blob: str, options: str = "") -> str:
-    """The ``request_deltas`` table, with the engine's type for bytes and table options."""
-    return _TABLE.format(blob=blob, options=options)
 
 
 def rebuild(

@@ -29,30 +29,12 @@ from threads.log.lines import (
 from threads.log.stored_json import UndecodedLineError, loads_stored, loads_stored_lines
 from threads.store.holder import parse as parse_holder
 from threads.store.holder import provably_gone
+from threads.store.layout import SCHEMA_VERSION
 from threads.store.protocol import ArtifactRef, BranchInfo, Chain, Lease, Segment, StoredRow
-
-SCHEMA_VERSION = 6
-
-BRANCH_COLUMNS = (
-    "branch_id, thread_id, tenant_id, parent_branch_id, fork_at_seq, state, head_seq,"
-    " head_hash, head_verified, dropped_ref"
-)
-
-
-def free_roots_query(now: str, order: str) -> str:
-    """Root branches in state ``ready``, each with its live lease's holder id (NULL when there
-    is no lease row or it expired), ``now`` being the engine's expression for the lease clock;
-    ordered by ``b.<order>`` (creation order). ``free_roots`` keeps the claimable ones."""
-    columns = ", ".join(f"b.{c.strip()}" for c in BRANCH_COLUMNS.split(","))
-    return (
-        f"SELECT {columns}, CASE WHEN l.expires_at > {now} THEN l.holder_id END"
-        " FROM branches b LEFT JOIN leases l ON l.branch_id = b.branch_id"
-        f" WHERE b.parent_branch_id IS NULL AND b.state = 'ready' ORDER BY b.{order}"
-    )
 
 
 def free_roots(rows: Sequence[tuple[Any, ...]]) -> list[BranchInfo]:
-    """The rows of ``free_roots_query`` a worker may claim: no live lease, or a live lease
+    """The rows of ``statements.FREE_ROOTS`` a worker may claim: no live lease, or a live lease
     whose holder is provably gone (a process of this host that died)."""
     return [
         branch_from_row(row)

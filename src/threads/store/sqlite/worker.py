@@ -14,8 +14,8 @@ caller's thread waiting for the job. The store decides when that is worth it.
 
 Grouped jobs (``run_grouped``): the jobs submitted with the same ``Batch`` that are queued when
 the thread gets to one of them are handed to that batch together, in order, so it can run them
-in one transaction (``threads.store.group_commit``). Nothing waits for a group to fill: a group
-is whatever queued up while the previous job ran. A job of another kind queued among them (a
+in one transaction (``threads.store.sqlite.group_commit``). Nothing waits for a group to fill:
+a group is whatever queued up while the previous job ran. A job of another kind queued among them (a
 read, a solo write) runs right after the group instead of splitting it, so one look at a
 thread's inbox does not cost every other thread its own fsync. Each caller awaits its job before
 it submits the next, so no caller's own jobs are ever reordered; jobs of different callers

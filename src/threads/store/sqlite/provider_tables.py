@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
-from threads.store.sqlite import SQLiteStore
+from threads.store.sqlite.store import SQLiteStore
 
 T = TypeVar("T")
 V = TypeVar("V")

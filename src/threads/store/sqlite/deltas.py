@@ -11,6 +11,7 @@ import sqlite3
 from threads.log.hashing import sha256_hex
 from threads.store import request_deltas
 from threads.store.request_deltas import Body, Delta, RequestCache
+from threads.store.statements import LATEST_REQUEST_LINE
 
 _ROW = f"SELECT {request_deltas.COLUMNS} FROM request_deltas WHERE sha256 = ?"
 
@@ -56,11 +57,7 @@ def save(
 
 def previous_request(conn: sqlite3.Connection, branch_id: str) -> str | None:
     """The sha256 of the request the branch's latest ``model_request`` names, if any."""
-    row = conn.execute(
-        "SELECT line FROM events WHERE branch_id = ? AND type = 'model_request'"
-        " ORDER BY seq DESC LIMIT 1",
-        (branch_id,),
-    ).fetchone()
+    row = conn.execute(LATEST_REQUEST_LINE, (branch_id,)).fetchone()
     return None if row is None else request_deltas.line_request_sha(row[0])
 
 

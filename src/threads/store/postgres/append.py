@@ -21,17 +21,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from threads.log.lines import Event
-from threads.store.control_items import INBOX_COLUMNS, PENDING_OF_ANY_FROM, PENDING_ORDER, sql
-from threads.store.pg_columns import ByteaColumn, Column, Int4Column, Int8Column, TextColumn
-from threads.store.postgres_deltas import Planned
+from threads.store.postgres.columns import ByteaColumn, Column, Int4Column, Int8Column, TextColumn
+from threads.store.postgres.deltas import Planned
 from threads.store.protocol import Lease, PendingArtifact
 from threads.store.receipts import RunReceipt
 from threads.store.request_deltas import COLUMNS as DELTA_COLUMNS
 from threads.store.rows import artifact_ref, event_rows
+from threads.store.statements import (
+    INBOX_COLUMNS,
+    PENDING_OF_ANY_FROM,
+    PENDING_ORDER,
+    POSTGRES,
+)
 
-# The database's clock in Unix ms; ``COALESCE`` lets an injected test clock's reading win.
-DB_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
-LEASE_NOW = f"COALESCE(%s::bigint, {DB_NOW})"
+# The lease clock (``threads.store.statements``): an injected test clock's reading, else the
+# database's.
+LEASE_NOW = POSTGRES.render("{now}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +117,7 @@ _HEAD_ROWS = (
 )
 _INBOX_ROWS = (
     " UNION ALL SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
-    f" {INBOX_COLUMNS} {sql(PENDING_OF_ANY_FROM, '%s')} ORDER BY part, {PENDING_ORDER}"
+    f" {INBOX_COLUMNS} {POSTGRES.render(PENDING_OF_ANY_FROM)} ORDER BY part, {PENDING_ORDER}"
 )
 # The kind of each array the parts above cast (text[], bigint[], integer[], bytea[]), in order.
 _MEMBER_KINDS = (

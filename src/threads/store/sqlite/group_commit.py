@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from threads.store.faults import sqlite_fault
-from threads.store.worker import Outcome
+from threads.store.sqlite.worker import Outcome
 
 T = TypeVar("T")
 

@@ -1,23 +1,28 @@
 """The embedded SQLite store: a directory laid out as the reference lays it out, ``threads.db``
-(the v6 tables and pragmas, ``threads.store.sqlite_schema``) and ``artifacts/sha256/`` (one file
+(the v6 tables and pragmas, ``threads.store.sqlite.schema``) and ``artifacts/sha256/`` (one file
 per artifact, ``threads.store.artifact_files``), except that request artifacts are kept as
 deltas in ``threads.db`` (``threads.store.request_deltas``). ``":memory:"`` keeps everything
 in the process.
+
+What is SQLite's own here (the rest is ``threads.store.core.StoreCore``'s, written once for
+both engines): running flows on its connection (``drive``) and where (``_transact``); the store
+thread, and the in-place paths beside it; the append, committed with its artifact files and
+grouped with others (``threads.store.sqlite.group_commit``), behind a one-statement fence;
+artifact files and ``materialize_requests``; acquiring and releasing a lease in place.
 
 All SQLite work runs on one dedicated thread per store so the event loop is never blocked by
 it, with one exception: the append of a process's only writer, when nothing else is queued, is
 committed in place on the caller's thread (no hand-off; its artifact files are put there first,
 unless they are larger than ``IN_PLACE_FILE_BYTES``), on a connection of its own, and only if
 no other process holds the write lock (``begin_at_once``); otherwise it queues like any other.
-A run's short reads (``_read``) and its lease's acquire and release (``_write``) go in place
-the same way.
+A run's short reads (``Access.READ``) and its lease's acquire and release (``_write``) go in
+place the same way.
 
 Invariants: an append checks the lease, the expected head and the branch state (one ``UPDATE``
 that moves the head only when all hold; each check on its own to name a refusal) before its
 other writes, inside a ``BEGIN IMMEDIATE`` transaction that appends to other branches queued
-with it share (``threads.store.group_commit``: one fsync for all of them, one savepoint each);
-stored line bytes are never rewritten; lease expiry is judged by the store's clock, never by
-the holder's.
+with it share (one fsync for all of them, one savepoint each); stored line bytes are never
+rewritten; lease expiry is judged by the store's clock, never by the holder's.
 """
 
 from __future__ import annotations
@@ -27,40 +32,24 @@ import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 from threads.clock import SYSTEM_CLOCK, Clock
-from threads.errors import NotFound, StoreError
+from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
-from threads.log.lines import Event, Header
-from threads.store import sqlite_deltas
+from threads.log.lines import Event
+from threads.store import flows
+from threads.store import statements as sql
 from threads.store.artifact_files import ArtifactFiles, make_store_dirs
-from threads.store.control_items import CONSUME, PENDING, InboxViews, controls_in, lost_item
+from threads.store.control_items import InboxViews, consume_args, controls_in, lost_item
+from threads.store.core import Append, StoreCore
 from threads.store.faults import fault, os_fault, sqlite_fault
-from threads.store.group_commit import (
-    Write,
-    begin_at_once,
-    commit_begun,
-    commit_group,
-    in_transaction,
-)
+from threads.store.flows import Access, ConstraintError, Flow
 from threads.store.holder import holder_id as recorded_holder
+from threads.store.layout import Table
 from threads.store.protocol import (
     ArtifactRef,
-    BranchInfo,
-    Chain,
     Lease,
-    LeaseState,
-    PendingArtifact,
-    Segment,
-    StoredRow,
-)
-from threads.store.receipts import (
-    RECEIPT_COLUMNS,
-    UNFINISHED_RECEIPTS,
-    RunReceipt,
-    key_taken,
-    receipt_from_row,
 )
 from threads.store.request_deltas import (
     REQUEST_MEDIA_TYPE,
@@ -70,29 +59,29 @@ from threads.store.request_deltas import (
     RequestCache,
 )
 from threads.store.rows import (
-    BRANCH_COLUMNS,
     artifact_missing,
     artifact_ref,
-    branch_from_row,
-    dropped_ref_text,
     duplicate_event,
     event_rows,
-    free_roots,
-    free_roots_query,
-    next_epoch,
-    require_batch,
-    require_first_events,
-    require_free,
     require_head,
-    require_live,
-    resolved_chain,
-    same_segment,
-    segment_head,
-    stored_row,
     verified_artifact,
 )
-from threads.store.sqlite_schema import DELTAS_DDL, configure, has_deltas_table, init_schema
-from threads.store.worker import Outcome, StoreThread
+from threads.store.sqlite import deltas as sqlite_deltas
+from threads.store.sqlite.group_commit import (
+    Write,
+    begin_at_once,
+    commit_begun,
+    commit_group,
+    in_transaction,
+)
+from threads.store.sqlite.schema import (
+    configure,
+    create_deltas_table,
+    has_deltas_table,
+    init_schema,
+)
+from threads.store.sqlite.worker import Outcome, StoreThread
+from threads.store.statements import SQLITE, Result
 
 T = TypeVar("T")
 
@@ -101,13 +90,12 @@ DEFAULT_BUSY_TIMEOUT_MS = 30_000  # how long a write waits for another writer's 
 # output is written by the store thread, so the loop never waits for more than a short write.
 IN_PLACE_FILE_BYTES = 64 * 1024
 
-_ROW_COLUMNS = "seq, event_id, type, type_version, critical, epoch, line"
-# Roots a worker may claim (see ``Store.list_free_threads``).
-_FREE_ROOTS = free_roots_query("?", "rowid")
 
 
-class SQLiteStore:
+class SQLiteStore(StoreCore):
     """See the module docstring. Create with ``threads.sqlite(path)``."""
+
+    dialect = SQLITE
 
     def __init__(
         self,
@@ -269,7 +257,7 @@ class SQLiteStore:
         return error
 
     def _commit_appends(self, appends: list[tuple[Sequence[bytes], Write]]) -> list[Outcome]:
-        """The store thread's batch for appends (see ``threads.store.group_commit``): each
+        """The store thread's batch for appends (see ``threads.store.sqlite.group_commit``): each
         append's artifact files are put (durable) first, outside the transaction, and an
         append whose files can't be put fails alone, before its events are written."""
         try:
@@ -327,6 +315,31 @@ class SQLiteStore:
             self._latest.record(result)
         return None, None if error is None else self._coded(error)
 
+    def _branch_created(self, branch_id: str, head_hash: str, events: Sequence[Event]) -> None:
+        """Nothing to note: an append finds a new branch's latest request by a query."""
+
+    def _lease_now(self) -> int:
+        return self.clock.now_ms()  # lease expiry is judged by the store's clock
+
+    async def _transact(
+        self, access: Access, make: Callable[[], Flow[T]], tables: tuple[Table, ...] = ()
+    ) -> T:
+        """``make()``'s flow on the store thread: a ``READ`` in place when it can (``_read``),
+        a ``SNAPSHOT`` in one deferred transaction, a write in a ``BEGIN IMMEDIATE`` one. Every
+        table of the layout is in ``threads.db`` already (``tables`` is for engines that create
+        theirs on first use)."""
+
+        def job(conn: sqlite3.Connection) -> T:
+            return drive(conn, make())
+
+        if access is Access.READ:
+            return await self._read(job)
+        if access is Access.SCAN:
+            return await self._run(job)
+        if access is Access.SNAPSHOT:
+            return await self._run(self._txn(job, begin="BEGIN"))
+        return await self._run(self._txn(job))
+
     def _writable(self) -> bool:
         """Whether the store's directory can take files (the WAL and shared-memory files
         SQLite creates beside the database even to read it)."""
@@ -351,127 +364,15 @@ class SQLiteStore:
         await self._worker.run(shut)
         self._worker.stop()
 
-    # ---- branches ------------------------------------------------------------------------
+    # ---- appends ---------------------------------------------------------------------------
 
-    async def create_branch(
-        self,
-        header: Header,
-        *,
-        tenant_id: str,
-        parent_branch_id: str | None = None,
-        fork_at_seq: int | None = None,
-        state: str = "ready",
-        events: Sequence[Event] = (),
-        receipt: RunReceipt | None = None,
-    ) -> None:
-        head_seq, head_hash = require_first_events(header, fork_at_seq, events)
-
-        def create(conn: sqlite3.Connection) -> None:
-            if parent_branch_id is None:
-                conn.execute(
-                    "INSERT INTO threads(thread_id, tenant_id) VALUES (?, ?)",
-                    (header.thread_id, tenant_id),
-                )
-            conn.execute(
-                "INSERT INTO branches(branch_id, thread_id, tenant_id, parent_branch_id,"
-                " fork_at_seq, header_line, state, head_seq, head_hash, head_verified)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
-                (
-                    header.branch_id,
-                    header.thread_id,
-                    tenant_id,
-                    parent_branch_id,
-                    fork_at_seq,
-                    header.line,
-                    state,
-                    head_seq,
-                    head_hash,
-                ),
-            )
-            conn.executemany(
-                "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
-                " epoch, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                event_rows(header.branch_id, events),
-            )
-            if receipt is not None:
-                _insert_receipt(conn, receipt)
-
-        try:
-            await self._run(self._txn(create))
-        except sqlite3.IntegrityError:
-            raise StoreError(
-                "seq_conflict", f"branch {header.branch_id} already exists; open it instead"
-            ) from None
-
-    async def get_branch(self, branch_id: str) -> BranchInfo:
-        return await self._run(lambda conn: _branch(conn, branch_id))
-
-    async def root_branch(self, thread_id: str) -> BranchInfo:
-        def find(conn: sqlite3.Connection) -> BranchInfo:
-            row = conn.execute(
-                f"SELECT {BRANCH_COLUMNS} FROM branches"
-                " WHERE thread_id = ? AND parent_branch_id IS NULL",
-                (thread_id,),
-            ).fetchone()
-            if row is None:
-                raise NotFound(f"no thread {thread_id} in this store")
-            return branch_from_row(row)
-
-        return await self._read(find)
-
-    async def list_branches(self, thread_id: str) -> list[BranchInfo]:
-        def rows(conn: sqlite3.Connection) -> list[BranchInfo]:
-            cursor = conn.execute(
-                f"SELECT {BRANCH_COLUMNS} FROM branches WHERE thread_id = ? ORDER BY rowid",
-                (thread_id,),
-            )
-            return [branch_from_row(r) for r in cursor]
-
-        return await self._run(rows)
-
-    async def list_threads(self, tenant_id: str | None = None) -> list[BranchInfo]:
-        def rows(conn: sqlite3.Connection) -> list[BranchInfo]:
-            sql = f"SELECT {BRANCH_COLUMNS} FROM branches WHERE parent_branch_id IS NULL"
-            args: tuple[str, ...] = ()
-            if tenant_id is not None:
-                sql += " AND tenant_id = ?"
-                args = (tenant_id,)
-            return [branch_from_row(r) for r in conn.execute(sql + " ORDER BY rowid", args)]
-
-        return await self._run(rows)
-
-    async def list_free_threads(self) -> list[BranchInfo]:
-        def rows(conn: sqlite3.Connection) -> list[BranchInfo]:
-            return free_roots(conn.execute(_FREE_ROOTS, (self.clock.now_ms(),)).fetchall())
-
-        return await self._run(rows)
-
-    async def set_branch_state(self, branch_id: str, state: str) -> None:
-        def update(conn: sqlite3.Connection) -> None:
-            conn.execute("UPDATE branches SET state = ? WHERE branch_id = ?", (state, branch_id))
-
-        await self._run(self._txn(update))
-
-    # ---- appends and reads ---------------------------------------------------------------
-
-    async def append(
-        self,
-        branch_id: str,
-        events: Sequence[Event],
-        *,
-        expected_seq: int,
-        lease: Lease,
-        artifacts: Sequence[PendingArtifact] = (),
-        receipt: RunReceipt | None = None,
-        consumes: Sequence[str] = (),
-        finishes_fork: bool = False,
-    ) -> None:
-        require_batch(branch_id, lease, events)
-        requests = [a for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE]
-        others = [a.data for a in artifacts if a.media_type != REQUEST_MEDIA_TYPE]
+    async def _append_checked(self, append: Append) -> None:
+        branch_id, events, expected_seq = append.branch_id, append.events, append.expected_seq
+        lease, requests, receipt = append.lease, append.requests, append.receipt
+        others = [a.data for a in append.others]
 
         def write(conn: sqlite3.Connection) -> Latest | None:
-            state = "forking" if finishes_fork else "ready"  # a finished fork becomes ready
+            state = "forking" if append.finishes_fork else "ready"  # a finished fork: ready
             head_hash = _fence(conn, lease, expected_seq, events, state_needed=state,
                                now=self.clock.now_ms())
             before = self._latest.at(branch_id, head_hash)
@@ -486,17 +387,13 @@ class SQLiteStore:
                     for r in requests
                 ]
             try:
-                conn.executemany(
-                    "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
-                    " epoch, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    event_rows(branch_id, events),
-                )
+                conn.executemany(sql.INSERT_EVENTS, event_rows(branch_id, events))
             except sqlite3.IntegrityError:
                 raise duplicate_event(branch_id) from None
             if receipt is not None:
-                _insert_receipt(conn, receipt)
-            for inbox_id in consumes:
-                if conn.execute(CONSUME, (events[-1].seq, inbox_id)).rowcount != 1:
+                drive(conn, flows.insert_receipt(receipt))
+            for inbox_id in append.consumes:
+                if conn.execute(sql.CONSUME, consume_args(events[-1].seq, inbox_id)).rowcount != 1:
                     raise lost_item(inbox_id)  # rolls the append back with it
             if not events:
                 return None
@@ -514,119 +411,29 @@ class SQLiteStore:
         """Read the thread's pending control items inside the append's transaction, so the
         run's look at the step boundary that follows costs no round trip. Keyed by the head
         seq: an append that rolls back leaves an entry no fold will ask about."""
-        items = controls_in(conn.execute(PENDING, (head.thread_id,)))
+        items = controls_in(conn.execute(sql.PENDING, (head.thread_id,)))
         self.inbox_seen.note(branch_id, head.seq, head.thread_id, items)
-
-    # ---- idempotency receipts ------------------------------------------------------------
-
-    async def get_receipt(
-        self, tenant_id: str, operation: str, idempotency_key: str
-    ) -> RunReceipt | None:
-        def find(conn: sqlite3.Connection) -> RunReceipt | None:
-            row = conn.execute(
-                f"SELECT {RECEIPT_COLUMNS} FROM run_receipts"
-                " WHERE tenant_id = ? AND operation = ? AND idempotency_key = ?",
-                (tenant_id, operation, idempotency_key),
-            ).fetchone()
-            return None if row is None else receipt_from_row(tuple(row))
-
-        return await self._run(find)
-
-    async def unfinished_receipts(self) -> list[RunReceipt]:
-        def rows(conn: sqlite3.Connection) -> list[RunReceipt]:
-            return [receipt_from_row(tuple(r)) for r in conn.execute(UNFINISHED_RECEIPTS)]
-
-        return await self._run(rows)
-
-    async def read_chain(self, branch_id: str) -> Chain:
-        # One read transaction: a head and lines read from different commits of another
-        # process's writer would look like log_corrupt.
-        return await self._run(self._txn(lambda conn: _read_chain(conn, branch_id), begin="BEGIN"))
-
-    async def stored_rows(self, branch_id: str) -> list[StoredRow]:
-        def read(conn: sqlite3.Connection) -> list[StoredRow]:
-            cursor = conn.execute(
-                f"SELECT {_ROW_COLUMNS} FROM events WHERE branch_id = ? ORDER BY seq",
-                (branch_id,),
-            )
-            return [stored_row(row) for row in cursor]
-
-        return await self._run(read)
-
-    async def stored_lines(self, branch_id: str) -> tuple[BranchInfo, list[bytes]]:
-        def read(conn: sqlite3.Connection) -> tuple[BranchInfo, list[bytes]]:
-            target, stored = _stored_chain(conn, branch_id)
-            return target, [line for _, header, lines in stored for line in (header, *lines)]
-
-        return await self._run(self._txn(read, begin="BEGIN"))
 
     # ---- leases --------------------------------------------------------------------------
 
     async def acquire_lease(self, branch_id: str, holder_id: str, ttl_ms: int) -> Lease:
-        holder_id = recorded_holder(holder_id)
+        holder = recorded_holder(holder_id)
+        now = self._lease_now
 
         def acquire(conn: sqlite3.Connection) -> Lease:
-            now = self.clock.now_ms()  # expiry is judged inside the transaction
-            branch = _branch(conn, branch_id)
-            row = conn.execute(
-                "SELECT holder_id, epoch, expires_at FROM leases WHERE branch_id = ?",
-                (branch_id,),
-            ).fetchone()
-            require_free(row, holder_id, now)
-            lease_epoch = row[1] if row is not None else 0
-            epoch = next_epoch(lease_epoch, _chain_epoch(conn, branch))
-            lease = Lease(branch_id, holder_id, epoch, now + ttl_ms)
-            conn.execute(
-                "INSERT INTO leases(branch_id, holder_id, epoch, expires_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT(branch_id) DO UPDATE SET holder_id = excluded.holder_id,"
-                " epoch = excluded.epoch, expires_at = excluded.expires_at",
-                (branch_id, holder_id, epoch, lease.expires_at),
-            )
-            return lease
+            return drive(conn, flows.acquire(self.dialect, branch_id, holder, ttl_ms, now))
 
         lease = await self._write(acquire, alone=not self._writers)
         self._writers.add((lease.branch_id, lease.holder_id, lease.epoch))
         return lease
 
-    async def read_lease(self, branch_id: str) -> LeaseState | None:
-        def read(conn: sqlite3.Connection) -> LeaseState | None:
-            row = conn.execute(
-                "SELECT holder_id, epoch, expires_at FROM leases WHERE branch_id = ?",
-                (branch_id,),
-            ).fetchone()
-            if row is None:
-                return None
-            return LeaseState(branch_id, row[0], row[1], row[2], self.clock.now_ms())
-
-        return await self._read(read)
-
-    async def renew_lease(self, lease: Lease, ttl_ms: int) -> Lease:
-        def renew(conn: sqlite3.Connection) -> Lease:
-            now = self.clock.now_ms()
-            _check_lease(conn, lease, now)
-            renewed = Lease(lease.branch_id, lease.holder_id, lease.epoch, now + ttl_ms)
-            conn.execute(
-                "UPDATE leases SET expires_at = ? WHERE branch_id = ?",
-                (renewed.expires_at, lease.branch_id),
-            )
-            return renewed
-
-        return await self._run(self._txn(renew))
-
-    async def check_lease(self, lease: Lease) -> None:
-        await self._run(lambda conn: _check_lease(conn, lease, self.clock.now_ms()))
-
     async def release_lease(self, lease: Lease) -> None:
-        def release(conn: sqlite3.Connection) -> None:
-            # Keep the row (and its epoch) so the next holder's epoch still increases.
-            conn.execute(
-                "UPDATE leases SET expires_at = 0"
-                " WHERE branch_id = ? AND holder_id = ? AND epoch = ?",
-                (lease.branch_id, lease.holder_id, lease.epoch),
-            )
-
         self._writers.discard((lease.branch_id, lease.holder_id, lease.epoch))
         if not self._closed:
+
+            def release(conn: sqlite3.Connection) -> None:
+                drive(conn, flows.release(lease))
+
             await self._write(release, alone=not self._writers)
 
     # ---- artifacts -----------------------------------------------------------------------
@@ -698,68 +505,10 @@ class SQLiteStore:
         sha256: str | None = None,
     ) -> str:
         if not self._deltas_ready:  # created in this write's transaction: it may roll back
-            for statement in DELTAS_DDL.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            create_deltas_table(conn)
         return sqlite_deltas.save(
             conn, self._requests, data, base, base_held=base_held, sha256=sha256
         )
-
-    # ---- import --------------------------------------------------------------------------
-
-    async def store_segment(
-        self,
-        segment: Segment,
-        *,
-        tenant_id: str,
-        parent_branch_id: str | None,
-        head_verified: bool,
-        dropped_ref: ArtifactRef | None,
-        state: str = "ready",
-    ) -> bool:
-        header = segment.header
-
-        def store(conn: sqlite3.Connection) -> bool:
-            row = conn.execute(
-                "SELECT header_line, head_seq FROM branches WHERE branch_id = ?",
-                (header.branch_id,),
-            ).fetchone()
-            if row is not None:
-                return _same_segment(conn, segment, row)
-            if parent_branch_id is None:
-                conn.execute(
-                    "INSERT INTO threads(thread_id, tenant_id) VALUES (?, ?)"
-                    " ON CONFLICT(thread_id) DO NOTHING",
-                    (header.thread_id, tenant_id),
-                )
-            last_seq, last_hash = segment_head(segment)
-            conn.execute(
-                "INSERT INTO branches(branch_id, thread_id, tenant_id, parent_branch_id,"
-                " fork_at_seq, header_line, state, head_seq, head_hash, head_verified,"
-                " dropped_ref) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    header.branch_id,
-                    header.thread_id,
-                    tenant_id,
-                    parent_branch_id,
-                    segment.fork_at_seq,
-                    header.line,
-                    state,
-                    last_seq,
-                    last_hash,
-                    int(head_verified),
-                    dropped_ref_text(dropped_ref),
-                ),
-            )
-            conn.executemany(
-                "INSERT INTO events(branch_id, seq, event_id, type, type_version, critical,"
-                " epoch, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                event_rows(header.branch_id, segment.events),
-            )
-            return True
-
-        return await self._run(self._txn(store))
-
 
 def sqlite(
     path: str | os.PathLike[str] = ".threads",
@@ -774,15 +523,6 @@ def sqlite(
 
 
 # ---- helpers running on the store thread ---------------------------------------------------
-
-
-def _branch(conn: sqlite3.Connection, branch_id: str) -> BranchInfo:
-    row = conn.execute(
-        f"SELECT {BRANCH_COLUMNS} FROM branches WHERE branch_id = ?", (branch_id,)
-    ).fetchone()
-    if row is None:
-        raise NotFound(f"no branch {branch_id} in this store")
-    return branch_from_row(row)
 
 
 # The whole fence of an append in one statement: the lease is live at ``now`` with its holder
@@ -819,96 +559,34 @@ def _fence(
         if conn.execute(_MOVE_HEAD[state_needed], args).rowcount == 1:
             return first.prev_hash
     _check_lease(conn, lease, now)
-    row = conn.execute(
-        "SELECT head_seq, head_hash, state FROM branches WHERE branch_id = ?", (branch_id,)
-    ).fetchone()
+    row = conn.execute(sql.HEAD, (branch_id,)).fetchone()
     require_head(branch_id, row, expected_seq, events, state_needed=state_needed)
     if events:  # the checks above are the fence on their own: a refusal named, or the move
         last = events[-1]
-        conn.execute(
-            "UPDATE branches SET head_seq = ?, head_hash = ?, state = 'ready' WHERE branch_id = ?",
-            (last.seq, last.hash, branch_id),
-        )
+        conn.execute(sql.MOVE_HEAD, (last.seq, last.hash, branch_id))
     return str(row[1])
 
 
 def _check_lease(conn: sqlite3.Connection, lease: Lease, now: int) -> None:
-    row = conn.execute(
-        "SELECT holder_id, epoch, expires_at FROM leases WHERE branch_id = ?",
-        (lease.branch_id,),
-    ).fetchone()
-    require_live(row, lease, now)
+    drive(conn, flows.check_lease(lease, lambda: now))
 
 
-def _chain_epoch(conn: sqlite3.Connection, branch: BranchInfo) -> int:
-    row = conn.execute(
-        "SELECT epoch FROM events WHERE branch_id = ? ORDER BY seq DESC LIMIT 1",
-        (branch.branch_id,),
-    ).fetchone()
-    if row is not None:
-        return int(row[0])
-    if branch.parent_branch_id is None:
-        return 0
-    row = conn.execute(
-        "SELECT epoch FROM events WHERE branch_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
-        (branch.parent_branch_id, branch.fork_at_seq),
-    ).fetchone()
-    return 0 if row is None else int(row[0])
-
-
-def _insert_receipt(conn: sqlite3.Connection, receipt: RunReceipt) -> None:
-    cursor = conn.execute(
-        f"INSERT INTO run_receipts({RECEIPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT DO NOTHING",
-        receipt.row(),
-    )
-    if cursor.rowcount != 1:
-        raise key_taken(receipt)  # rolls the append back with it
-
-
-def _segment_lines(
-    conn: sqlite3.Connection, branch: BranchInfo, through_seq: int | None
-) -> list[bytes]:
-    sql = "SELECT line FROM events WHERE branch_id = ?"
-    args: tuple[Any, ...] = (branch.branch_id,)
-    if through_seq is not None:
-        sql += " AND seq <= ?"
-        args = (branch.branch_id, through_seq)
-    return [line for (line,) in conn.execute(sql + " ORDER BY seq", args)]  # a BLOB is bytes
-
-
-def _stored_chain(
-    conn: sqlite3.Connection, branch_id: str
-) -> tuple[BranchInfo, list[tuple[BranchInfo, bytes, list[bytes]]]]:
-    """The resolved chain's stored bytes, segment by segment, without any check."""
-    target = _branch(conn, branch_id)
-    lineage: list[tuple[BranchInfo, int | None]] = []
-    branch, through = target, None
-    while True:
-        lineage.append((branch, through))
-        if branch.parent_branch_id is None:
-            break
-        through = branch.fork_at_seq
-        branch = _branch(conn, branch.parent_branch_id)
-    stored = []
-    for info, cut in reversed(lineage):
-        (header_line,) = conn.execute(
-            "SELECT header_line FROM branches WHERE branch_id = ?", (info.branch_id,)
-        ).fetchone()
-        stored.append((info, bytes(header_line), _segment_lines(conn, info, cut)))
-    return target, stored
-
-
-def _read_chain(conn: sqlite3.Connection, branch_id: str) -> Chain:
-    return resolved_chain(*_stored_chain(conn, branch_id))
-
-
-def _same_segment(conn: sqlite3.Connection, segment: Segment, row: tuple[Any, ...]) -> bool:
-    stored = [
-        bytes(line)
-        for (line,) in conn.execute(
-            "SELECT line FROM events WHERE branch_id = ? ORDER BY seq",
-            (segment.header.branch_id,),
-        )
-    ]
-    return same_segment(segment, bytes(row[0]), stored)
+def drive(conn: sqlite3.Connection, flow: Flow[T]) -> T:
+    """Run ``flow`` (``threads.store.flows``) on ``conn``, in the transaction the caller holds;
+    a statement that breaks a key or a constraint ends it with ``ConstraintError``."""
+    try:
+        query = next(flow)
+        while True:
+            statement = SQLITE.render(query.sql)
+            try:
+                if query.many:
+                    cursor = conn.executemany(statement, query.args)
+                    result = Result([], cursor.rowcount)
+                else:
+                    cursor = conn.execute(statement, query.args)
+                    result = Result(cursor.fetchall(), cursor.rowcount)
+            except sqlite3.IntegrityError as exc:
+                raise ConstraintError(str(exc)) from None
+            query = flow.send(result)
+    except StopIteration as done:
+        return cast(T, done.value)

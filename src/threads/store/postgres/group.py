@@ -1,7 +1,7 @@
 """Group commit on Postgres: appends to different branches that wait at the same time commit in
 one statement on one connection: one round trip and one transaction for the whole group.
 
-The statement (``threads.store.pg_append.GroupStatement``) locks every member's lease and
+The statement (``threads.store.postgres.append.GroupStatement``) locks every member's lease and
 branch rows (``FOR UPDATE ... SKIP LOCKED``), judges each member by the checks a lone append
 makes, writes the members that passed (artifacts, request deltas, events, heads) and reads their
 threads' pending control items (``InboxViews``: the run's look at the next step boundary then
@@ -32,8 +32,8 @@ import psycopg
 
 from threads.errors import NotFound, StoreError
 from threads.store.control_items import InboxViews, by_thread
-from threads.store.pg_append import AppendRequest, GroupStatement
-from threads.store.postgres_deltas import PostgresDeltas
+from threads.store.postgres.append import AppendRequest, GroupStatement
+from threads.store.postgres.deltas import PostgresDeltas
 from threads.store.rows import require_head, require_live
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]

@@ -28,7 +28,6 @@ import psycopg
 from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
-from threads.store.control_items import sql
 from threads.store.protocol import PendingArtifact
 from threads.store.request_deltas import (
     COLUMNS,
@@ -41,13 +40,12 @@ from threads.store.request_deltas import (
     delta,
     line_request_sha,
     rebuild,
-    table_ddl,
 )
+from threads.store.statements import POSTGRES
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
-DDL = table_ddl("bytea")
-INSERT_DELTAS = sql(INSERT, "%s")
+INSERT_DELTAS = POSTGRES.render(INSERT)
 # The rows of the ``want`` requests and their bases, back to (not including) a ``known`` one.
 # UNION drops a row met twice, so a loop of bases (an edited table) ends.
 _CHAINS = f"""
@@ -112,8 +110,8 @@ class PostgresDeltas:
     ) -> None:
         """Make the rows of the appends planned without a base (two round trips for all of
         them, none when there are none): a lone append's inside its transaction, after its head
-        check; a group's before its statement, from heads read unlocked (``pg_group`` says why
-        that is safe)."""
+        check; a group's before its statement, from heads read unlocked
+        (``threads.store.postgres.group`` says why that is safe)."""
         todo = [p for p in planned if p.rows is None]
         if not todo:
             return
