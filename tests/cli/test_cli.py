@@ -85,11 +85,12 @@ def test_verify_truncated_file_reports_the_torn_tail(
     cut = len(data) - 40
     at_offset = data.rfind(b"\n", 0, cut) + 1
     sample.child_file.write_bytes(data[:cut])
-    assert main(["verify", str(sample.child_file)]) == 0
+    assert main(["verify", str(sample.child_file)]) == 1
     out = capsys.readouterr().out
-    assert out == (
-        f"ok: 11 events, head unverified (torn tail of {cut - at_offset} bytes at offset"
-        f" {at_offset}), 2 requests replayed\n"
+    assert out.startswith(
+        f"torn: {sample.child_file}: it ends with {cut - at_offset} bytes at byte offset"
+        f" {at_offset} that are not a complete line (no newline after them). The 11 events"
+        " before that verify, 2 requests replayed."
     )
 
 
@@ -139,7 +140,7 @@ def test_import_then_reimport(sample: Sample, capsys: pytest.CaptureFixture[str]
     assert capsys.readouterr().out.startswith(
         f"imported: branch {sample.child.header.branch_id} of thread"
     )
-    assert main(["import", str(sample.root_file)]) == 0
+    assert main(["import", str(sample.root_file), "--tenant", "acme"]) == 0
     assert capsys.readouterr().out.startswith("already stored (identical, nothing written)")
 
 

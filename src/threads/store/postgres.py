@@ -754,6 +754,11 @@ class PostgresStore:
                     " ON CONFLICT (thread_id) DO NOTHING",
                     (header.thread_id, tenant_id),
                 )
+            owner = await (await conn.execute(
+                "SELECT tenant_id FROM threads WHERE thread_id = %s", (header.thread_id,)
+            )).fetchone()
+            if owner is not None and owner[0] != tenant_id:  # SQLite's foreign key refuses it
+                raise StoreError("forbidden", f"thread {header.thread_id} is another tenant's")
             last_seq, last_hash = segment_head(segment)
             await conn.execute(
                 "INSERT INTO branches(branch_id, thread_id, tenant_id, parent_branch_id,"
