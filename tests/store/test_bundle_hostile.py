@@ -42,7 +42,9 @@ def _log(clock: FakeClock) -> SampleLog:
     return log
 
 
-def _info(name: str, type_: bytes = tarfile.REGTYPE, size: int = 0, **attrs: object) -> tarfile.TarInfo:
+def _info(
+    name: str, type_: bytes = tarfile.REGTYPE, size: int = 0, **attrs: object
+) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.type = type_
     info.size = size
@@ -59,8 +61,8 @@ def _tar(
 ) -> bytes:
     """A good bundle of ``log`` (its export and artifacts), then the ``extra`` members."""
     out = io.BytesIO(write_bundle(log.export(), log.artifacts))
-    good = tarfile.open(fileobj=out, mode="r:")
-    members = [(m, good.extractfile(m).read()) for m in good]  # type: ignore[union-attr]
+    with tarfile.open(fileobj=out, mode="r:") as good:
+        members = [(m, good.extractfile(m).read()) for m in good]  # type: ignore[union-attr]
     final = io.BytesIO()
     with tarfile.open(fileobj=final, mode="w", format=fmt) as tar:
         for info, data in [*members, *extra]:
@@ -232,7 +234,8 @@ async def test_a_7_kib_bundle_with_a_sparse_3_gib_member_is_refused_before_any_i
     assert len(sparse) < 16 * 1024
     with tarfile.open(path) as tar:  # what the file claims: a 3 GiB sparse member
         claimed = tar.getmember(f"artifacts/{EXTRA_SHA}")
-        assert claimed.issparse() and claimed.size == 3 << 30
+        assert claimed.issparse()
+        assert claimed.size == 3 << 30
     tracemalloc.start()
     try:
         with pytest.raises(StoreError) as caught:
@@ -274,7 +277,8 @@ async def test_only_artifacts_the_log_references_are_stored_and_a_reimport_adds_
     strays = {sha256_hex(b"stray %d" % i): b"stray %d" % i for i in range(50)}
     data = write_bundle(log.export(), {**log.artifacts, **strays})
     first = await import_log(store, data, tenant_id=TENANT)
-    assert first.stored and first.unreferenced_members == 50
+    assert first.stored
+    assert first.unreferenced_members == 50
     assert stored_artifacts(store) == set(log.artifacts)
     again = await import_log(store, data, tenant_id=TENANT)
     assert not again.stored
