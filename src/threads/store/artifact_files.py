@@ -89,7 +89,7 @@ class ArtifactFiles:
         if not SHA256_HEX.fullmatch(sha256):
             return None
         path = self.path(sha256)
-        data = read_regular_file(path, sha256)
+        data = _read_regular_file(path, sha256)
         if data is not None and sha256_hex(data) != sha256:
             raise _corrupt(sha256, path, f"holds {len(data)} bytes that do not match its hash")
         return data
@@ -146,7 +146,7 @@ class ArtifactFiles:
         return True
 
 
-def read_regular_file(path: Path, sha256: str) -> bytes | None:
+def _read_regular_file(path: Path, sha256: str) -> bytes | None:
     """The bytes of the regular file at ``path`` (the address of ``sha256``), never blocking
     (see the module docstring); None when nothing is there."""
     fd = _open_regular(path, sha256)
@@ -231,7 +231,7 @@ def _kind(mode: int) -> str:
         (stat.S_ISCHR, "a character device"),
         (stat.S_ISBLK, "a block device"),
     ]
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
+    return next((name for test, name in kinds if test(mode)), "of an unknown kind")
 
 
 def _corrupt(sha256: str, path: Path, what: str) -> StoreError:
