@@ -226,7 +226,7 @@ async def test_a_7_kib_bundle_with_a_sparse_3_gib_member_is_refused_before_any_i
 ) -> None:
     """The first report's file: a small tar whose sparse member expands to 3 GiB of zeros
     when read. Refused from its header (``invalid_argument``): nothing near its size is ever
-    allocated, and nothing is stored."""
+    allocated (nor the 512 MiB bound the file is read under), and nothing is stored."""
     good = _tar(_log(clock), [])
     sparse = _with_raw_member(good, _gnu_sparse(f"artifacts/{EXTRA_SHA}", 3 << 30, b"x"))
     path = tmp_path / "sparse.bundle"
@@ -239,7 +239,7 @@ async def test_a_7_kib_bundle_with_a_sparse_3_gib_member_is_refused_before_any_i
     tracemalloc.start()
     try:
         with pytest.raises(StoreError) as caught:
-            await import_from_path(store, path, tenant_id=TENANT, max_bytes=1 << 20)
+            await import_from_path(store, path, tenant_id=TENANT)  # the default bound
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

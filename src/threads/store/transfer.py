@@ -32,6 +32,7 @@ from threads.store.protocol import ArtifactRef, Store
 TORN_MEDIA_TYPE = "application/octet-stream"
 MAX_IMPORT_BYTES = 512 * 1024 * 1024  # an import reads at most this much (import_too_large)
 MISSING_OR_CORRUPT = ("artifact_missing", "artifact_corrupt")
+_READ_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,9 +228,15 @@ async def import_from_path(
 
 def read_bounded(path: Path, max_bytes: int) -> bytes:
     """``path``'s bytes, refused (``import_too_large``) past ``max_bytes`` without reading
-    further: a device or a runaway file never fills memory."""
-    with path.open("rb") as f:
-        data = f.read(max_bytes + 1)
+    further: a device or a runaway file never fills memory. Read in chunks, so memory follows
+    the bytes there are, not the bound (one ``read(max_bytes)`` allocates all of it first)."""
+    chunks: list[bytes] = []
+    size = 0
+    with path.open("rb", buffering=0) as f:
+        while size <= max_bytes and (chunk := f.read(min(_READ_CHUNK, max_bytes + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+    data = b"".join(chunks)
     if len(data) > max_bytes:
         raise StoreError(
             "import_too_large",
