@@ -196,6 +196,17 @@ async def test_a_pax_header_is_refused(store: Store, clock: FakeClock) -> None:
     assert "pax" in (await _refused(store, data, "invalid_argument")).message
 
 
+async def test_a_pax_global_header_is_refused(store: Store, clock: FakeClock) -> None:
+    log = _log(clock)
+    final = io.BytesIO()
+    with tarfile.open(fileobj=final, mode="w", format=tarfile.PAX_FORMAT,
+                      pax_headers={"path": BUNDLE_LOG}) as tar:
+        for name, data in [(BUNDLE_LOG, log.export()), *log.artifacts.items()]:
+            member = _info(name if name == BUNDLE_LOG else f"artifacts/{name}", size=len(data))
+            tar.addfile(member, io.BytesIO(data))
+    assert "global" in (await _refused(store, final.getvalue(), "invalid_argument")).message
+
+
 async def test_a_pax_sparse_member_is_refused(store: Store, clock: FakeClock) -> None:
     member, data_map = _pax_sparse(f"artifacts/{EXTRA_SHA}", 3 << 30)
     data = _tar(_log(clock), [(member, data_map)], fmt=tarfile.PAX_FORMAT)

@@ -64,6 +64,8 @@ def read_bundle(data: bytes, *, max_bytes: int) -> tuple[bytes, dict[str, bytes]
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
             for member in tar:
+                if tar.pax_headers:  # a global header tar keeps aside, never applied here
+                    raise _refused("it carries a pax global header; a bundle is plain ustar")
                 sha256 = _checked_name(member, seen=artifacts, log_seen=log is not None)
                 _check_plain_file(member)
                 if sha256 is None:
