@@ -85,12 +85,57 @@ def test_verify_truncated_file_reports_the_torn_tail(
     cut = len(data) - 40
     at_offset = data.rfind(b"\n", 0, cut) + 1
     sample.child_file.write_bytes(data[:cut])
-    assert main(["verify", str(sample.child_file)]) == 0
+    assert main(["verify", str(sample.child_file)]) == 1
     out = capsys.readouterr().out
-    assert out == (
-        f"ok: 11 events, head unverified (torn tail of {cut - at_offset} bytes at offset"
-        f" {at_offset}), 2 requests replayed\n"
+    assert out.startswith(
+        f"torn: {sample.child_file}: it ends with {cut - at_offset} bytes at byte offset"
+        f" {at_offset} that are not a complete line (no newline after them). The 11 events"
+        " before that verify, 2 requests replayed."
     )
+
+
+def _torn_files(sample: Sample) -> dict[str, tuple[bytes, str]]:
+    """The child export torn two ways, with the words that say where."""
+    data = sample.child_file.read_bytes()
+    no_head = data[: data.rstrip(b"\n").rfind(b"\n") + 1]
+    mid_line = data[: len(no_head) - 40]
+    at = mid_line.rfind(b"\n") + 1
+    return {
+        "no_head_line": (no_head, f"it ends at byte offset {len(no_head)} without its head line"),
+        "unterminated": (
+            mid_line,
+            f"it ends with {len(mid_line) - at} bytes at byte offset {at} that are not a"
+            " complete line (no newline after them)",
+        ),
+    }
+
+
+@pytest.mark.parametrize("torn", ["no_head_line", "unterminated"])
+def test_verify_and_import_of_a_torn_file_say_it_is_torn_and_where_in_the_same_words(
+    sample: Sample, capsys: pytest.CaptureFixture[str], torn: str
+) -> None:
+    """``verify`` exits 1 on a torn file (its prefix verifies, but the file is not whole);
+    ``import`` stores the prefix (exit 0, head unverified) and says the same thing."""
+    data, where = _torn_files(sample)[torn]
+    path = sample.child_file.with_name("torn.jsonl")
+    path.write_bytes(data)
+    assert main(["verify", str(path)]) == 1
+    said = capsys.readouterr().out
+    assert said.startswith(f"torn: {path}: {where}. The "), said
+    assert main(["import", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "head unverified" in out[0]
+    assert out[1].startswith(f"torn: {path}: {where}. Only the events before that were imported")
+
+
+def test_verify_of_a_bundle_whose_log_is_torn_exits_1(
+    sample: Sample, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, where = _torn_files(sample)["no_head_line"]
+    path = sample.child_file.with_suffix(".bundle")
+    path.write_bytes(write_bundle(data, {**sample.root.artifacts, **sample.child.artifacts}))
+    assert main(["verify", str(path)]) == 1
+    assert capsys.readouterr().out.startswith(f"torn: {path}: {where}. The ")
 
 
 @pytest.mark.parametrize(
@@ -139,7 +184,7 @@ def test_import_then_reimport(sample: Sample, capsys: pytest.CaptureFixture[str]
     assert capsys.readouterr().out.startswith(
         f"imported: branch {sample.child.header.branch_id} of thread"
     )
-    assert main(["import", str(sample.root_file)]) == 0
+    assert main(["import", str(sample.root_file), "--tenant", "acme"]) == 0
     assert capsys.readouterr().out.startswith("already stored (identical, nothing written)")
 
 

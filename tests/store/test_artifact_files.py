@@ -1,7 +1,9 @@
 """Artifact files: an address holds the whole artifact or nothing, across a SIGKILL at each
-step of a put; a second put refreshes the file's mtime and mends damaged bytes; the temporary
-file a killed put leaves is swept when the store opens, and a live writer's never is; bytes a
-put finds already at their address are synced before it returns.
+step of a put; a second put refreshes the file's mtime and mends damaged bytes, and puts its
+bytes in place of a FIFO, a socket or a symlink at its address without opening it (a directory
+there is ``artifact_corrupt``, left as it is); the temporary file a killed put leaves is swept
+when the store opens, and a live writer's never is; bytes a put finds already at their address
+are synced before it returns.
 
 The kills are real: a child process puts an artifact and SIGKILLs itself at a named step
 (after the temporary file is written and fsynced, after the hard link), and the parent then
@@ -12,7 +14,10 @@ stopped between its write and its link while the parent sweeps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import socket
+import stat
 import subprocess
 import sys
 import textwrap
@@ -21,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from threads.clock import FakeClock
+from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
 from threads.store.artifact_files import ABANDONED_AFTER_MS, ArtifactFiles, make_store_dirs
 from threads.store.sqlite import sqlite
@@ -96,6 +102,57 @@ def test_a_second_put_refreshes_mtime_and_mends_damaged_bytes(tmp_path: Path) ->
     files.put(DATA)
     assert files.get(SHA) == DATA
     assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def _occupy(path: Path, kind: str, outside: Path) -> None:
+    """Something other than the artifact's file at its address."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        with contextlib.chdir(path.parent), socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(path.name)
+    elif kind == "symlink_out_of_store":
+        outside.write_bytes(b"someone else's file")
+        path.symlink_to(outside)
+    else:
+        assert kind == "directory"
+        path.mkdir()
+        (path / "inside").write_bytes(b"not ours")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "socket", "symlink_out_of_store"])
+def test_a_put_replaces_what_is_not_a_file_at_its_address_without_opening_it(
+    tmp_path: Path, kind: str
+) -> None:
+    """A FIFO there would block an open for good; a symlink would lead the write outside the
+    store. The put lets its good bytes take the address, and leaves the outside file alone."""
+    files = ArtifactFiles(tmp_path / "store")
+    outside = tmp_path / "outside"
+    _occupy(files.path(SHA), kind, outside)
+    with pytest.raises(StoreError) as err:
+        files.get(SHA)
+    assert err.value.code == "artifact_corrupt"
+    assert files.put(DATA) == SHA
+    assert files.get(SHA) == DATA
+    assert stat.S_ISREG(os.lstat(files.path(SHA)).st_mode)
+    if kind == "symlink_out_of_store":
+        assert outside.read_bytes() == b"someone else's file"
+
+
+def test_a_put_onto_a_directory_at_its_address_is_artifact_corrupt_and_leaves_it(
+    tmp_path: Path,
+) -> None:
+    files = ArtifactFiles(tmp_path / "store")
+    _occupy(files.path(SHA), "directory", tmp_path / "unused")
+    with pytest.raises(StoreError) as err:
+        files.put(DATA)
+    assert err.value.code == "artifact_corrupt"
+    assert f"{files.path(SHA)} is a directory" in err.value.message
+    assert (files.path(SHA) / "inside").read_bytes() == b"not ours"
+    assert not files.holds(SHA)
+    assert [p for p in (tmp_path / "store" / "artifacts").iterdir() if p.is_file()] == []
 
 
 def test_a_put_that_finds_its_address_makes_it_durable_before_it_returns(

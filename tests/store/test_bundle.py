@@ -141,7 +141,7 @@ async def test_a_bundle_that_lacks_an_artifact_is_refused_with_the_missing_refs(
     target = sqlite(tmp_path / "b", clock=clock)
     result = await _agent(_script()).run("go", store=source, principal=ALICE)
     branch = await source.root_branch(result.thread.id)
-    log, artifacts = read_bundle(await export_bundle(source, branch.branch_id))
+    log, artifacts = read_bundle(await export_bundle(source, branch.branch_id), max_bytes=1 << 30)
     dropped = next(iter(artifacts))
     del artifacts[dropped]
     with pytest.raises(StoreError) as caught:
@@ -153,7 +153,7 @@ async def test_a_bundle_that_lacks_an_artifact_is_refused_with_the_missing_refs(
     altered = dict(artifacts)
     altered[dropped] = b"not the bytes"
     with pytest.raises(StoreError) as caught:
-        read_bundle(write_bundle(log, altered))
+        read_bundle(write_bundle(log, altered), max_bytes=1 << 30)
     assert caught.value.code == "artifact_corrupt"
     await source.close()
     await target.close()

@@ -6,9 +6,11 @@ references read back (present, matching its hash), then replayed: every recorded
 re-rendered and compared with what was recorded.
 
 A plain export carries no artifacts, so ``verify FILE`` replays the requests it can and says
-where it stopped when a request needs an artifact. Invariant: "ok" is printed only for a log
-that passed every check the importer applies and whose replay found no mismatch, and for a
-stored branch only when it could also be exported as a bundle and continued elsewhere.
+where it stopped when a request needs an artifact. A torn FILE (an unterminated final chunk,
+or no head line) is reported as torn, with where, and exits 1 even though its prefix verifies.
+Invariant: "ok" (exit 0) is printed only for a complete log that passed every check the
+importer applies and whose replay found no mismatch, and for a stored branch only when it
+could also be exported as a bundle and continued elsewhere.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from threads.log.lines import Event
 from threads.log.reduce import Fold
 from threads.log.refs import referenced_artifacts
 from threads.log.replay import Replayed, replay
-from threads.log.verify import VerifiedExport, verify_export, verify_lines
+from threads.log.verify import verify_export, verify_lines
 from threads.run.replay import replay_branch
 from threads.store.bundle import is_bundle, read_bundle
 from threads.store.protocol import BranchInfo, Store
@@ -55,28 +57,43 @@ async def run(args: argparse.Namespace) -> int:
 async def verify_file(path: Path) -> int:
     data = await asyncio.to_thread(read_bounded, path, MAX_IMPORT_BYTES)
     carried: dict[str, bytes] | None = None
-    if is_bundle(data):
-        data, carried = read_bundle(data)  # each artifact checked against its hash
+    if is_bundle(data):  # each artifact checked against its hash, the whole bounded
+        data, carried = read_bundle(data, max_bytes=MAX_IMPORT_BYTES)
     fold = Fold()
     verified = verify_export(data, apply=fold.apply, on_header=fold.header)
     if not verified.segments:
         raise LogError("invalid_line", "the file holds no complete line", seq=0)
-    extra = ""
-    if carried is not None:
-        missing = [sha for sha in referenced_artifacts(verified.events) if sha not in carried]
-        if missing:
-            raise StoreError(
-                "artifact_missing",
-                f"the bundle lacks {len(missing)} referenced artifact(s): {', '.join(missing)}",
-            )
-        extra = f", {len(carried)} artifacts"
+    extra = "" if carried is None else f", {_carried_summary(verified.events, carried)}"
     replayed = replay(verified.events, carried or {})
     mismatch = replayed.mismatch
     if mismatch is not None and mismatch.code != "artifact_missing":
         raise LogError(mismatch.code, mismatch.message, seq=mismatch.seq)
-    summary = f"{head_summary(verified)}, {replay_summary(replayed)}"
-    print(f"ok: {len(verified.events)} events{extra}, {summary}")
+    torn = verified.torn_where()
+    if torn is not None:
+        print(
+            f"torn: {path}: {torn}. The {len(verified.events)} events before that verify"
+            f"{extra}, {replay_summary(replayed)}. `threads import` would store those events"
+            " with the head unverified (and keep any dropped bytes, recorded as log_repaired"
+            " when the thread next runs); export the branch again for a complete file."
+        )
+        return 1
+    print(f"ok: {len(verified.events)} events{extra}, head verified, {replay_summary(replayed)}")
     return 0
+
+
+def _carried_summary(events: list[Event], carried: dict[str, bytes]) -> str:
+    """How many artifacts a bundle carries; ``artifact_missing`` when its log references one
+    it lacks."""
+    refs = referenced_artifacts(events)
+    missing = [sha for sha in refs if sha not in carried]
+    if missing:
+        raise StoreError(
+            "artifact_missing",
+            f"the bundle lacks {len(missing)} referenced artifact(s): {', '.join(missing)}",
+        )
+    stray = len(set(carried) - set(refs))
+    unreferenced = f" (and {stray} its log does not reference: an import stores none)"
+    return f"{len(refs)} artifacts" + (unreferenced if stray else "")
 
 
 def replay_summary(replayed: Replayed) -> str:
@@ -86,17 +103,6 @@ def replay_summary(replayed: Replayed) -> str:
         f"{requests(replayed.requests)} replayed, the rest not (seq {replayed.mismatch.seq} needs"
         " an artifact an export does not carry; import it and run `threads replay`)"
     )
-
-
-def head_summary(verified: VerifiedExport) -> str:
-    if verified.head_verified:
-        return "head verified"
-    if verified.torn is not None:
-        return (
-            f"head unverified (torn tail of {len(verified.torn.data)} bytes at offset"
-            f" {verified.torn.at_offset})"
-        )
-    return "head unverified (no head line)"
 
 
 async def verify_store(spec: str | None, thread_id: str | None) -> int:

@@ -48,6 +48,18 @@ class VerifiedExport:
     committed_bytes: int  # header and event lines incl. their newline; no head, no torn chunk
     torn: TornTail | None
 
+    def torn_where(self) -> str | None:
+        """Where and how the export is torn, in words (None when it is complete): an
+        unterminated final chunk, or an end at a line boundary with no head line."""
+        if self.torn is not None:
+            return (
+                f"it ends with {len(self.torn.data)} bytes at byte offset {self.torn.at_offset}"
+                " that are not a complete line (no newline after them)"
+            )
+        if self.head is None:
+            return f"it ends at byte offset {self.committed_bytes} without its head line"
+        return None
+
 
 class ChainChecker:
     """Cross-line checks, one line at a time. Feed headers and events in export order (each

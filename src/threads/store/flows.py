@@ -145,6 +145,9 @@ def store_segment(
         return same_segment(segment, bytes(row[0]), stored)
     if parent_branch_id is None:
         yield Query(sql.INSERT_THREAD_ONCE, (header.thread_id, tenant_id))
+    owner = yield from one(sql.THREAD_TENANT, header.thread_id)
+    if owner is not None and owner[0] != tenant_id:  # a schema without the tenant foreign key
+        raise StoreError("forbidden", f"thread {header.thread_id} is another tenant's")
     yield Query(sql.INSERT_BRANCH, (
         header.branch_id, header.thread_id, tenant_id, parent_branch_id, segment.fork_at_seq,
         header.line, state, *segment_head(segment), head_verified, dropped_ref_text(dropped_ref),

@@ -92,6 +92,7 @@ ROW_COLUMNS = "seq, event_id, type, type_version, critical, epoch, line"
 
 INSERT_THREAD = "INSERT INTO threads(thread_id, tenant_id) VALUES (?, ?)"
 INSERT_THREAD_ONCE = INSERT_THREAD + " ON CONFLICT (thread_id) DO NOTHING"
+THREAD_TENANT = "SELECT tenant_id FROM threads WHERE thread_id = ?"
 INSERT_BRANCH = _insert("branches", BRANCHES.column_names())  # SQLite's: no `created`
 INSERT_EVENTS = _insert("events", EVENTS.column_names())
 INSERT_RECEIPT = _insert("run_receipts", RUN_RECEIPTS.column_names(), " ON CONFLICT DO NOTHING")

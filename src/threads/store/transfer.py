@@ -6,8 +6,10 @@ chains every line and enforces the semantic rules (``Fold``) before anything is 
 stores each segment's exact bytes under its parent.
 Invariants: export(import(x)) == x for every complete export; a torn final chunk is never
 stored as a line, only kept as an artifact named by the branch's ``dropped_ref`` (the branch is
-then ``head_verified=False``); re-importing identical lines is a no-op, different ones are
-``seq_conflict``.
+then ``head_verified=False``); re-importing identical lines writes no line and no file that
+was not there, different ones are ``seq_conflict``; a refused import (bad lines, a bundle of
+the wrong shape, a conflict, another tenant's thread: ``forbidden``) writes nothing; a store
+holds only the artifacts the logs it imported reference.
 """
 
 from __future__ import annotations
@@ -17,17 +19,20 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from threads.errors import LogError, NotFound, StoreError
-from threads.log.lines import Event, Head
+from threads.errors import LogError, StoreError
+from threads.log.lines import Head
 from threads.log.reduce import Fold
 from threads.log.refs import referenced_artifacts
 from threads.log.verify import Segment as VerifiedSegment
-from threads.log.verify import verify_export
+from threads.log.verify import VerifiedExport, verify_export
 from threads.store.bundle import is_bundle, read_bundle, write_bundle
-from threads.store.protocol import ArtifactRef, Segment, Store
+from threads.store.import_checks import check_owner, store_owned, stored_already
+from threads.store.protocol import ArtifactRef, Store
 
 TORN_MEDIA_TYPE = "application/octet-stream"
 MAX_IMPORT_BYTES = 512 * 1024 * 1024  # an import reads at most this much (import_too_large)
+MISSING_OR_CORRUPT = ("artifact_missing", "artifact_corrupt")
+_READ_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +46,13 @@ class ImportResult:
     stored: bool  # False: an identical branch was already in the store (nothing written)
     dropped_ref: ArtifactRef | None  # the torn tail's bytes, when there was one
     torn_at_offset: int | None
+    # Where and how the file was torn, in words (``VerifiedExport.torn_where``); None when
+    # it was complete. A torn file is imported as its verified prefix, head unverified.
+    torn: str | None = None
     # Referenced artifacts this store still lacks (a plain JSONL import carries none; a
     # bundle import refuses instead). The branch can't continue until they are there.
     missing_artifacts: tuple[str, ...] = ()
+    unreferenced_members: int = 0  # bundle artifacts the log does not reference: not stored
 
 
 async def export_branch(store: Store, branch_id: str, *, inspect: bool = False) -> bytes:
@@ -64,41 +73,44 @@ async def export_branch(store: Store, branch_id: str, *, inspect: bool = False) 
 
 
 async def export_bundle(store: Store, branch_id: str) -> bytes:
-    """The branch's export with every artifact it references (``threads.store.bundle``); refused
-    (``artifact_missing``, naming them) unless each is in this store and intact."""
+    """The branch's export with every artifact its log references (``threads.store.bundle``);
+    refused (``artifact_missing``, or ``artifact_corrupt`` when one is there but damaged,
+    naming each and what is wrong) unless each is in this store and intact."""
     chain = await store.read_chain(branch_id)
     log = await export_branch(store, branch_id)
-    wanted = list(referenced_artifacts(chain.events))
-    if chain.branch.dropped_ref is not None:
-        wanted.append(chain.branch.dropped_ref["sha256"])
     artifacts: dict[str, bytes] = {}
-    unusable: list[str] = []
-    for sha256 in dict.fromkeys(wanted):
+    unusable: list[StoreError] = []
+    for sha256 in referenced_artifacts(chain.events):
         try:
             artifacts[sha256] = await store.get_artifact(sha256)
         except StoreError as exc:
-            if exc.code not in ("artifact_missing", "artifact_corrupt"):
+            if exc.code not in MISSING_OR_CORRUPT:
                 raise
-            unusable.append(sha256)
+            unusable.append(exc)
     if unusable:
+        corrupt = any(exc.code == "artifact_corrupt" for exc in unusable)
         raise StoreError(
-            "artifact_missing",
-            f"this store lacks (or holds damaged) {len(unusable)} artifact(s) the branch"
-            f" references: {', '.join(unusable)}; no bundle was written. Run `threads verify"
-            " --store` to see what is damaged, or export without --bundle.",
+            "artifact_corrupt" if corrupt else "artifact_missing",
+            f"no bundle was written: {len(unusable)} artifact(s) the branch references can't"
+            f" be read from this store: {'; '.join(exc.message for exc in unusable)}. Run"
+            " `threads verify --store` to see what is damaged, or export without --bundle.",
         )
     return write_bundle(log, artifacts)
 
 
 async def import_log(
-    store: Store, data: bytes, *, tenant_id: str, artifacts: dict[str, bytes] | None = None
+    store: Store, data: bytes, *, tenant_id: str, max_bytes: int = MAX_IMPORT_BYTES
 ) -> ImportResult:
-    """Verify ``data`` completely, then store each segment (ancestors first). With
-    ``artifacts`` (a bundle's, already checked against their hashes), every artifact the log
-    references must be among them or already stored, else nothing is stored
-    (``artifact_missing`` naming each); they are stored before the lines that reference them."""
+    """Verify ``data`` (an export, or a bundle read up to ``max_bytes``) completely, then
+    store each segment, ancestors first. Nothing is written unless every segment is either
+    absent from the store or already there with the same bytes, under a thread ``tenant_id``
+    owns (else ``forbidden``, or ``seq_conflict``). From a bundle, every artifact the log
+    references must be in it or already stored intact, else nothing is stored
+    (``artifact_missing`` naming each); only those are stored (a member the log does not
+    reference never is), before the lines that reference them."""
+    carried: dict[str, bytes] | None = None
     if is_bundle(data):
-        data, artifacts = read_bundle(data)
+        data, carried = read_bundle(data, max_bytes=max_bytes)
     fold = Fold(now_ms=store.clock.now_ms())
     verified = verify_export(data, apply=fold.apply, on_header=fold.header)
     if not verified.segments:
@@ -108,36 +120,26 @@ async def import_log(
             " header. Export the branch again.",
             seq=0,
         )
-    missing = await _missing_artifacts(store, verified.events, artifacts or {})
-    if missing and artifacts is not None:
+    await check_owner(store, verified.segments, tenant_id)
+    stored_before = await stored_already(store, verified.segments)
+    refs = referenced_artifacts(verified.events)
+    missing = await _missing_artifacts(store, refs, carried or {})
+    if missing and carried is not None:
         raise StoreError(
             "artifact_missing",
             f"the bundle lacks {len(missing)} artifact(s) its log references:"
             f" {', '.join(missing)}; nothing was imported. Export the branch again with --bundle"
             " from a store that holds them.",
         )
-    refs = referenced_artifacts(verified.events)
-    for sha256, content in (artifacts or {}).items():
-        await store.put_artifact(content, refs.get(sha256, TORN_MEDIA_TYPE))
-    *ancestors, own = verified.segments
-    inspection_only = False
-    parent_id: str | None = None
-    for segment in ancestors:
-        inspection_only = inspection_only or _is_repair_fork(segment)
-        await _store_ancestor(store, segment, parent_id, tenant_id, inspection_only)
-        parent_id = segment.header.branch_id
-    inspection_only = inspection_only or _is_repair_fork(own)
+    for sha256, media_type in refs.items():
+        if carried is not None and sha256 in carried:
+            await store.put_artifact(carried[sha256], media_type)
+    own = verified.segments[-1]
+    own_stored = own.header.branch_id in stored_before
     dropped_ref = None
-    if verified.torn is not None:
+    if verified.torn is not None and not own_stored:
         dropped_ref = await store.put_artifact(verified.torn.data, TORN_MEDIA_TYPE)
-    stored = await store.store_segment(
-        _store_form(own),
-        tenant_id=tenant_id,
-        parent_branch_id=parent_id,
-        head_verified=verified.head_verified,
-        dropped_ref=dropped_ref,
-        state=_state(inspection_only),
-    )
+    stored = await _store_segments(store, verified, stored_before, tenant_id, dropped_ref)
     return ImportResult(
         thread_id=own.header.thread_id,
         branch_id=own.header.branch_id,
@@ -148,22 +150,56 @@ async def import_log(
         stored=stored,
         dropped_ref=dropped_ref,
         torn_at_offset=None if verified.torn is None else verified.torn.at_offset,
+        torn=verified.torn_where(),
         missing_artifacts=tuple(missing),
+        unreferenced_members=len(set(carried or ()) - set(refs)),
     )
 
 
+async def _store_segments(
+    store: Store,
+    verified: VerifiedExport,
+    stored_before: set[str],
+    tenant_id: str,
+    dropped_ref: ArtifactRef | None,
+) -> bool:
+    """Store each segment not stored already, ancestors first, each under its parent;
+    returns whether the exported branch itself was written."""
+    own = verified.segments[-1]
+    inspection_only = False
+    parent_id: str | None = None
+    stored = False
+    for segment in verified.segments:
+        # A repair fork (and anything forked from one) can be read and exported, never run.
+        inspection_only = inspection_only or _is_repair_fork(segment)
+        if segment.header.branch_id not in stored_before:
+            written = await store_owned(
+                store,
+                segment,
+                tenant_id=tenant_id,
+                parent_branch_id=parent_id,
+                # an ancestor's prefix is vouched for by the next segment's fork at_hash
+                head_verified=verified.head_verified if segment is own else True,
+                dropped_ref=dropped_ref if segment is own else None,
+                state="inspection_only" if inspection_only else "ready",
+            )
+            stored = written if segment is own else stored
+        parent_id = segment.header.branch_id
+    return stored
+
+
 async def _missing_artifacts(
-    store: Store, events: list[Event], carried: dict[str, bytes]
+    store: Store, refs: dict[str, str], carried: dict[str, bytes]
 ) -> list[str]:
     """Referenced artifacts neither ``carried`` nor intact in ``store``."""
     missing = []
-    for sha256 in referenced_artifacts(events):
+    for sha256 in refs:
         if sha256 in carried:
             continue
         try:
             await store.get_artifact(sha256)
         except StoreError as exc:
-            if exc.code not in ("artifact_missing", "artifact_corrupt"):
+            if exc.code not in MISSING_OR_CORRUPT:
                 raise
             missing.append(sha256)
     return missing
@@ -187,14 +223,20 @@ async def import_from_path(
 ) -> ImportResult:
     """Import an export or a bundle (told apart by its bytes), read up to ``max_bytes``."""
     data = await asyncio.to_thread(read_bounded, Path(path), max_bytes)
-    return await import_log(store, data, tenant_id=tenant_id)
+    return await import_log(store, data, tenant_id=tenant_id, max_bytes=max_bytes)
 
 
 def read_bounded(path: Path, max_bytes: int) -> bytes:
     """``path``'s bytes, refused (``import_too_large``) past ``max_bytes`` without reading
-    further: a device or a runaway file never fills memory."""
-    with path.open("rb") as f:
-        data = f.read(max_bytes + 1)
+    further: a device or a runaway file never fills memory. Read in chunks, so memory follows
+    the bytes there are, not the bound (one ``read(max_bytes)`` allocates all of it first)."""
+    chunks: list[bytes] = []
+    size = 0
+    with path.open("rb", buffering=0) as f:
+        while size <= max_bytes and (chunk := f.read(min(_READ_CHUNK, max_bytes + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+    data = b"".join(chunks)
     if len(data) > max_bytes:
         raise StoreError(
             "import_too_large",
@@ -204,48 +246,7 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
     return data
 
 
-async def _store_ancestor(
-    store: Store,
-    segment: VerifiedSegment,
-    parent_id: str | None,
-    tenant_id: str,
-    inspection_only: bool,
-) -> None:
-    """An export carries an ancestor only through the fork point, so a stored ancestor that
-    has grown since is still the same branch: compare the prefix the export holds."""
-    try:
-        await store.get_branch(segment.header.branch_id)
-    except NotFound:
-        await store.store_segment(
-            _store_form(segment),
-            tenant_id=tenant_id,
-            parent_branch_id=parent_id,
-            head_verified=True,  # a later segment's fork at_hash vouches for this prefix
-            dropped_ref=None,
-            state=_state(inspection_only),
-        )
-        return
-    chain = await store.read_chain(segment.header.branch_id)
-    stored = chain.segments[-1]
-    incoming = [event.line for event in segment.events]
-    prefix = [event.line for event in stored.events[: len(incoming)]]
-    if stored.header.line != segment.header.line or prefix != incoming:
-        raise StoreError(
-            "seq_conflict",
-            f"ancestor branch {segment.header.branch_id} is already stored with different"
-            " lines; import this export into another store",
-        )
-
-
-def _store_form(segment: VerifiedSegment) -> Segment:
-    return Segment(segment.header, segment.events, segment.fork_at_seq)
-
-
 def _is_repair_fork(segment: VerifiedSegment) -> bool:
     first = segment.events[0] if segment.events else None
     return first is not None and first.type == "fork" and first.data.get("reason") == "repair"
 
-
-def _state(inspection_only: bool) -> str:
-    # A repair fork (and anything forked from one) can be read and exported, never run.
-    return "inspection_only" if inspection_only else "ready"

@@ -56,7 +56,9 @@ class SampleLog:
         self.header: Header = make_header(root, uuid7(clock.now_ms()), clock.now_ms())
         self.fork_at_seq = parent.last_seq if parent is not None else None
         self.events: list[Event] = []
-        self.artifacts: dict[str, bytes] = {}  # sha256 -> the Render v1 bytes of each request
+        # sha256 -> bytes: the Render v1 bytes of each request, and any artifact a test's own
+        # events reference (put here before the turn that renders them)
+        self.artifacts: dict[str, bytes] = {}
         self._render_cache = RenderCache()  # each turn renders only the events it added
 
     # ---- writing -------------------------------------------------------------------------
@@ -95,7 +97,8 @@ class SampleLog:
         first = self.add("user_input", {"source": "api", "text": text}, USER)
         events = [e for _, segment in self.segments() for e in segment]
         started = next(e.data for e in events if e.type == "thread_started")
-        rendered = render(started, events, cache=self._render_cache)  # Render v1: replay matches
+        # Render v1 (replay matches); ``artifacts`` holds what an added event references
+        rendered = render(started, events, self.artifacts, cache=self._render_cache)
         self.artifacts[rendered.request_ref()["sha256"]] = rendered.data
         request = self.add(
             "model_request",
