@@ -145,6 +145,11 @@ def greeting() -> str:
     return "hello from the server"
 
 
+if SPEC.get("pid_key"):  # tell the tests which process this is
+    SERVICE.apply("pid", SPEC["pid_key"], str(os.getpid()), dedup=False)
+for hidden in SPEC.get("hide", []):  # a server whose tool list changed
+    server.remove_tool(hidden)
+
 if __name__ == "__main__":
     transport = SPEC.get("transport", "stdio")
     if transport == "stdio":
