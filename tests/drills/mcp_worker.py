@@ -23,12 +23,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from worker import STARTER, open_store, outcome  # noqa: E402
+from worker import STARTER, open_store, outcome
 
-from threads import agent  # noqa: E402
-from threads.mcp import LookupTool, McpServer, ToolEffect, mcp  # noqa: E402
-from threads.run.agent import Agent  # noqa: E402
-from threads.testing.scripted import call, say, scripted_model, use  # noqa: E402
+from threads import agent
+from threads.mcp import LookupTool, McpServer, ToolEffect, mcp
+from threads.run.agent import Agent
+from threads.testing.scripted import call, say, scripted_model, use
 
 SERVER = Path(__file__).parents[1] / "mcp" / "counting_server.py"
 DAY_MS = 24 * 60 * 60 * 1000

@@ -28,7 +28,7 @@ from drill_harness import SUMMARY, Drill, duplicates, log_events
 from threads.testing.fake_service import FakeService
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "mcp"))
-from harness import http_process  # noqa: E402
+from harness import http_process
 
 pytestmark = pytest.mark.drill
 
@@ -37,13 +37,19 @@ TOOLS = {"idempotent": "charge", "reconcilable": "refund", "unguarded": "send_em
          "read_only": "look_up"}
 SETTLE_PAST_MS = 120_000 + 30_000 + 1_000  # an MCP tool's settle window (timeout + margin)
 FIGURES: dict[str, int] = {"kills": 0, "duplicates": 0, "parks": 0, "resent": 0,
-                           "reconciled": 0, "fenced_sends": 0}
+                           "reconciled": 0, "frozen_holders": 0, "frozen_sends": 0}
 CASES = [
     *[("stdio", c) for c in TOOLS],
     *[("streamable-http", c) for c in TOOLS],
     ("sse", "idempotent"),
     ("sse", "unguarded"),
 ]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_figures() -> Iterator[None]:
+    yield
+    SUMMARY.append(f"MCP drills: {FIGURES}")
 
 
 @contextlib.contextmanager
@@ -112,7 +118,8 @@ def test_kill_inside_the_call(
                                  "outcome": "safe_to_retry"}]
             begins = [e["data"]["attempt"] for e in events if e["type"] == "effect_begin"]
             assert begins == [1, 2]
-            assert snapshot["requests"][key] == 2 and snapshot["counts"][key] == 1
+            assert snapshot["requests"][key] == 2
+            assert snapshot["counts"][key] == 1
             FIGURES["resent"] += 1
         elif effect_class == "reconcilable":
             assert result["status"] == "completed", result
@@ -120,7 +127,8 @@ def test_kill_inside_the_call(
                                                                      "reconcile")]
             assert snapshot["requests"][key] == 1
             (text,) = [e["data"]["preview"] for e in events if e["type"] == "tool_result"]
-            assert "refunded 2" in text and 'untrusted="true"' in text
+            assert "refunded 2" in text
+            assert 'untrusted="true"' in text
             FIGURES["reconciled"] += 1
         elif effect_class == "unguarded":
             assert result["status"] == "parked", result
@@ -136,7 +144,6 @@ def test_kill_inside_the_call(
         assert client.snapshot()["counts"].get(key, 0) == (0 if effect_class == "read_only"
                                                              else 1)
         finish(drill, tool=tool, **where)
-    SUMMARY.append(f"mcp drills so far: {FIGURES}")
 
 
 def test_kill_before_sending_settles_a_final_not_found_by_resending(
@@ -184,6 +191,8 @@ def test_frozen_holder_past_its_lease_sends_nothing(
         client.open_gate(gate)  # the frozen holder wakes up and goes on with its call
         out, err = frozen.communicate(timeout=120)
         assert frozen.returncode == 0, err.decode()
+        FIGURES["frozen_holders"] += 1
+        FIGURES["frozen_sends"] += client.snapshot()["requests"].get(key, 0)
         assert key not in client.snapshot()["requests"]  # it sent nothing
         assert b"stale_epoch" in out + err
         drill.advance(SETTLE_PAST_MS)
@@ -191,6 +200,6 @@ def test_frozen_holder_past_its_lease_sends_nothing(
         done = drill.run(thread=drill.thread_id(), input=None, tool="send_email", **where)
         assert done["status"] == "completed", done
         snapshot = client.snapshot()
-        assert snapshot["requests"][key] == 1 and snapshot["counts"][key] == 1
+        assert snapshot["requests"][key] == 1
+        assert snapshot["counts"][key] == 1
         finish(drill, tool="send_email", **where)
-    SUMMARY.append(f"mcp drills: {FIGURES}")

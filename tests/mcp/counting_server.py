@@ -121,7 +121,7 @@ async def fail() -> str:
 
 
 @server.tool()
-async def environment() -> str:
+def environment() -> str:
     """The names in the environment this process was started with."""
     raw = Path("/proc/self/environ").read_bytes().split(b"\0")
     return json.dumps(sorted(item.split(b"=", 1)[0].decode() for item in raw if item))

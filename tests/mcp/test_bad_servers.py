@@ -41,7 +41,8 @@ async def test_invalid_input_schema_names_the_tool(sqlite_store: SQLiteStore) ->
     with pytest.raises(ConfigError) as caught:
         await bot.run("x", store=sqlite_store)
     assert caught.value.code == "invalid_config"
-    assert "MCP server 'raw'" in caught.value.message and "'broken'" in caught.value.message
+    assert "MCP server 'raw'" in caught.value.message
+    assert "'broken'" in caught.value.message
 
 
 async def test_banner_on_stdout_is_unreachable(sqlite_store: SQLiteStore) -> None:
@@ -76,7 +77,8 @@ async def test_answer_that_never_comes_is_bounded_by_the_timeout(
     assert isinstance(result, Completed), result
     events = await events_of(sqlite_store, result.thread.id)
     (outcome,) = [e.data for e in events if e.type == "tool_result"]
-    assert outcome["is_error"] and "did not answer within 1 s" in outcome["preview"]
+    assert outcome["is_error"]
+    assert "did not answer within 1 s" in outcome["preview"]
 
 
 async def test_server_dying_mid_call_parks(service: FakeService, sqlite_store: SQLiteStore) -> None:
@@ -110,7 +112,8 @@ async def test_huge_result_is_cut_and_recorded(
     assert isinstance(result, Completed), result
     events = await events_of(sqlite_store, result.thread.id)
     (outcome,) = [e.data for e in events if e.type == "tool_result"]
-    assert not outcome["is_error"] and "ref" in outcome
+    assert not outcome["is_error"]
+    assert "ref" in outcome
     stored = await sqlite_store.get_artifact(outcome["ref"]["sha256"])
     assert b"[threads cut the last 2000000 characters of this result]" in stored
 
@@ -128,10 +131,12 @@ async def test_rpc_error_and_error_result_are_final(
     assert isinstance(result, Completed), result
     events = await events_of(sqlite_store, result.thread.id)
     first, second = [e.data for e in events if e.type == "tool_result"]
-    assert first["is_error"] and "error -32602: the server refuses &lt;this&gt; &amp; that" in (
+    assert first["is_error"]
+    assert "error -32602: the server refuses &lt;this&gt; &amp; that" in (
         first["preview"]
     )
-    assert second["is_error"] and 'untrusted="true"' in second["preview"]
+    assert second["is_error"]
+    assert 'untrusted="true"' in second["preview"]
     assert unknown_reasons(events) == []
     assert [e.type for e in events].count("effect_commit") == 2
 

@@ -40,9 +40,11 @@ async def test_tools_are_named_listed_and_called(
     started = events[0].data
     names = [t["name"] for t in started["tools"]]
     assert names == sorted(names)
-    assert "mcp__counting__charge" in names and "mcp__counting__read_resource" in names
+    assert "mcp__counting__charge" in names
+    assert "mcp__counting__read_resource" in names
     charge = next(t for t in started["tools"] if t["name"] == "mcp__counting__charge")
-    assert charge["effect_class"] == "idempotent" and charge["dedup_window_ms"] == 60_000
+    assert charge["effect_class"] == "idempotent"
+    assert charge["dedup_window_ms"] == 60_000
     assert charge["input_schema"]["properties"]["amount"]["type"] == "integer"
     (text,) = results(events)
     assert text == '<reference source="mcp" id="charge" untrusted="true">charged 5</reference>'
@@ -71,20 +73,23 @@ async def test_allow_deny_and_resources(
     allowed = stdio(service.port, tools={"allow": ["look_up"]})
     assert await allowed.check() == ["mcp__counting__look_up", "mcp__counting__read_resource"]
     denied = await stdio(service.port, tools={"deny": ["die", "hang"]}).check()
-    assert "mcp__counting__die" not in denied and "mcp__counting__charge" in denied
+    assert "mcp__counting__die" not in denied
+    assert "mcp__counting__charge" in denied
     model = scripted_model(
         [use(call("mcp__counting__read_resource", uri="note://greeting")), say("done")]
     )
     result = await agent(name="a", model=model, tools=[allowed]).run("x", store=sqlite_store)
     assert isinstance(result, Completed), result
     (text,) = results(await events_of(sqlite_store, result.thread.id))
-    assert "hello from the server" in text and 'id="read_resource"' in text
+    assert "hello from the server" in text
+    assert 'id="read_resource"' in text
 
 
 async def test_filter_naming_a_missing_tool_is_refused(service: FakeService) -> None:
     with pytest.raises(ConfigError) as caught:
         await stdio(service.port, tools={"allow": ["lok_up"]}).check()
-    assert caught.value.code == "invalid_config" and "'lok_up'" in caught.value.message
+    assert caught.value.code == "invalid_config"
+    assert "'lok_up'" in caught.value.message
 
 
 async def test_unreachable_server_names_it_and_starts_nothing(sqlite_store: SQLiteStore) -> None:
@@ -103,3 +108,15 @@ async def test_missing_command_is_unreachable(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         await server.check()
     assert caught.value.code == "mcp_unreachable"
+
+
+async def test_the_host_refuses_agents_with_mcp_servers(
+    service: FakeService, sqlite_store: SQLiteStore
+) -> None:
+    from threads.host.app import host
+
+    bot = agent(name="a", model=scripted_model([say("x")]), tools=[stdio(service.port)])
+    with pytest.raises(ConfigError) as caught:
+        host(sqlite_store, [bot], authenticate=lambda _request: None)
+    assert caught.value.code == "capability_missing"
+    assert "(a)" in caught.value.message

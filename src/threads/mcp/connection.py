@@ -19,22 +19,21 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import mcp_types
-from mcp import ClientSession
 from mcp.client._transport import TransportStreams
+from mcp.shared.exceptions import MCPError
 
+from mcp import ClientSession
 from threads.errors import ConfigError, StoreError
+from threads.mcp.call import CONNECTION_CLOSED
+from threads.mcp.config import McpConfig
 from threads.mcp.fenced_stream import FencedWriteStream
 from threads.mcp.remote import http_transport
 from threads.mcp.secrets import shown_url
 from threads.mcp.stdio import stdio_transport
 from threads.models.fence import Fence
 from threads.tools.encode import describe_exception
-
-if TYPE_CHECKING:
-    from threads.mcp.server import McpServer
 
 log = logging.getLogger("threads")
 MAX_LIST_PAGES = 1000
@@ -56,7 +55,7 @@ class _Open:
 
 
 class Connection:
-    def __init__(self, server: McpServer, fence_of: Callable[[], Fence]) -> None:
+    def __init__(self, server: McpConfig, fence_of: Callable[[], Fence]) -> None:
         self._server = server
         self._fence_of = fence_of
         self._ready: asyncio.Future[_Open] = asyncio.get_running_loop().create_future()
@@ -80,7 +79,7 @@ class Connection:
         except ConfigError:
             raise
         except Exception as exc:
-            raise self._unreachable(describe_exception(exc)) from None
+            raise self._unreachable(_described(exc)) from None
         return opened.listing
 
     @property
@@ -129,8 +128,7 @@ class Connection:
                 if self._ready.done():
                     log.info("MCP server %s: connection ended: %s", self._server.name, exc)
                     return
-                failures.append(f"{name}: {describe_exception(exc)}" if name else
-                                describe_exception(exc))
+                failures.append(f"{name}: {_described(exc)}" if name else _described(exc))
         self._fail(self._unreachable("; ".join(failures)))
 
     async def _serve(self, streams: TransportStreams) -> None:
@@ -180,6 +178,16 @@ class Connection:
         )
 
 
+def _described(exc: BaseException) -> str:
+    """What went wrong, in words: the exceptions inside a task group's group, not the group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_described(inner) for inner in exc.exceptions)
+    if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
+        return "the connection closed before the server answered (did it exit, or write"\
+            " something other than JSON-RPC to its stdout?)"
+    return describe_exception(exc)
+
+
 async def _list_tools(session: ClientSession) -> tuple[mcp_types.Tool, ...]:
     tools: list[mcp_types.Tool] = []
     cursor: str | None = None
@@ -195,7 +203,7 @@ async def _list_tools(session: ClientSession) -> tuple[mcp_types.Tool, ...]:
 
 @contextlib.asynccontextmanager
 async def connected(
-    server: McpServer, fence_of: Callable[[], Fence]
+    server: McpConfig, fence_of: Callable[[], Fence]
 ) -> AsyncIterator[tuple[Connection, Listing]]:
     """A started ``Connection`` and what it listed, closed on exit."""
     connection = Connection(server, fence_of)

@@ -15,10 +15,11 @@ import contextlib
 import importlib.util
 import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from threads.errors import ConfigError
+from threads.mcp.config import McpConfig
 from threads.mcp.effects import LookupTool, ToolEffect
 from threads.mcp.naming import check_server_name, prefix
 from threads.mcp.secrets import Secrets
@@ -34,44 +35,28 @@ MCP_EFFECTS = tuple(e for e in EFFECT_CLASSES if e != "sandbox_local")
 class McpServer:
     """An MCP server for ``agent(tools=[...])``. Made by ``mcp(...)``."""
 
-    name: str
-    url: str | None
-    command: str | None
-    args: tuple[str, ...]
-    cwd: str | None
-    allow: tuple[str, ...]
-    deny: tuple[str, ...]
-    effect: EffectClass
-    dedup_window_ms: int | None
-    reconcile: Reconcile | LookupTool | None
-    effects: Mapping[str, ToolEffect]
-    timeout_s: float
-    setup_timeout_s: float
-    headers: Mapping[str, str] = field(repr=False)
-    env: Mapping[str, str] = field(repr=False)
-    secrets: Secrets = field(repr=False)
+    config: McpConfig
+
+    @property
+    def name(self) -> str:
+        return self.config.name
 
     @property
     def label(self) -> str:
-        return f"MCP server {self.name!r}"
+        return self.config.label
 
     def owns(self, tool_name: str) -> bool:
-        return tool_name.startswith(prefix(self.name))
-
-    def exposes(self, server_tool: str) -> bool:
-        """Whether the model is given this server tool (``tools={"allow"|"deny": ...}``)."""
-        if self.allow and server_tool not in self.allow:
-            return False
-        return server_tool not in self.deny
+        return tool_name.startswith(prefix(self.config.name))
 
     @contextlib.asynccontextmanager
     async def open(self, fence_of: Callable[[], Fence]) -> AsyncIterator[Sequence[Tool]]:
         """Connect, list, filter and yield the agent tools; the connection closes on exit."""
+        # here, not at the top: importing threads.mcp must work without the SDK installed
         from threads.mcp.connection import connected
         from threads.mcp.tools import agent_tools
 
-        async with connected(self, fence_of) as (connection, listing):
-            yield agent_tools(self, listing, connection)
+        async with connected(self.config, fence_of) as (connection, listing):
+            yield agent_tools(self.config, listing, connection)
 
     async def check(self) -> list[str]:
         """Connect once (its own connection, outside any run), list and check the tools as a run
@@ -147,7 +132,7 @@ def mcp(
         raise ConfigError("invalid_config", f"MCP server {name!r}: url must be http(s)://...")
     if any(not isinstance(a, str) for a in args):
         raise ConfigError("invalid_config", f"MCP server {name!r}: args must be strings")
-    return McpServer(
+    return McpServer(McpConfig(
         name=name,
         url=url,
         command=command,
@@ -164,7 +149,7 @@ def mcp(
         headers=headers,
         env=env,
         secrets=Secrets.of(headers.values(), env.values()),
-    )
+    ))
 
 
 def _filters(

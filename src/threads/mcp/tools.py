@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import mcp_types
 from pydantic import BaseModel, Field
 
 from threads.errors import ConfigError
 from threads.mcp.call import McpToolError, answer_of
+from threads.mcp.config import McpConfig
 from threads.mcp.connection import Connection, Listing
 from threads.mcp.effects import LookupTool, McpResult, ToolEffect
 from threads.mcp.naming import READ_RESOURCE, agent_tool_name
@@ -30,9 +31,6 @@ from threads.mcp.schema import McpArguments, arguments_model, checked_schema
 from threads.tools.context import RunContext
 from threads.tools.encode import valid_text
 from threads.tools.tool import Found, LookupOutcome, LookupUnknown, Reconcile, Tool, tool
-
-if TYPE_CHECKING:
-    from threads.mcp.server import McpServer
 
 EFFECT_KEY_META = "threads/effect_key"
 # A request an earlier holder had in flight can arrive until its timeout is over, and a little.
@@ -43,7 +41,7 @@ class ResourceUri(BaseModel):
     uri: str = Field(min_length=1, description="The URI of the resource to read")
 
 
-def agent_tools(server: McpServer, listing: Listing, connection: Connection) -> tuple[Tool, ...]:
+def agent_tools(server: McpConfig, listing: Listing, connection: Connection) -> tuple[Tool, ...]:
     by_name = {t.name: t for t in listing.tools}
     _check_named(server, by_name)
     made: dict[str, Tool] = {}
@@ -70,7 +68,7 @@ def agent_tools(server: McpServer, listing: Listing, connection: Connection) -> 
     return tuple(made[name] for name in sorted(made))
 
 
-def _check_named(server: McpServer, by_name: Mapping[str, mcp_types.Tool]) -> None:
+def _check_named(server: McpConfig, by_name: Mapping[str, mcp_types.Tool]) -> None:
     """Every tool a filter, an override or a lookup names must be one the server offers."""
     named = [*server.allow, *server.deny, *server.effects]
     lookups = [server.reconcile, *(e.reconcile for e in server.effects.values())]
@@ -85,7 +83,7 @@ def _check_named(server: McpServer, by_name: Mapping[str, mcp_types.Tool]) -> No
 
 
 def _call_tool(
-    server: McpServer,
+    server: McpConfig,
     listed: mcp_types.Tool,
     connection: Connection,
     by_name: Mapping[str, mcp_types.Tool],
@@ -128,7 +126,7 @@ def _call_tool(
 
 
 async def _call(
-    server: McpServer,
+    server: McpConfig,
     connection: Connection,
     *,
     server_tool: str,
@@ -154,7 +152,7 @@ async def _call(
 
 
 def _lookup(
-    server: McpServer, connection: Connection, lookup: LookupTool, listed: mcp_types.Tool
+    server: McpConfig, connection: Connection, lookup: LookupTool, listed: mcp_types.Tool
 ) -> Reconcile:
     async def find(effect_key: str, ctx: RunContext) -> LookupOutcome:
         arguments = dict(lookup.arguments(effect_key))
@@ -173,7 +171,7 @@ def _lookup(
     return Reconcile(find, lookup.finality)
 
 
-def _wrapped(answer: LookupOutcome, source_id: str, server: McpServer) -> LookupOutcome:
+def _wrapped(answer: LookupOutcome, source_id: str, server: McpConfig) -> LookupOutcome:
     """A found value is server text: the model reads it wrapped like a live call's result."""
     if isinstance(answer, Found):
         value = answer.value
@@ -182,7 +180,7 @@ def _wrapped(answer: LookupOutcome, source_id: str, server: McpServer) -> Lookup
     return answer
 
 
-def _read_resource_tool(server: McpServer, connection: Connection) -> Tool:
+def _read_resource_tool(server: McpConfig, connection: Connection) -> Tool:
     async def read(args: ResourceUri, ctx: RunContext) -> str:
         request = mcp_types.ReadResourceRequest(
             params=mcp_types.ReadResourceRequestParams(uri=args.uri)
