@@ -90,10 +90,7 @@ def test_import_works_without_any_extra() -> None:
         "import threads, threads.openai, threads.anthropic, threads.litellm, threads.mcp\n"
         "print(threads.__version__)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", blocker], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert out.stdout.strip() == "0.1.0"
+    assert _python(blocker) == "0.1.0"
 
 
 def test_mcp_without_its_extra_names_the_extra() -> None:
@@ -107,10 +104,15 @@ def test_mcp_without_its_extra_names_the_extra() -> None:
         "except ImportError as exc:\n"
         "    print(exc)\n"
     )
+    assert "pip install 'threads[mcp]'" in _python(blocker)
+
+
+def _python(code: str) -> str:
+    """What ``python -c code`` prints, in a fresh interpreter."""
     out = subprocess.run(
-        [sys.executable, "-c", blocker], capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
-    assert "pip install 'threads[mcp]'" in out.stdout
+    return out.stdout.strip()
 
 
 def _resolves(dotted: str) -> bool:

@@ -16,8 +16,5 @@ sys.path.insert(0, str(Path(__file__).parent))  # harness.py, beside the tests
 
 @pytest.fixture(scope="module")
 def service() -> Iterator[FakeService]:
-    svc = FakeService.start()
-    try:
+    with FakeService.running() as svc:
         yield svc
-    finally:
-        svc.stop()

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+from typing import TypeVar
 
 import mcp_types
 from mcp.shared.exceptions import MCPError
 
+from mcp import ClientSession
 from threads.errors import StoreError
+from threads.mcp.config import McpConfig
 from threads.mcp.render import untrusted
-from threads.mcp.secrets import Secrets
 from threads.tools.encode import describe_exception
 from threads.tools.tool import EffectUnknown
 
@@ -33,6 +34,7 @@ from threads.tools.tool import EffectUnknown
 # CONNECTION_CLOSED), whichever side they came from.
 NO_ANSWER_IN_TIME = -32001
 CONNECTION_CLOSED = -32000
+R = TypeVar("R", mcp_types.CallToolResult, mcp_types.ReadResourceResult)
 
 
 class McpToolError(Exception):
@@ -40,17 +42,20 @@ class McpToolError(Exception):
 
 
 async def answer_of(
-    request: Awaitable[mcp_types.CallToolResult | mcp_types.ReadResourceResult],
+    server: McpConfig,
+    session: ClientSession,
+    request: mcp_types.CallToolRequest | mcp_types.ReadResourceRequest,
+    result_type: type[R],
     *,
     source_id: str,
-    label: str,
-    timeout_s: float,
     cancelled: asyncio.Event,
-    secrets: Secrets,
-) -> mcp_types.CallToolResult | mcp_types.ReadResourceResult:
-    """The server's answer to ``request`` (already bound to its session and timeout), or the
-    outcome the module docstring describes."""
-    sending = asyncio.ensure_future(request)
+) -> R:
+    """The server's answer to ``request`` (within the server's ``timeout_s``), or the outcome
+    the module docstring describes."""
+    label, timeout_s, secrets = server.label, server.timeout_s, server.secrets
+    sending = asyncio.ensure_future(
+        session.send_request(request, result_type, request_read_timeout_seconds=timeout_s)
+    )
     waiting = asyncio.ensure_future(cancelled.wait())
     try:
         await asyncio.wait({sending, waiting}, return_when=asyncio.FIRST_COMPLETED)

@@ -46,26 +46,22 @@ def agent_tools(server: McpConfig, listing: Listing, connection: Connection) -> 
     _check_named(server, by_name)
     made: dict[str, Tool] = {}
     for listed in listing.tools:
-        if not server.exposes(listed.name):
-            continue
-        made_tool = _call_tool(server, listed, connection, by_name)
-        if made_tool.name in made:
-            raise ConfigError(
-                "invalid_config",
-                f"{server.label}: two of its tools would both be named {made_tool.name!r};"
-                " leave one out with tools={'deny': [...]}",
-            )
-        made[made_tool.name] = made_tool
+        if server.exposes(listed.name):
+            _add(made, _call_tool(server, listed, connection, by_name), server,
+                 "two of its tools would both be named")
     if listing.resources:
-        reader = _read_resource_tool(server, connection)
-        if reader.name in made:
-            raise ConfigError(
-                "invalid_config",
-                f"{server.label}: a tool of its own is named {reader.name!r}, like the"
-                " resource reader threads adds; leave it out with tools={'deny': [...]}",
-            )
-        made[reader.name] = reader
+        _add(made, _read_resource_tool(server, connection), server,
+             "the resource reader threads adds has the name of one of its tools,")
     return tuple(made[name] for name in sorted(made))
+
+
+def _add(made: dict[str, Tool], one: Tool, server: McpConfig, clash: str) -> None:
+    if one.name in made:
+        raise ConfigError(
+            "invalid_config",
+            f"{server.label}: {clash} {one.name!r}; leave one out with tools={{'deny': [...]}}",
+        )
+    made[one.name] = one
 
 
 def _check_named(server: McpConfig, by_name: Mapping[str, mcp_types.Tool]) -> None:
@@ -137,18 +133,14 @@ async def _call(
     request = mcp_types.CallToolRequest(
         params=mcp_types.CallToolRequestParams(name=server_tool, arguments=arguments, _meta=meta)
     )
-    answer = await answer_of(
-        connection.session.send_request(
-            request, mcp_types.CallToolResult, request_read_timeout_seconds=server.timeout_s
-        ),
+    return await answer_of(
+        server,
+        connection.session,
+        request,
+        mcp_types.CallToolResult,
         source_id=server_tool,
-        label=server.label,
-        timeout_s=server.timeout_s,
         cancelled=ctx.cancelled,
-        secrets=server.secrets,
     )
-    assert isinstance(answer, mcp_types.CallToolResult)
-    return answer
 
 
 def _lookup(
@@ -186,18 +178,13 @@ def _read_resource_tool(server: McpConfig, connection: Connection) -> Tool:
             params=mcp_types.ReadResourceRequestParams(uri=args.uri)
         )
         answer = await answer_of(
-            connection.session.send_request(
-                request,
-                mcp_types.ReadResourceResult,
-                request_read_timeout_seconds=server.timeout_s,
-            ),
+            server,
+            connection.session,
+            request,
+            mcp_types.ReadResourceResult,
             source_id=READ_RESOURCE,
-            label=server.label,
-            timeout_s=server.timeout_s,
             cancelled=ctx.cancelled,
-            secrets=server.secrets,
         )
-        assert isinstance(answer, mcp_types.ReadResourceResult)
         return untrusted(READ_RESOURCE, resource_text(answer.contents), server.secrets)
 
     return tool(
