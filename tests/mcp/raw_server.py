@@ -6,7 +6,9 @@ the way its first argument names.
 - ``not_json``: answers ``tools/call`` with a line that is not JSON;
 - ``bad_result``: answers ``tools/call`` with a result of the wrong shape (content not a list);
 - ``wrong_id``: answers ``tools/call`` under another request id (so never, for the client);
-- ``banner``: prints a line that is not JSON-RPC before anything else.
+- ``banner``: prints a line that is not JSON-RPC before anything else;
+- ``remote_ref``: its tool's schema points (``$ref``) at a URL;
+- ``many_tools``: lists more tool text than a thread can pin.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "not_json"
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}}
+REMOTE_REF = {"type": "object", "properties": {"n": {"$ref": "http://127.0.0.1:9/n.json"}}}
 BAD_SCHEMA = {"type": "object", "properties": {"n": {"type": "no-such-type"}}}
 
 
@@ -34,6 +37,11 @@ def answer(request: dict[str, object]) -> None:
         tools = [{"name": "poke", "description": "Poke.", "inputSchema": SCHEMA}]
         if MODE == "bad_schema":
             tools.append({"name": "broken", "description": "B.", "inputSchema": BAD_SCHEMA})
+        if MODE == "remote_ref":
+            tools[0]["inputSchema"] = REMOTE_REF
+        if MODE == "many_tools":
+            tools += [{"name": f"tool_{i}", "description": "d" * 2000, "inputSchema": SCHEMA}
+                      for i in range(400)]
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": tools}})
     elif method == "tools/call":
         if MODE == "not_json":

@@ -45,6 +45,26 @@ async def test_invalid_input_schema_names_the_tool(sqlite_store: SQLiteStore) ->
     assert "'broken'" in caught.value.message
 
 
+async def test_tool_list_too_big_to_pin_is_refused() -> None:
+    with pytest.raises(ConfigError) as caught:
+        await raw("many_tools").check()
+    assert caught.value.code == "invalid_config"
+    assert "at most 524288 are pinned" in caught.value.message
+
+
+async def test_schema_pointing_at_a_url_fetches_nothing_and_refuses_the_call(
+    sqlite_store: SQLiteStore,
+) -> None:
+    bot = agent(name="a", model=scripted_model([use(call("mcp__raw__poke", n=1)), say("x")]),
+                tools=[raw("remote_ref")])
+    result = await bot.run("x", store=sqlite_store)
+    assert isinstance(result, Completed), result
+    events = await events_of(sqlite_store, result.thread.id)
+    (outcome,) = [e.data for e in events if e.type == "tool_result"]
+    assert outcome["origin"] == "not_executed"
+    assert "its schema could not be applied" in outcome["preview"]
+
+
 async def test_banner_on_stdout_is_unreachable(sqlite_store: SQLiteStore) -> None:
     with pytest.raises(ConfigError) as caught:
         await raw("banner", setup_timeout_s=20).check()

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from jsonschema import Draft202012Validator, SchemaError
 from jsonschema.exceptions import best_match
 from pydantic import BaseModel, ConfigDict, model_validator
+from referencing import Registry
 
 from threads.errors import ConfigError, LogError
 from threads.log.canonical import canonical, parse_strict
@@ -68,7 +69,12 @@ class McpArguments(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _against_schema(cls, data: Any) -> Any:
-        error = best_match(cls.validator_.iter_errors(data))
+        try:
+            error = best_match(cls.validator_.iter_errors(data))
+        except Exception as exc:  # a $ref that resolves nowhere, say: the server's mistake
+            raise ValueError(
+                f"invalid arguments for {cls.tool_}: its schema could not be applied ({exc})"
+            ) from None
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "arguments"
             raise ValueError(f"invalid arguments for {cls.tool_}: {where}: {error.message}")
@@ -83,7 +89,8 @@ def arguments_model(agent_name: str, schema: dict[str, Any]) -> type[McpArgument
     """The input model of the agent tool ``agent_name`` (its server tool's ``schema``)."""
     namespace = {
         "schema_": copy.deepcopy(schema),
-        "validator_": Draft202012Validator(schema),
+        # an empty registry: a $ref resolves inside the schema, never by fetching a URL
+        "validator_": Draft202012Validator(schema, registry=Registry()),
         "tool_": agent_name,
         "__module__": __name__,
     }

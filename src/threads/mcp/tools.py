@@ -21,6 +21,7 @@ import mcp_types
 from pydantic import BaseModel, Field
 
 from threads.errors import ConfigError
+from threads.log.canonical import canonical
 from threads.mcp.call import McpToolError, answer_of
 from threads.mcp.config import McpConfig
 from threads.mcp.connection import Connection, Listing
@@ -33,6 +34,8 @@ from threads.tools.encode import valid_text
 from threads.tools.tool import Found, LookupOutcome, LookupUnknown, Reconcile, Tool, tool
 
 EFFECT_KEY_META = "threads/effect_key"
+# a thread_started line holds at most 1 MiB: what one server pins leaves room for the rest
+MAX_PINNED_BYTES = 512 * 1024
 # A request an earlier holder had in flight can arrive until its timeout is over, and a little.
 SETTLE_MARGIN_MS = 30_000
 
@@ -52,7 +55,16 @@ def agent_tools(server: McpConfig, listing: Listing, connection: Connection) -> 
     if listing.resources:
         _add(made, _read_resource_tool(server, connection), server,
              "the resource reader threads adds has the name of one of its tools,")
-    return tuple(made[name] for name in sorted(made))
+    tools = tuple(made[name] for name in sorted(made))
+    pinned = sum(len(canonical(t.spec())) for t in tools)
+    if pinned > MAX_PINNED_BYTES:
+        raise ConfigError(
+            "invalid_config",
+            f"{server.label}: its tools' descriptions and schemas come to {pinned} bytes; at"
+            f" most {MAX_PINNED_BYTES} are pinned with a thread. Leave some out with"
+            " tools={'allow': [...]}",
+        )
+    return tools
 
 
 def _add(made: dict[str, Tool], one: Tool, server: McpConfig, clash: str) -> None:
