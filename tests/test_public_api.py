@@ -84,16 +84,35 @@ def test_import_works_without_any_extra() -> None:
         "class Block:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name.split('.')[0] in {'openai', 'anthropic', 'litellm', 'psycopg',"
-        " 'psycopg_pool', 'httpx2'}:\n"
+        " 'psycopg_pool', 'httpx2', 'mcp', 'mcp_types'}:\n"
         "            raise ImportError('blocked: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import threads, threads.openai, threads.anthropic, threads.litellm\n"
+        "import threads, threads.openai, threads.anthropic, threads.litellm, threads.mcp\n"
         "print(threads.__version__)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", blocker], capture_output=True, text=True, check=True, timeout=60
+    assert _python(blocker) == "0.1.0"
+
+
+def test_mcp_without_its_extra_names_the_extra() -> None:
+    blocker = (
+        "import sys, importlib.util\n"
+        "real = importlib.util.find_spec\n"
+        "importlib.util.find_spec = lambda name, *a: None if name == 'mcp' else real(name, *a)\n"
+        "from threads.mcp import mcp\n"
+        "try:\n"
+        "    mcp(name='x', command='x')\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
     )
-    assert out.stdout.strip() == "0.1.0"
+    assert "pip install 'threads[mcp]'" in _python(blocker)
+
+
+def _python(code: str) -> str:
+    """What ``python -c code`` prints, in a fresh interpreter."""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    return out.stdout.strip()
 
 
 def _resolves(dotted: str) -> bool:

@@ -66,6 +66,7 @@ API_CODES: frozenset[str] = frozenset(
         "duplicate_name",
         "capability_missing",
         "transport_fence_unsupported",
+        "mcp_unreachable",
         "model_error",
         "tool_error",
         "invalid_argument",

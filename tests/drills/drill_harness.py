@@ -132,6 +132,7 @@ class Drill:
     root: Path
     service: FakeService
     clock_file: Path | None = None
+    worker: Path = WORKER  # the worker script a run starts (mcp_worker.py for the MCP drills)
     offset_ms: int = 0
     runs: int = 0
     kills: int = 0
@@ -175,7 +176,7 @@ class Drill:
         spec = self.spec(**fields)
         self.runs += 1
         proc = subprocess.run(
-            [sys.executable, str(WORKER), "run", json.dumps(spec)],
+            [sys.executable, str(self.worker), "run", json.dumps(spec)],
             capture_output=True,
             timeout=60,
             check=False,
@@ -198,7 +199,7 @@ class Drill:
         spec = self.spec(**fields)
         self.runs += 1
         return subprocess.Popen(
-            [sys.executable, str(WORKER), "run", json.dumps(spec)],
+            [sys.executable, str(self.worker), "run", json.dumps(spec)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )

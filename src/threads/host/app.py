@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from threads.errors import ConfigError
 from threads.host.auth import Authenticate
 from threads.host.failure import failure
 from threads.host.http import MAX_BODY_BYTES, Context, Handler, route
@@ -92,7 +93,16 @@ def host(
     ``ceiling`` narrows every run's permissions; ``log(line)`` gets one line per run outcome
     (stderr by default). Several hosts may serve one Postgres store."""
     say = log or _stderr
-    runs = Runs(store, agents_by_name(agents), Hub(), ceiling=ceiling, log=say)
+    named = agents_by_name(agents)
+    with_sources = sorted(name for name, one in named.items() if one.sources)
+    if with_sources:
+        # A host writes a new thread's config before any run connects its MCP servers.
+        raise ConfigError(
+            "capability_missing",
+            f"the host can't serve agents with MCP servers yet ({', '.join(with_sources)}):"
+            " run them with Agent.run",
+        )
+    runs = Runs(store, named, Hub(), ceiling=ceiling, log=say)
     ctx = Context(runs, authenticate, max_body_bytes, say, Summaries(runs.agents))
     schema = document()
 

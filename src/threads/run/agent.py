@@ -33,6 +33,7 @@ from threads.run.streaming import RunStream
 from threads.sandbox.protocol import Sandbox
 from threads.sandbox.tools import sandbox_tools
 from threads.store.protocol import Store
+from threads.tools.source import ToolSource
 from threads.tools.tool import Tool
 
 AGENT_NAME_MAX = 128
@@ -125,7 +126,7 @@ def agent(
     name: str,
     model: Model,
     instructions: str = "",
-    tools: Sequence[Tool] = (),
+    tools: Sequence[Tool | ToolSource] = (),
     budget: Budget | None = None,
     permissions: Permissions | None = None,
     approvers: Sequence[Principal] | None = None,
@@ -149,7 +150,9 @@ def agent(
     ``output``: a Pydantic model; a turn then ends only on a valid ``final_output`` call (the
     tool is added), ``Completed.output`` is the validated model, and at most
     ``output_retries`` failed candidates are shown to the model before the turn ends
-    ``output_invalid``. Add ``threads.ask_user`` to ``tools`` to let the model ask a question
+    ``output_invalid``. ``tools`` may hold MCP servers (``threads.mcp.mcp(...)``): each run
+    connects them and adds their tools, pinned with the thread's config. Add
+    ``threads.ask_user`` to ``tools`` to let the model ask a question
     (the run parks ``awaiting_input`` until ``Thread.answer``)."""
     if not isinstance(name, str) or not name or len(name) > AGENT_NAME_MAX:
         raise ConfigError("invalid_config", "agent name must be a non-empty string")
@@ -159,12 +162,21 @@ def agent(
             "model must implement threads.Model (e.g. threads.openai.openai(...) or"
             " threads.testing.scripted_model(...))",
         )
-    tools = [*tools, *_sandbox_tools(sandbox, tools, snapshots), *_memory_tools(memory),
-             *_output_tools(output, output_retries)]
+    sources = _sources(tools)
+    own: list[Tool] = []
+    for given in tools:
+        if isinstance(given, Tool):
+            own.append(given)
+        elif not isinstance(given, ToolSource):
+            raise ConfigError(
+                "invalid_config",
+                "tools must be made with threads.tool(...) (or be MCP servers made with"
+                " threads.mcp.mcp(...))",
+            )
+    all_tools = [*own, *_sandbox_tools(sandbox, own, snapshots), *_memory_tools(memory),
+                 *_output_tools(output, output_retries)]
     seen: set[str] = set()
-    for t in tools:
-        if not isinstance(t, Tool):
-            raise ConfigError("invalid_config", "tools must be made with threads.tool(...)")
+    for t in all_tools:
         if t.name in seen:
             raise ConfigError("duplicate_name", f"two tools are named {t.name!r}")
         seen.add(t.name)
@@ -178,7 +190,7 @@ def agent(
         name=name,
         model=model,
         instructions=instructions,
-        tools=tuple(tools),
+        tools=tuple(all_tools),
         budget=budget,
         permissions=permissions or Permissions(),
         approvers=tuple(approvers) if approvers is not None else None,
@@ -189,7 +201,17 @@ def agent(
         retry=retry or DEFAULT_RETRY,
         output=output,
         output_retries=output_retries,
+        sources=sources,
     )
+
+
+def _sources(tools: Sequence[Tool | ToolSource]) -> tuple[ToolSource, ...]:
+    sources = tuple(t for t in tools if isinstance(t, ToolSource) and not isinstance(t, Tool))
+    labels = [source.label for source in sources]
+    for label in labels:
+        if labels.count(label) > 1:
+            raise ConfigError("duplicate_name", f"{label} is given twice: give each its own name")
+    return sources
 
 
 def _output_tools(output: type[BaseModel] | None, retries: int) -> tuple[Tool, ...]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from threads.errors import ConfigError
 from threads.log.hashing import value_hash
 from threads.memory import Memory
 from threads.models.protocol import Model
@@ -23,6 +24,7 @@ from threads.run.output_schema import DEFAULT_OUTPUT_RETRIES, output_policy_of
 from threads.run.permissions import Permissions
 from threads.run.retry_policy import DEFAULT_RETRY, RetryPolicy
 from threads.sandbox.protocol import Sandbox
+from threads.tools.source import ToolSource
 from threads.tools.tool import Tool
 
 PINNED_KEYS = ("adapter", "instructions", "model", "model_params", "tools")
@@ -44,6 +46,10 @@ class AgentSpec:
     retry: RetryPolicy = DEFAULT_RETRY
     output: type[BaseModel] | None = None  # a turn ends only on a valid final_output
     output_retries: int = DEFAULT_OUTPUT_RETRIES
+    # Tools known once connected (MCP servers): a run opens them and adds their tools
+    # (``threads.run.sources``); until then the config can't be known.
+    sources: tuple[ToolSource, ...] = ()
+    sources_open: bool = False
 
     def tool_named(self, name: str) -> Tool | None:
         for t in self.tools:
@@ -53,6 +59,13 @@ class AgentSpec:
 
     def config(self) -> dict[str, Any]:
         """thread_started's data: what this agent pins a thread to."""
+        if self.sources and not self.sources_open:
+            raise ConfigError(
+                "invalid_config",
+                f"agent {self.name!r} has tools from {_labels(self.sources)}: its config is"
+                " known once they are connected (a run does that; so does each server's"
+                " check())",
+            )
         data: dict[str, Any] = {
             "adapter": self.model.adapter_ref(),
             "agent_name": self.name,
@@ -84,6 +97,10 @@ class AgentSpec:
         if self.output is not None:
             policy["output"] = output_policy_of(self.output, self.output_retries)
         return policy
+
+
+def _labels(sources: tuple[ToolSource, ...]) -> str:
+    return ", ".join(source.label for source in sources)
 
 
 def _model_entry(model: Model) -> dict[str, Any]:

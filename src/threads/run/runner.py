@@ -25,6 +25,7 @@ from threads.run.loop import drive
 from threads.run.permissions import Permissions
 from threads.run.results import ErrorInfo, Failed, RunResult, describe
 from threads.run.runtime import CancelSignal, Runtime
+from threads.run.sources import RunSources, changed_sources
 from threads.run.streaming import RunStream
 from threads.run.thread import Thread, folded_at_head
 from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter, fence_time
@@ -86,20 +87,48 @@ async def _start_run(
     cancel: CancelSignal | None,
 ) -> RunResult:
     store = options.store if options.store is not None else default_store()
+    if options.budget is not None:
+        options.budget.check_enforceable(agent.model)
+    _check_store_serves(agent, store)
+    check_wait(options.wait)
+    # The run's connections to its tool sources (MCP servers): closed however the run ends,
+    # before its lease is released, so whatever closing sends still passes the fence.
+    sources = RunSources()
+    try:
+        return await _run_connected(
+            agent, input, options, store=store, span=span, sources=sources, sink=sink,
+            cancel=cancel,
+        )
+    finally:
+        await sources.aclose()
+
+
+async def _run_connected(
+    agent: AgentSpec,
+    input: str | None,
+    options: RunOptions,
+    *,
+    store: Store,
+    span: telemetry.Span,
+    sources: RunSources,
+    sink: RunStream | None,
+    cancel: CancelSignal | None,
+) -> RunResult:
     principal = options.principal or LOCAL_OPERATOR
     budget, deps, ceiling = options.budget, options.deps, options.ceiling
     ttl_ms = options.lease_ttl_ms or DEFAULT_LEASE_TTL_MS
     thread_id = options.thread
-    if budget is not None:
-        budget.check_enforceable(agent.model)
-    _check_store_serves(agent, store)
-    check_wait(options.wait)
     now = store.clock.now_ms()
     new = thread_id is None
     created: list[Event] = []  # events written with the new branch (streamed like appended ones)
     if thread_id is None:
         if input is None:
             raise ConfigError("invalid_config", "a new thread needs an input")
+        # No thread exists yet, so there is no lease to lose: the sources' setup requests
+        # (initialize, list) go out before one does, and nothing else until the run holds it.
+        sources.fence.setup()
+        agent = await sources.open(agent)
+        sources.fence.refuse()
         thread_id = uuid7(now)
         header = make_header(thread_id, uuid7(now), now)
         # The branch and its thread_started are one transaction: no crash leaves a header alone.
@@ -139,8 +168,6 @@ async def _start_run(
             return Failed(handle, ErrorInfo(exc.code, exc.message))
         if refusal is not None:
             return Failed(handle, refusal)
-        if not new:
-            _check_pinned(agent, fold)
         writer = BranchWriter(
             store,
             lease,
@@ -150,6 +177,11 @@ async def _start_run(
             lease_sent_at=lease_sent_at,
         )
         writer.start_renewal()
+        sources.fence.bind(writer)
+        if not new:
+            agent = await sources.open(agent)
+            handle.agent = agent
+            _check_pinned(agent, fold)
         http = ToolHttp(writer)
         if sink is not None:
             for event in created:
@@ -176,6 +208,8 @@ async def _start_run(
         )
         return await drive(rt, input, recovering=not new)
     finally:
+        await sources.aclose()  # while the lease is still held (and the fence passes)
+        sources.fence.refuse()
         if http is not None:
             await http.aclose()
         if writer is not None:
@@ -249,14 +283,16 @@ def _check_pinned(agent: AgentSpec, fold: Fold) -> None:
     started = fold.thread_started
     if started is None:
         return
-    if pinned_view(started) != pinned_view(agent.config()):
+    config = agent.config()
+    if pinned_view(started) != pinned_view(config):
         changed = [
-            key
-            for key, value in pinned_view(started).items()
-            if value != pinned_view(agent.config())[key]
+            key for key, value in pinned_view(started).items() if value != pinned_view(config)[key]
         ]
+        sources = changed_sources(started.get("tools"), config["tools"], agent.sources)
+        named = f" ({'; '.join(sources)})" if sources else ""
         raise ConfigError(
             "invalid_config",
-            f"a config change starts a new thread (changed: {', '.join(changed)}); run this"
-            " agent without thread= to start one, or run the thread with its original agent",
+            f"a config change starts a new thread (changed: {', '.join(changed)}{named}); run"
+            " this agent without thread= to start one, or run the thread with its original"
+            " agent",
         )

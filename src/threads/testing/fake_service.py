@@ -25,12 +25,14 @@ request the service processed is logged (``snapshot()["http"]``, with what it re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import socketserver
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -249,6 +251,16 @@ class FakeService:
         assert process.stdout is not None
         port, http_port = (int(p) for p in process.stdout.readline().split())
         return cls(process, port, http_port)
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls) -> Iterator[FakeService]:
+        """A started service, stopped on exit (a test module's fixture)."""
+        service = cls.start()
+        try:
+            yield service
+        finally:
+            service.stop()
 
     def client(self, who: str = "parent") -> ServiceClient:
         return ServiceClient(self.port, who)
