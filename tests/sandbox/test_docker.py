@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ownership import as_store
 
 from threads.docker import DockerSandbox, container_name, docker
 from threads.errors import StoreError
@@ -129,8 +130,8 @@ async def test_create_is_idempotent_by_key_and_named_after_it(provider: DockerSa
     again = await provider.create("op-1", CTX)
     try:
         assert first.id == again.id == container_name("op-1")
-        assert await provider.lookup("sandbox", "op-1") == first.id
-        assert await provider.lookup("sandbox", "op-2") is None
+        assert await provider.lookup("sandbox", "op-1", CTX) == first.id
+        assert await provider.lookup("sandbox", "op-2", CTX) is None
     finally:
         assert await provider.release("sandbox", first.id, CTX) == "released"
     assert await provider.release("sandbox", first.id, CTX) == "already_gone"
@@ -188,7 +189,7 @@ async def test_a_refused_fence_sends_nothing(provider: DockerSandbox, engine: Pa
 
     with pytest.raises(StoreError):
         await provider.create("fenced", SandboxContext(lost))
-    assert await provider.lookup("sandbox", "fenced") is None
+    assert await provider.lookup("sandbox", "fenced", CTX) is None
 
 
 async def test_gc_removes_orphaned_containers_and_nothing_a_row_still_names(
@@ -216,16 +217,17 @@ async def test_gc_removes_orphaned_containers_and_nothing_a_row_still_names(
         await resources.resource_pending(operation_key=key, tenant_id="acme",
                                          provider="docker", kind="sandbox", lease=lease)
     await resources.resource_move(released, "not_found", lease=lease)
-    made = {key: (await provider.create(key, CTX)).id for key in (pending, released, rowless)}
+    mine = await as_store(store)  # as this store's runs made them
+    made = {key: (await provider.create(key, mine)).id for key in (pending, released, rowless)}
     try:
         report = await collect(resources, {"docker": provider}, store.clock)
         assert report.orphans_removed == [made[released]]
         assert made[rowless] in report.foreign_left  # (other row-less ones may be on the engine)
-        names = {name for name, _ in await provider.labelled(CTX)}
+        names = {name for name, _, _ in await provider.labelled(CTX)}
         assert {live.id, made[pending], made[rowless]} <= names
         assert made[released] not in names
 
-        orphan = (await provider.create(uuid7(now), CTX)).id  # another row-less container
+        orphan = (await provider.create(uuid7(now), mine)).id  # another row-less container
         await store.close()
 
         def gc(*extra: str) -> subprocess.CompletedProcess[str]:
@@ -241,15 +243,15 @@ async def test_gc_removes_orphaned_containers_and_nothing_a_row_still_names(
         [left] = [line for line in done.stdout.splitlines() if "has no row for" in line]
         assert orphan in left
         assert made[rowless] in left
-        assert {orphan, made[rowless]} <= {name for name, _ in await provider.labelled(CTX)}
+        assert {orphan, made[rowless]} <= {name for name, _, _ in await provider.labelled(CTX)}
         done = await asyncio.to_thread(gc, "--docker-remove-unknown")
         assert done.returncode == 0, done.stderr
-        names = {name for name, _ in await provider.labelled(CTX)}
+        names = {name for name, _, _ in await provider.labelled(CTX)}
         assert not names & {orphan, made[rowless]}
         assert {live.id, made[pending]} <= names
     finally:
         for ref in (live.id, made[pending]):
-            await provider.release("sandbox", ref, CTX)
+            await provider.release("sandbox", ref, mine)
         await store.close()
 
 

@@ -59,15 +59,15 @@ class RunSandbox:
     async def terminate(self, effect_key: str) -> Termination:
         """Prove the commands of the call ``effect_key`` gone, or answer ``unknown``. Only the
         branch's own sandbox can answer: when it is released the release proved it; when the
-        ledger knows no sandbox of the branch (an imported thread, another store) or its
-        sandbox vanished, nothing here can tell."""
+        ledger knows no sandbox of the branch (an imported thread, another store), its
+        sandbox vanished or another store made it, nothing here can tell."""
         if self.provider.info.termination != "confirmed":
             return "unknown"
         try:
             session = self._session or await self.owner.attached()
         except SandboxError as exc:
-            if exc.code == "resource_unknown":
-                return "unknown"
+            if exc.code in ("resource_unknown", "not_found", "permission_denied"):
+                return "unknown"  # gone, or another store's: nothing here can tell
             raise
         if session is None:
             return "terminated" if await self.owner.all_released() else "unknown"

@@ -12,6 +12,7 @@ from threads.store.control_items import sql
 from threads.store.pg_group import Conn
 from threads.store.postgres import PostgresStore, _lease_row
 from threads.store.postgres_tables import transaction
+from threads.store.identity import postgres_owner
 from threads.store.protocol import Lease
 from threads.store.resource_rows import (
     CLAIM,
@@ -50,6 +51,8 @@ CREATE TABLE IF NOT EXISTS resources (
 );
 CREATE INDEX IF NOT EXISTS resources_by_owner ON resources(owner_branch_id, state);
 """
+# The cluster (its system identifier, set once by initdb) and the database this store lives in.
+_PLACE = "SELECT (SELECT system_identifier FROM pg_control_system()), current_database()"
 
 
 def _pg(statement: str) -> bytes:
@@ -61,6 +64,16 @@ class PostgresResources:
 
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
+        self._identity: str | None = None
+
+    async def owner_identity(self) -> str:
+        if self._identity is None:
+            async with self.store._conn() as conn:
+                cursor = await conn.execute(_PLACE)
+                row = await cursor.fetchone()
+            assert row is not None
+            self._identity = postgres_owner(row[0], row[1], self.store.schema)
+        return self._identity
 
     async def _owner(self, conn: Conn, lease: Lease, tenant_id: str) -> None:
         row, now = await _lease_row(conn, lease.branch_id, self.store._now(), lock=True)

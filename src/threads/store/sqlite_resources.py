@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import TypeVar
 
+from threads.store.identity import sqlite_owner
 from threads.store.protocol import Lease
 from threads.store.resource_rows import (
     CLAIM,
@@ -37,6 +38,9 @@ class SQLiteResources:
 
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
+
+    async def owner_identity(self) -> str:
+        return sqlite_owner(self.store)
 
     async def _txn(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await self.store._run(self.store._txn(fn))
