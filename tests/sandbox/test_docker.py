@@ -17,6 +17,7 @@ import sys
 import tarfile
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -279,3 +280,27 @@ async def test_a_ref_it_did_not_make_is_never_attached_or_removed(
         assert still.returncode == 0, still.stderr
     finally:
         await asyncio.to_thread(docker_cli, "rm", "-f", bystander)
+
+
+async def test_another_stores_container_is_never_attached_found_or_removed(
+    provider: DockerSandbox,
+) -> None:
+    """A copy of a store on the same engine holds the original's rows, so it names the
+    original's containers; each carries the store that made it, and no other store attaches,
+    finds, kills or removes it."""
+    original, copy = (replace(CTX, owner=owner) for owner in ("a" * 64, "b" * 64))
+    made = await provider.create("op-owned", original)
+    try:
+        for act in (provider.attach(made.id, copy), provider.release("sandbox", made.id, copy),
+                    provider.create("op-owned", copy)):
+            with pytest.raises(SandboxError) as refused:
+                await act
+            assert refused.value.code == "permission_denied"
+        assert await provider.lookup("sandbox", "op-owned", copy) is None
+        assert await provider.lookup("sandbox", "op-owned", original) == made.id
+        result = await (await made.exec(["echo", "alive"], original)).collect()
+        assert result.stdout == b"alive\n"  # never stopped
+        owners = {name: owner for name, _, owner in await provider.labelled(CTX)}
+        assert owners[made.id] == "a" * 64
+    finally:
+        assert await provider.release("sandbox", made.id, original) == "released"

@@ -99,7 +99,7 @@ async def collect(
         if sandbox is None:
             report.no_provider.append(row.provider)
             continue
-        await _collect_one(resources, sandbox, row, clock, owner, report)
+        await _collect_one(resources, sandbox, row, clock=clock, owner=owner, report=report)
     for sandbox in sandboxes.values():
         if isinstance(sandbox, Labelled):
             await _remove_orphans(
@@ -159,7 +159,7 @@ async def _listing() -> None:
 
 
 async def _collect_one(
-    resources: ResourceStore, sandbox: Sandbox, row: Resource, clock: Clock, owner: str,
+    resources: ResourceStore, sandbox: Sandbox, row: Resource, *, clock: Clock, owner: str,
     report: GcReport,
 ) -> None:
     key = row.operation_key

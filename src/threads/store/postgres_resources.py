@@ -9,10 +9,10 @@ claim the same way. The statements are the SQLite engine's (``threads.store.reso
 from __future__ import annotations
 
 from threads.store.control_items import sql
+from threads.store.identity import postgres_owner
 from threads.store.pg_group import Conn
 from threads.store.postgres import PostgresStore, _lease_row
 from threads.store.postgres_tables import transaction
-from threads.store.identity import postgres_owner
 from threads.store.protocol import Lease
 from threads.store.resource_rows import (
     CLAIM,
