@@ -26,7 +26,7 @@ import stat
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -139,7 +139,7 @@ def _parents(root: Path, parts: list[str], dirs: set[str]) -> None:
             dirs.add(name)
 
 
-def _write(target: Path, content: BinaryIO, executable: bool) -> None:
+def _write(target: Path, content: IO[bytes], executable: bool) -> None:
     mode = DIR_MODE if executable else FILE_MODE
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     with os.fdopen(fd, "wb") as out:
