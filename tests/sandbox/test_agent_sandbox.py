@@ -23,8 +23,8 @@ from threads.store.sqlite import sqlite
 from threads.testing.scripted import call, say, scripted_model, use
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-from ownership import as_store
 from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
+from sandbox_support import as_store
 
 ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 

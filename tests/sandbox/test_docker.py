@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ownership import as_store
+from sandbox_support import as_store
 
 from threads.docker import DockerSandbox, container_name, docker
 from threads.errors import StoreError

@@ -22,15 +22,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from sandbox_support import first_writes
 
-from threads import agent, open_thread
+from threads import open_thread
 from threads.sandbox import OPEN_CONTEXT as CTX
 from threads.sandbox import SandboxError, local_session
 from threads.sandbox.local import LocalSandbox
 from threads.sandbox.procs import is_alive
 from threads.sandbox.supervisor import Records
 from threads.store.sqlite import sqlite
-from threads.testing.scripted import call, say, scripted_model, use
+from threads.testing.scripted import call, say, use
 
 BOUND_S = 20.0  # far past what a refusal takes; only a wedged call reaches it
 T = TypeVar("T")
@@ -97,10 +98,8 @@ async def test_the_read_file_tool_answers_a_fifo_with_a_coded_error(
     tmp_path: Path, provider: LocalSandbox
 ) -> None:
     store = sqlite(tmp_path / "store")
-    bot = agent(name="reader", model=scripted_model([
-        use(call("write_file", path="/workspace/a.txt", content="a")), say("ok"),
-        use(call("read_file", path="/workspace/pipe")), say("refused"),
-    ]), sandbox=provider)
+    bot = first_writes(provider, "/workspace/a.txt", "a",
+                       use(call("read_file", path="/workspace/pipe")), say("refused"))
     first = await bot.run("make the sandbox", store=store)
     (sandbox_id,) = provider.sandbox_ids()
     workspace = provider.root / "sandboxes" / sandbox_id / "workspace"
@@ -130,10 +129,8 @@ async def test_a_cancel_from_another_process_stops_a_blocked_command(
     tmp_path: Path, provider: LocalSandbox, command: str
 ) -> None:
     store = sqlite(tmp_path / "store")
-    bot = agent(name="blocked", model=scripted_model([
-        use(call("write_file", path="/workspace/a.txt", content="a")), say("ok"),
-        use(call("bash", command=command, timeout_ms=3_600_000)), say("never"),
-    ]), sandbox=provider)
+    bot = first_writes(provider, "/workspace/a.txt", "a",
+                       use(call("bash", command=command, timeout_ms=3_600_000)), say("never"))
     first = await bot.run("make the sandbox", store=store)
     (sandbox_id,) = provider.sandbox_ids()
     workspace = provider.root / "sandboxes" / sandbox_id / "workspace"

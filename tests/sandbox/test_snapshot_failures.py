@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from sandbox_support import first_writes
 
 from threads import agent, open_thread
 from threads.log.hashing import sha256_hex
@@ -145,9 +146,7 @@ async def test_a_hostile_snapshot_archive_fails_the_fork_and_leaves_nothing(
     tmp_path: Path, provider: LocalSandbox, case: str
 ) -> None:
     store = sqlite(tmp_path / "store")
-    bot = agent(name="p", model=scripted_model([
-        use(call("write_file", path="/workspace/plan.txt", content="v1")), say("saved"),
-    ]), sandbox=provider, snapshots=True)
+    bot = first_writes(provider, "/workspace/plan.txt", "v1", snapshots=True)
     first = await bot.run("save", store=store)
     thread = await open_thread(store, first.thread.id)
     (point,) = await thread.fork_points()

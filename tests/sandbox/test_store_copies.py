@@ -20,6 +20,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
 
 from postgres_support import drop_store, fresh_schema, needs_postgres, open_postgres
+from sandbox_support import first_writes
 
 from threads import agent, open_thread
 from threads.clock import FakeClock
@@ -112,11 +113,9 @@ async def test_a_run_of_the_copy_never_works_in_the_originals_sandbox(
     tmp_path: Path, provider: LocalSandbox
 ) -> None:
     store = sqlite(tmp_path / "store")
-    bot = agent(name="coder", model=scripted_model([  # played by position, on either store
-        use(call("write_file", path="/workspace/notes.txt", content="original")), say("ok"),
-        use(call("write_file", path="/workspace/notes.txt", content="from the copy")),
-        use(call("read_file", path="/workspace/notes.txt")), say("ok"),
-    ]), sandbox=provider)
+    bot = first_writes(provider, "/workspace/notes.txt", "original",  # on either store
+                       use(call("write_file", path="/workspace/notes.txt", content="copy's")),
+                       use(call("read_file", path="/workspace/notes.txt")), say("ok"))
     first = await bot.run("take notes", store=store)
     await store.close()
     shutil.copytree(tmp_path / "store", tmp_path / "copy")
@@ -139,11 +138,9 @@ async def test_a_run_whose_sandbox_was_deleted_says_so(
     tmp_path: Path, provider: LocalSandbox
 ) -> None:
     store = sqlite(tmp_path / "store")
-    bot = agent(name="coder", model=scripted_model([
-        use(call("write_file", path="/workspace/notes.txt", content="v1")), say("ok"),
-        use(call("read_file", path="/workspace/notes.txt")),
-        use(call("read_file", path="/workspace/notes.txt")), say("ok"),
-    ]), sandbox=provider)
+    bot = first_writes(provider, "/workspace/notes.txt", "v1",
+                       use(call("read_file", path="/workspace/notes.txt")),
+                       use(call("read_file", path="/workspace/notes.txt")), say("ok"))
     first = await bot.run("take notes", store=store)
     (gone,) = provider.sandbox_ids()
     shutil.rmtree(provider.root / "sandboxes" / gone)  # deleted outside threads

@@ -94,7 +94,10 @@ class LocalSession:
         key = process_key if process_key is not None else f"adhoc:{uuid.uuid4()}"
         await ctx.fence()
         self._require_present()
-        self.records.write(Record(key, "spawning"))
+        try:
+            self.records.write(Record(key, "spawning"))
+        except OSError as exc:
+            raise host_failure(exc, f"sandbox {self._id} could not record the command") from None
         group = pids_cgroup(key_hash(key), self.limits.pids)
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
@@ -171,7 +174,10 @@ class LocalSession:
         record = Record(
             key, "running", wrapper, init, wrapper_pid, int(info.get("pid-namespace", 0)) or None
         )
-        self.records.write(record)
+        try:
+            self.records.write(record)
+        except OSError as exc:
+            raise host_failure(exc, f"sandbox {self._id} could not record the command") from None
         return record
 
     def _bwrap_setup(self, cwd: str, env: Mapping[str, str]) -> list[str]:
