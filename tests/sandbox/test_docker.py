@@ -304,3 +304,20 @@ async def test_another_stores_container_is_never_attached_found_or_removed(
         assert owners[made.id] == "a" * 64
     finally:
         assert await provider.release("sandbox", made.id, original) == "released"
+
+
+async def test_a_fifo_in_the_container_wedges_no_file_call(provider: DockerSandbox) -> None:
+    session = await provider.create("fifo", CTX)
+    try:
+        made = await (await session.exec(["mkfifo", "/workspace/pipe"], CTX)).collect()
+        assert made.exit_code == 0, made.stderr
+        with pytest.raises(SandboxError) as refused:
+            await asyncio.wait_for(session.read_file("/workspace/pipe", CTX), 60)
+        assert refused.value.code == "permission_denied"
+        listed = await asyncio.wait_for(session.list_files("/workspace", CTX), 60)
+        assert [e.path for e in listed] == []  # not workspace content
+        # The engine replaces whatever is at the path (it never opens the FIFO).
+        await asyncio.wait_for(session.write_file("/workspace/pipe", b"now a file", CTX), 60)
+        assert await session.read_file("/workspace/pipe", CTX) == b"now a file"
+    finally:
+        await provider.release("sandbox", session.id, CTX)
