@@ -249,6 +249,30 @@ def test_sigkill_between_create_and_record_leaks_nothing(tmp_path: Path) -> None
     assert [r.state for r in drill.ledger()] == ["released"]
 
 
+def test_sigkill_while_the_sandbox_is_half_made_leaves_nothing(tmp_path: Path) -> None:
+    """Killed before the sandbox directory was renamed into place: no sandbox exists (its
+    half-made directory is not one), the row is pending. The next run finds nothing under the
+    key (a final answer: nothing ran), settles the row, sweeps the half-made directory, and
+    records the call interrupted; its next sandbox carries its owner."""
+    drill = SandboxDrill(tmp_path)
+    worker = drill.spawn(input="go", kill_mid_create=True)
+    worker.communicate(timeout=60)
+    assert worker.returncode == -signal.SIGKILL
+    FIGURES["kills"] += 1
+    folder = drill.sandboxes / "sandboxes"
+    (torn,) = [p.name for p in folder.iterdir()]
+    assert torn.startswith(".new-")
+    assert local(drill.sandboxes).sandbox_ids() == []
+    assert [r.state for r in drill.ledger()] == ["pending"]
+    drill.advance(LEASE_TTL_MS + 1)
+
+    again = drill.run(thread=drill.thread_id(), input=None)
+    assert again["status"] == "completed", again
+    assert resolutions(drill.events(again["thread"])) == [("interrupted", "sandbox_terminated")]
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]
+    assert [(r.state, r.ref) for r in drill.ledger()] == [("released", None)]
+
+
 def test_a_frozen_holder_is_fenced_out_of_its_sandbox(tmp_path: Path) -> None:
     drill = SandboxDrill(tmp_path)
     holder = drill.spawn(input="two steps", script="two_step")

@@ -169,15 +169,16 @@ class Owner:
         ) from exc
 
     async def all_released(self) -> bool:
-        """The branch had sandboxes and every one was freed by a release, which proves that
-        nothing runs in it any more (one found gone, or never made, proves nothing)."""
+        """The branch had sandboxes and each one proves nothing runs in it any more: it was
+        never made (released before it had a ref), or a release freed it. One that was found
+        gone instead proves nothing (what ran in it can't be known)."""
         rows = [
             r for r in await self.resources.resources(owner_branch_id=self.branch_id)
             if r.kind == "sandbox" and r.provider == self.sandbox.info.provider
-            and r.ref is not None
         ]
         return bool(rows) and all(
-            r.state == "released" and r.release_outcome == "released" for r in rows
+            r.state == "released" and (r.ref is None or r.release_outcome == "released")
+            for r in rows
         )
 
     async def create(self) -> SandboxSession:

@@ -9,7 +9,8 @@ of one sandbox are ``threads.sandbox.local_session``; snapshots are kept by
 handed out; a release first proves every command of the sandbox stopped.
 
 Invariants: a sandbox directory appears whole (made under a temporary name, its owner record
-written first, then renamed into place), so every one carries its owner; a sandbox another
+written first, then renamed into place), so every one carries its owner, and what a crash left
+half made is deleted by the next create or lookup of its key; a sandbox another
 store made is never attached, found, killed or deleted (``permission_denied``), and one made
 before owners were recorded is another store's too. Every directory is 0700 and every file
 this provider writes 0600, whatever the umask.
@@ -127,7 +128,9 @@ class LocalSandbox:
         owner = ctx.owner or ""
         if kind == "sandbox":
             sandbox_id = _sandbox_id(operation_key)
-            return sandbox_id if read_owner(self._dir(sandbox_id)) == owner else None
+            folder = self._dir(sandbox_id)
+            _sweep_torn(folder)  # the key's create is over: what a crash cut short goes
+            return sandbox_id if read_owner(folder) == owner else None
         snapshot = snapshot_id(operation_key)
         return snapshot if self.snapshots.exists(snapshot, owner) else None
 
@@ -185,8 +188,7 @@ def _make(folder: Path, owner: str) -> None:
     """Make the sandbox ``folder`` whole or not at all: built under a temporary name (its owner
     record first) and renamed into place. One a concurrent create made first is kept."""
     parent = private_dir(folder.parent)
-    for torn in parent.glob(f".new-{folder.name}-*"):  # a create of this key a crash cut short
-        shutil.rmtree(torn, ignore_errors=True)
+    _sweep_torn(folder)
     building = parent / f".new-{folder.name}-{uuid.uuid4().hex}"
     try:
         private_dir(building)
@@ -202,6 +204,12 @@ def _make(folder: Path, owner: str) -> None:
         fsync_dir(parent)
     finally:
         shutil.rmtree(building, ignore_errors=True)
+
+
+def _sweep_torn(folder: Path) -> None:
+    """Delete what creates of ``folder``'s key left half made (a crash before the rename)."""
+    for torn in folder.parent.glob(f".new-{folder.name}-*"):
+        shutil.rmtree(torn, ignore_errors=True)
 
 
 def _unpack(data: bytes, workspace: Path) -> None:
