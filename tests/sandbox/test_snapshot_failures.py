@@ -22,7 +22,8 @@ from sandbox_support import first_writes
 
 from threads import agent, open_thread
 from threads.log.hashing import sha256_hex
-from threads.sandbox import SandboxError
+from threads.sandbox import OPEN_CONTEXT, SandboxError
+from threads.sandbox.ledger import Owner
 from threads.sandbox.local import LocalSandbox, local
 from threads.store.capabilities import resources_of
 from threads.store.sqlite import sqlite
@@ -169,4 +170,35 @@ async def test_a_hostile_snapshot_archive_fails_the_fork_and_leaves_nothing(
     assert _escaped(tmp_path) == []
     rows = await resources_of(store).resources()
     assert [r.state for r in rows if r.state not in ("live", "released")] == []
+    await store.close()
+
+
+async def test_a_snapshot_a_crash_took_but_never_recorded_is_released_by_the_next_run(
+    tmp_path: Path, provider: LocalSandbox
+) -> None:
+    """A snapshot row lives as long as its snapshot (a fork point outlives an idle sandbox),
+    so one whose ``snapshot`` event a crash cut off would be kept for good: the branch's next
+    run releases it, and keeps the recorded one."""
+    store = sqlite(tmp_path / "store")
+    bot = first_writes(provider, "/workspace/plan.txt", "v1", say("again"), snapshots=True)
+    first = await bot.run("save", store=store)
+    root = await store.root_branch(first.thread.id)
+    resources = resources_of(store)
+    (recorded,) = [r.ref for r in await resources.resources() if r.kind == "snapshot"
+                   and r.state == "live"]
+
+    # A run that took a snapshot and died before its event: its row went live.
+    crashed = await store.acquire_lease(root.branch_id, "crashed", 60_000)
+    owner = Owner(resources, provider, store.clock, "local", lambda: crashed, OPEN_CONTEXT)
+    session = await owner.sandbox_session()
+    await session.write_file("/workspace/plan.txt", b"v2", await owner.owned())
+    taken = await owner.snapshot(session)
+    await store.release_lease(crashed)
+
+    second = await bot.run("again", thread=first.thread.id, store=store)
+    assert second.status == "completed", second
+    states = {r.ref: r.state for r in await resources.resources() if r.kind == "snapshot"}
+    assert states == {recorded: "live", taken.snapshot_id: "released"}
+    refs = provider.root / "snapshots" / "refs"
+    assert sorted(p.stem for p in refs.iterdir()) == [recorded]
     await store.close()

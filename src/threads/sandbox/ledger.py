@@ -17,7 +17,7 @@ long as its snapshot does (the provider's own expiry), since a fork point must o
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, replace
 
 from threads.clock import Clock
@@ -119,6 +119,15 @@ class Owner:
                 working = True  # the sandbox a lost create made is the branch's own
             settled.append(row)
         return settled
+
+    async def release_unrecorded(self, recorded: Collection[str]) -> None:
+        """Release the branch's live snapshots whose ids are not in ``recorded`` (the log's
+        ``snapshot`` events): taken, then cut off by a crash before they were recorded."""
+        for row in await self.resources.resources(owner_branch_id=self.branch_id):
+            if (row.kind == "snapshot" and row.state == "live" and row.ref is not None
+                    and row.ref not in recorded
+                    and row.provider == self.sandbox.info.provider):
+                await self.release(row.operation_key, "snapshot", row.ref)
 
     async def sandbox_session(self) -> SandboxSession:
         """The branch's sandbox: its live one (kept alive longer), or a new one when it has
