@@ -329,7 +329,6 @@ class LocalSession:
             quiesced={"excluded": [], "frozen": [], "stopped": [self._id]},
         )
 
-
     def _capture(self, _: str) -> tuple[str, bytes]:
         """The workspace's manifest hash and archive, taken while it holds still."""
         before = trees.manifest_hash(self.workspace)
