@@ -150,7 +150,7 @@ async def test_a_run_whose_sandbox_was_deleted_says_so(
     lost, after = _previews(await (await open_thread(store, first.thread.id)).timeline())[-2:]
     assert "not_found" in lost
     assert "is lost" in lost
-    assert "deleted outside" in lost
+    assert "deleted outside threads" in lost
     assert "does not exist" in after  # the next call runs in a new, empty sandbox
     rows = {r.ref: (r.state, r.release_outcome) for r in await resources_of(store).resources()}
     assert rows[gone] == ("released", "not_found")

@@ -166,7 +166,7 @@ class Owner:
             row.operation_key, "not_found" if gone else "unresolved", lease=self.lease_of()
         )
         why = (
-            "its directory was deleted outside threads"
+            "it was deleted outside threads"
             if gone
             else "another store made it (this store is a copy of that one, or that one of"
             " this, and they share the sandbox root); it was left alone"
