@@ -26,7 +26,7 @@ from sandbox_support import first_writes
 
 from threads import open_thread
 from threads.sandbox import OPEN_CONTEXT as CTX
-from threads.sandbox import SandboxError, local_session
+from threads.sandbox import SandboxError, local_session, snapshot_store
 from threads.sandbox.local import LocalSandbox
 from threads.sandbox.procs import is_alive
 from threads.sandbox.supervisor import Records
@@ -175,3 +175,35 @@ async def test_a_file_call_that_hangs_ends_at_its_deadline(
         assert hung.value.code == "timeout"
     finally:
         released.set()
+
+
+async def test_a_snapshot_store_locked_by_a_frozen_holder_wedges_no_snapshot(
+    provider: LocalSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process froze while it held the snapshot store's lock (mid-keep): a snapshot
+    and a release wait for it at most ``LOCK_S``, then answer ``unavailable``."""
+    monkeypatch.setattr(snapshot_store, "LOCK_S", 0.2)
+    session = await provider.create("locked", CTX)
+    await session.write_file("/workspace/a", b"a", CTX)
+    taken = await session.snapshot("first", CTX)
+    lock = provider.root / "snapshots" / ".lock"
+    holder = (  # holds the lock until killed, like a keeper SIGSTOPped mid-keep
+        "import fcntl, time\n"
+        f"f = open({str(lock)!r}, 'a'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+        "print('held', flush=True); time.sleep(600)"
+    )
+    frozen = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", holder, stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert frozen.stdout is not None
+        assert await frozen.stdout.readline() == b"held\n"
+        for attempt in (session.snapshot("second", CTX),
+                        provider.release("snapshot", taken.snapshot_id, CTX)):
+            with pytest.raises(SandboxError) as waited:
+                await bounded(attempt)
+            assert waited.value.code == "unavailable"
+    finally:
+        frozen.kill()
+        await frozen.wait()
+    assert await provider.release("snapshot", taken.snapshot_id, CTX) == "released"

@@ -233,6 +233,8 @@ class Owner:
             rows = await self.resources.resources(owner_branch_id=self.branch_id)
             row = next(r for r in rows if r.operation_key == key)
             ref = await self._resolve_lost(row)
+            if ref is None and await self._released(key):
+                return None  # a final lookup found nothing: it never happened
             if ref is None:
                 raise SandboxError(
                     "resource_unknown",
@@ -243,6 +245,10 @@ class Owner:
         # A typed failure means nothing was created.
         await self.resources.resource_move(key, "not_found", lease=self.lease_of())
         return None
+
+    async def _released(self, key: str) -> bool:
+        rows = await self.resources.resources(owner_branch_id=self.branch_id)
+        return any(r.operation_key == key and r.state == "released" for r in rows)
 
     async def snapshot(self, session: SandboxSession) -> SnapshotData:
         """Capture, then prove the image restores to the same manifest in a scratch sandbox

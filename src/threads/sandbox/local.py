@@ -162,7 +162,7 @@ class LocalSandbox:
     ) -> Literal["released", "already_gone"]:
         await ctx.fence()
         if kind == "snapshot":
-            return self.snapshots.release(ref, ctx.owner or "")
+            return await asyncio.to_thread(self.snapshots.release, ref, ctx.owner or "")
         folder = self._dir(ref)
         if not folder.exists():
             return "already_gone"

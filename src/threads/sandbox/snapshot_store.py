@@ -4,11 +4,12 @@ manifest hash it restores to, and the store that took it (its ``owner``).
 
 Invariant: an archive is deleted only when no ref names it (a release deletes every such one,
 so an archive whose keep was killed before its ref was written goes too); keeping and releasing
-hold one ``flock`` so the two never interleave, and every file is written durably, 0600 in 0700
-directories. Whoever takes the lock first deletes the temporary files of a writer killed
-mid-write (none can be writing). A keep that fails (a full disk) removes what it wrote before it
-raises. A ref is released only by its owner (``permission_denied`` for anyone else), and a ref
-that names no owner (written before owners were recorded) by no store.
+hold one ``flock`` so the two never interleave (waited for at most ``LOCK_S``), and every file
+is written durably, 0600 in 0700 directories. Whoever takes the lock first deletes the
+temporary files of a writer killed mid-write (none can be writing). A keep that fails (a full
+disk) removes what it wrote before it raises. A ref is released only by its owner
+(``permission_denied`` for anyone else), and a ref that names no owner (written before owners
+were recorded) by no store.
 Only ids this store mints (``snapshot_id``) and archive names that are a sha256 become paths:
 an id read from a log or a ledger row is checked first (``threads.sandbox.minted``), and a ref
 naming anything else names no archive.
@@ -20,6 +21,7 @@ import contextlib
 import fcntl
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -30,6 +32,8 @@ from threads.sandbox.minted import minted_pattern, require_minted
 from threads.sandbox.protocol import SandboxError, host_failure
 
 _SNAPSHOT_ID = minted_pattern("lss-")
+LOCK_S = 30.0  # the longest a keep or a release waits for another one to finish
+LOCK_POLL_S = 0.01
 
 
 def snapshot_id(operation_key: str) -> str:
@@ -63,7 +67,7 @@ class SnapshotStore:
         lock_path = self.folder / ".lock"
         with open(os.open(lock_path, os.O_RDWR | os.O_CREAT, FILE_MODE), "r+b") as lock:
             os.fchmod(lock.fileno(), FILE_MODE)
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            _take(lock.fileno())
             remove_orphaned_temps(self.folder / "refs")
             remove_orphaned_temps(self.folder / "archives")
             yield
@@ -117,6 +121,24 @@ class SnapshotStore:
                 if archive.stem not in named:
                     archive.unlink(missing_ok=True)
         return "released"
+
+
+def _take(fd: int) -> None:
+    """The store's lock, waited for at most ``LOCK_S`` (a holder frozen mid-keep must not
+    wedge every other keep and release): ``unavailable`` past it."""
+    deadline = time.monotonic() + LOCK_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise SandboxError(
+                    "unavailable",
+                    f"the snapshot store stayed locked for {LOCK_S:g} s (a process holding it"
+                    " is stopped or stuck); try again",
+                ) from None
+            time.sleep(LOCK_POLL_S)
 
 
 def _read(path: Path) -> bytes | None:
