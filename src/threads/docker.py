@@ -11,19 +11,28 @@ proven gone by stopping the whole container (a stopped container runs nothing) a
 again. Docker containers take no snapshots here (no fork points), as upstream's do not.
 ``labelled`` lists every container carrying the label, for ``threads gc`` to remove the ones
 whose ledger row is released (orphans) and report the ones its store has no row for.
+
+Each container also carries the identity of the store that made it (label ``threads.owner``,
+``SandboxContext.owner``): one another store made (this store is a copy of it, on the same
+engine) is never attached, found, killed or removed (``permission_denied``). Every Engine call
+but a command's output stream is bounded (``REQUEST_S``); a command's by its deadline. A file
+is read from the container's archive only while it is a regular file and at most ``FILE_CAP``
+bytes; a listing reads at most ``LIST_CAP`` entries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import posixpath
 import tarfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from threads import safe_tar
 from threads.adapters.docker_engine import Engine, operation, quoted, socket_path
 from threads.errors import ConfigError
 from threads.log.hashing import sha256_hex
@@ -42,6 +51,11 @@ from threads.sandbox.protocol import (
 
 USER = "1000:1000"
 OPERATION_LABEL = "threads.operation_key"
+OWNER_LABEL = "threads.owner"
+FILE_CAP = 16 * 1024 * 1024
+LIST_CAP = 2000
+LIST_BYTES = 64 * 1024 * 1024  # the most of a directory's archive a listing reads
+_TAR_SLACK = 64 * 1024  # the headers around one file in the engine's archive
 RUN_DIR = "/run/threads"
 MIN_MEMORY_MB = 64
 STOP_PROOF_ROUNDS = 3
@@ -88,14 +102,17 @@ class DockerSandbox:
         """Close the connection to the engine (the containers stay)."""
         await self.engine.close()
 
-    def _config(self, operation_key: str, name: str) -> dict[str, Any]:
+    def _config(self, operation_key: str, name: str, owner: str) -> dict[str, Any]:
         return {
             "Image": self.image,
             "Cmd": ["sleep", "2147483647"],
             "User": USER,
             "WorkingDir": WORKSPACE,
             "Env": [],
-            "Labels": {OPERATION_LABEL: operation_key, "threads.provider": "docker"},
+            "Labels": {
+                OPERATION_LABEL: operation_key, "threads.provider": "docker",
+                OWNER_LABEL: owner,
+            },
             "NetworkDisabled": not self.allow_internet,
             "HostConfig": {
                 "NetworkMode": "bridge" if self.allow_internet else "none",
@@ -116,13 +133,13 @@ class DockerSandbox:
 
     async def create(self, operation_key: str, ctx: SandboxContext) -> DockerSession:
         name = container_name(operation_key)
+        config = self._config(operation_key, name, ctx.owner or "")
         with operation(ctx):
             response = await self.engine.request(
-                "POST", "/containers/create", json=self._config(operation_key, name),
-                params={"name": name}, ok=(201, 409),
+                "POST", "/containers/create", json=config, params={"name": name}, ok=(201, 409),
             )
             if response.status_code == 409:  # made before, under this key: the same one
-                await self._inspect(name)
+                _require_owner(await self._inspect(name), name, ctx)
             await self.engine.request("POST", f"/containers/{name}/start", ok=(204, 304))
         return DockerSession(self, name)
 
@@ -134,33 +151,35 @@ class DockerSandbox:
     async def attach(self, ref: str, ctx: SandboxContext) -> DockerSession:
         name = _own(ref)
         with operation(ctx):
-            state = (await self._inspect(name))["State"]
+            state = _require_owner(await self._inspect(name), name, ctx)["State"]
             if not state.get("Running"):
                 await self.engine.request("POST", f"/containers/{name}/start", ok=(204, 304))
         return DockerSession(self, name)
 
-    async def lookup(self, kind: Literal["sandbox", "snapshot"], operation_key: str) -> str | None:
+    async def lookup(
+        self, kind: Literal["sandbox", "snapshot"], operation_key: str, ctx: SandboxContext
+    ) -> str | None:
         if kind == "snapshot":
             return None
         name = container_name(operation_key)
         with operation(SandboxContext(_lookup_fence)):
             try:
-                await self._inspect(name)
+                found = await self._inspect(name)
             except SandboxError as exc:
                 if exc.code == "not_found":
                     return None
                 raise
-        return name
+        return name if _made_by(found) == (ctx.owner or "") else None
 
     async def restore(
         self, snapshot: SnapshotData, operation_key: str, ctx: SandboxContext
     ) -> DockerSession:
         raise SandboxError("snapshot_missing", "Docker sandboxes take no snapshots here")
 
-    async def labelled(self, ctx: SandboxContext) -> list[tuple[str, str]]:
-        """``(container name, operation key)`` of every container on this engine that carries
-        threads' ``threads.operation_key`` label under a name this provider makes, running or
-        not: what orphan gc looks at."""
+    async def labelled(self, ctx: SandboxContext) -> list[tuple[str, str, str]]:
+        """``(container name, operation key, owner)`` of every container on this engine that
+        carries threads' ``threads.operation_key`` label under a name this provider makes,
+        running or not: what orphan gc looks at."""
         with operation(ctx):
             response = await self.engine.request(
                 "GET", "/containers/json",
@@ -168,11 +187,12 @@ class DockerSandbox:
             )
         found = []
         for container in response.json():
-            key = (container.get("Labels") or {}).get(OPERATION_LABEL)
+            labels = container.get("Labels") or {}
+            key, owner = labels.get(OPERATION_LABEL), labels.get(OWNER_LABEL, "")
             names = container.get("Names") or []
             name = str(names[0]).lstrip("/") if names else ""
-            if isinstance(key, str) and _CONTAINER_NAME.fullmatch(name):
-                found.append((name, key))
+            if isinstance(key, str) and isinstance(owner, str) and _CONTAINER_NAME.fullmatch(name):
+                found.append((name, key, owner))
         return found
 
     async def release(
@@ -182,6 +202,11 @@ class DockerSandbox:
             return "already_gone"
         name = _own(ref)
         with operation(ctx):
+            try:
+                _require_owner(await self._inspect(name), name, ctx)
+            except SandboxError as exc:
+                if exc.code != "not_found":
+                    raise
             response = await self.engine.request(
                 "DELETE", f"/containers/{name}", params={"force": "1", "v": "1"},
                 ok=(204, 404),
@@ -195,6 +220,24 @@ class DockerSandbox:
 
 async def _lookup_fence() -> None:
     return None  # a lookup only reads; the ledger moves it answers are fenced by the store
+
+
+def _made_by(container: dict[str, Any]) -> str:
+    """The store identity a container was labelled with ("" for one made outside any store,
+    or before owners were recorded: only an operator removes those)."""
+    owner = ((container.get("Config") or {}).get("Labels") or {}).get(OWNER_LABEL, "")
+    return owner if isinstance(owner, str) else ""
+
+
+def _require_owner(container: dict[str, Any], name: str, ctx: SandboxContext) -> dict[str, Any]:
+    """``container`` when ``ctx.owner`` made it; ``permission_denied`` otherwise."""
+    if _made_by(container) != (ctx.owner or ""):
+        raise SandboxError(
+            "permission_denied",
+            f"container {name} belongs to another store (a copy of this store, or the store"
+            " this one was copied from, on the same engine): it is left alone",
+        )
+    return container
 
 
 class DockerSession:
@@ -266,23 +309,32 @@ class DockerSession:
             params={"path": posixpath.dirname(path)},
         )
 
-    async def _get(self, path: str) -> tarfile.TarFile:
-        response = await self.engine.request(
-            "GET", f"/containers/{self.name}/archive", params={"path": path}
+    async def _get(self, path: str, cap: int) -> tuple[bytes, bool]:
+        """The engine's tar of ``path``: at most ``cap`` bytes, and whether it was cut there."""
+        return await self.engine.read_capped(
+            f"/containers/{self.name}/archive", params={"path": path}, cap=cap
         )
-        return tarfile.open(fileobj=io.BytesIO(response.content), mode="r")
 
     async def read_file(self, path: str, ctx: SandboxContext) -> bytes:
         _inside(path)
         with operation(ctx):
-            tar = await self._get(path)
-        member = tar.next()
-        if member is None or member.isdir():
-            raise SandboxError("is_directory", f"{path} is a directory")
-        if not member.isfile():
-            raise SandboxError("permission_denied", f"{path} is not a regular file")
-        handle = tar.extractfile(member)
-        return b"" if handle is None else handle.read()
+            data, cut = await self._get(path, FILE_CAP + _TAR_SLACK)
+        if cut:
+            raise SandboxError("too_large", f"{path} is larger than {FILE_CAP} bytes")
+        try:
+            for tar, member in safe_tar.members(data, any_link_target=True):
+                if member.isdir():
+                    raise SandboxError("is_directory", f"{path} is a directory")
+                if not member.isreg():
+                    break
+                handle = tar.extractfile(member)
+                return b"" if handle is None else handle.read()
+        except (safe_tar.UnsafeArchiveError, tarfile.TarError):
+            pass  # a FIFO, a device or a socket: refused by the archive's checks
+        raise SandboxError(
+            "permission_denied",
+            f"{path} is not a regular file: the file tools read and write regular files only",
+        )
 
     async def write_file(self, path: str, data: bytes, ctx: SandboxContext) -> None:
         _inside(path)
@@ -299,17 +351,20 @@ class DockerSession:
     async def list_files(self, path: str, ctx: SandboxContext) -> list[FileEntry]:
         _inside(path)
         with operation(ctx):
-            tar = await self._get(path)
+            data, _ = await self._get(path, LIST_BYTES)  # a cut archive lists what came first
         base = posixpath.dirname(path)
         entries = []
-        for member in tar.getmembers():
-            inner = posixpath.normpath(posixpath.join(base, member.name))
-            if inner == path:
-                continue
-            kind: Literal["file", "dir", "symlink"] = (
-                "dir" if member.isdir() else "symlink" if member.issym() else "file"
-            )
-            entries.append(FileEntry(inner, kind, member.size if kind == "file" else 0))
+        with contextlib.suppress(safe_tar.UnsafeArchiveError, tarfile.TarError):
+            for member in _headers(data):
+                inner = posixpath.normpath(posixpath.join(base, member.name))
+                if inner == path or not (member.isreg() or member.isdir() or member.issym()):
+                    continue
+                kind: Literal["file", "dir", "symlink"] = (
+                    "dir" if member.isdir() else "symlink" if member.issym() else "file"
+                )
+                entries.append(FileEntry(inner, kind, member.size if kind == "file" else 0))
+                if len(entries) >= LIST_CAP:
+                    break
         return sorted(entries, key=lambda e: e.path)
 
     async def snapshot(self, operation_key: str, ctx: SandboxContext) -> SnapshotData:
@@ -373,6 +428,13 @@ class DockerExec:
     async def collect(self) -> ExecResult:
         code = await self.wait()
         return ExecResult(code, b"".join(self._out), b"".join(self._err))
+
+
+def _headers(data: bytes) -> Iterator[tarfile.TarInfo]:
+    """The member headers of an archive the engine wrote (maybe cut short), content unread."""
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        while (member := tar.next()) is not None:
+            yield member
 
 
 def _inside(path: str) -> str:

@@ -144,7 +144,7 @@ class FakeProvider:
             raise SandboxError("unavailable", "the restore's answer was lost")
         return FakeSession(*self.made[key])
 
-    async def lookup(self, kind: str, key: str) -> str | None:
+    async def lookup(self, kind: str, key: str, ctx: Any) -> str | None:
         made = self.made.get(key)
         found = made is not None and all(
             a.get("create_lookup", "found") == "found" for a in self.snapshots.values())

@@ -5,10 +5,11 @@ SPEC is JSON: ``store``, ``sandboxes`` (the local sandbox root), ``clock_file`` 
 offset the parent moves, so leases expire without sleeping), ``thread`` (id or null),
 ``input`` (text or null), ``script`` (``bash``, ``two_step`` or ``three``),
 ``kill_after_create`` (SIGKILL this process right after the provider created a sandbox, before
-the ledger records it), ``fork`` (instead of a run: fork ``thread`` at its first fork point;
-with ``kill_fork`` ``before_commit`` or ``after_commit`` this process SIGKILLs itself right
-before or right after the transaction that writes the child's ``fork`` event and makes it
-ready).
+the ledger records it), ``kill_mid_create`` (SIGKILL it while the sandbox directory is half
+made, right before it is renamed into place), ``fork`` (instead of a run: fork ``thread`` at
+its first fork point; with ``kill_fork`` ``before_commit`` or ``after_commit`` this process
+SIGKILLs itself right before or right after the transaction that writes the child's ``fork``
+event and makes it ready).
 
 The ``bash`` script asks for one command that appends a line to ``/workspace/runs`` (so a
 re-run shows up as a second line), marks ``/workspace/started`` and sleeps; the ``two_step``
@@ -73,8 +74,22 @@ async def two_step(args: Steps, ctx: Any) -> str:
     return f"first exited {code}"
 
 
+def kill_before_rename() -> None:
+    """SIGKILL this process when a half-made sandbox directory is about to be renamed."""
+    real = os.rename
+
+    def rename(src: Any, dst: Any, **kwargs: Any) -> None:
+        if Path(src).name.startswith(".new-"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        real(src, dst, **kwargs)
+
+    os.rename = rename  # type: ignore[assignment]
+
+
 def build(spec: dict[str, Any]) -> Any:
     provider = local(spec["sandboxes"])
+    if spec.get("kill_mid_create"):
+        kill_before_rename()
     if spec.get("kill_after_create"):
         provider = KillAfterCreate(provider.root, provider.limits)
     if spec["script"] == "two_step":

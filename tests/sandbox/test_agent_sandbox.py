@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from threads import ConfigError, Principal, agent, open_thread, tool
 from threads.local_memory import local_memory
 from threads.log.ids import uuid7
-from threads.sandbox import OPEN_CONTEXT, SandboxInfo
+from threads.sandbox import SandboxInfo
 from threads.sandbox.local import LocalSandbox
 from threads.store.capabilities import resources_of
 from threads.store.protocol import Store
@@ -24,6 +24,7 @@ from threads.testing.scripted import call, say, scripted_model, use
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
 from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
+from sandbox_support import as_store
 
 ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 
@@ -139,8 +140,9 @@ async def test_snapshots_fork_and_the_child_runs_on_its_own_copy(
     child_chain = await store.read_chain(child_id)
     fork = child_chain.segments[-1].events[0]
     assert fork.type == "fork"
-    restored = await provider.attach(fork.data["sandbox_id"], OPEN_CONTEXT)
-    assert await restored.manifest_hash(OPEN_CONTEXT) == snapshot.data["manifest_hash"]
+    mine = await as_store(store)
+    restored = await provider.attach(fork.data["sandbox_id"], mine)
+    assert await restored.manifest_hash(mine) == snapshot.data["manifest_hash"]
 
     # The child continues the conversation from the snapshot (the script is played by position).
     child_model = scripted_model([
@@ -152,7 +154,7 @@ async def test_snapshots_fork_and_the_child_runs_on_its_own_copy(
     child_bot = agent(name="p", model=child_model, sandbox=provider, snapshots=True)
     done = await child_bot.run("child edit", store=store, thread=child_id)
     assert done.status == "completed", done
-    assert await restored.read_file("/workspace/plan.txt", OPEN_CONTEXT) == b"child"
+    assert await restored.read_file("/workspace/plan.txt", mine) == b"child"
 
     parent_sandbox = next(i for i in provider.sandbox_ids() if i != fork.data["sandbox_id"])
     parent_ws = provider.root / "sandboxes" / parent_sandbox / "workspace"
@@ -160,7 +162,7 @@ async def test_snapshots_fork_and_the_child_runs_on_its_own_copy(
     second = await bot.run("write v2", store=store, thread=first.thread.id)
     assert second.status == "completed"
     assert (parent_ws / "plan.txt").read_text() == "parent v2"
-    assert await restored.read_file("/workspace/plan.txt", OPEN_CONTEXT) == b"child"
+    assert await restored.read_file("/workspace/plan.txt", mine) == b"child"
     assert len(await (await open_thread(store, first.thread.id)).fork_points()) == 2
 
 
@@ -268,10 +270,11 @@ async def test_a_snapshot_a_kill_left_pending_is_settled_by_the_next_run(
     key = uuid7(store.clock.now_ms())
     await resources.resource_pending(operation_key=key, tenant_id=ALICE.tenant,
                                      provider="local", kind="snapshot", lease=killed)
-    session = await provider.attach(working.ref, OPEN_CONTEXT)
-    await session.snapshot(key, OPEN_CONTEXT)  # made; the process dies before recording it
+    mine = await as_store(store)
+    session = await provider.attach(working.ref, mine)
+    await session.snapshot(key, mine)  # made; the process dies before recording it
     await store.release_lease(killed)
-    assert await provider.lookup("snapshot", key) is not None
+    assert await provider.lookup("snapshot", key, mine) is not None
 
     # the next run of the thread answers without the sandbox
     second = await bot.run("again", thread=first.thread.id, store=store, principal=ALICE)
@@ -279,5 +282,5 @@ async def test_a_snapshot_a_kill_left_pending_is_settled_by_the_next_run(
     (row,) = [r for r in await resources.resources(owner_branch_id=root.branch_id)
               if r.operation_key == key]
     assert row.state == "released"  # the old code left it pending for good
-    assert await provider.lookup("snapshot", key) is None
+    assert await provider.lookup("snapshot", key, mine) is None
     await store.close()

@@ -148,4 +148,4 @@ async def test_release_stops_commands_and_removes_the_sandbox(
     with pytest.raises(SandboxError) as err:
         await provider.attach(session.id, CTX)
     assert err.value.code == "not_found"
-    assert await provider.lookup("sandbox", "rel") is None
+    assert await provider.lookup("sandbox", "rel", CTX) is None

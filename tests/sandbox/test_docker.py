@@ -17,10 +17,12 @@ import sys
 import tarfile
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sandbox_support import as_store
 
 from threads.docker import DockerSandbox, container_name, docker
 from threads.errors import StoreError
@@ -129,8 +131,8 @@ async def test_create_is_idempotent_by_key_and_named_after_it(provider: DockerSa
     again = await provider.create("op-1", CTX)
     try:
         assert first.id == again.id == container_name("op-1")
-        assert await provider.lookup("sandbox", "op-1") == first.id
-        assert await provider.lookup("sandbox", "op-2") is None
+        assert await provider.lookup("sandbox", "op-1", CTX) == first.id
+        assert await provider.lookup("sandbox", "op-2", CTX) is None
     finally:
         assert await provider.release("sandbox", first.id, CTX) == "released"
     assert await provider.release("sandbox", first.id, CTX) == "already_gone"
@@ -188,7 +190,7 @@ async def test_a_refused_fence_sends_nothing(provider: DockerSandbox, engine: Pa
 
     with pytest.raises(StoreError):
         await provider.create("fenced", SandboxContext(lost))
-    assert await provider.lookup("sandbox", "fenced") is None
+    assert await provider.lookup("sandbox", "fenced", CTX) is None
 
 
 async def test_gc_removes_orphaned_containers_and_nothing_a_row_still_names(
@@ -216,16 +218,17 @@ async def test_gc_removes_orphaned_containers_and_nothing_a_row_still_names(
         await resources.resource_pending(operation_key=key, tenant_id="acme",
                                          provider="docker", kind="sandbox", lease=lease)
     await resources.resource_move(released, "not_found", lease=lease)
-    made = {key: (await provider.create(key, CTX)).id for key in (pending, released, rowless)}
+    mine = await as_store(store)  # as this store's runs made them
+    made = {key: (await provider.create(key, mine)).id for key in (pending, released, rowless)}
     try:
         report = await collect(resources, {"docker": provider}, store.clock)
         assert report.orphans_removed == [made[released]]
         assert made[rowless] in report.foreign_left  # (other row-less ones may be on the engine)
-        names = {name for name, _ in await provider.labelled(CTX)}
+        names = {name for name, _, _ in await provider.labelled(CTX)}
         assert {live.id, made[pending], made[rowless]} <= names
         assert made[released] not in names
 
-        orphan = (await provider.create(uuid7(now), CTX)).id  # another row-less container
+        orphan = (await provider.create(uuid7(now), mine)).id  # another row-less container
         await store.close()
 
         def gc(*extra: str) -> subprocess.CompletedProcess[str]:
@@ -241,15 +244,15 @@ async def test_gc_removes_orphaned_containers_and_nothing_a_row_still_names(
         [left] = [line for line in done.stdout.splitlines() if "has no row for" in line]
         assert orphan in left
         assert made[rowless] in left
-        assert {orphan, made[rowless]} <= {name for name, _ in await provider.labelled(CTX)}
+        assert {orphan, made[rowless]} <= {name for name, _, _ in await provider.labelled(CTX)}
         done = await asyncio.to_thread(gc, "--docker-remove-unknown")
         assert done.returncode == 0, done.stderr
-        names = {name for name, _ in await provider.labelled(CTX)}
+        names = {name for name, _, _ in await provider.labelled(CTX)}
         assert not names & {orphan, made[rowless]}
         assert {live.id, made[pending]} <= names
     finally:
         for ref in (live.id, made[pending]):
-            await provider.release("sandbox", ref, CTX)
+            await provider.release("sandbox", ref, mine)
         await store.close()
 
 
@@ -277,3 +280,44 @@ async def test_a_ref_it_did_not_make_is_never_attached_or_removed(
         assert still.returncode == 0, still.stderr
     finally:
         await asyncio.to_thread(docker_cli, "rm", "-f", bystander)
+
+
+async def test_another_stores_container_is_never_attached_found_or_removed(
+    provider: DockerSandbox,
+) -> None:
+    """A copy of a store on the same engine holds the original's rows, so it names the
+    original's containers; each carries the store that made it, and no other store attaches,
+    finds, kills or removes it."""
+    original, copy = (replace(CTX, owner=owner) for owner in ("a" * 64, "b" * 64))
+    made = await provider.create("op-owned", original)
+    try:
+        for act in (provider.attach(made.id, copy), provider.release("sandbox", made.id, copy),
+                    provider.create("op-owned", copy)):
+            with pytest.raises(SandboxError) as refused:
+                await act
+            assert refused.value.code == "permission_denied"
+        assert await provider.lookup("sandbox", "op-owned", copy) is None
+        assert await provider.lookup("sandbox", "op-owned", original) == made.id
+        result = await (await made.exec(["echo", "alive"], original)).collect()
+        assert result.stdout == b"alive\n"  # never stopped
+        owners = {name: owner for name, _, owner in await provider.labelled(CTX)}
+        assert owners[made.id] == "a" * 64
+    finally:
+        assert await provider.release("sandbox", made.id, original) == "released"
+
+
+async def test_a_fifo_in_the_container_wedges_no_file_call(provider: DockerSandbox) -> None:
+    session = await provider.create("fifo", CTX)
+    try:
+        made = await (await session.exec(["mkfifo", "/workspace/pipe"], CTX)).collect()
+        assert made.exit_code == 0, made.stderr
+        with pytest.raises(SandboxError) as refused:
+            await asyncio.wait_for(session.read_file("/workspace/pipe", CTX), 60)
+        assert refused.value.code == "permission_denied"
+        listed = await asyncio.wait_for(session.list_files("/workspace", CTX), 60)
+        assert [e.path for e in listed] == []  # not workspace content
+        # The engine replaces whatever is at the path (it never opens the FIFO).
+        await asyncio.wait_for(session.write_file("/workspace/pipe", b"now a file", CTX), 60)
+        assert await session.read_file("/workspace/pipe", CTX) == b"now a file"
+    finally:
+        await provider.release("sandbox", session.id, CTX)

@@ -96,7 +96,8 @@ async def _crashed_create(store: Store, provider: LocalSandbox, lease: Lease) ->
     await resources_of(store).resource_pending(
         operation_key=key, tenant_id="acme", provider="local", kind="sandbox", lease=lease
     )
-    return await provider.create(key, SandboxContext(_never_refuses))
+    owner = await resources_of(store).owner_identity()
+    return await provider.create(key, SandboxContext(_never_refuses, owner=owner))
 
 
 async def _next_owners_sandbox(store: Store, provider: LocalSandbox, branch: str) -> str:
@@ -164,7 +165,9 @@ async def test_a_nonfinal_lookup_leaves_the_row_unknown(
     store: Store, provider: LocalSandbox
 ) -> None:
     class Nonfinal(Crashing):
-        async def lookup(self, kind: Literal["sandbox", "snapshot"], key: str) -> str | None:
+        async def lookup(
+            self, kind: Literal["sandbox", "snapshot"], key: str, ctx: SandboxContext
+        ) -> str | None:
             return None
 
     branch = await _branch(store)
@@ -196,12 +199,17 @@ async def test_gc_releases_only_what_no_run_needs(
 
     _clock(store).advance(DEFAULT_LIFETIME_MS + 1)
     report = await collect(resources, {"local": provider}, store.clock)
-    assert len(report.released) == 2  # the expired sandbox and snapshot, not the pending row
+    assert len(report.released) == 1  # the idle sandbox; not the pending row, not the snapshot
     assert provider.sandbox_ids() == []
-    assert await provider.lookup("snapshot", "x") is None
-    assert not (provider.root / "snapshots" / "refs" / f"{snap.snapshot_id}.json").exists()
+    # A fork point outlives its sandbox's idleness: the old code released it with the sandbox.
+    assert (provider.root / "snapshots" / "refs" / f"{snap.snapshot_id}.json").exists()
     states = sorted(r.state for r in await resources.resources())
-    assert states == ["pending", "released", "released", "released"]  # + the proof's scratch
+    assert states == ["live", "pending", "released", "released"]  # + the proof's scratch
+
+    await store.set_branch_state(branch, "fork_failed")  # the branch can never run again
+    report = await collect(resources, {"local": provider}, store.clock)
+    assert len(report.released) == 1
+    assert not (provider.root / "snapshots" / "refs" / f"{snap.snapshot_id}.json").exists()
     again = await collect(resources, {"local": provider}, store.clock)
     assert again.released == []
 

@@ -64,7 +64,7 @@ async def test_a_forged_snapshot_id_is_missing(tmp_path: Path, victim: Path) -> 
     with pytest.raises(SandboxError) as raised:
         await provider.release("snapshot", "../../../victim", CTX)
     assert raised.value.code == "snapshot_missing"
-    assert await provider.lookup("snapshot", "op-1") is None
+    assert await provider.lookup("snapshot", "op-1", CTX) is None
     assert (tmp_path / "victim.json").exists()
 
 

@@ -249,6 +249,30 @@ def test_sigkill_between_create_and_record_leaks_nothing(tmp_path: Path) -> None
     assert [r.state for r in drill.ledger()] == ["released"]
 
 
+def test_sigkill_while_the_sandbox_is_half_made_leaves_nothing(tmp_path: Path) -> None:
+    """Killed before the sandbox directory was renamed into place: no sandbox exists (its
+    half-made directory is not one), the row is pending. The next run finds nothing under the
+    key (a final answer: nothing ran), settles the row, sweeps the half-made directory, and
+    records the call interrupted; its next sandbox carries its owner."""
+    drill = SandboxDrill(tmp_path)
+    worker = drill.spawn(input="go", kill_mid_create=True)
+    worker.communicate(timeout=60)
+    assert worker.returncode == -signal.SIGKILL
+    FIGURES["kills"] += 1
+    folder = drill.sandboxes / "sandboxes"
+    (torn,) = [p.name for p in folder.iterdir()]
+    assert torn.startswith(".new-")
+    assert local(drill.sandboxes).sandbox_ids() == []
+    assert [r.state for r in drill.ledger()] == ["pending"]
+    drill.advance(LEASE_TTL_MS + 1)
+
+    again = drill.run(thread=drill.thread_id(), input=None)
+    assert again["status"] == "completed", again
+    assert resolutions(drill.events(again["thread"])) == [("interrupted", "sandbox_terminated")]
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]
+    assert [(r.state, r.ref) for r in drill.ledger()] == [("released", None)]
+
+
 def test_a_frozen_holder_is_fenced_out_of_its_sandbox(tmp_path: Path) -> None:
     drill = SandboxDrill(tmp_path)
     holder = drill.spawn(input="two steps", script="two_step")
@@ -313,9 +337,26 @@ def test_kills_at_random_times_never_rerun_a_command_or_leak(tmp_path: Path) -> 
         leaked = len(drill.workspaces())
         FIGURES["leaked_sandboxes"] += leaked
         assert leaked == 0, (seed, trial)
-        for kept in ("refs", "archives"):  # nor a file a kill left mid-write
-            snapshot_dir = drill.sandboxes / "snapshots" / kept
-            assert not snapshot_dir.exists() or list(snapshot_dir.iterdir()) == [], (seed, trial)
+        # What stays of snapshots is the fork points the log records (a fork point outlives
+        # its sandbox's idleness): their refs and archives, nor a file a kill left mid-write.
+        recorded = {e["data"]["snapshot_id"] for e in events if e["type"] == "snapshot"}
+        live = {r.ref for r in drill.ledger() if r.kind == "snapshot" and r.state == "live"}
+        assert live == recorded, (seed, trial, live, recorded)
+        assert snapshot_files(drill.sandboxes) == snapshot_files_of(drill.sandboxes, recorded)
+
+
+def snapshot_files(sandboxes: Path) -> set[str]:
+    folder = sandboxes / "snapshots"
+    return {str(p.relative_to(folder)) for kept in ("refs", "archives")
+            for p in (folder / kept).glob("*") if (folder / kept).is_dir()}
+
+
+def snapshot_files_of(sandboxes: Path, snapshot_ids: set[str]) -> set[str]:
+    """The ref of each snapshot and the archive it names."""
+    refs = [sandboxes / "snapshots" / "refs" / f"{i}.json" for i in snapshot_ids]
+    return {f"refs/{ref.name}" for ref in refs} | {
+        f"archives/{json.loads(ref.read_text())['archive']}.tar" for ref in refs
+    }
 
 
 def working_sandboxes(rows: list[Any]) -> list[Any]:

@@ -2,7 +2,9 @@
 
 Every request goes through ``threads.models.fence.FencedTransport``: the fence of the sandbox
 operation in progress (bound with ``operation(ctx)``, a ContextVar) is awaited before any byte
-is written to the socket, and a request made outside any operation is refused. Only the calls
+is written to the socket, and a request made outside any operation is refused. Every request is
+bounded (``REQUEST_S`` without a byte: ``unavailable``) but a command's output stream, which
+its caller bounds by the command's deadline; a body is read whole only up to a cap. Only the calls
 the Docker sandbox needs are here; each answers the Engine API's JSON, or raises
 ``SandboxError`` with the code the sandbox protocol uses (``not_found``, ``unavailable``, ...).
 """
@@ -25,6 +27,7 @@ from threads.models.fence import FencedTransport
 from threads.sandbox.protocol import SandboxContext, SandboxError
 
 API_VERSION = "v1.41"  # Docker 20.10 (Debian bookworm's docker.io) and newer
+REQUEST_S = 60.0
 _CURRENT: ContextVar[SandboxContext | None] = ContextVar("threads_docker_operation", default=None)
 
 
@@ -75,7 +78,7 @@ class Engine:
         self._client = httpx.AsyncClient(
             transport=FencedTransport(lambda: _FENCE, inner),
             base_url=f"http://docker/{API_VERSION}",
-            timeout=httpx.Timeout(60.0, read=None),
+            timeout=httpx.Timeout(REQUEST_S),
         )
 
     async def request(
@@ -93,11 +96,34 @@ class Engine:
             raise _error(response)
         return response
 
+    async def read_capped(
+        self, path: str, *, params: dict[str, str], cap: int
+    ) -> tuple[bytes, bool]:
+        """GET ``path``'s body, at most ``cap`` bytes; True with it when there was more."""
+        chunks: list[bytes] = []
+        kept = 0
+        try:
+            async with self._client.stream("GET", path, params=params) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    raise _error(response)
+                async for chunk in response.aiter_bytes():
+                    chunks.append(chunk[: cap + 1 - kept])
+                    kept += len(chunks[-1])
+                    if kept > cap:
+                        return b"".join(chunks)[:cap], True
+        except httpx.TransportError as exc:
+            raise SandboxError("unavailable", f"the Docker engine did not answer: {exc}") from exc
+        return b"".join(chunks), False
+
     async def stream(self, path: str, body: Any) -> AsyncIterator[tuple[int, bytes]]:
         """POST ``path`` and yield ``(stream, chunk)`` frames of a non-tty exec (1 stdout,
-        2 stderr) as they arrive."""
+        2 stderr) as they arrive (no read timeout: the command's deadline bounds it)."""
+        unbounded_read = httpx.Timeout(REQUEST_S, read=None)
         try:
-            async with self._client.stream("POST", path, json=body) as response:
+            async with self._client.stream(
+                "POST", path, json=body, timeout=unbounded_read
+            ) as response:
                 if response.status_code != 200:
                     await response.aread()
                     raise _error(response)

@@ -9,7 +9,9 @@ collects the Docker provider's rows and removes its orphans: containers labelled
 whose ledger row is released; those with no row here are reported and left alone (another
 store's runs may use the engine) unless ``--docker-remove-unknown``. Rows of providers it
 has no adapter for are counted and left alone, as are ``pending`` and ``unknown`` rows.
-Invariant: gc never takes a branch lease and never frees a row a run touched after its claim.
+Invariants: gc never takes a branch lease and never frees a row a run touched after its claim;
+it frees only what this store made (a copy of the store sharing the sandbox root leaves the
+original's sandboxes, commands and workspaces alone, and reports them).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "gc", help="release sandboxes and snapshots no live branch needs",
         description="Release expired or orphaned sandboxes and snapshots recorded in the"
-        " store's resource ledger. Pending and unknown rows are never touched.",
+        " store's resource ledger. Pending and unknown rows are never touched, nor anything"
+        " another store made (a copy of this store that shares its sandbox root).",
     )
     add_store_option(parser)
     parser.add_argument(

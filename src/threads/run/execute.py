@@ -3,18 +3,22 @@ fence, run the tool, record its outcome. Returns ``Done`` (a ``tool_result`` was
 ``InDoubt`` (an ``effect_unknown`` was recorded: the effect may or may not have happened).
 
 A tool's exception is logged (logger ``threads``, with its traceback) as well as shown to the
-model. Dispatch never settles: what to do with an ``InDoubt`` call is the scheduler's next step
-(``threads.run.calls``), decided by ``threads.run.settle``.
+model. While the tool runs, a cancel another process queues sets its ``ctx.cancelled``
+(``watch_for_cancel``), as a Ctrl-C in this process does. Dispatch never settles: what to do
+with an ``InDoubt`` call is the scheduler's next step (``threads.run.calls``), decided by
+``threads.run.settle``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
 from threads import telemetry
 from threads.log.reduce import Call
 from threads.run.drafts import HOST, TOOL, Draft
+from threads.run.queued_controls import watch_for_cancel
 from threads.run.record import close, commit
 from threads.run.runtime import Runtime
 from threads.tools.encode import describe_exception, result_text
@@ -47,6 +51,7 @@ async def dispatch(rt: Runtime, call: Call, tool: Tool) -> Done | InDoubt:
     await rt.writer.check()
     cancelled = rt.cancel.tool_started(tool.name)
     ctx = rt.tool_context(call, attempt, cancelled)
+    watcher = asyncio.create_task(watch_for_cancel(rt, cancelled))
     in_doubt: str | None = None
     with telemetry.tool_span(
         rt.writer.thread_id,
@@ -74,6 +79,7 @@ async def dispatch(rt: Runtime, call: Call, tool: Tool) -> Done | InDoubt:
             # that can't be encoded is still a success (result_text says so, and never raises).
             text, is_error = result_text(value), False
         finally:
+            watcher.cancel()
             rt.cancel.tool_ended(cancelled)
         telemetry.outcome(span, _outcome(in_doubt, is_error), error=is_error)
     if effectful and in_doubt is not None:

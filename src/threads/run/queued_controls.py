@@ -13,13 +13,17 @@ the inbox inside the transaction of the append that moved the log, so that look 
 trip; what another process queues after that commit is seen at the next boundary. A cancel
 queued while a tool ran must stop the next model request: that look (``cancel_queued``) is made
 once the request's ``model_request`` (with the tool's result) commits, from that commit's own
-read, and a request it stops is abandoned unsent.
+read, and a request it stops is abandoned unsent. While a tool runs, ``watch_for_cancel`` looks
+every ``CANCEL_POLL_S`` and sets the tool's ``ctx.cancelled`` when a cancel is queued, so a tool
+that watches it (the sandbox tools do) stops instead of running to its own end.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from threads.errors import StoreError
 from threads.principal import Principal
 from threads.run.drafts import Draft
 from threads.run.runtime import Runtime
@@ -27,6 +31,7 @@ from threads.store.capabilities import controls_of
 from threads.store.control_items import ControlItem, ControlItems
 
 QUEUED_REASON = "cancel queued while another process ran the thread"
+CANCEL_POLL_S = 1.0  # how often a running tool's run looks for a cancel queued elsewhere
 
 
 async def apply_queued_cancels(rt: Runtime) -> None:
@@ -55,6 +60,23 @@ async def cancel_queued(rt: Runtime) -> bool:
         return False
     items = await _pending_at_head(rt, controls)
     return any(item.command == "cancel" and _cancels_turn(rt, item) for item in items)
+
+
+async def watch_for_cancel(rt: Runtime, cancelled: asyncio.Event) -> None:
+    """While a tool runs: set ``cancelled`` (the tool's ``ctx.cancelled``) once another process
+    queues a cancel for the open turn, looking every ``CANCEL_POLL_S`` with a fresh read (the
+    log's head does not move while the tool runs). Runs until cancelled by its caller."""
+    controls = controls_of(rt.writer.store)
+    if controls is None:
+        return
+    while not cancelled.is_set():
+        await asyncio.sleep(CANCEL_POLL_S)
+        try:
+            items = await controls.pending_controls(rt.writer.thread_id)
+        except StoreError:
+            continue  # an unreachable store: the next look tries again
+        if any(item.command == "cancel" and _cancels_turn(rt, item) for item in items):
+            cancelled.set()
 
 
 async def _pending_at_head(rt: Runtime, controls: ControlItems) -> list[ControlItem]:

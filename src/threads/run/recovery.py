@@ -39,12 +39,14 @@ async def recover(rt: Runtime) -> RunResult | None:
 async def _pending_resources(rt: Runtime) -> None:
     """The sandbox ledger rows a crash left ``pending``, settled by the branch's next owner
     even when this run never touches the sandbox (a kill mid-snapshot at a turn's end leaves
-    one that no later step would look at). A provider that can't answer now is asked again by
-    the next run, or when this one attaches."""
+    one that no later step would look at), and the snapshots a crash took but never recorded
+    (released: no fork can start from them). A provider that can't answer now is asked again
+    by the next run, or when this one attaches."""
     if rt.sandbox is None:
         return
+    recorded = {str(e.data["snapshot_id"]) for e in rt.fold.events if e.type == "snapshot"}
     with contextlib.suppress(SandboxError):
-        await rt.sandbox.settle_pending()
+        await rt.sandbox.settle_pending(recorded)
 
 
 async def _open_model_request(rt: Runtime) -> bool:

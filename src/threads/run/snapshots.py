@@ -3,15 +3,21 @@
 When the agent asks for snapshots, a turn that ended (``turn_completed``) with the workspace
 changed since the branch's last snapshot gets one: captured quiescent, proven to restore to the
 same manifest (``threads.sandbox.ledger.Owner.snapshot``), ledgered, and only then recorded as a
-``snapshot`` event. A sandbox that can't capture now (``not_quiescent``, ``unavailable``) leaves
-that turn without a fork point; the run goes on.
+``snapshot`` event. A sandbox that can't capture now (``not_quiescent``, ``unavailable``, a full
+disk: ``no_space``) leaves that turn without a fork point: the turn keeps its outcome, the
+failure is logged with its code (logger ``threads``), its ledger row is settled and what it
+wrote is removed; the run goes on.
 """
 
 from __future__ import annotations
 
+import logging
+
 from threads.run.drafts import HOST, Draft
 from threads.run.runtime import Runtime
 from threads.sandbox.protocol import SandboxError
+
+log = logging.getLogger("threads")
 
 
 async def snapshot_turn(rt: Runtime) -> None:
@@ -24,7 +30,11 @@ async def snapshot_turn(rt: Runtime) -> None:
         sandbox.last_manifest = recorded[-1] if recorded else ""
     try:
         snapshot = await sandbox.snapshot_if_changed(sandbox.last_manifest)
-    except SandboxError:
+    except SandboxError as exc:
+        log.warning(
+            "thread %s: no snapshot at this turn's end (%s): %s; the turn keeps its outcome",
+            rt.writer.thread_id, exc.code, exc.message,
+        )
         return
     if snapshot is None:
         return

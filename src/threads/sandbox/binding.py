@@ -9,7 +9,7 @@ turn ends ask it for a snapshot when the workspace changed.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 from threads.sandbox.handle import SandboxHandle, terminate_all
 from threads.sandbox.ledger import Owner
@@ -47,11 +47,15 @@ class RunSandbox:
             self._session = await self.owner.sandbox_session()
         return self._session
 
-    async def settle_pending(self) -> None:
+    async def settle_pending(self, recorded: Collection[str]) -> None:
         """Settle the branch's ledger rows a crash left ``pending`` (a snapshot taken just
         before the kill, say), whether or not this run goes on to use its sandbox: gc never
-        touches a pending row, so a row its owner does not settle is left for good."""
+        touches a pending row, so a row its owner does not settle is left for good. Release
+        the branch's live snapshots its log does not record (``recorded``: the snapshot ids
+        of its ``snapshot`` events): a snapshot row lives as long as its snapshot, so one a
+        crash cut off before its event would otherwise outlive every use."""
         await self.owner.settle_pending()
+        await self.owner.release_unrecorded(recorded)
 
     def handle(self, effect_key: str) -> SandboxHandle:
         return SandboxHandle(self.session, self.ctx, effect_key)
@@ -59,15 +63,15 @@ class RunSandbox:
     async def terminate(self, effect_key: str) -> Termination:
         """Prove the commands of the call ``effect_key`` gone, or answer ``unknown``. Only the
         branch's own sandbox can answer: when it is released the release proved it; when the
-        ledger knows no sandbox of the branch (an imported thread, another store) or its
-        sandbox vanished, nothing here can tell."""
+        ledger knows no sandbox of the branch (an imported thread, another store), its
+        sandbox vanished or another store made it, nothing here can tell."""
         if self.provider.info.termination != "confirmed":
             return "unknown"
         try:
             session = self._session or await self.owner.attached()
         except SandboxError as exc:
-            if exc.code == "resource_unknown":
-                return "unknown"
+            if exc.code in ("resource_unknown", "not_found", "permission_denied"):
+                return "unknown"  # gone, or another store's: nothing here can tell
             raise
         if session is None:
             return "terminated" if await self.owner.all_released() else "unknown"

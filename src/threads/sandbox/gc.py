@@ -7,8 +7,14 @@ context whose fence is "the row still carries my claim". A run that touches its 
 the claim, so gc never frees what a run is using. ``pending`` and ``unknown`` rows are never
 touched: only their owner (or an operator) can tell what they are.
 
+Every release carries the store's identity (``SandboxContext.owner``): a provider frees only
+what this store made. A row naming a sandbox another store made (this store is a copy of that
+one, sharing its sandbox root) is left alone: nothing of it is killed or deleted, and the row
+becomes ``unknown`` (``report.not_owned``) for an operator.
+
 Orphans: a provider that can list what it made (``Labelled``: Docker lists its labelled
-containers) has each one whose operation key has no ledger row, or a ``released`` one, removed.
+containers) has each one this store made whose ledger row is ``released`` removed (and, when
+an operator asks, each one this store has no row for).
 Such a container can never be needed: a row is written ``pending`` before its create is asked
 for, and ``released`` is final. The fence of each removal re-reads the row, so a row that turned
 up (another store's runs share the daemon?) stops it. Containers of a ``pending``, ``unknown``
@@ -40,6 +46,7 @@ class GcReport:
     no_provider: list[str] = field(default_factory=list)
     orphans_removed: list[str] = field(default_factory=list)
     foreign_left: list[str] = field(default_factory=list)
+    not_owned: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = [
@@ -50,6 +57,12 @@ class GcReport:
             " (only their owner or an operator can settle them)",
             f"orphans removed (their ledger row is released): {len(self.orphans_removed)}",
         ]
+        if self.not_owned:
+            out.append(
+                f"left alone: {len(self.not_owned)} sandbox(es) or snapshot(s) another store"
+                " made (this store is a copy of it, or it of this one, sharing the sandbox"
+                " root); their rows are now unknown: " + ", ".join(sorted(self.not_owned))
+            )
         if self.foreign_left:
             out.append(
                 f"left alone: {len(self.foreign_left)} threads container(s) this store has no"
@@ -74,6 +87,7 @@ async def collect(
     this store has no row for is someone else's until an operator says otherwise
     (``remove_unknown``): another store's runs may use the same engine."""
     report = GcReport()
+    owner = await resources.owner_identity()
     now = clock.now_ms()
     for row in await resources.resources():
         if row.state == "pending":
@@ -85,47 +99,56 @@ async def collect(
         if sandbox is None:
             report.no_provider.append(row.provider)
             continue
-        await _collect_one(resources, sandbox, row, clock, report)
+        await _collect_one(resources, sandbox, row, clock=clock, owner=owner, report=report)
     for sandbox in sandboxes.values():
         if isinstance(sandbox, Labelled):
-            await _remove_orphans(resources, sandbox, report, remove_unknown=remove_unknown)
+            await _remove_orphans(
+                resources, sandbox, owner, report, remove_unknown=remove_unknown
+            )
     return report
 
 
 @runtime_checkable
 class Labelled(Protocol):
     """A provider that can list every sandbox it made, with the operation key it was made
-    under (``threads.docker.DockerSandbox``)."""
+    under and the store that made it (``threads.docker.DockerSandbox``)."""
 
-    async def labelled(self, ctx: SandboxContext) -> list[tuple[str, str]]: ...
+    async def labelled(self, ctx: SandboxContext) -> list[tuple[str, str, str]]: ...
 
 
 async def _remove_orphans(
-    resources: ResourceStore, sandbox: Sandbox, report: GcReport, *, remove_unknown: bool
+    resources: ResourceStore, sandbox: Sandbox, owner: str, report: GcReport, *,
+    remove_unknown: bool,
 ) -> None:
-    """Remove every listed sandbox whose ledger row is released (and, when asked, those with
-    no row here); report the row-less ones left alone."""
+    """Remove every listed sandbox this store made whose ledger row is released (and, when
+    asked, those with no row here); report the row-less ones left alone."""
     assert isinstance(sandbox, Labelled)
 
-    def orphaned(rows: list[Resource], key: str) -> bool:
+    def orphaned(rows: list[Resource], key: str, made_by: str) -> bool:
         row = next((r for r in rows if r.operation_key == key), None)
-        return row.state == "released" if row is not None else remove_unknown
+        if row is None:
+            return remove_unknown
+        return row.state == "released" and made_by == owner
 
-    listed = await sandbox.labelled(SandboxContext(_listing, authority="cleanup"))
+    ctx = SandboxContext(_listing, authority="cleanup", owner=owner)
+    listed = await sandbox.labelled(ctx)
     rows = await resources.resources()
     known = {r.operation_key for r in rows}
-    for ref, key in listed:
-        if not orphaned(rows, key):
+    for ref, key, made_by in listed:
+        if not orphaned(rows, key, made_by):
             if key not in known:
                 report.foreign_left.append(ref)
             continue
 
-        async def still_orphaned(key: str = key) -> None:
-            if not orphaned(await resources.resources(), key):
+        async def still_orphaned(key: str = key, made_by: str = made_by) -> None:
+            if not orphaned(await resources.resources(), key, made_by):
                 raise SandboxError("cleanup_claim_lost", f"a ledger row for {key} turned up")
 
+        # The container's own owner: one with no row here may be another store's, removed
+        # only because an operator asked (--docker-remove-unknown).
+        removal = SandboxContext(still_orphaned, "cleanup", owner=made_by)
         try:
-            await sandbox.release("sandbox", ref, SandboxContext(still_orphaned, "cleanup"))
+            await sandbox.release("sandbox", ref, removal)
         except SandboxError:
             continue  # left for the next gc
         report.orphans_removed.append(ref)
@@ -136,7 +159,8 @@ async def _listing() -> None:
 
 
 async def _collect_one(
-    resources: ResourceStore, sandbox: Sandbox, row: Resource, clock: Clock, report: GcReport
+    resources: ResourceStore, sandbox: Sandbox, row: Resource, *, clock: Clock, owner: str,
+    report: GcReport,
 ) -> None:
     key = row.operation_key
     claim = uuid7(clock.now_ms())
@@ -148,7 +172,7 @@ async def _collect_one(
         if not await resources.resource_claim_holds(key, claim):
             raise SandboxError("cleanup_claim_lost", f"gc's claim on {key} was taken back")
 
-    ctx = SandboxContext(fence, authority="cleanup")
+    ctx = SandboxContext(fence, authority="cleanup", owner=owner)
     try:
         if row.state == "live":
             await resources.resource_move(key, "gc_release", claim=claim)
@@ -163,6 +187,10 @@ async def _collect_one(
         except SandboxError as exc:
             if exc.code == "cleanup_claim_lost":
                 report.lost_claims.append(key)
+                return
+            if exc.code == "permission_denied":  # another store's: never ours to free
+                await resources.resource_move(key, "unresolved", claim=claim)
+                report.not_owned.append(row.ref)
                 return
             await resources.resource_move(key, "release_error", claim=claim)
             report.failed.append(key)

@@ -58,6 +58,10 @@ class SandboxHandle:
             timeout_ms=timeout_ms, stdin=stdin,
         )
 
+    async def terminate(self) -> Termination:
+        """Stop every command this call started and prove them gone (``unknown`` if not)."""
+        return await terminate_all(await self.session_of(), self.effect_key, self.ctx)
+
     async def read_file(self, path: str) -> bytes:
         return await (await self.session_of()).read_file(path, self.ctx)
 

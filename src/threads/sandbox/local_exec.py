@@ -79,7 +79,8 @@ class LocalExec:
                 " partly run",
             ) from None
         await self._finish()
-        self._records.write(replace(self._record, state="exited", exit_code=code))
+        with contextlib.suppress(OSError):  # a sandbox deleted underneath keeps no records
+            self._records.write(replace(self._record, state="exited", exit_code=code))
         self._exit = code
         return code
 

@@ -2,23 +2,35 @@
 
 Commands run in fresh namespaces (no network, own pids/ipc/uts/cgroup/user), with the host's
 ``/usr`` read-only, a private ``/tmp``, only ``/workspace`` writable, an empty environment and
-the sandbox's limits. Invariants: a keyed command's supervisor record is durable before the
-command may run, and the fence is passed again right before it is let go; a file call never
-follows a link out of the workspace.
+the sandbox's limits. bubblewrap reads its setup from a pipe (``--args``), so the pid 1 a command
+sees in its namespace carries no host path in its argv; the bind mount itself still shows the
+workspace's host path in ``/proc/self/mountinfo`` (the kernel names a bind mount's source; see
+the sandboxes guide).
+
+Invariants: a keyed command's supervisor record is durable before the command may run, and the
+fence is passed again right before it is let go; a file call never follows a link out of the
+workspace, never opens anything but a regular file or a directory (a FIFO, a socket or a device
+is ``permission_denied`` and is never opened blocking), and is bounded (``FILE_OP_S``); its
+errors name the path as the sandbox sees it, never the host's. A sandbox whose directory was
+deleted underneath it answers ``not_found`` to every call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import os
 import posixpath
+import stat
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from threads.sandbox import manifest as trees
+from threads.sandbox.durable import DIR_MODE, FILE_MODE
 from threads.sandbox.limits import Limits, pids_cgroup, remove_cgroup
 from threads.sandbox.local_exec import LocalExec
 from threads.sandbox.procs import identify, is_alive
@@ -30,6 +42,7 @@ from threads.sandbox.protocol import (
     SandboxError,
     SnapshotData,
     Termination,
+    host_failure,
 )
 from threads.sandbox.snapshot_store import SnapshotStore, snapshot_id
 from threads.sandbox.supervisor import Record, Records, key_hash, live_processes, marker, prove_gone
@@ -38,6 +51,9 @@ PROVIDER = "local"
 FILE_CAP = 16 * 1024 * 1024
 LIST_CAP = 2000
 SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
+T = TypeVar("T")
+FILE_OP_S = 60.0  # the most a file call (or a manifest of the workspace) may take
+START_S = 30.0  # the most bubblewrap may take to report its namespace
 
 
 class LocalSession:
@@ -77,18 +93,30 @@ class LocalSession:
         inner_cwd = _inside(cwd)
         key = process_key if process_key is not None else f"adhoc:{uuid.uuid4()}"
         await ctx.fence()
-        self.records.write(Record(key, "spawning"))
+        self._require_present()
+        try:
+            self.records.write(Record(key, "spawning"))
+        except OSError as exc:
+            raise host_failure(exc, f"sandbox {self._id} could not record the command") from None
         group = pids_cgroup(key_hash(key), self.limits.pids)
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
+        args_r = _setup_pipe(self._bwrap_setup(inner_cwd, env or {}))
         try:
             process = await asyncio.create_subprocess_exec(
-                *self._bwrap_argv(key, inner_cwd, env or {}, info_w, block_r),
+                self.bwrap,
+                # The marker stays in argv (a half-written record finds the wrapper by it);
+                # every path of the setup comes through the pipe.
+                "--hostname", marker(key),
+                "--args", str(args_r),
+                "--info-fd", str(info_w),
+                "--block-fd", str(block_r),
+                "--",
                 *argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=(info_w, block_r),
+                pass_fds=(info_w, block_r, args_r),
                 # bwrap's own init (pid 1 inside) keeps the environment it was started with,
                 # and /proc/1/environ is readable inside: start it with nothing at all.
                 env={},
@@ -96,14 +124,14 @@ class LocalSession:
                 preexec_fn=self.limits.preexec(group),
             )
         except OSError as exc:
-            for fd in (info_r, info_w, block_r, block_w):
+            for fd in (info_r, info_w, block_r, block_w, args_r):
                 os.close(fd)
             remove_cgroup(group)
             raise SandboxError("unavailable", f"bubblewrap could not start: {exc}") from exc
-        os.close(info_w)
-        os.close(block_r)
+        for fd in (info_w, block_r, args_r):
+            os.close(fd)
         try:
-            record = await self._supervise(key, process.pid, info_r)
+            record = await self._supervise(key, process, info_r)
             # The real send point: only a run that still owns the branch lets the command go.
             await ctx.fence()
         except BaseException:
@@ -118,11 +146,23 @@ class LocalSession:
             self.records, record, process=process, group=group, timeout_ms=timeout_ms, stdin=stdin
         )
 
-    async def _supervise(self, key: str, wrapper_pid: int, info_fd: int) -> Record:
+    async def _supervise(
+        self, key: str, process: asyncio.subprocess.Process, info_fd: int
+    ) -> Record:
         """Read the wrapper's namespace info and write the running record, the command still
-        blocked."""
-        loop = asyncio.get_running_loop()
-        raw = await loop.run_in_executor(None, _read_info, info_fd)
+        blocked. A wrapper that reports nothing within ``START_S`` is killed (its info pipe
+        closes, so the read ends) and the start is ``unavailable``."""
+        wrapper_pid = process.pid
+        read = asyncio.ensure_future(asyncio.to_thread(_read_info, info_fd))
+        try:
+            raw = await asyncio.wait_for(asyncio.shield(read), START_S)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await read
+            raise SandboxError(
+                "unavailable", f"bubblewrap did not start the command within {START_S:g} s"
+            ) from None
         try:
             info = json.loads(raw)
             init_pid = int(info["child-pid"])
@@ -134,18 +174,18 @@ class LocalSession:
         record = Record(
             key, "running", wrapper, init, wrapper_pid, int(info.get("pid-namespace", 0)) or None
         )
-        self.records.write(record)
+        try:
+            self.records.write(record)
+        except OSError as exc:
+            raise host_failure(exc, f"sandbox {self._id} could not record the command") from None
         return record
 
-    def _bwrap_argv(
-        self, key: str, cwd: str, env: Mapping[str, str], info_fd: int, block_fd: int
-    ) -> list[str]:
+    def _bwrap_setup(self, cwd: str, env: Mapping[str, str]) -> list[str]:
+        """bubblewrap's setup, passed through ``--args`` (never in its argv)."""
         argv = [
-            self.bwrap,
             "--unshare-all",
             "--die-with-parent",
             "--new-session",
-            "--hostname", marker(key),
             "--uid", "1000", "--gid", "1000",
             "--ro-bind", "/usr", "/usr",
             "--symlink", "usr/bin", "/bin",
@@ -168,7 +208,6 @@ class LocalSession:
         ]
         for name, value in sorted(env.items()):
             argv += ["--setenv", name, value]
-        argv += ["--info-fd", str(info_fd), "--block-fd", str(block_fd), "--"]
         return argv
 
     async def terminate(self, process_key: str, ctx: SandboxContext) -> Termination:
@@ -188,6 +227,14 @@ class LocalSession:
 
     # ---- files ----------------------------------------------------------------------------
 
+    def _require_present(self) -> None:
+        if not self.workspace.is_dir():
+            raise SandboxError(
+                "not_found",
+                f"sandbox {self._id} is gone: its directory was deleted outside threads, and"
+                " its workspace with it",
+            )
+
     def _host_path(self, path: str) -> Path:
         inner = _inside(path)
         host = self.workspace / inner[len(WORKSPACE) :].lstrip("/")
@@ -198,9 +245,20 @@ class LocalSession:
             raise SandboxError("permission_denied", f"{path} leads outside the workspace")
         return Path(real)
 
-    async def read_file(self, path: str, ctx: SandboxContext) -> bytes:
+    async def _file_call(self, call: Callable[[str], T], path: str, ctx: SandboxContext) -> T:
+        """``call(path)`` in a worker thread, within ``FILE_OP_S``; a host error is a
+        ``SandboxError`` naming ``path``, never the host's path."""
         await ctx.fence()
-        return await asyncio.to_thread(self._read, path)
+        self._require_present()
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(call, path), FILE_OP_S)
+        except TimeoutError:
+            raise SandboxError("timeout", f"{path}: the call took over {FILE_OP_S:g} s") from None
+        except OSError as exc:
+            raise host_failure(exc, path) from None
+
+    async def read_file(self, path: str, ctx: SandboxContext) -> bytes:
+        return await self._file_call(self._read, path, ctx)
 
     def _read(self, path: str) -> bytes:
         host = self._host_path(path)
@@ -219,8 +277,7 @@ class LocalSession:
     async def write_file(self, path: str, data: bytes, ctx: SandboxContext) -> None:
         if len(data) > FILE_CAP:
             raise SandboxError("too_large", f"at most {FILE_CAP} bytes per file")
-        await ctx.fence()
-        await asyncio.to_thread(self._write, path, data)
+        await self._file_call(lambda p: self._write(p, data), path, ctx)
 
     def _write(self, path: str, data: bytes) -> None:
         host = self._host_path(path)
@@ -228,13 +285,13 @@ class LocalSession:
             raise SandboxError("is_directory", f"{path} is a directory")
         _make_parents(self.workspace, host, path)
         self._host_path(str(Path(_inside(path)).parent))  # a parent made of links is refused too
-        fd = _open_under(self.workspace, host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, path)
+        fd = _open_under(self.workspace, host, os.O_WRONLY | os.O_CREAT, path)
         with os.fdopen(fd, "wb") as f:
+            f.truncate(0)
             f.write(data)
 
     async def list_files(self, path: str, ctx: SandboxContext) -> list[FileEntry]:
-        await ctx.fence()
-        return await asyncio.to_thread(self._list, path)
+        return await self._file_call(self._list, path, ctx)
 
     def _list(self, path: str) -> list[FileEntry]:
         host = self._host_path(path)
@@ -243,31 +300,25 @@ class LocalSession:
         if not host.is_dir():
             raise SandboxError("invalid_path", f"{path} is not a directory")
         root = Path(os.path.realpath(self.workspace))
-        entries: list[FileEntry] = []
-        for entry in trees.manifest(host):
-            inner = posixpath.join(WORKSPACE, (host / entry["path"]).relative_to(root).as_posix())
-            size = int(entry.get("size", 0))
-            entries.append(FileEntry(inner, entry["kind"], size))
-            if len(entries) >= LIST_CAP:
-                break
-        return entries
+        inner = posixpath.join(WORKSPACE, host.relative_to(root).as_posix()).rstrip("/.")
+        return list(_walk(host, inner or WORKSPACE, LIST_CAP))
 
     # ---- snapshots ------------------------------------------------------------------------
 
     async def manifest_hash(self, ctx: SandboxContext) -> str:
-        await ctx.fence()
-        return trees.manifest_hash(self.workspace)
+        return await self._file_call(lambda _: trees.manifest_hash(self.workspace), WORKSPACE, ctx)
 
     async def snapshot(self, operation_key: str, ctx: SandboxContext) -> SnapshotData:
-        await ctx.fence()
         if self.running():
             raise SandboxError("not_quiescent", "a command is still running in the sandbox")
-        before = trees.manifest_hash(self.workspace)
-        data = trees.archive(self.workspace)
-        if trees.manifest_hash(self.workspace) != before or self.running():
-            raise SandboxError("not_quiescent", "the workspace changed while it was captured")
+        before, data = await self._file_call(self._capture, WORKSPACE, ctx)
+        if self.running():
+            raise SandboxError("not_quiescent", "a command started while it was captured")
         await ctx.fence()
-        self.snapshots.keep(snapshot_id(operation_key), data, before)
+        owner = ctx.owner or ""
+        await asyncio.to_thread(
+            self.snapshots.keep, snapshot_id(operation_key), data, before, owner
+        )
         return SnapshotData(
             snapshot_id=snapshot_id(operation_key),
             provider=PROVIDER,
@@ -277,6 +328,61 @@ class LocalSession:
             manifest_hash=before,
             quiesced={"excluded": [], "frozen": [], "stopped": [self._id]},
         )
+
+    def _capture(self, _: str) -> tuple[str, bytes]:
+        """The workspace's manifest hash and archive, taken while it holds still."""
+        before = trees.manifest_hash(self.workspace)
+        try:
+            data = trees.archive(self.workspace)
+        except trees.NotRegularError:
+            raise SandboxError("not_quiescent", "a file changed while it was captured") from None
+        if trees.manifest_hash(self.workspace) != before:
+            raise SandboxError("not_quiescent", "the workspace changed while it was captured")
+        return before, data
+
+
+def _setup_pipe(args: list[str]) -> int:
+    """A pipe's read end holding ``args`` NUL-separated (bubblewrap's ``--args``)."""
+    payload = b"".join(a.encode("utf-8") + b"\0" for a in args)
+    read, write = os.pipe()
+    try:
+        if len(payload) > 65536:  # more than a pipe holds before a reader drains it
+            raise SandboxError("too_large", "the command's environment is too large")
+        os.write(write, payload)
+    except BaseException:
+        os.close(read)
+        raise
+    finally:
+        os.close(write)
+    return read
+
+
+def _walk(host: Path, inner: str, cap: int) -> Iterator[FileEntry]:
+    """The entries under the host directory ``host`` (``inner`` inside the sandbox), sorted,
+    at most ``cap``; nothing is opened but directories, no link is followed."""
+    count = 0
+    stack = [(host, inner)]
+    while stack and count < cap:
+        here, inside = stack.pop()
+        with os.scandir(here) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+        below = []
+        for entry in entries:
+            info = entry.stat(follow_symlinks=False)
+            path = posixpath.join(inside, entry.name)
+            if stat.S_ISLNK(info.st_mode):
+                yield FileEntry(path, "symlink", 0)
+            elif stat.S_ISDIR(info.st_mode):
+                yield FileEntry(path, "dir", 0)
+                below.append((Path(entry.path), path))
+            elif stat.S_ISREG(info.st_mode):
+                yield FileEntry(path, "file", info.st_size)
+            else:
+                continue  # a FIFO, a socket, a device: not workspace content
+            count += 1
+            if count >= cap:
+                return
+        stack.extend(reversed(below))
 
 
 def _read_info(fd: int) -> bytes:
@@ -295,9 +401,49 @@ def _open_under(workspace: Path, host: Path, flags: int, path: str) -> int:
     (``permission_denied`` otherwise)."""
     directory = _directory_inside(workspace, host.parent, path)
     try:
-        return os.open(host.name, flags | os.O_NOFOLLOW, 0o644, dir_fd=directory)
+        try:
+            info = os.stat(host.name, dir_fd=directory, follow_symlinks=False)
+        except FileNotFoundError:
+            info = None  # made by this open (O_CREAT), or not there (not_found)
+        if info is not None:
+            _require_regular(info.st_mode, path)
+        fd = os.open(
+            host.name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, FILE_MODE,
+            dir_fd=directory,
+        )
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO):  # a link swapped in; a FIFO with no reader
+            raise SandboxError("permission_denied", f"{path} is not a regular file") from None
+        raise
     finally:
         os.close(directory)
+    try:
+        info = os.fstat(fd)
+        _require_regular(info.st_mode, path)  # swapped for something else since the stat
+        os.set_blocking(fd, True)
+        if flags & os.O_CREAT:
+            os.fchmod(fd, FILE_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _require_regular(mode: int, path: str) -> None:
+    if stat.S_ISREG(mode):
+        return
+    kind = (
+        "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+        else "a socket" if stat.S_ISSOCK(mode)
+        else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a symlink" if stat.S_ISLNK(mode)
+        else "a directory" if stat.S_ISDIR(mode)
+        else "not a regular file"
+    )
+    raise SandboxError(
+        "permission_denied",
+        f"{path} is {kind}: the file tools read and write regular files only",
+    )
 
 
 def _make_parents(workspace: Path, host: Path, path: str) -> None:
@@ -313,7 +459,7 @@ def _make_parents(workspace: Path, host: Path, path: str) -> None:
         directory = _directory_inside(workspace, parent, path)
         try:
             with contextlib.suppress(FileExistsError):  # made meanwhile, or a link: judged next
-                os.mkdir(name, dir_fd=directory)
+                os.mkdir(name, DIR_MODE, dir_fd=directory)
         finally:
             os.close(directory)
         parent = parent / name

@@ -3,12 +3,16 @@
 The manifest of a tree is the sorted list of its entries (path, kind, size, content hash, the
 owner's execute bit, or a link target); its hash is the sha256 of that list's canonical JSON,
 so two trees with the same manifest hash hold the same files. Archives are deterministic tars
-(sorted, zeroed times and owners) and are extracted with the ``data`` filter: no absolute
-paths, no ``..``, no links leaving the tree, no devices.
+(sorted, zeroed times and owners, regular files, directories and symlinks only) and are unpacked
+by ``threads.safe_tar``: no absolute paths, no ``..``, nothing written through a link, no
+devices, nothing sparse. A file is read only once it is opened without following a link or
+blocking and proves to be a regular file, so a FIFO or a device swapped in for it is refused
+(``NotRegularError``), never waited on.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
@@ -17,6 +21,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from threads import safe_tar
 from threads.log.hashing import value_hash
 
 
@@ -52,9 +57,28 @@ def manifest_hash(root: Path) -> str:
     return value_hash({"entries": manifest(root), "format": "threads.manifest/1"})
 
 
+class NotRegularError(OSError):
+    """A path that was a regular file is not one any more (a FIFO, a device, a link)."""
+
+
+def open_regular(path: Path) -> int:
+    """``path`` opened for reading without following a link or blocking, once it proves a
+    regular file (``NotRegularError`` otherwise)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotRegularError(errno.ELOOP, "a symlink, not a regular file") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotRegularError(errno.EINVAL, "not a regular file")
+    return fd
+
+
 def _file_hash(path: Path) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path), "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -65,20 +89,24 @@ def archive(root: Path) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for entry in manifest(root):
-            path = root / entry["path"]
-            info = tar.gettarinfo(str(path), arcname=entry["path"])
+            info = tarfile.TarInfo(entry["path"])
             info.mtime = 0
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            if info.isfile():
-                with open(path, "rb") as f:
-                    tar.addfile(info, f)
-            else:
+            if entry["kind"] == "dir":
+                info.type, info.mode = tarfile.DIRTYPE, 0o700
                 tar.addfile(info)
+            elif entry["kind"] == "symlink":
+                info.type, info.linkname, info.mode = tarfile.SYMTYPE, entry["target"], 0o777
+                tar.addfile(info)
+            else:
+                with os.fdopen(open_regular(root / entry["path"]), "rb") as f:
+                    info.size = os.fstat(f.fileno()).st_size
+                    info.mode = 0o700 if entry["executable"] else 0o600
+                    tar.addfile(info, f)
     return buffer.getvalue()
 
 
 def extract(data: bytes, root: Path) -> None:
-    """Unpack an archive into the empty directory ``root``; refuses anything unsafe."""
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-        tar.extractall(root, filter="data")
+    """Unpack an archive into the empty directory ``root``; refuses anything unsafe
+    (``threads.safe_tar.UnsafeArchiveError``). The workspace's links are kept as the sandbox made
+    them (they resolve inside the sandbox; nothing here follows one)."""
+    safe_tar.extract(data, root, any_link_target=True)

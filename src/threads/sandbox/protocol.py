@@ -9,6 +9,8 @@ nothing was sent (``stale_epoch`` for a run that lost its lease, ``cleanup_claim
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
@@ -23,6 +25,7 @@ SandboxErrorCode = Literal[
     "permission_denied",
     "is_directory",
     "too_large",
+    "no_space",
     "not_quiescent",
     "release_failed",
     "resource_unknown",
@@ -47,15 +50,33 @@ class SandboxError(ThreadsError):
         super().__init__(code, message)
 
 
+def host_failure(exc: OSError, what: str) -> SandboxError:
+    """A host file operation that failed, as a ``SandboxError`` naming ``what`` (never the
+    host path: the message may reach the sandbox's model). A full disk is ``no_space``."""
+    reason = os.strerror(exc.errno) if exc.errno else type(exc).__name__
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return SandboxError("no_space", f"{what}: {reason} (the sandbox's disk is full)")
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return SandboxError("permission_denied", f"{what}: {reason}")
+    if exc.errno == errno.ENOENT:
+        return SandboxError("not_found", f"{what}: {reason}")
+    return SandboxError("unavailable", f"{what}: {reason}")
+
+
 @dataclass(frozen=True, slots=True)
 class SandboxContext:
     """Who is calling and the fence that must pass before anything is sent.
 
     ``authority`` is ``owner`` (a run holding its branch's lease) or ``cleanup`` (gc holding a
-    claim on a ledger row). ``fence()`` raises when that authority is gone."""
+    claim on a ledger row). ``fence()`` raises when that authority is gone. ``owner`` is which
+    store is calling: what another store made is ``permission_denied``, never touched."""
 
     fence: Callable[[], Awaitable[None]]
     authority: Literal["owner", "cleanup"] = "owner"
+    # The caller's store identity (``threads.store.identity``): a provider writes it beside
+    # what it creates, and releases, attaches or finds again only what carries it. None is a
+    # caller outside any store (a script), which owns only what it made with None.
+    owner: str | None = None
 
 
 async def _open_fence() -> None:
@@ -209,15 +230,20 @@ class Sandbox(Protocol):
         ...
 
     async def attach(self, ref: str, ctx: SandboxContext) -> SandboxSession:
-        """The live sandbox ``ref`` (``not_found`` when it is gone)."""
+        """The live sandbox ``ref`` (``not_found`` when it is gone, ``permission_denied``
+        when another store made it)."""
         ...
 
     async def release(
         self, kind: Literal["sandbox", "snapshot"], ref: str, ctx: SandboxContext
-    ) -> Literal["released", "already_gone"]: ...
+    ) -> Literal["released", "already_gone"]:
+        """Free ``ref`` once nothing runs in it; ``permission_denied`` (nothing touched) when
+        it is not ``ctx.owner``'s."""
+        ...
 
     async def lookup(
-        self, kind: Literal["sandbox", "snapshot"], operation_key: str
+        self, kind: Literal["sandbox", "snapshot"], operation_key: str, ctx: SandboxContext
     ) -> str | None:
-        """The ref a create (or snapshot) under ``operation_key`` made, or None if none."""
+        """The ref a create (or snapshot) under ``operation_key`` made for ``ctx.owner``, or
+        None if it made none (what it made for another store is not found here)."""
         ...

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from threads.log.hashing import sha256_hex
-from threads.sandbox.durable import write_durably
+from threads.sandbox.durable import DIR_MODE, write_durably
 from threads.sandbox.procs import ProcessId, find_by_argv, is_alive, kill, wait_gone
 from threads.sandbox.protocol import Termination
 
@@ -86,7 +86,10 @@ class Records:
         return self.directory / f"{key_hash(process_key)}.json"
 
     def write(self, record: Record) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        """Write ``record`` durably (0600). The directory is made if missing, but never its
+        sandbox: a sandbox deleted underneath is ``FileNotFoundError``, not half made again."""
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(self.directory, DIR_MODE)
         write_durably(self.path(record.process_key), json.dumps(record.to_json()).encode())
 
     def read(self, process_key: str) -> Record | None:

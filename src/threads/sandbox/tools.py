@@ -5,10 +5,18 @@ All four run inside the run's sandbox with effect ``sandbox_local``: a call a cr
 left in doubt is settled by proving its processes gone (``interrupted``), never by running it
 again. A timeout or a lost answer is raised as ``EffectUnknown`` (uncertainty, not a plain
 error); any other sandbox error is an ordinary error result the model can read.
+
+Nothing here waits without a bound: a command by its ``timeout_ms``, a file call by the
+sandbox's own bound. A command also stops when the run is cancelled (``ctx.cancelled``, set by
+Ctrl-C or a cancel another process queued): its processes are proven gone and the call ends
+with an error result saying it may have partly run (``CommandStopped``), or, when they can't be
+proven gone, in doubt.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,7 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from threads.errors import ConfigError
 from threads.sandbox.handle import SandboxHandle
-from threads.sandbox.protocol import DEFAULT_TIMEOUT_MS, WORKSPACE, SandboxError
+from threads.sandbox.protocol import (
+    DEFAULT_TIMEOUT_MS,
+    WORKSPACE,
+    ExecOutput,
+    ExecResult,
+    SandboxError,
+)
 from threads.tools.tool import EffectUnknown, RunContext, Tool, tool
 
 OUTPUT_SHOWN = 32 * 1024  # bytes of each stream the model sees
@@ -66,11 +80,15 @@ def _shown(data: bytes) -> str:
     return text
 
 
+class CommandStopped(Exception):  # noqa: N818 - it names what happened to the command
+    """The run was cancelled while the command ran; it was stopped and proven gone."""
+
+
 async def _bash(args: Bash, ctx: RunContext) -> str:
+    handle = _sandbox(ctx)
     try:
-        handle = _sandbox(ctx)
         run = await handle.exec(["/bin/bash", "-c", args.command], timeout_ms=args.timeout_ms)
-        result = await run.collect()
+        result = await _unless_cancelled(run, ctx.cancelled, handle)
     except SandboxError as exc:
         raise _uncertain(exc) from exc
     parts = [f"exit code {result.exit_code}"]
@@ -79,6 +97,33 @@ async def _bash(args: Bash, ctx: RunContext) -> str:
     if result.stderr:
         parts.append("stderr:\n" + _shown(result.stderr))
     return "\n".join(parts)
+
+
+async def _unless_cancelled(
+    run: ExecOutput, cancelled: asyncio.Event, handle: SandboxHandle
+) -> ExecResult:
+    """The command's result, or, once ``cancelled`` is set first, the command stopped."""
+    collect = asyncio.ensure_future(run.collect())
+    stop = asyncio.ensure_future(cancelled.wait())
+    try:
+        await asyncio.wait({collect, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+    if collect.done():
+        return collect.result()
+    answer = await handle.terminate()
+    collect.cancel()
+    with contextlib.suppress(asyncio.CancelledError, SandboxError):
+        await collect
+    if answer == "unknown":
+        raise EffectUnknown(
+            "the run was cancelled and the command could not be proven stopped",
+            "transport_error",
+        )
+    raise CommandStopped(
+        "the run was cancelled: the command was stopped before it finished; it may have"
+        " partly run"
+    )
 
 
 async def _read_file(args: ReadFile, ctx: RunContext) -> str:

@@ -84,6 +84,11 @@ class StoreCore(ABC):
         database's clock decides. Called inside the statement's transaction."""
 
     @abstractmethod
+    async def owner_identity(self) -> str:
+        """This store as the owner of the sandboxes and snapshots it makes: an identity a byte
+        copy of it does not share (``threads.store.identity``)."""
+
+    @abstractmethod
     def _branch_created(self, branch_id: str, head_hash: str, events: Sequence[Event]) -> None:
         """After ``create_branch`` committed (an engine that remembers heads notes it)."""
 

@@ -161,6 +161,9 @@ class ResourceLedger:
     async def _txn(self, make: Callable[[], Flow[T]]) -> T:
         return await self.store._transact(Access.WRITE, make, _TABLES)
 
+    async def owner_identity(self) -> str:
+        return await self.store.owner_identity()
+
     async def resource_pending(
         self,
         *,

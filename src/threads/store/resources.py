@@ -84,6 +84,12 @@ def next_state(current: str, move: str) -> ResourceState:
 class ResourceStore(Protocol):
     """What a store engine provides for the ledger."""
 
+    async def owner_identity(self) -> str:
+        """This store as the owner of what its rows name: the same for the store where it
+        lives, another for any copy of it (``threads.store.identity``). A provider frees
+        only what carries this identity."""
+        ...
+
     async def resource_pending(
         self,
         *,

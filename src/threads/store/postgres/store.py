@@ -46,6 +46,7 @@ from threads.store.core import Append, StoreCore
 from threads.store.faults import fault
 from threads.store.flows import Access, ConstraintError, Flow
 from threads.store.holder import holder_id as recorded_holder
+from threads.store.identity import postgres_owner
 from threads.store.layout import REQUEST_DELTAS, RUN_RECEIPTS, Table
 from threads.store.postgres.append import AppendRequest, artifact_row
 from threads.store.postgres.deltas import INSERT_DELTAS, PostgresDeltas
@@ -138,6 +139,10 @@ def _reconnecting(
     return again
 
 
+# The cluster (its system identifier, set once by initdb) and the database this store lives in.
+_PLACE = "SELECT (SELECT system_identifier FROM pg_control_system()), current_database()"
+
+
 class PostgresStore(StoreCore):
     """See the module docstring. Create with ``threads.store.postgres.postgres(url)``."""
 
@@ -156,6 +161,7 @@ class PostgresStore(StoreCore):
         self.clock: Clock = clock or SYSTEM_CLOCK
         self._lease_clock = clock
         self.schema = schema or "threads"
+        self._identity: str | None = None  # owner_identity, read once
         self._url = url
         self._pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             url,
@@ -236,6 +242,14 @@ class PostgresStore(StoreCore):
             await self._pool.check()
         except psycopg.Error as exc:
             raise pg_fault(exc) from None
+
+    async def owner_identity(self) -> str:
+        if self._identity is None:
+            async with self._conn() as conn:
+                row = await (await conn.execute(_PLACE)).fetchone()
+            assert row is not None
+            self._identity = postgres_owner(row[0], row[1], self.schema)
+        return self._identity
 
     def _lease_now(self) -> int | None:
         """The injected clock's reading, or None: the database's clock decides."""

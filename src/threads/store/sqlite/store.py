@@ -44,6 +44,7 @@ from threads.store.artifact_files import ArtifactFiles, make_store_dirs
 from threads.store.control_items import InboxViews, consume_args, controls_in, lost_item
 from threads.store.core import Append, StoreCore
 from threads.store.faults import fault, os_fault, sqlite_fault
+from threads.store.identity import sqlite_owner
 from threads.store.flows import Access, ConstraintError, Flow
 from threads.store.holder import holder_id as recorded_holder
 from threads.store.layout import Table
@@ -317,6 +318,9 @@ class SQLiteStore(StoreCore):
 
     def _branch_created(self, branch_id: str, head_hash: str, events: Sequence[Event]) -> None:
         """Nothing to note: an append finds a new branch's latest request by a query."""
+
+    async def owner_identity(self) -> str:
+        return sqlite_owner(self)
 
     def _lease_now(self) -> int:
         return self.clock.now_ms()  # lease expiry is judged by the store's clock
