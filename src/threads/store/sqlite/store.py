@@ -44,9 +44,9 @@ from threads.store.artifact_files import ArtifactFiles, make_store_dirs
 from threads.store.control_items import InboxViews, consume_args, controls_in, lost_item
 from threads.store.core import Append, StoreCore
 from threads.store.faults import fault, os_fault, sqlite_fault
-from threads.store.identity import sqlite_owner
 from threads.store.flows import Access, ConstraintError, Flow
 from threads.store.holder import holder_id as recorded_holder
+from threads.store.identity import sqlite_owner
 from threads.store.layout import Table
 from threads.store.protocol import (
     ArtifactRef,
