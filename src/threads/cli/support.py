@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import NoReturn
 
-from threads.errors import ConfigError, NotFound, ThreadsError
+from threads.errors import ConfigError, NotFoundError, ThreadsError
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.store.protocol import BranchInfo, Store
 from threads.store.sqlite import sqlite
@@ -110,13 +110,13 @@ async def tenant_branch(store: Store, thread_or_branch: str, tenant: str) -> Bra
     named by its branch id; another tenant's thread is ``not_found``, like a missing one."""
     try:
         branch = await store.root_branch(thread_or_branch)
-    except NotFound:
+    except NotFoundError:
         try:
             branch = await store.get_branch(thread_or_branch)
-        except NotFound:
-            raise NotFound(f"no thread {thread_or_branch} for tenant {tenant}") from None
+        except NotFoundError:
+            raise NotFoundError(f"no thread {thread_or_branch} for tenant {tenant}") from None
     if branch.tenant_id != tenant:
-        raise NotFound(f"no thread {thread_or_branch} for tenant {tenant}")
+        raise NotFoundError(f"no thread {thread_or_branch} for tenant {tenant}")
     return branch
 
 
@@ -128,7 +128,7 @@ def store_from_spec(spec: str | None, *, create: bool) -> Store:
     if spec.startswith(POSTGRES_SCHEMES):
         return _postgres_store(spec)
     if not create and not (Path(spec) / "threads.db").is_file():
-        raise NotFound(f"no threads store at {spec} (no {spec}/threads.db)")
+        raise NotFoundError(f"no threads store at {spec} (no {spec}/threads.db)")
     return sqlite(spec)
 
 

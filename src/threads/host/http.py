@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from threads.errors import NotFound, ThreadsError
+from threads.errors import NotFoundError, ThreadsError
 from threads.host.auth import Authenticate
 from threads.host.failure import HostError
 from threads.host.runs import Runs
@@ -121,7 +121,7 @@ async def thread_view(
     try:
         root = await store.root_branch(thread_id)
         branch = root if branch_id is None else await store.get_branch(branch_id)
-    except NotFound:
+    except NotFoundError:
         raise hidden from None
     if (
         root.tenant_id != principal.tenant

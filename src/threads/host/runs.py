@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
 
-from threads.errors import NotFound, ThreadsError
+from threads.errors import NotFoundError, ThreadsError
 from threads.host.hub import Hub
 from threads.log.lines import Event
 from threads.log.reduce import Fold
@@ -189,7 +189,7 @@ class Runs:
             await asyncio.sleep(REOPEN_S)
             retry, self._retry = self._retry, set()
             for thread_id, branch_id in retry:
-                with contextlib.suppress(NotFound):
+                with contextlib.suppress(NotFoundError):
                     await self.resume(thread_id, branch_id)
 
     async def stop(self, grace_s: float) -> None:

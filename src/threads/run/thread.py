@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from threads.errors import ConfigError, NotFound, ThreadsError
+from threads.errors import ConfigError, NotFoundError, ThreadsError
 from threads.log.collector import collector_paused
 from threads.log.lines import Event
 from threads.log.reduce import Call, Fold
@@ -116,7 +116,7 @@ class Thread:
     async def _branch(self) -> BranchInfo:
         branch = await self.store.root_branch(self.id)
         if self.principal is not None and branch.tenant_id != self.principal.tenant:
-            raise NotFound(f"no thread {self.id} for tenant {self.principal.tenant}")
+            raise NotFoundError(f"no thread {self.id} for tenant {self.principal.tenant}")
         return branch
 
     async def fold(self) -> Fold:
@@ -490,7 +490,7 @@ async def open_thread(
     approvers: Sequence[Principal] | None = None,
     agent: AgentSpec | None = None,
 ) -> Thread:
-    """A handle on ``thread_id``; raises ``NotFound`` (unknown, or another tenant's) or
+    """A handle on ``thread_id``; raises ``NotFoundError`` (unknown, or another tenant's) or
     ``log_corrupt`` when its stored bytes no longer chain.
 
     ``agent``: the agent that runs this thread; its approvers then decide for it (without it,

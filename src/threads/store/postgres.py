@@ -29,7 +29,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the import test wi
     ) from exc
 
 from threads.clock import SYSTEM_CLOCK, Clock
-from threads.errors import NotFound, StoreError
+from threads.errors import NotFoundError, StoreError
 from threads.log.lines import Event, Header
 from threads.store.control_items import CONSUME, InboxViews, lost_item
 from threads.store.control_items import sql as sql_for
@@ -372,7 +372,7 @@ class PostgresStore:
     async def root_branch(self, thread_id: str) -> BranchInfo:
         rows = await self._branches("thread_id = %s AND parent_branch_id IS NULL", (thread_id,))
         if not rows:
-            raise NotFound(f"no thread {thread_id} in this store")
+            raise NotFoundError(f"no thread {thread_id} in this store")
         return rows[0]
 
     @_reconnecting
@@ -849,7 +849,7 @@ async def _branch(conn: Conn, branch_id: str) -> BranchInfo:
     )
     row = await cursor.fetchone()
     if row is None:
-        raise NotFound(f"no branch {branch_id} in this store")
+        raise NotFoundError(f"no branch {branch_id} in this store")
     return branch_from_row(row)
 
 

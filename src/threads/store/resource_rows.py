@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from threads.errors import NotFound, StoreError
+from threads.errors import NotFoundError, StoreError
 from threads.store.protocol import Lease
 from threads.store.resources import RESOURCE_COLUMNS, Move, Resource, next_state
 
@@ -58,7 +58,7 @@ def select_rows(owner_branch_id: str | None, tenant_id: str | None) -> tuple[str
 
 def resource(row: tuple[Any, ...] | None, operation_key: str) -> Resource:
     if row is None:
-        raise NotFound(f"no resource with operation key {operation_key}")
+        raise NotFoundError(f"no resource with operation key {operation_key}")
     return Resource(*row)
 
 

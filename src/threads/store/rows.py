@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from threads.errors import LogError, NotFound, StoreError
+from threads.errors import LogError, NotFoundError, StoreError
 from threads.log.admission import admit_line
 from threads.log.canonical import MAX_SAFE_INT, canonical
 from threads.log.collector import collector_paused
@@ -214,7 +214,7 @@ def require_head(
     """``row`` = (head_seq, head_hash, state) of the branch being appended to; only a branch in
     ``state_needed`` takes the append (``forking`` for the append that finishes a fork)."""
     if row is None:
-        raise NotFound(f"no branch {branch_id} in this store")
+        raise NotFoundError(f"no branch {branch_id} in this store")
     head_seq, head_hash, state = row
     if head_seq != expected_seq:
         raise StoreError(

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from threads.clock import SYSTEM_CLOCK, Clock
-from threads.errors import NotFound, StoreError
+from threads.errors import NotFoundError, StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header
 from threads.store import sqlite_deltas
@@ -414,7 +414,7 @@ class SQLiteStore:
                 (thread_id,),
             ).fetchone()
             if row is None:
-                raise NotFound(f"no thread {thread_id} in this store")
+                raise NotFoundError(f"no thread {thread_id} in this store")
             return branch_from_row(row)
 
         return await self._read(find)
@@ -781,7 +781,7 @@ def _branch(conn: sqlite3.Connection, branch_id: str) -> BranchInfo:
         f"SELECT {BRANCH_COLUMNS} FROM branches WHERE branch_id = ?", (branch_id,)
     ).fetchone()
     if row is None:
-        raise NotFound(f"no branch {branch_id} in this store")
+        raise NotFoundError(f"no branch {branch_id} in this store")
     return branch_from_row(row)
 
 

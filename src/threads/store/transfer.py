@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from threads.errors import LogError, NotFound, StoreError
+from threads.errors import LogError, NotFoundError, StoreError
 from threads.log.lines import Event, Head
 from threads.log.reduce import Fold
 from threads.log.refs import referenced_artifacts
@@ -215,7 +215,7 @@ async def _store_ancestor(
     has grown since is still the same branch: compare the prefix the export holds."""
     try:
         await store.get_branch(segment.header.branch_id)
-    except NotFound:
+    except NotFoundError:
         await store.store_segment(
             _store_form(segment),
             tenant_id=tenant_id,
