@@ -31,7 +31,8 @@ def register(subparsers: Any) -> None:
                         help='JSON {"<token>": {"issuer", "tenant", "subject"}}')
     parser.add_argument(
         "--grace-ms", type=int, default=10_000,
-        help="on SIGTERM/SIGINT, how long running runs may finish before they are cancelled",
+        help="on SIGTERM/SIGINT, how long running runs may finish before they are cancelled"
+        " (default 10000)",
     )
     parser.set_defaults(handler=run, parser=parser)
 

@@ -66,6 +66,7 @@ class ParkedEffect:
     tool: str
     attempts: int
     detail: str  # what to know before resolving it (see ``threads.run.park_info``)
+    input: dict[str, Any]  # the call's arguments, as the model gave them
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +233,9 @@ class Thread:
                 continue
             tool = self.agent.tool_named(call.name) if self.agent is not None else None
             detail = effect_park_detail(fold, call, tool, now)
-            out.append(ParkedEffect(key, call.call_id, call.name, call.attempt, detail))
+            out.append(
+                ParkedEffect(key, call.call_id, call.name, call.attempt, detail, call.input)
+            )
         return out
 
     # ---- controls -----------------------------------------------------------------------
@@ -346,8 +349,7 @@ class Thread:
             if call.approval.challenge_id != challenge_id:
                 raise ControlError(
                     "approval_duplicate",
-                    "this challenge was replaced by a new one; decide the one"
-                    " pending_approvals() lists",
+                    "this challenge was replaced by a new one; decide the one pending now",
                 )
             _check_open(call, args_hash, self.store.clock.now_ms())
             approval = call.approval

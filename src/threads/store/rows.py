@@ -89,7 +89,7 @@ def corrupt(branch_id: str, seq: int | None, cause: str) -> StoreError:
     return StoreError(
         "log_corrupt",
         f"branch {branch_id} is corrupt ({cause}); it can't be run. Export its stored bytes for"
-        " inspection (threads export --inspect), or restore it from a good export.",
+        " inspection (an export with --inspect), or restore it from a good export.",
         seq=seq,
     )
 

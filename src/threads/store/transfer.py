@@ -84,8 +84,8 @@ async def export_bundle(store: Store, branch_id: str) -> bytes:
         raise StoreError(
             "artifact_missing",
             f"this store lacks (or holds damaged) {len(unusable)} artifact(s) the branch"
-            f" references: {', '.join(unusable)}; no bundle was written. Run `threads verify"
-            " --store` to see what is damaged, or export without --bundle.",
+            f" references: {', '.join(unusable)}; no bundle was written. Verify the store to"
+            " see what is damaged, or export without a bundle.",
         )
     return write_bundle(log, artifacts)
 
