@@ -4,7 +4,8 @@ It wires the routes (``/v1`` API, ``/openapi.json``, the web timeline under ``/u
 ``Runs`` and one ``Hub``. On start (ASGI lifespan) it resumes the runs receipts say may be
 unfinished; on stop it takes no new runs, lets running ones finish for ``grace_s``, cancels the
 rest, and their leases are released, saying so on its ``log``. With ``access_log`` it writes one
-line per request (``threads.host.access_log``). Unknown routes are 404 ``not_found`` with an error body.
+line per request (``threads.host.access_log``). Unknown routes are 404 ``not_found`` with an
+error body.
 """
 
 from __future__ import annotations
