@@ -106,6 +106,7 @@ def test_a_clone_without_shared_collects_and_skips_what_it_lacks(tmp_path: Path)
     assert collected.returncode == 0, collected.stdout[-4000:] + collected.stderr[-2000:]
 
     modules = [str(p.relative_to(REPO)) for p in modules_reading_shared_data()]
+    assert modules  # (none would run the whole suite again)
     ran = _pytest(copy, *modules)
     assert ran.returncode == 0, ran.stdout[-6000:] + ran.stderr[-2000:]
     assert " failed" not in ran.stdout, ran.stdout[-6000:]
