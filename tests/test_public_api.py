@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import subprocess
 import sys
+from pathlib import Path
+from types import ModuleType
 
 import threads
 import threads.testing
@@ -116,8 +120,6 @@ def _python(code: str) -> str:
 
 
 def _resolves(dotted: str) -> bool:
-    import importlib
-
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         try:
@@ -144,3 +146,57 @@ def test_setup_errors_name_things_that_exist() -> None:
     names = re.findall(r"threads(?:\.\w+)+", bad_model.value.message + bad_tool.value.message)
     assert "threads.testing.scripted_model" in names
     assert [n for n in names if not _resolves(n)] == []
+
+
+def _package_modules() -> list[ModuleType]:
+    """Every importable module of the package (an adapter whose extra is missing is left out;
+    ``__main__`` modules run a command when imported)."""
+    modules = []
+    for info in pkgutil.walk_packages(threads.__path__, "threads."):
+        if info.name.rsplit(".", 1)[-1] == "__main__":
+            continue
+        try:
+            modules.append(importlib.import_module(info.name))
+        except ImportError:
+            continue
+    return modules
+
+
+def _is_exception(obj: object) -> bool:
+    return isinstance(obj, type) and issubclass(obj, BaseException)
+
+
+def test_an_exported_error_name_means_one_class_everywhere() -> None:
+    """Where a module of the package defines something under a name ``threads`` exports and
+    either is an exception class, both are the same class: the reconcile lookup's ``NotFound``
+    outcome and the ``not_found`` error once shared a name, so ``except NotFound`` around an
+    unknown thread id raised ``TypeError``. (The HTTP bodies name their wire forms of the same
+    things alike, ``ForkPoint``, ``PendingApproval``: values both, one meaning.)"""
+    clashes = [
+        f"{module.__name__}.{name}"
+        for module in _package_modules()
+        for name in threads.__all__
+        if (obj := getattr(module, name, None)) is not None
+        and getattr(obj, "__module__", None) == module.__name__
+        and obj is not (public := getattr(threads, name))
+        and (_is_exception(obj) or _is_exception(public))
+    ]
+    assert clashes == []
+
+
+async def test_an_unknown_thread_id_is_not_found_error(tmp_path: Path) -> None:
+    """``open_thread`` on an id the store lacks raises ``NotFoundError`` (code ``not_found``),
+    catchable as such; ``NotFound`` is the lookup outcome, a value and never an exception."""
+    import pytest
+
+    store = threads.sqlite(tmp_path / "store")
+    try:
+        with pytest.raises(threads.NotFoundError) as raised:
+            await threads.open_thread(store, "0192a000-0000-7000-8000-00000000dead")
+    finally:
+        await store.close()
+    assert isinstance(raised.value, threads.ThreadsError)
+    assert raised.value.code == "not_found"
+    assert "0192a000-0000-7000-8000-00000000dead" in raised.value.message
+    assert not issubclass(threads.NotFound, BaseException)
+    assert isinstance(threads.NotFound(), threads.NotFound)  # what a lookup returns

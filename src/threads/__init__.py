@@ -6,8 +6,7 @@ happened is never silently repeated: threads proves what happened, or parks and 
 """
 
 from threads.clock import Clock, FakeClock, SystemClock
-from threads.errors import ConfigError, LogError, StoreError, ThreadsError
-from threads.errors import NotFound as NotFoundError
+from threads.errors import ConfigError, LogError, NotFoundError, StoreError, ThreadsError
 from threads.log.lines import Event
 from threads.log.reduce import EffectStatus, ParkKind, ThreadStatus
 from threads.log.replay import Replayed, ReplayMismatch

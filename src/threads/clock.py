@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 
@@ -94,3 +95,9 @@ def elapsed_source(clock: Clock) -> Callable[[], int]:
 
 
 SYSTEM_CLOCK = SystemClock()
+
+
+def utc_iso(ms: int) -> str:
+    """``2026-12-01T09:15:03.120Z``: a Unix-ms time in UTC, to the millisecond."""
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"

@@ -117,8 +117,13 @@ class ConfigError(ThreadsError):
         super().__init__(code, message)
 
 
-class NotFound(ThreadsError):  # noqa: N818 - the public name API.md gives it
-    """No such thread, branch, challenge or artifact (for this tenant)."""
+class NotFoundError(ThreadsError):
+    """No such thread, branch, challenge or artifact (for this tenant); code ``not_found``.
+
+    Not ``NotFound``: that name is the reconcile lookup's outcome (``threads.NotFound()``, as in
+    the reference's ``Found | NotFound | LookupUnknown``), a value a lookup returns, never an
+    exception. ``except NotFoundError`` catches this; ``except ThreadsError`` with
+    ``error.code == "not_found"`` too."""
 
     def __init__(self, message: str) -> None:
         super().__init__("not_found", message)

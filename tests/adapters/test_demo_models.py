@@ -57,7 +57,7 @@ def test_demo_runs_on_a_provider_model(
     out = capsys.readouterr().out
     assert code == 0, out
     assert "PARKED (effect_unknown)" in out
-    assert "the email went out, so operator calls" in out
+    assert "the email went out, so the operator resolves it assume_done" in out
     assert "nothing was applied twice." in out
     assert len(requests) == 3  # the model decided every step; recovery itself asked nothing
     counters = DemoService(tmp_path / "service.db").counters()

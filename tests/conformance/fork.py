@@ -22,7 +22,7 @@ from recover import _compare_appended, _lines, _principal, _script
 from runner import Case, CaseSkipped, Expected, _compare_error, _compare_state, load_expected
 
 from threads.clock import FakeClock
-from threads.errors import NotFound, ThreadsError
+from threads.errors import NotFoundError, ThreadsError
 from threads.log.lines import Event
 from threads.run.thread import Thread
 from threads.sandbox.protocol import SandboxError, SandboxInfo, SnapshotData
@@ -63,7 +63,7 @@ async def _run(case: Case, expected: Expected, sandbox: dict[str, Any], tmp: Pat
         restores.append(snapshot["snapshot_id"])
         answer = sandbox.get("snapshots", {}).get(snapshot["snapshot_id"])
         if answer is None:
-            raise NotFound(f"the fake sandbox has no snapshot {snapshot['snapshot_id']}")
+            raise NotFoundError(f"the fake sandbox has no snapshot {snapshot['snapshot_id']}")
         return str(answer["restore_sandbox_id"])
 
     ledgered = "resources" in expected.doc

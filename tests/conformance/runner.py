@@ -1,16 +1,15 @@
 """The generic conformance runner: discovers the shared cases and runs each by its kind.
 
-Cases live in ``$THREADS_CONFORMANCE_DIR`` or ``../shared/conformance/cases`` (relative to the
-repository root). ``KIND_RUNNERS`` maps a case kind to the function that runs it; a kind with
-no runner yet, and the cases NOTICE.md lists as data mismatches, raise ``CaseSkipped`` with the
-reason. Invariant: a case passes only when every field its expected file pins matches; fields
-we do not know fail the case instead of being ignored.
+The cases live where ``shared_data.CASES`` says. ``KIND_RUNNERS`` maps a case kind to the
+function that runs it; a kind with no runner yet, and the cases NOTICE.md lists as data
+mismatches, raise ``CaseSkipped`` with the reason. Invariant: a case passes only when every
+field its expected file pins matches; fields we do not know fail the case instead of being
+ignored.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,8 +18,6 @@ from typing import Any
 
 from threads.errors import WIRE_CODES, LogError
 from threads.log.verify import verify_export
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # NOTICE.md: these logs predate a schema change (fork reason snapshot now also needs
 # knowledge_policy), so the schema refuses line 14 before the case's own error is reachable.
@@ -84,11 +81,6 @@ class Expected:
         """An older expected.json written before usage.unknown_responses was pinned."""
         usage = (self.doc.get("state") or {}).get("usage")
         return usage is not None and "unknown_responses" not in usage
-
-
-def cases_dir() -> Path:
-    configured = os.environ.get("THREADS_CONFORMANCE_DIR")
-    return Path(configured) if configured else REPO_ROOT.parent / "shared" / "conformance" / "cases"
 
 
 def discover(root: Path) -> list[Case]:

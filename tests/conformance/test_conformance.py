@@ -10,18 +10,16 @@ from fork import run_fork
 from known_failures import KNOWN_FAILURES
 from recover import run_recover
 from render import run_render
-from runner import KIND_RUNNERS, Case, CaseSkipped, cases_dir, discover, run_case
+from runner import KIND_RUNNERS, Case, CaseSkipped, discover, run_case
+
+from shared_data import CASES as CASES_DIR
+from shared_data import skip_module_unless
 
 KIND_RUNNERS["recover"] = run_recover
 KIND_RUNNERS["fork"] = run_fork
 KIND_RUNNERS["render"] = run_render
 
-CASES_DIR = cases_dir()
-if not CASES_DIR.is_dir():
-    pytest.skip(
-        f"conformance cases not found at {CASES_DIR} (set THREADS_CONFORMANCE_DIR)",
-        allow_module_level=True,
-    )
+skip_module_unless(CASES_DIR, "the conformance cases")
 
 CASES = discover(CASES_DIR)
 PARAMS = [

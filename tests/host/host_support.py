@@ -43,6 +43,8 @@ class HostServer:
     extra_env: dict[str, str] = field(default_factory=dict)
     clients: list[httpx.Client] = field(default_factory=list)
     argv: list[str] | None = None  # another server command than ``threads serve``
+    options: list[str] = field(default_factory=list)  # more options of ``threads serve``
+    stdout: str = ""  # what the last stopped process printed on stdout
 
     @property
     def url(self) -> str:
@@ -54,7 +56,7 @@ class HostServer:
         argv = self.argv or [
             sys.executable, "-m", "threads.cli", "serve", self.module, "--store",
             str(self.store), "--port", str(self.port), "--tokens", str(self.tokens),
-            "--grace-ms", "2000",
+            "--grace-ms", "2000", *self.options,
         ]
         self.process = subprocess.Popen(
             argv,
@@ -75,8 +77,9 @@ class HostServer:
     def stop(self, sig: int = signal.SIGTERM) -> str:
         assert self.process is not None
         self.process.send_signal(sig)
-        _, err = self.process.communicate(timeout=60)
+        out, err = self.process.communicate(timeout=60)
         self.process = None
+        self.stdout = out.decode()
         return err.decode()
 
     def client(self, token: str | None = "alice-token") -> httpx.Client:

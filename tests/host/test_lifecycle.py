@@ -5,6 +5,7 @@ open turn from its receipt, by itself."""
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import sqlite3
 import subprocess
@@ -60,7 +61,15 @@ def test_sigterm_grace_cancel_and_resume_on_start(
     # 1. SIGTERM while the run waits and nobody opens the gate: cancelled after the grace.
     server.close_clients()
     err = server.stop(signal.SIGTERM)
-    assert "cancelled by the host stopping" in err
+    said = [line.removeprefix("threads host: ") for line in err.splitlines()]
+    assert said[-4:] == [
+        "SIGTERM received: stopping (running runs get 2000 ms to finish)",
+        "stopping: taking no new runs; 1 run(s) running may finish within 2 s, then are"
+        " handed back",
+        f"{accepted['thread_id']} handed back: cancelled by the host stopping, its lease"
+        " released; its turn stays open and the next start continues it",
+        "stopped: 0 run(s) finished in time, 1 handed back",
+    ], err
     assert lease_expiry(server, branch) == 0  # handed back, not left to lapse
     assert "turn_completed" not in types(server, branch)
 
@@ -78,6 +87,9 @@ def test_sigterm_grace_cancel_and_resume_on_start(
         raise
     server.process = None
     assert "cancelled" not in raw.decode()
+    # (the run may end before the app's shutdown begins: then no run is running there)
+    assert re.fullmatch(r"threads host: stopped: [01] run\(s\) finished in time, 0 handed back",
+                        raw.decode().splitlines()[-1])
     assert types(server, branch)[-1] == "turn_completed"
 
     # 3. Started again: nothing is owed; the stream tells the end.
@@ -153,3 +165,37 @@ async def _events(server: HostServer, thread_id: str) -> list[Any]:
         return (await store.read_chain((await store.root_branch(thread_id)).branch_id)).events
     finally:
         await store.close()
+
+
+def test_the_access_log_is_off_by_default_and_never_shows_a_token(
+    server: HostServer, tmp_path: Any
+) -> None:
+    """``--access-log`` prints one line per request on stdout: time, client, method, path,
+    status, duration; never the query string or a header, so never the bearer token."""
+    server.close_clients()
+    server.client().get("/v1/threads?secret=s3cr3t")
+    server.stop(signal.SIGTERM)
+    assert server.stdout.splitlines() == [f"threads host on {server.url} (web timeline at /ui/)"]
+
+    logged = HostServer(server.store, server.tokens, server.service_port, options=["--access-log"])
+    logged.start()
+    try:
+        alice = logged.client()
+        assert alice.get("/v1/threads?cursor=s3cr3t").status_code == 200
+        assert logged.client(token="wrong").get("/v1/threads/x%0Ay/timeline").status_code == 401
+        assert alice.post("/v1/runs", content=b"{").status_code == 400
+    finally:
+        logged.close_clients()
+        logged.stop(signal.SIGTERM)
+    lines = logged.stdout.splitlines()[1:]
+    when = r"\d{4}-\d\d-\d\dT[\d:.]+Z"
+    expected = [("GET", "/openapi.json", 200), ("GET", "/v1/threads", 200),
+                ("GET", "/v1/threads/x%0Ay/timeline", 401), ("POST", "/v1/runs", 400)]
+    assert len(lines) == len(expected), lines
+    for line, (method, path, status) in zip(lines, expected, strict=True):
+        assert re.fullmatch(rf'{when} 127\.0\.0\.1 "{method} {re.escape(path)}" {status} \d+ ms',
+                            line), line
+    assert "s3cr3t" not in logged.stdout
+    assert "alice-token" not in logged.stdout
+    assert "wrong" not in logged.stdout
+    server.start()  # the module's server, for the tests after this one

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from shared_data import CASES, SCHEMA, needs
 from threads.errors import LogError
 from threads.log import schema
 from threads.log.schema import known_types, validate_event, validate_head, validate_header
 
 REPO = Path(__file__).resolve().parents[2]
-CASES = REPO.parent / "shared" / "conformance" / "cases"
 VENDORED = Path(schema.__file__).with_name("events.v1.schema.json")
 
 EVENT: dict[str, Any] = {
@@ -91,9 +91,9 @@ def test_vendored_schema_keeps_property_named_description() -> None:
     assert "description" not in vendored["$defs"]["Envelope"]
 
 
-@pytest.mark.skipif(not CASES.is_dir(), reason="the shared conformance schema is not present")
+@needs(SCHEMA, "the shared event schema")
 def test_vendored_schema_is_current() -> None:
-    check = [sys.executable, str(REPO / "tools" / "sync_schema.py"), "--check"]
+    check = [sys.executable, str(REPO / "tools" / "sync_schema.py"), str(SCHEMA), "--check"]
     assert subprocess.run(check, check=False).returncode == 0
 
 
@@ -155,7 +155,7 @@ def _case_lines(per_kind: int = 3) -> list[dict[str, Any]]:
     return values
 
 
-@pytest.mark.skipif(not CASES.is_dir(), reason=f"conformance cases not found at {CASES}")
+@needs(CASES, "the conformance case logs")
 def test_fast_path_agrees_with_jsonschema() -> None:
     checked = 0
     for line in _case_lines():

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from threads import Completed, FakeClock, Principal, agent, sqlite
-from threads.errors import LogError, NotFound
+from threads.errors import LogError, NotFoundError
 from threads.log.ids import uuid7
 from threads.log.lines import first_event, make_header
 from threads.run.worker import Worker
@@ -77,5 +77,5 @@ async def test_a_refused_first_event_creates_no_branch(store: SQLiteStore) -> No
     broken = first_event(header, "thread_started", {"agent_name": "no config"}, {"kind": "host"})
     with pytest.raises(LogError):
         await store.create_branch(header, tenant_id=ALICE.tenant, events=[broken])
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         await store.get_branch(header.branch_id)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from shared_data import SCHEMA, needs
 from threads import (
     Budget,
     FakeClock,
@@ -26,7 +27,6 @@ from threads.log.verify import verify_export
 from threads.store.sqlite import SQLiteStore
 from threads.testing.scripted import call, say, scripted_model, use
 
-SCHEMA = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "events.v1.schema.json"
 ALICE = Principal("api", "acme", "alice")
 
 
@@ -97,7 +97,7 @@ async def test_our_logs_pass_our_verifier(store: SQLiteStore) -> None:
     } <= types
 
 
-@pytest.mark.skipif(not SCHEMA.exists(), reason=f"conformance schema not found at {SCHEMA}")
+@needs(SCHEMA, "the shared event schema")
 async def test_our_logs_pass_the_conformance_schema(store: SQLiteStore) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text(encoding="utf-8")))

@@ -370,7 +370,7 @@ async def test_the_operator_listing_says_an_earlier_holder_may_be_running(
     )
     assert code == 0
     out = capsys.readouterr().out
-    assert f"parked {parked.pending[0].id}" in out
+    assert f"parked      {parked.pending[0].id}" in out
     assert "send_email" in out
     assert "earlier holder (epoch 2)" in out
 

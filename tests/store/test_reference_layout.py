@@ -25,6 +25,7 @@ import pytest
 from pydantic import BaseModel
 from reference_schema import KNOWN_COLUMNS, REFERENCE_DDL, UNKNOWN_LAYOUT
 
+from shared_data import CASES, TS_LOGS, needs, needs_ts_logs
 from threads import Completed, Failed, FakeClock, Principal, agent, open_thread, sqlite, tool
 from threads.cli.main import main
 from threads.log.canonical import canonical
@@ -33,12 +34,6 @@ from threads.log.verify import verify_export
 from threads.run.runner import _refusal
 from threads.run.thread import Thread
 from threads.testing.scripted import call, say, scripted_model, use
-
-CASES = Path(
-    os.environ.get("THREADS_CONFORMANCE_DIR")
-    or Path(__file__).resolve().parents[3] / "shared" / "conformance" / "cases"
-)
-TS_LOGS = sorted(CASES.glob("*/log.threads-ts.jsonl"))
 
 # The v6 tables and the columns the specs give them (``reference_schema``); the tables named
 # without columns (``UNKNOWN_LAYOUT``) are the reference's to create.
@@ -207,6 +202,7 @@ def _agent(replies: list[Any]) -> Any:
     )
 
 
+@needs_ts_logs()
 @pytest.mark.parametrize("log_path", TS_LOGS, ids=[p.parent.name for p in TS_LOGS])
 def test_a_store_threads_ts_wrote_opens_and_inspects_here(
     tmp_path: Path, log_path: Path, capsys: pytest.CaptureFixture[str]
@@ -263,6 +259,7 @@ def _as_written_by_ts(log: bytes) -> bytes:
     return b"\n".join(out) + b"\n"
 
 
+@needs(CASES / "fork-at-snapshot-ok", "the conformance case fork-at-snapshot-ok")
 async def test_a_thread_threads_ts_wrote_forks_here_and_only_the_fork_takes_appends(
     tmp_path: Path,
 ) -> None:
@@ -349,6 +346,7 @@ async def test_other_versions_and_our_old_layout_are_unsupported_format(
             await store.close()
 
 
+@needs_ts_logs()
 async def test_our_first_request_in_a_threads_ts_directory_adds_only_our_table(
     tmp_path: Path,
 ) -> None:

@@ -14,8 +14,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from test_reference_layout import TS_LOGS, check_layout, write_ts_store
+from test_reference_layout import check_layout, write_ts_store
 
+from shared_data import TS_LOGS, needs_ts_logs
 from threads.cli.main import main
 from threads.clock import FakeClock
 from threads.errors import StoreError
@@ -185,6 +186,7 @@ def test_materialize_writes_the_reference_form(
     check_layout(root)
 
 
+@needs_ts_logs()
 async def test_a_refused_first_request_in_a_threads_ts_directory_loses_nothing(
     tmp_path: Path,
 ) -> None:

@@ -14,7 +14,7 @@ from typing import Protocol
 import pytest
 
 from threads.clock import FakeClock
-from threads.errors import LogError, NotFound, StoreError
+from threads.errors import LogError, NotFoundError, StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
 from threads.log.verify import verify_export
@@ -107,7 +107,7 @@ async def test_wrong_expected_seq_is_seq_conflict_and_writes_nothing(
 
 
 async def test_unknown_branch_is_not_found(store: Store) -> None:
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         await store.read_chain("0192b000-0000-7000-8000-00000000dead")
 
 

@@ -17,12 +17,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from threads.cli import render
+from threads.cli.hints import command
 from threads.cli.support import add_operator_options, add_store_option, opened_store, operator
 from threads.errors import StoreError
 from threads.principal import Principal
 from threads.run.queued_controls import QUEUED_REASON
 from threads.run.thread import ParkedEffect, Thread, open_thread
 from threads.run.waiting import PendingApproval
+
+CHALLENGE_HELP = "the approval's challenge id, as the approvals command shows it"
 
 
 def register(subparsers: Any) -> None:
@@ -31,31 +34,56 @@ def register(subparsers: Any) -> None:
     )
     approvals.set_defaults(handler=run_approvals)
     approve = _command(subparsers, "approve", "grant a pending approval")
-    approve.add_argument("challenge", metavar="CHALLENGE")
-    approve.add_argument("--args-hash", help="the args hash you were shown (must match)")
-    approve.add_argument("--remember", metavar="RULE", help="also allow matching calls later")
+    approve.add_argument("challenge", metavar="CHALLENGE", help=CHALLENGE_HELP)
+    approve.add_argument(
+        "--args-hash", metavar="HASH",
+        help="the args hash you were shown: the grant is refused if the arguments differ"
+        " (default: grant whatever arguments the call has)",
+    )
+    approve.add_argument(
+        "--remember", metavar="RULE",
+        help="also allow later calls this rule matches, without asking (default: this call only)",
+    )
     approve.set_defaults(handler=run_approve)
     deny = _command(subparsers, "deny", "deny a pending approval (the model sees the reason)")
-    deny.add_argument("challenge", metavar="CHALLENGE")
-    deny.add_argument("--reason", help="shown to the model")
+    deny.add_argument("challenge", metavar="CHALLENGE", help=CHALLENGE_HELP)
+    deny.add_argument(
+        "--reason", metavar="TEXT", help="why, shown to the model (default: no reason given)"
+    )
     deny.set_defaults(handler=run_deny)
     resolve = _command(subparsers, "resolve", "settle a parked effect")
-    resolve.add_argument("effect_key", metavar="EFFECT_KEY")
+    resolve.add_argument(
+        "effect_key", metavar="EFFECT_KEY",
+        help="the parked effect's key, as the approvals command shows it",
+    )
     which = resolve.add_mutually_exclusive_group(required=True)
-    which.add_argument("--assume-done", dest="decision", action="store_const", const="assume_done")
     which.add_argument(
-        "--assume-not-done", dest="decision", action="store_const", const="assume_not_done"
+        "--assume-done", dest="decision", action="store_const", const="assume_done",
+        help="it happened: the run continues without sending it again (one of the two is"
+        " required; no default)",
+    )
+    which.add_argument(
+        "--assume-not-done", dest="decision", action="store_const", const="assume_not_done",
+        help="it did not happen: the next run sends it again with the same key (refused while"
+        " an earlier holder of the thread may still be sending it)",
     )
     resolve.set_defaults(handler=run_resolve)
     answer = _command(subparsers, "answer", "answer the question an ask_user call parked on")
-    answer.add_argument("call_id", metavar="CALL_ID")
+    answer.add_argument(
+        "call_id", metavar="CALL_ID", help="the ask_user call waiting for an answer (its id, as"
+        " the timeline shows it)",
+    )
     answer.add_argument(
         "answer", metavar="ANSWER", nargs="+",
         help="the answer; several options for a multi_select question",
     )
     answer.set_defaults(handler=run_answer)
     cancel = _command(subparsers, "cancel", "record a durable cancel of the open turn")
-    cancel.add_argument("--reason")
+    cancel.add_argument(
+        "--reason", metavar="TEXT",
+        help="recorded with the cancel (default: none; a cancel queued for a running process"
+        " carries none)",
+    )
     cancel.set_defaults(handler=run_cancel)
 
 
@@ -63,7 +91,7 @@ def _command(subparsers: Any, name: str, help_: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name, help=help_, description=help_[0].upper() + help_[1:] + "."
     )
-    parser.add_argument("thread", metavar="THREAD")
+    parser.add_argument("thread", metavar="THREAD", help="the thread's id (threads ls)")
     add_store_option(parser)
     add_operator_options(parser)
     return parser
@@ -77,35 +105,46 @@ async def run_approvals(args: argparse.Namespace) -> int:
         now = store.clock.now_ms()
     if not pending and not parked:
         print("no approvals pending and no effects parked on this thread")
-    blocks = [approval_lines(a, now) for a in pending] + [parked_lines(e) for e in parked]
+    blocks = [approval_lines(args.thread, a, now) for a in pending]
+    blocks += [parked_lines(args.thread, e) for e in parked]
     print("\n\n".join("\n".join(block) for block in blocks), end="\n" if blocks else "")
     return 0
 
 
-def approval_lines(approval: PendingApproval, now_ms: int) -> list[str]:
+def approval_lines(thread_id: str, approval: PendingApproval, now_ms: int) -> list[str]:
     """One approval as an approver reads it: what would run, with which arguments, who asked,
-    and until when the decision can be made."""
+    until when the decision can be made, and the two commands that decide it (each runs as
+    printed)."""
+    challenge = approval.challenge_id
+    grant = command("approve", thread_id, challenge, "--args-hash", approval.args_hash)
     return [
-        f"challenge   {approval.challenge_id}",
+        f"challenge   {challenge}",
         f"tool        {approval.tool} (effect {approval.effect_class}, call {approval.call_id})",
         "arguments",
         render.arguments(approval.input, indent="  "),
         f"args hash   {approval.args_hash}",
         f"asked by    {render.principal(approval.requested_by)}",
         f"expires     {render.when(approval.expires_at, now_ms)}",
-        f"decide with threads approve {approval.challenge_id} --args-hash {approval.args_hash}"
-        f" (or threads deny {approval.challenge_id} --reason ...)",
+        f"approve     {grant}",
+        f"deny        {command('deny', thread_id, challenge)}",
+        "            (add --reason TEXT to tell the model why)",
     ]
 
 
-def parked_lines(effect: ParkedEffect) -> list[str]:
-    """A parked effect as an operator reads it before resolving it."""
+def parked_lines(thread_id: str, effect: ParkedEffect) -> list[str]:
+    """A parked effect as an operator reads it before resolving it: the call, its arguments,
+    what is known, and the command for each answer (each runs as printed)."""
+    key = effect.effect_key
     return [
-        f"parked {effect.effect_key}",
-        f"  tool    {effect.tool} (call {effect.call_id}, attempts {effect.attempts})",
-        f"  detail  {effect.detail}",
-        f"  decide with threads resolve THREAD {effect.effect_key} --assume-done"
-        " (or --assume-not-done)",
+        f"parked      {key}",
+        f"tool        {effect.tool} (call {effect.call_id}, attempts {effect.attempts})",
+        "arguments",
+        render.arguments(effect.input, indent="  "),
+        f"detail      {effect.detail}",
+        f"happened    {command('resolve', thread_id, key, '--assume-done')}",
+        "            (the run continues without sending it again)",
+        f"not sent    {command('resolve', thread_id, key, '--assume-not-done')}",
+        "            (the next run sends it again, with the same key)",
     ]
 
 

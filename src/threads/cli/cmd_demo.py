@@ -17,15 +17,22 @@ EXIT_USAGE = 2
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
-        "demo", help="watch a run get killed, recovered, parked, resolved and finished"
+        "demo", help="watch a run get killed, recovered, parked, resolved and finished",
+        description="Watch a billing agent's worker get killed mid-run, its thread recovered,"
+        " parked on an email it can't prove was sent, resolved by an operator and finished,"
+        " with a fake payments and mail service counting what was applied. Runs offline on"
+        " a scripted model unless --model names a real one.",
     )
     parser.add_argument(
-        "--dir", help="keep the demo's store and service here (default: a temp dir)"
+        "--dir", metavar="DIR",
+        help="keep the demo's store and service here (default: a temporary directory,"
+        " removed at the end)",
     )
     parser.add_argument(
         "--model", metavar="PROVIDER:MODEL",
         help="run on a real model, e.g. openai:gpt-4.1 or anthropic:claude-sonnet-4-5 (key from"
-        " OPENAI_API_KEY / ANTHROPIC_API_KEY; THREADS_DEMO_BASE_URL points it at another server)",
+        " OPENAI_API_KEY / ANTHROPIC_API_KEY; THREADS_DEMO_BASE_URL points it at another server;"
+        " default: the scripted model, no key needed)",
     )
     parser.set_defaults(handler=_run)
 

@@ -38,7 +38,8 @@ def register(subparsers: Any) -> None:
     add_store_option(parser)
     parser.add_argument(
         "--sandboxes", metavar="DIR",
-        help="where the local sandboxes live (default: threads.sandbox.local()'s)",
+        help="where the local sandboxes live (default ~/.cache/threads/sandboxes, the local"
+        " sandbox's own default)",
     )
     parser.add_argument(
         "--docker", metavar="SOCKET", nargs="?", const="",

@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
         "import", help="verify an export file and store it",
         description="Verify FILE (an export) completely, then store it (creates the store).",
     )
-    parser.add_argument("file", metavar="FILE")
+    parser.add_argument("file", metavar="FILE", help="an export (JSONL) or a bundle (tar)")
     add_store_option(parser)
     parser.add_argument(
         "--tenant", default=DEFAULT_TENANT, help=f"owning tenant (default {DEFAULT_TENANT})"
@@ -74,7 +74,7 @@ async def run(args: argparse.Namespace) -> int:
         print(
             f"warning: this store lacks {len(result.missing_artifacts)} artifact(s) the log"
             " references; the thread can be read but not continued here. Import a bundle"
-            " instead (threads export --bundle).",
+            " instead: an export with --bundle from the store that holds them.",
             file=sys.stderr,
         )
     return 0

@@ -22,7 +22,7 @@ def register(subparsers: Any) -> None:
         "lease", help="show who holds a thread and until when",
         description="Show each branch's lease: holder (host, pid, run), epoch and expiry.",
     )
-    parser.add_argument("thread", metavar="THREAD")
+    parser.add_argument("thread", metavar="THREAD", help="the thread's id (threads ls)")
     add_store_option(parser)
     add_tenant_option(parser)
     parser.set_defaults(handler=run)

@@ -24,7 +24,7 @@ def register(subparsers: Any) -> None:
         description="Re-render every model request THREAD_ID recorded, from its log, and check"
         " each against its recorded hash and declared prefix. No model is called.",
     )
-    parser.add_argument("thread_id", metavar="THREAD_ID")
+    parser.add_argument("thread_id", metavar="THREAD_ID", help="the thread's id (threads ls)")
     add_store_option(parser)
     parser.set_defaults(handler=run)
 

@@ -54,7 +54,7 @@ def register(subparsers: Any) -> None:
         description="Show THREAD_ID's events: seq, time, epoch, actor, type, a short summary"
         " and the principal (--json: the log's own lines; --follow: keep printing new ones).",
     )
-    parser.add_argument("thread_id", metavar="THREAD_ID")
+    parser.add_argument("thread_id", metavar="THREAD_ID", help="the thread's id (threads ls)")
     add_store_option(parser)
     add_tenant_option(parser)
     parser.add_argument(

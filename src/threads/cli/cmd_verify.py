@@ -101,7 +101,7 @@ def replay_summary(replayed: Replayed) -> str:
         return f"{requests(replayed.requests)} replayed"
     return (
         f"{requests(replayed.requests)} replayed, the rest not (seq {replayed.mismatch.seq} needs"
-        " an artifact an export does not carry; import it and run `threads replay`)"
+        " an artifact an export does not carry; import it and replay it there)"
     )
 
 

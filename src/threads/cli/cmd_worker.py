@@ -44,7 +44,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--poll-ms", type=int, default=1000, help="poll interval (default 1000)")
     parser.add_argument(
         "--grace-ms", type=int, default=10_000,
-        help="on SIGTERM/SIGINT, how long running runs may finish before they are cancelled",
+        help="on SIGTERM/SIGINT, how long running runs may finish before they are cancelled"
+        " (default 10000)",
     )
     parser.add_argument("--once", action="store_true", help="one pass, then exit")
     parser.set_defaults(handler=run, parser=parser)
@@ -67,8 +68,9 @@ async def run(args: argparse.Namespace) -> int:
     _say(f"worker done: {stats.line()}")
     failed = failures(stats.outcomes)
     if failed:
-        print(f"error: thread_failed: {failed} run(s) failed (see the lines above). Run"
-              " `threads timeline THREAD` for each to see why.", file=sys.stderr)
+        print(f"error: thread_failed: {failed} run(s) failed (see the lines above). The"
+              " timeline of each failed thread (its id begins its line) says why.",
+              file=sys.stderr)
         return 1
     return 0
 

@@ -35,6 +35,7 @@ from threads.cli import (
     cmd_verify,
     cmd_worker,
 )
+from threads.cli.hints import invoked
 from threads.cli.support import (
     Parser,
     database_errors,
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.register(subparsers)
+    parser.set_defaults(parsers=subparsers.choices)  # what suggested commands take (hints)
     return parser
 
 
@@ -74,21 +76,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_usage(sys.stderr)
         return EXIT_USAGE
-    try:
-        outcome = args.handler(args)
-        return int(asyncio.run(outcome) if inspect.iscoroutine(outcome) else outcome)
-    except BrokenPipeError:
-        _quiet_stdout()
-        return EXIT_OK
-    except KeyboardInterrupt:
-        print("error: interrupted: stopped by Ctrl-C before it finished", file=sys.stderr)
-        return EXIT_FAILED
-    except ThreadsError as error:
-        report(error)
-    except OSError as error:
-        report_os_error(error)
-    except database_errors() as error:
-        report_database_error(error)
+    with invoked(args, args.parsers):  # the hints printed below carry this command's options
+        try:
+            outcome = args.handler(args)
+            return int(asyncio.run(outcome) if inspect.iscoroutine(outcome) else outcome)
+        except BrokenPipeError:
+            _quiet_stdout()
+            return EXIT_OK
+        except KeyboardInterrupt:
+            print("error: interrupted: stopped by Ctrl-C before it finished", file=sys.stderr)
+            return EXIT_FAILED
+        except ThreadsError as error:
+            report(error)
+        except OSError as error:
+            report_os_error(error)
+        except database_errors() as error:
+            report_database_error(error)
     return EXIT_FAILED
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
+from threads.clock import utc_iso
 from threads.principal import Principal
 from threads.store.holder import parse, provably_gone
 from threads.store.protocol import LeaseState
@@ -22,8 +22,7 @@ MAX_ITEMS = 20  # items of one list (or keys of one object) shown before it is c
 
 def iso(ms: int) -> str:
     """``2026-12-01T09:15:03.120Z``: a Unix-ms time in UTC, to the millisecond."""
-    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return utc_iso(ms)
 
 
 def relative(ms: int, now_ms: int) -> str:

@@ -17,55 +17,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import NoReturn
 
-from threads.errors import ConfigError, NotFound, ThreadsError
+from threads.cli.hints import known, next_step
+from threads.errors import ConfigError, NotFoundError, ThreadsError
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.store.protocol import BranchInfo, Store
 from threads.store.sqlite import sqlite
 
 DEFAULT_STORE = ".threads"
 POSTGRES_SCHEMES = ("postgres://", "postgresql://")
-
-_HINTS = {
-    "not_found": "run `threads ls --store DIR` to see the threads this store holds",
-    "log_corrupt": "run `threads verify --store DIR` to locate the damage; the branch can"
-    " still be exported for inspection, or restored from an earlier export",
-    "seq_conflict": "this store already holds that branch with other lines; import into"
-    " another store (--store) instead",
-    "unsupported_format": "open it with the threads release that wrote it",
-    "unsupported_critical_event": "open it with the newer threads release that wrote it",
-    "invalid_config": "check the command's arguments (run it with --help)",
-    "branch_busy": "run `threads lease THREAD` to see who holds it and until when",
-    "forbidden": "act as the principal who started the thread, or one of its approvers"
-    " (--issuer/--tenant/--subject)",
-    "not_parked": "run `threads timeline THREAD` to see what the thread is waiting on",
-    "not_pending": "run `threads approvals THREAD` to see what waits for a decision",
-    "approval_mismatch": "run `threads approvals THREAD` and pass the args hash shown there",
-    "request_hash_mismatch": "the recorded request is not what the log before it renders: the"
-    " log or an artifact changed after it was written, or another renderer wrote it; run"
-    " `threads replay THREAD_ID` and compare the request's artifact",
-    "prefix_changed": "a request declares another line 0 than its settings epoch renders; the"
-    " pinned config or a settings_changed was altered after the request was written",
-    "artifact_missing": "the store lacks an artifact the log references: export the branch with"
-    " --bundle from the store that holds its artifacts and import that bundle, or restore the"
-    " store from a backup",
-    "artifact_corrupt": "an artifact the log references is damaged: restore it from a bundle of"
-    " this branch (threads import) or from a backup",
-    "store_busy": "another process is writing to this store; run the command again shortly",
-    "store_read_only": "check the store's file permissions, or work on a writable copy",
-    "store_full": "free disk space (nothing half-written was kept), then run again",
-    "store_corrupt": "the database file is damaged: restore it from a backup, or import its"
-    " bundles into a new store",
-    "store_unavailable": "check the path or URL given to --store and that the server answers",
-    "import_too_large": "check that FILE is an export; raise --max-bytes if it really is one",
-}
-_LOG_HINT = (
-    "the file is not a valid threads export from that seq on; export the branch again from"
-    " its store, or pass a different file"
-)
-_LOG_CODES = frozenset(
-    {"invalid_line", "invalid_transition", "seq_mismatch", "prev_hash_mismatch", "head_mismatch"}
-)
-
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -99,10 +58,10 @@ def add_operator_options(parser: argparse.ArgumentParser) -> None:
 
 
 def operator(args: argparse.Namespace) -> Principal:
-    try:
-        return Principal(issuer=args.issuer, tenant=args.tenant, subject=args.subject)
-    except ValueError as error:
-        raise ConfigError("invalid_config", f"{error}; pass a non-empty value") from None
+    for option in ("issuer", "tenant", "subject"):
+        if not getattr(args, option):
+            raise ConfigError("invalid_config", f"--{option} is empty; pass a non-empty value")
+    return Principal(issuer=args.issuer, tenant=args.tenant, subject=args.subject)
 
 
 async def tenant_branch(store: Store, thread_or_branch: str, tenant: str) -> BranchInfo:
@@ -110,13 +69,13 @@ async def tenant_branch(store: Store, thread_or_branch: str, tenant: str) -> Bra
     named by its branch id; another tenant's thread is ``not_found``, like a missing one."""
     try:
         branch = await store.root_branch(thread_or_branch)
-    except NotFound:
+    except NotFoundError:
         try:
             branch = await store.get_branch(thread_or_branch)
-        except NotFound:
-            raise NotFound(f"no thread {thread_or_branch} for tenant {tenant}") from None
+        except NotFoundError:
+            raise NotFoundError(f"no thread {thread_or_branch} for tenant {tenant}") from None
     if branch.tenant_id != tenant:
-        raise NotFound(f"no thread {thread_or_branch} for tenant {tenant}")
+        raise NotFoundError(f"no thread {thread_or_branch} for tenant {tenant}")
     return branch
 
 
@@ -127,8 +86,8 @@ def store_from_spec(spec: str | None, *, create: bool) -> Store:
     spec = spec or DEFAULT_STORE
     if spec.startswith(POSTGRES_SCHEMES):
         return _postgres_store(spec)
-    if not create and not (Path(spec) / "threads.db").is_file():
-        raise NotFound(f"no threads store at {spec} (no {spec}/threads.db)")
+    if not create and not store_exists(spec):
+        raise NotFoundError(f"no threads store at {spec} (no {spec}/threads.db)")
     return sqlite(spec)
 
 
@@ -177,9 +136,16 @@ def report(error: ThreadsError) -> None:
 
 
 def hint(code: str) -> str:
-    """What to do next about an error with this code."""
-    found = _LOG_HINT if code in _LOG_CODES else _HINTS.get(code)
-    return found or "run `threads --help` for usage"
+    """What to do next about an error with this code (``threads.cli.hints``)."""
+    if code == "not_found" and not store_exists(known("store")):
+        return "check the path given to --store: there is no threads store there"
+    return next_step(code)
+
+
+def store_exists(spec: str | None) -> bool:
+    """Whether ``--store`` names a store (a Postgres URL is taken to)."""
+    spec = spec or DEFAULT_STORE
+    return spec.startswith(POSTGRES_SCHEMES) or (Path(spec) / "threads.db").is_file()
 
 
 def report_os_error(error: OSError) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from threads import Principal, open_thread, sqlite
+from threads.cli.hints import command, quoted
 from threads.demo.models import MODEL_ENV
 from threads.demo.service import DemoService
 from threads.demo.support import KILL_ENV, REQUEST
@@ -95,10 +96,12 @@ async def _story(
                 "assume_done" if sent else "assume_not_done"
             )
             await thread.resolve_parked(effect_key, decision, OPERATOR)
-            say(f"   the email {'went out' if sent else 'never went out'},"
-                f" so {OPERATOR.subject} calls")
-            say(f"   resolve_parked({effect_key!r}, {decision!r}),")
-        say("   recorded in the log with the operator as its actor.\n")
+            say(f"   the email {'went out' if sent else 'never went out'}, so the"
+                f" {OPERATOR.subject} resolves it {decision}; from a shell that is")
+            flag = "--assume-done" if sent else "--assume-not-done"
+            shell = command("resolve", thread_id, effect_key, flag, "--store", str(store_dir))
+            say(f"      {shell}")
+        say("   The decision is recorded in the log with the operator as its actor.\n")
 
         say("4. The thread runs again and finishes without sending the email a second time:")
         third = _worker(store_dir, service_path, thread_id, kill=False, model=model)
@@ -123,9 +126,11 @@ async def _story(
             ok = ok and (c.refunds, c.charges, c.emails) == (1, 1, 1)
         say("   nothing was applied twice." if ok else "   SOMETHING WAS APPLIED TWICE.")
         if kept:
-            say(f"\nStore: {store_dir} (try: threads timeline {thread_id} --store {store_dir})")
+            say(f"\nStore: {store_dir}. To read the thread's log again:")
+            say("   " + command("timeline", thread_id, "--store", str(store_dir)))
         else:
-            say("\nThe demo's store was temporary; run `threads demo --dir DIR` to keep it.")
+            keep = quoted("demo", "--dir", "threads-demo")
+            say(f"\nThe demo's store was temporary; run {keep} to keep it (in ./threads-demo).")
         return 0 if ok else 1
     finally:
         await store.close()

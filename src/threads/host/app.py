@@ -3,23 +3,27 @@
 It wires the routes (``/v1`` API, ``/openapi.json``, the operator console under ``/ui``) to one
 ``Runs`` and one ``Hub``. On start (ASGI lifespan) it resumes the runs receipts say may be
 unfinished; on stop it takes no new runs, lets running ones finish for ``grace_s``, cancels the
-rest, and their leases are released. Unknown routes are 404 ``not_found`` with an error body.
+rest, and their leases are released, saying so on its ``log``. With ``access_log`` it writes one
+line per request (``threads.host.access_log``). Unknown routes are 404 ``not_found`` with an
+error body.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from threads.errors import ConfigError
+from threads.host.access_log import AccessLog
 from threads.host.auth import Authenticate
 from threads.host.failure import failure
 from threads.host.http import MAX_BODY_BYTES, Context, Handler, route
@@ -88,10 +92,13 @@ def host(
     grace_s: float = GRACE_S,
     max_body_bytes: int = MAX_BODY_BYTES,
     log: Any = None,
+    access_log: Callable[[str], None] | None = None,
 ) -> Starlette:
     """The ASGI app. ``authenticate(request)`` returns the caller's ``Principal`` or None (401);
     ``ceiling`` narrows every run's permissions; ``log(line)`` gets one line per run outcome
-    (stderr by default). Several hosts may serve one Postgres store."""
+    and what the host does as it stops (stderr by default); ``access_log(line)``, when given,
+    one line per request (``threads.host.access_log``: no query string, header or body).
+    Several hosts may serve one Postgres store."""
     say = log or _stderr
     named = agents_by_name(agents)
     with_sources = sorted(name for name, one in named.items() if one.sources)
@@ -126,10 +133,14 @@ def host(
             return failure("invalid_request", str(exc.detail))
         return failure("not_found", "no such route; see /openapi.json")
 
+    middleware = [] if access_log is None else [
+        Middleware(AccessLog, clock=store.clock, write=access_log)
+    ]
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: not_found},
+        middleware=middleware,
     )
     app.state.runs = runs
     return app

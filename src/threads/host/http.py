@@ -17,11 +17,12 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from threads.errors import NotFound, ThreadsError
+from threads.errors import NotFoundError, ThreadsError
 from threads.host.auth import Authenticate
 from threads.host.failure import HostError
 from threads.host.runs import Runs
 from threads.host.summaries import Summaries
+from threads.log.input_json import InputRefused, parse_input
 from threads.log.reduce import Fold
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.agent import Agent
@@ -90,7 +91,9 @@ async def principal_of(ctx: Context, request: Request) -> Principal:
 
 
 async def body_of(ctx: Context, request: Request, model: type[M]) -> M:
-    """Read at most ``max_body_bytes`` (413 past it), then parse and check the shape (400)."""
+    """Read at most ``max_body_bytes`` (413 past it), parse it as JSON the log can hold
+    (``threads.log.input_json``: no duplicate keys, no number the log can't hold, bounded
+    nesting) and check its shape (400 ``invalid_request`` for any of them)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > ctx.max_body_bytes:
         raise HostError("payload_too_large", f"bodies are limited to {ctx.max_body_bytes} bytes")
@@ -102,12 +105,14 @@ async def body_of(ctx: Context, request: Request, model: type[M]) -> M:
                 "payload_too_large", f"bodies are limited to {ctx.max_body_bytes} bytes"
             )
     try:
-        return model.model_validate_json(bytes(raw))
+        value = parse_input(bytes(raw))
+    except InputRefused as refused:
+        raise HostError("invalid_request", f"the body was refused: {refused}") from None
+    try:
+        return model.model_validate(value)
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
-        if first["type"] == "json_invalid":
-            raise HostError("invalid_request", "the body is not valid JSON") from None
         raise HostError(
             "invalid_request", f"{where}: {first['msg']} (see /openapi.json for {model.__name__})"
         ) from None
@@ -131,7 +136,7 @@ async def branch_of(
     try:
         root = await store.root_branch(thread_id)
         branch = root if branch_id is None else await store.get_branch(branch_id)
-    except NotFound:
+    except NotFoundError:
         raise hidden from None
     if (
         root.tenant_id != principal.tenant

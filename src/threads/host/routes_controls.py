@@ -15,7 +15,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from threads.errors import NotFound, StoreError, ThreadsError
+from threads.errors import NotFoundError, StoreError, ThreadsError
 from threads.host.bodies import (
     Answer,
     ApprovalDecision,
@@ -184,7 +184,7 @@ async def post_fork(ctx: Context, request: Request, principal: Principal) -> Res
             ctx.runs.store, view.branch, body.event_id, restore_or_refuse,
             knowledge_policy=body.knowledge,
         )
-    except NotFound:
+    except NotFoundError:
         raise HostError(
             "no_snapshot_boundary", f"no event {body.event_id} on this branch to fork at"
         ) from None

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
 
-from threads.errors import NotFound, ThreadsError
+from threads.errors import NotFoundError, ThreadsError
 from threads.host.hub import Hub
 from threads.log.lines import Event
 from threads.log.reduce import Fold
@@ -104,6 +104,7 @@ class Runs:
         target = thread_id if branch.parent_branch_id is None else branch_id
         cancel = CancelSignal()
         stream = RunStream()
+        handed_back = False
         # The fold the host just made is the run's while no one appended since (no re-read).
         options = RunOptions(
             target, self.store, principal=principal, ceiling=self.ceiling, fold=fold
@@ -124,7 +125,7 @@ class Runs:
         except ThreadsError as error:  # a config change or a refusal the run raised
             self._failed(thread_id, branch_id, ErrorInfo(error.code, error.message))
         except asyncio.CancelledError:
-            self.log(f"{thread_id} cancelled by the host stopping")
+            handed_back = True
             raise
         except Exception as error:  # one thread's bug must not take the host down
             self._failed(thread_id, branch_id, ErrorInfo("crashed", f"{type(error).__name__}"))
@@ -133,6 +134,11 @@ class Runs:
                 task.cancel()  # the host is stopping: the run releases its lease as it unwinds
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if handed_back:
+                self.log(
+                    f"{thread_id} handed back: cancelled by the host stopping, its lease"
+                    " released; its turn stays open and the next start continues it"
+                )
             self.running.pop(branch_id, None)
             self._cancels.pop(branch_id, None)
             self.hub.forget(branch_id)
@@ -189,20 +195,30 @@ class Runs:
             await asyncio.sleep(REOPEN_S)
             retry, self._retry = self._retry, set()
             for thread_id, branch_id in retry:
-                with contextlib.suppress(NotFound):
+                with contextlib.suppress(NotFoundError):
                     await self.resume(thread_id, branch_id)
 
     async def stop(self, grace_s: float) -> None:
-        """Take no more runs; let running ones finish for ``grace_s``, then cancel the rest."""
+        """Take no more runs; let running ones finish for ``grace_s``, then cancel the rest
+        (handed back: each releases its lease, and its turn stays open for the next start).
+        Says what it does: stopping, each run handed back, and what came of them all."""
         self.stopping = True
         if self._reopener is not None:
             self._reopener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reopener
         tasks = list(self.running.values())
-        if not tasks:
-            return
-        _, pending = await asyncio.wait(tasks, timeout=grace_s)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        self.log(
+            f"stopping: taking no new runs; {len(tasks)} run(s) running may finish within"
+            f" {grace_s:g} s, then are handed back"
+        )
+        pending: set[asyncio.Task[None]] = set()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        self.log(
+            f"stopped: {len(tasks) - len(pending)} run(s) finished in time,"
+            f" {len(pending)} handed back"
+        )

@@ -17,7 +17,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from threads.errors import ConfigError, NotFound, StoreError, ThreadsError
+from threads.errors import ConfigError, NotFoundError, StoreError, ThreadsError
 from threads.host.bodies import RunAccepted, StartRunRequest
 from threads.host.failure import HostError
 from threads.host.runs import Runs
@@ -210,7 +210,7 @@ async def _target(
     try:
         root = await store.root_branch(thread_id)
         branch = root if branch_id is None else await store.get_branch(branch_id)
-    except NotFound:
+    except NotFoundError:
         raise HostError("not_found", f"no thread {thread_id} for this tenant") from None
     if root.tenant_id != principal.tenant or branch.thread_id != root.thread_id:
         raise HostError("not_found", f"no thread {thread_id} for this tenant")

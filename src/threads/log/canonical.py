@@ -203,19 +203,31 @@ def _fast_decoder() -> Callable[[bytes], JsonValue]:
 fast_loads = _fast_decoder()
 
 
-def _reject_constant(name: str) -> float:
+def reject_constant(name: str) -> float:
+    """``json.loads``'s ``parse_constant``: NaN, Infinity and -Infinity are not JSON."""
     raise ValueError(f"{name} is not JSON")
 
 
-def _no_duplicates(pairs: list[tuple[str, JsonValue]]) -> dict[str, JsonValue]:
+def no_duplicate_keys(pairs: list[tuple[str, JsonValue]]) -> dict[str, JsonValue]:
+    """``json.loads``'s ``object_pairs_hook``: an object naming one key twice is refused."""
     obj = dict(pairs)
     if len(obj) != len(pairs):
-        raise ValueError("duplicate object key")
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate object key {key[:80]!r}")
+            seen.add(key)
     return obj
 
 
 _STRING_LITERAL = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def deeper_than(raw: bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether the JSON text ``raw`` nests arrays and objects more than ``limit`` levels deep
+    (read without parsing it: a parser recurses once per level)."""
+    return raw.count(b"[") + raw.count(b"{") > limit and _nesting_depth(raw) > limit
 
 
 def _nesting_depth(raw: bytes) -> int:
@@ -245,11 +257,11 @@ def parse_strict(raw: bytes, *, seq: int | None = None) -> JsonValue:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise LogError("invalid_line", f"line is not valid UTF-8 ({exc.reason})", seq=seq) from None
-    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _nesting_depth(raw) > MAX_DEPTH:
+    if deeper_than(raw):
         raise LogError("invalid_line", f"nesting is deeper than {MAX_DEPTH} levels", seq=seq)
     try:
         value = json.loads(
-            text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant,
+            text, object_pairs_hook=no_duplicate_keys, parse_constant=reject_constant,
             parse_int=_parse_int,
         )
     except (ValueError, RecursionError) as exc:
@@ -321,7 +333,7 @@ def parse_written(raw: bytes, *, seq: int | None = None) -> JsonValue:
     has no duplicate keys by construction). Any violation is ``invalid_line`` at ``seq``."""
     if len(raw) > MAX_LINE_BYTES:
         raise LogError("invalid_line", f"line is {len(raw)} bytes; the limit is 1 MiB", seq=seq)
-    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _nesting_depth(raw) > MAX_DEPTH:
+    if deeper_than(raw):
         raise LogError("invalid_line", f"nesting is deeper than {MAX_DEPTH} levels", seq=seq)
     try:
         if may_hold_unsafe_integer(raw):

@@ -60,7 +60,7 @@ def refusal_given(
         return None
     return (
         f"{principal.subject} may not decide for this thread: only the principal who started"
-        " it may (or the agent's approvers: open the thread with agent= to use them)"
+        " it may (or the agent's approvers, where the agent that runs it is known)"
     )
 
 

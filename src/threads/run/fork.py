@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from threads.errors import ConfigError, LogError, NotFound, StoreError
+from threads.errors import ConfigError, LogError, NotFoundError, StoreError
 from threads.log.ids import uuid7
 from threads.log.lines import make_header
 from threads.run.writer import BranchWriter
@@ -44,7 +44,7 @@ async def fork_at(
     fold = chain.fold(now)
     event = next((e for e in chain.events if e.event_id == at_event_id), None)
     if event is None:
-        raise NotFound(f"no event {at_event_id} on branch {parent.branch_id}")
+        raise NotFoundError(f"no event {at_event_id} on branch {parent.branch_id}")
     if event.type != "snapshot" or event.seq not in {seq for seq, _, _ in fold.snapshots}:
         raise LogError(
             "no_snapshot_boundary",

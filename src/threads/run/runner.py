@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from threads import telemetry
-from threads.errors import ConfigError, LogError, NotFound, StoreError, ThreadsError
+from threads.errors import ConfigError, LogError, NotFoundError, StoreError, ThreadsError
 from threads.log.ids import uuid7
 from threads.log.lines import WRITER_IMPL, Event, first_event, make_header
 from threads.log.reduce import Fold
@@ -140,11 +140,11 @@ async def _run_connected(
     else:
         try:
             branch = await store.root_branch(thread_id)
-        except NotFound:
+        except NotFoundError:
             branch = await store.get_branch(thread_id)  # the branch id a fork returned
         thread_id = branch.thread_id
         if branch.tenant_id != principal.tenant:
-            raise NotFound(f"no thread {thread_id} for tenant {principal.tenant}")
+            raise NotFoundError(f"no thread {thread_id} for tenant {principal.tenant}")
         branch_id = branch.branch_id
     handle = Thread(store, thread_id, principal=principal, agent=agent)
     telemetry.run_started(span, agent.name, thread_id, branch_id, new=new)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from threads.errors import ConfigError, NotFound, ThreadsError
+from threads.errors import ConfigError, NotFoundError, ThreadsError
 from threads.log.collector import collector_paused
 from threads.log.lines import Event
 from threads.log.reduce import Call, Fold
@@ -67,6 +67,7 @@ class ParkedEffect:
     tool: str
     attempts: int
     detail: str  # what to know before resolving it (see ``threads.run.park_info``)
+    input: dict[str, Any]  # the call's arguments, as the model gave them
 
 
 def folded_at_head(fold: Fold, branch: BranchInfo) -> bool:
@@ -106,7 +107,7 @@ class Thread:
     async def _branch(self) -> BranchInfo:
         branch = await self.store.root_branch(self.id)
         if self.principal is not None and branch.tenant_id != self.principal.tenant:
-            raise NotFound(f"no thread {self.id} for tenant {self.principal.tenant}")
+            raise NotFoundError(f"no thread {self.id} for tenant {self.principal.tenant}")
         return branch
 
     async def fold(self) -> Fold:
@@ -201,7 +202,7 @@ class Thread:
         now = self.store.clock.now_ms()
         tool_named = self.agent.tool_named if self.agent is not None else _no_tool
         return [
-            ParkedEffect(f.effect_key, f.call_id, f.tool, f.attempts, detail(f, now))
+            ParkedEffect(f.effect_key, f.call_id, f.tool, f.attempts, detail(f, now), f.input)
             for f in effect_parks(fold, tool_named)
         ]
 
@@ -317,8 +318,7 @@ class Thread:
             if call.approval.challenge_id != challenge_id:
                 raise ControlError(
                     "approval_duplicate",
-                    "this challenge was replaced by a new one; decide the one"
-                    " pending_approvals() lists",
+                    "this challenge was replaced by a new one; decide the one pending now",
                 )
             _check_open(call, args_hash, self.store.clock.now_ms())
             approval = call.approval
@@ -454,7 +454,7 @@ async def open_thread(
     approvers: Sequence[Principal] | None = None,
     agent: AgentSpec | None = None,
 ) -> Thread:
-    """A handle on ``thread_id``; raises ``NotFound`` (unknown, or another tenant's) or
+    """A handle on ``thread_id``; raises ``NotFoundError`` (unknown, or another tenant's) or
     ``log_corrupt`` when its stored bytes no longer chain.
 
     ``agent``: the agent that runs this thread; its approvers then decide for it (without it,

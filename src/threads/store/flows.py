@@ -15,7 +15,7 @@ from collections.abc import Callable, Generator, Sequence
 from enum import Enum
 from typing import Any, TypeVar
 
-from threads.errors import NotFound, StoreError
+from threads.errors import NotFoundError, StoreError
 from threads.log.lines import Event, Header
 from threads.store import statements as sql
 from threads.store.protocol import ArtifactRef, BranchInfo, Lease, LeaseState, Segment, StoredRow
@@ -83,14 +83,14 @@ def changed(statement: str, *args: Any) -> Flow[int]:
 def branch(branch_id: str) -> Flow[BranchInfo]:
     row = yield from one(sql.BRANCH, branch_id)
     if row is None:
-        raise NotFound(f"no branch {branch_id} in this store")
+        raise NotFoundError(f"no branch {branch_id} in this store")
     return branch_from_row(row)
 
 
 def root(thread_id: str) -> Flow[BranchInfo]:
     row = yield from one(sql.ROOT, thread_id)
     if row is None:
-        raise NotFound(f"no thread {thread_id} in this store")
+        raise NotFoundError(f"no thread {thread_id} in this store")
     return branch_from_row(row)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from threads.errors import NotFound, StoreError
+from threads.errors import NotFoundError, StoreError
 from threads.log.verify import Segment
 from threads.store.protocol import ArtifactRef, Store
 from threads.store.protocol import Segment as StoredSegment
@@ -26,12 +26,12 @@ async def check_owner(store: Store, segments: Sequence[Segment], tenant_id: str)
     thread_id = segments[0].header.thread_id
     try:
         owners = [(await store.root_branch(thread_id)).tenant_id]
-    except NotFound:
+    except NotFoundError:
         owners = []
     for segment in segments:
         try:
             owners.append((await store.get_branch(segment.header.branch_id)).tenant_id)
-        except NotFound:
+        except NotFoundError:
             continue
     if any(owner != tenant_id for owner in owners):
         raise StoreError(
@@ -50,7 +50,7 @@ async def stored_already(store: Store, segments: Sequence[Segment]) -> set[str]:
         branch_id = segment.header.branch_id
         try:
             stored = (await store.read_chain(branch_id)).segments[-1]
-        except NotFound:
+        except NotFoundError:
             continue
         incoming = [event.line for event in segment.events]
         held = [event.line for event in stored.events]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from threads.errors import NotFound, StoreError
+from threads.errors import NotFoundError, StoreError
 from threads.store import flows
 from threads.store.core import StoreCore
 from threads.store.flows import Access, Flow, Now
@@ -71,7 +71,7 @@ def select_rows(owner_branch_id: str | None, tenant_id: str | None) -> tuple[str
 
 def resource(row: tuple[Any, ...] | None, operation_key: str) -> Resource:
     if row is None:
-        raise NotFound(f"no resource with operation key {operation_key}")
+        raise NotFoundError(f"no resource with operation key {operation_key}")
     return Resource(*row)
 
 

@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from threads.errors import LogError, NotFound, StoreError
+from threads.errors import LogError, NotFoundError, StoreError
 from threads.log.admission import admit_line
 from threads.log.canonical import MAX_SAFE_INT, canonical
 from threads.log.collector import collector_paused
@@ -71,7 +71,7 @@ def corrupt(branch_id: str, seq: int | None, cause: str) -> StoreError:
     return StoreError(
         "log_corrupt",
         f"branch {branch_id} is corrupt ({cause}); it can't be run. Export its stored bytes for"
-        " inspection (threads export --inspect), or restore it from a good export.",
+        " inspection (an export with --inspect), or restore it from a good export.",
         seq=seq,
     )
 
@@ -196,7 +196,7 @@ def require_head(
     """``row`` = (head_seq, head_hash, state) of the branch being appended to; only a branch in
     ``state_needed`` takes the append (``forking`` for the append that finishes a fork)."""
     if row is None:
-        raise NotFound(f"no branch {branch_id} in this store")
+        raise NotFoundError(f"no branch {branch_id} in this store")
     head_seq, head_hash, state = row
     if head_seq != expected_seq:
         raise StoreError(

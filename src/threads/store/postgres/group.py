@@ -30,7 +30,7 @@ from typing import Any
 
 import psycopg
 
-from threads.errors import NotFound, StoreError
+from threads.errors import NotFoundError, StoreError
 from threads.store.control_items import InboxViews, by_thread
 from threads.store.postgres.append import AppendRequest, GroupStatement
 from threads.store.postgres.deltas import PostgresDeltas
@@ -203,6 +203,6 @@ def _judge(request: AppendRequest, row: tuple[Any, ...]) -> BaseException | None
     try:
         require_live(row[:3], request.lease, int(row[3]))
         require_head(request.branch_id, row[4:], request.expected_seq, request.events)
-    except (StoreError, NotFound) as exc:
+    except (StoreError, NotFoundError) as exc:
         return exc
     return None
