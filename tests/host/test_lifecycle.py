@@ -175,13 +175,13 @@ def test_the_access_log_is_off_by_default_and_never_shows_a_token(
     server.close_clients()
     server.client().get("/v1/threads?secret=s3cr3t")
     server.stop(signal.SIGTERM)
-    assert server.stdout.splitlines() == [f"threads host on {server.url} (web timeline at /ui/)"]
+    assert server.stdout.splitlines() == [f"threads host on {server.url} (operator console at /ui/)"]
 
     logged = HostServer(server.store, server.tokens, server.service_port, options=["--access-log"])
     logged.start()
     try:
         alice = logged.client()
-        assert alice.get("/v1/threads?cursor=s3cr3t").status_code == 200
+        assert alice.get("/v1/threads?q=s3cr3t").status_code == 200
         assert logged.client(token="wrong").get("/v1/threads/x%0Ay/timeline").status_code == 401
         assert alice.post("/v1/runs", content=b"{").status_code == 400
     finally:
