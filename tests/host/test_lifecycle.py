@@ -175,7 +175,8 @@ def test_the_access_log_is_off_by_default_and_never_shows_a_token(
     server.close_clients()
     server.client().get("/v1/threads?secret=s3cr3t")
     server.stop(signal.SIGTERM)
-    assert server.stdout.splitlines() == [f"threads host on {server.url} (operator console at /ui/)"]
+    banner = f"threads host on {server.url} (operator console at /ui/)"
+    assert server.stdout.splitlines() == [banner]
 
     logged = HostServer(server.store, server.tokens, server.service_port, options=["--access-log"])
     logged.start()
