@@ -11,9 +11,8 @@ import pytest
 
 from threads import ConfigError, agent
 from threads.errors import StoreError
-from threads.local_memory import local_memory
-from threads.memory import BoundMemory, MemoryScope, mem0
-from threads.memory_records import record_id
+from threads.memory import BoundMemory, MemoryScope, local_memory, mem0
+from threads.memory.records import record_id
 from threads.run.principal import Principal
 from threads.store.sqlite import sqlite
 from threads.testing.scripted import say, scripted_model

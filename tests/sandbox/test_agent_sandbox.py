@@ -13,8 +13,8 @@ import pytest
 from pydantic import BaseModel
 
 from threads import ConfigError, Principal, agent, open_thread, tool
-from threads.local_memory import local_memory
 from threads.log.ids import uuid7
+from threads.memory import local_memory
 from threads.sandbox import SandboxInfo
 from threads.sandbox.local import LocalSandbox
 from threads.store.capabilities import resources_of

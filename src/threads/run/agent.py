@@ -17,8 +17,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from threads.errors import ConfigError
-from threads.memory import Memory
-from threads.memory_tools import memory_tools
+from threads.memory.protocol import Memory
+from threads.memory.tools import memory_tools
 from threads.models.protocol import Model
 from threads.principal import Principal
 from threads.run.blocking import run_blocking
@@ -143,7 +143,7 @@ def agent(
     ``sandbox`` (e.g. ``threads.sandbox.local()``) adds the built-in tools ``bash``,
     ``read_file``, ``write_file`` and ``list_files`` and is where ``runs="sandbox"`` tools run;
     with ``snapshots=True`` each turn that changed its workspace ends with a snapshot (a fork
-    point). ``memory`` (e.g. ``threads.local_memory.local_memory()``) adds ``save_memory``,
+    point). ``memory`` (e.g. ``threads.memory.local_memory()``) adds ``save_memory``,
     ``search_memory`` and ``forget_memory``. ``fallback``: models asked in turn when the one
     in force stays overloaded (``retry.fallback_after`` overloads in a row); ``retry``: the
     ``RetryPolicy`` (backoff, Retry-After cap, limits, fallback scope) the thread pins.

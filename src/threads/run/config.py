@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from threads.errors import ConfigError
 from threads.log.hashing import value_hash
-from threads.memory import Memory
+from threads.memory.protocol import Memory
 from threads.models.protocol import Model
 from threads.principal import Principal
 from threads.run.budget import Budget

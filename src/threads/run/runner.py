@@ -17,7 +17,7 @@ from threads.errors import ConfigError, LogError, NotFoundError, StoreError, Thr
 from threads.log.ids import uuid7
 from threads.log.lines import WRITER_IMPL, Event, first_event, make_header
 from threads.log.reduce import Fold
-from threads.memory import MemoryHandle, MemoryScope
+from threads.memory.protocol import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.budget import Budget
 from threads.run.config import AgentSpec, pinned_view

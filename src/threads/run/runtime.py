@@ -17,7 +17,7 @@ from typing import Any
 from threads.clock import sleep_on
 from threads.log.reduce import Call, Fold
 from threads.log.render import RenderCache
-from threads.memory import MemoryHandle
+from threads.memory.protocol import MemoryHandle
 from threads.principal import Principal
 from threads.run.budget import Budget
 from threads.run.config import AgentSpec

@@ -6,7 +6,7 @@ reference implementation can open) and ``threads.store.postgres`` (the ``postgre
 What both engines share is written once beside them: the table spec (``layout``), the
 statements (``statements``), what a store does on its connection (``flows``, run by
 ``core.StoreCore``), the rules a read or an append checks (``rows``), and the views beside the
-log (``controls``, ``resource_ledger``, ``request_deltas``, ``memory_rows``).
+log (``controls``, ``resource_ledger``, ``request_deltas``).
 ``docs/internals/store.md`` draws the layout.
 """
 

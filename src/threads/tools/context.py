@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from threads.memory import MemoryHandle
+from threads.memory.protocol import MemoryHandle
 from threads.principal import Principal
 from threads.sandbox.handle import SandboxHandle
 

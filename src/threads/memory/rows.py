@@ -5,7 +5,7 @@ the ``local_memory`` table (its text). How a record is indexed for search is the
 Postgres: a generated ``tsvector`` column), and so is searching.
 
 Invariant: a save and a forget are each one transaction; saving again under one key with the
-same text is a no-op and with other text is refused (``threads.memory_records.saved_again``);
+same text is a no-op and with other text is refused (``threads.memory.records.saved_again``);
 on Postgres a save first takes an advisory lock on its record id, so two processes saving under
 one key write it once (SQLite's ``BEGIN IMMEDIATE`` already orders them). A scope only ever
 forgets its own records.
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from threads.memory import MemoryRecord, MemoryScope
-from threads.memory_records import NAMESPACE, TERM, record_id, saved_again, text_hash
+from threads.memory.protocol import MemoryRecord, MemoryScope
+from threads.memory.records import NAMESPACE, TERM, record_id, saved_again, text_hash
 from threads.store import flows
 from threads.store.flows import Flow
 from threads.store.statements import ADVISORY_LOCK, Dialect, Query

@@ -1,8 +1,8 @@
 """``local_memory()``: memories kept in the store itself: a SQLite store's own ``threads.db``
-here, a Postgres store's schema in ``threads.store.postgres.memory``.
+here, a Postgres store's schema in ``threads.memory.postgres``.
 
 Tables ``local_memory`` (one row per record) and ``local_memory_fts`` (an FTS5 index of the
-text) are created on first use (saving and forgetting are ``threads.store.memory_rows``'s),
+text) are created on first use (saving and forgetting are ``threads.memory.rows``'s),
 beside the log; who owns a record (tenant, agent, scope) is its row in the v6
 ``memory_bindings`` table (namespace ``local``). A record's id is ``mem_`` + the first 24 hex of
 sha256(key), the key being the saving call's effect key: saving again under the same key with
@@ -20,9 +20,9 @@ from collections.abc import Callable
 from typing import Literal, TypeVar
 
 from threads.errors import ConfigError
-from threads.memory import SEARCH_DEFAULT_K, BoundMemory, Fence, MemoryRecord, MemoryScope
-from threads.memory_records import FOREVER_MS
-from threads.store import memory_rows
+from threads.memory import rows as memory_rows
+from threads.memory.protocol import SEARCH_DEFAULT_K, BoundMemory, Fence, MemoryRecord, MemoryScope
+from threads.memory.records import FOREVER_MS
 from threads.store.sqlite import SQLiteStore
 from threads.store.sqlite.provider_tables import one_per_store, transaction
 from threads.store.sqlite.store import drive
@@ -64,7 +64,7 @@ class LocalMemory:
             return one_per_store(_BOUND, store, StoreMemory)
         engine = sys.modules.get("threads.store.postgres")
         if engine is not None and isinstance(store, engine.PostgresStore):
-            from threads.store.postgres.memory import PostgresMemory
+            from threads.memory.postgres import PostgresMemory
 
             return PostgresMemory(store)
         raise ConfigError(

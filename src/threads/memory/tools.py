@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from threads.errors import ConfigError
-from threads.memory import SEARCH_DEFAULT_K, Memory, MemoryHandle
+from threads.memory.protocol import SEARCH_DEFAULT_K, Memory, MemoryHandle
 from threads.tools.tool import RunContext, Tool, tool
 
 SEARCH_MAX_K = 20

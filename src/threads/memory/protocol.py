@@ -3,9 +3,9 @@
 A ``Memory`` provider saves, searches and forgets records in a ``MemoryScope`` (tenant, agent,
 and the user: the principal's issuer and subject), so one user's memories never answer
 another's. Every call takes the run's fence and awaits it before it touches anything. A write is
-an effect: the memory tools (``threads.memory_tools``) write with the provider's declared effect
+an effect: the memory tools (``threads.memory.tools``) write with the provider's declared effect
 class (``idempotent`` keyed by the call's effect key, so a resend after a crash writes nothing
-twice). ``local_memory()`` (``threads.local_memory``) keeps memories in the SQLite store.
+twice). ``local_memory()`` (``threads.memory.local``) keeps memories in the SQLite store.
 
 ``mem0()`` is refused at setup: the mem0 SDK sends its requests with HTTP clients (and, in
 hosted mode, background calls) that threads can't route through the transport fence, so a run

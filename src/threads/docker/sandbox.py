@@ -1,7 +1,7 @@
-"""``threads.docker.docker(image, ...)``: sandboxes as Docker containers (``threads[docker]``).
+"""``docker(image, ...)``: sandboxes as Docker containers (``threads[docker]``).
 
 Speaks the Engine API over the daemon's unix socket through the fenced HTTP client
-(``threads.adapters.docker_engine``); it never sends registry credentials and never pulls.
+(``threads.docker.engine``); it never sends registry credentials and never pulls.
 Each container is named after its operation key (``threads-<sha256(key)[:32]>``, label
 ``threads.operation_key``), so a repeated create finds the same one. Hardening: no network
 unless ``allow_internet``; a read-only root filesystem except the ``/workspace`` and
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from threads import safe_tar
-from threads.adapters.docker_engine import Engine, operation, quoted, socket_path
+from threads.docker.engine import Engine, operation, quoted, socket_path
 from threads.errors import ConfigError
 from threads.log.hashing import sha256_hex
 from threads.sandbox.minted import minted_pattern, require_minted

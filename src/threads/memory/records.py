@@ -9,7 +9,7 @@ from typing import Any
 
 from threads.errors import StoreError
 from threads.log.hashing import sha256_hex
-from threads.memory import MemoryRecord, MemoryScope
+from threads.memory.protocol import MemoryRecord, MemoryScope
 
 FOREVER_MS = 2**53 - 1  # writes are idempotent by key for good
 NAMESPACE = "local"  # the memory_bindings namespace of this provider's records

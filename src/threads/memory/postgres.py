@@ -3,15 +3,15 @@
 Tables ``memory_bindings`` (who owns a record: tenant, agent, scope; namespace ``local``) and
 ``local_memory`` (its text, with a generated ``tsvector`` under a GIN index) are created on
 first use. Saving and forgetting are written once for both engines
-(``threads.store.memory_rows``); what is Postgres's own is the index and the search. Every read
+(``threads.memory.rows``); what is Postgres's own is the index and the search. Every read
 and write awaits the fence first, then runs in one transaction. A scope only ever sees and
 forgets its own records.
 """
 
 from __future__ import annotations
 
-from threads.memory import SEARCH_DEFAULT_K, Fence, MemoryRecord, MemoryScope
-from threads.store import memory_rows
+from threads.memory import rows as memory_rows
+from threads.memory.protocol import SEARCH_DEFAULT_K, Fence, MemoryRecord, MemoryScope
 from threads.store.layout import MEMORY_BINDINGS
 from threads.store.postgres.provider_tables import transaction
 from threads.store.postgres.store import PostgresStore, drive
