@@ -200,3 +200,30 @@ async def test_an_unknown_thread_id_is_not_found_error(tmp_path: Path) -> None:
     assert "0192a000-0000-7000-8000-00000000dead" in raised.value.message
     assert not issubclass(threads.NotFound, BaseException)
     assert isinstance(threads.NotFound(), threads.NotFound)  # what a lookup returns
+
+
+def test_every_exported_error_is_in_one_tree() -> None:
+    """Every exception class ``threads`` exports derives from ``ThreadsError`` (so ``except
+    ThreadsError`` catches whatever threads raises on purpose), and ``errors.py``'s docstring
+    draws each of them. ``ModelCallError`` was once a bare ``Exception``. ``EffectUnknown`` is
+    not threads': a tool raises it to tell threads, and the docstring says so."""
+    exported = [
+        obj
+        for name in threads.__all__
+        if _is_exception(obj := getattr(threads, name)) and obj is not threads.EffectUnknown
+    ]
+    assert threads.ModelCallError in exported
+    assert [e.__name__ for e in exported if not issubclass(e, threads.ThreadsError)] == []
+    drawn = threads.errors.__doc__ or ""
+    assert [e.__name__ for e in exported if f"── {e.__name__} " not in drawn] == ["ThreadsError"]
+
+
+def test_a_model_call_error_without_a_code_is_not_terminal() -> None:
+    """A model failure given no code reads ``model_error`` and is not terminal (the loop
+    resends an attempt in doubt); one given a code keeps it and ends the turn."""
+    in_doubt = threads.ModelCallError("cut", reason="stream_broken", provider_outcome="unknown")
+    assert (in_doubt.code, in_doubt.terminal, in_doubt.message) == ("model_error", False, "cut")
+    full = threads.ModelCallError(
+        "too long", reason="provider_error", provider_outcome="failed", code="context_exhausted"
+    )
+    assert (full.code, full.terminal) == ("context_exhausted", True)

@@ -4,6 +4,21 @@ Wire codes (``WIRE_CODES``) are the closed list shared with the TypeScript imple
 appear in logs, exports and HTTP bodies; API codes are for calls that never reach the log. Every
 message says what to do next. Expected run outcomes are values (see ``threads.run.results``),
 never exceptions.
+
+Every error threads raises on purpose is one tree, so ``except ThreadsError`` catches them all::
+
+    ThreadsError                  code, message, seq
+    ├── LogError                  a line, chain or head broke the wire format (wire codes)
+    ├── StoreError                the store refused (branch_busy, stale_epoch, store_full, ...)
+    ├── ConfigError               set up wrongly; raised at setup, never mid-run
+    ├── NotFoundError             no such thread, branch, challenge or artifact (not_found)
+    ├── ControlError              a cancel, approval or answer refused (threads.run.thread)
+    ├── SandboxError              a sandbox provider's refusal (threads.sandbox.protocol)
+    └── ModelCallError            a model call without a reply (threads.models.protocol)
+
+A run never raises these for bad provider, tool or server data: those become recorded outcomes.
+``EffectUnknown`` is not in the tree: a tool raises it to tell threads that a call may or may not
+have taken effect, and threads never raises it.
 """
 
 from __future__ import annotations

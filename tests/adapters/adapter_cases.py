@@ -255,22 +255,24 @@ class AdapterContract:
     ) -> None:
         fake.script(ScriptedMalformed())
         error = await failure(build(streaming=streaming))
-        assert (error.code, error.provider_outcome) == ("model_error", "unknown")
+        assert (error.code, error.provider_outcome, error.terminal) == (
+            "model_error", "unknown", True)
 
     async def test_missing_fields_is_model_error(
         self, fake: FakeProvider, build: Build, streaming: bool
     ) -> None:
         fake.script(ScriptedMalformed(self.missing_fields))
         error = await failure(build(streaming=streaming))
-        assert (error.code, error.provider_outcome) == ("model_error", "unknown")
+        assert (error.code, error.provider_outcome, error.terminal) == (
+            "model_error", "unknown", True)
 
     async def test_stream_cut_midway_is_stream_broken(
         self, fake: FakeProvider, build: Build
     ) -> None:
         fake.script(ScriptedTurn(text_chunks=["a", "b", "c", "d"], cut_after_events=4))
         error = await failure(build(streaming=True))
-        assert (error.reason, error.provider_outcome, error.code) == (
-            "stream_broken", "unknown", None)
+        assert (error.reason, error.provider_outcome, error.terminal) == (
+            "stream_broken", "unknown", False)
 
     async def test_timeout_outcome_is_unknown(self, fake: FakeProvider, build: Build) -> None:
         fake.script(ScriptedStall())

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from threads.errors import ThreadsError
 from threads.models.fence import Fence
 
 StopReason = Literal[
@@ -128,15 +129,17 @@ class ModelOutput:
     provider_request_id: str | None = None
 
 
-class ModelCallError(Exception):
+class ModelCallError(ThreadsError):
     """A model call that did not produce a ``ModelOutput``.
 
     ``provider_outcome``: ``not_sent`` (provably never left: refused by the fence, connection
     refused), ``unknown`` (it may have been processed: timeout, reset or 5xx after sending,
     stream cut), ``failed`` (the provider answered with a definite refusal).
     ``retryable`` with ``retry_after_ms`` asks the loop to schedule a retry (429/overloaded).
-    ``code`` is set for terminal failures: ``context_exhausted``, ``model_unavailable``,
-    ``stale_epoch`` (the fence refused), or ``model_error`` (malformed response)."""
+    A ``code`` given makes the failure terminal for the turn: ``context_exhausted``,
+    ``model_unavailable``, ``stale_epoch`` (the fence refused), or ``model_error`` (malformed
+    response); without one, ``code`` reads ``model_error`` and ``terminal`` is False (an attempt
+    in doubt is resent, a retryable one retried)."""
 
     def __init__(
         self,
@@ -149,14 +152,13 @@ class ModelCallError(Exception):
         http_status: int | None = None,
         code: str | None = None,
     ) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(code or "model_error", message)
         self.reason: AbandonReason = reason
         self.provider_outcome: ProviderOutcome = provider_outcome
         self.retryable = retryable
         self.retry_after_ms = retry_after_ms
         self.http_status = http_status
-        self.code = code
+        self.terminal = code is not None
 
 
 @dataclass(frozen=True, slots=True)

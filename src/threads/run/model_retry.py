@@ -47,11 +47,11 @@ async def on_model_error(
     [abandoned] = await rt.writer.append([Draft("model_attempt_abandoned", data, HOST)])
     if exc.retryable:
         return await _retry(rt, request_event_id, abandoned.event_id, exc)
-    if exc.provider_outcome == "unknown" and exc.code is None:
+    if exc.provider_outcome == "unknown" and not exc.terminal:
         return None  # resent by the next model_step, which enforces crash_resends
     if exc.code in ("context_exhausted", "model_unavailable"):
         return await fail_turn(rt, exc.code, exc.message, exc.code)
-    return await fail_turn(rt, exc.code or "model_error", exc.message)
+    return await fail_turn(rt, exc.code, exc.message)
 
 
 async def _retry(
