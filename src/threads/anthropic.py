@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from threads.adapters.anthropic_adapter import AnthropicModel, build_anthropic_model
+from threads.adapters.anthropic.model import AnthropicModel, build_anthropic_model
 from threads.models.protocol import Price
 
 __all__ = ["AnthropicModel", "anthropic"]

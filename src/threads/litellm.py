@@ -1,15 +1,15 @@
 """``threads.litellm.litellm(route, ...)``: LiteLLM-style model routes that threads can fence.
 
 Only ``openai/<model>`` routes are accepted (served by threads' OpenAI adapter; litellm itself
-is not imported); see ``threads.adapters.litellm_adapter`` for why the others are refused.
+is not imported); see ``threads.adapters.litellm`` for why the others are refused.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from threads.adapters.litellm_adapter import build_litellm_model
-from threads.adapters.openai_adapter import OpenAIApi, OpenAIModel
+from threads.adapters.litellm import build_litellm_model
+from threads.adapters.openai.model import OpenAIApi, OpenAIModel
 from threads.models.protocol import Price
 
 __all__ = ["litellm"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from threads.adapters.openai_adapter import OpenAIApi, OpenAIModel, build_openai_model
+from threads.adapters.openai.model import OpenAIApi, OpenAIModel, build_openai_model
 from threads.models.protocol import Price
 
 __all__ = ["OpenAIModel", "openai"]

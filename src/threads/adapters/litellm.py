@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from threads.adapters.openai_adapter import OpenAIApi, OpenAIModel, build_openai_model
+from threads.adapters.openai.model import OpenAIApi, OpenAIModel, build_openai_model
 from threads.errors import ConfigError
 from threads.models.protocol import Price
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from threads.adapters.anthropic_messages import MessagesDialect
+from threads.adapters.anthropic.messages import MessagesDialect
 from threads.adapters.base import SdkModel, check_model_settings, endpoint_host
 from threads.adapters.fenced_client import TaskFenceSlot, fenced_sdk_client
 from threads.adapters.sdk_import import import_sdk

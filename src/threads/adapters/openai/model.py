@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 from threads.adapters.base import SdkModel, check_model_settings, endpoint_host
 from threads.adapters.fenced_client import TaskFenceSlot, fenced_sdk_client
-from threads.adapters.openai_chat import ChatDialect
-from threads.adapters.openai_responses import ResponsesDialect
+from threads.adapters.openai.chat import ChatDialect
+from threads.adapters.openai.responses import ResponsesDialect
 from threads.adapters.sdk_import import import_sdk
 from threads.errors import ConfigError
 from threads.models.protocol import Price
