@@ -4,7 +4,11 @@ Reads the shared conformance schema, removes every ``description`` annotation (o
 positions: a property that happens to be *named* ``description`` inside a ``properties`` map,
 such as ToolSpec's, stays), and writes compact JSON with sorted keys. ``--check`` exits 1 when
 the vendored file differs from what this script would write, so CI catches a stale copy.
-Invariant: the vendored file is a pure function of the upstream schema.
+It then writes the log's vocabulary as types (``src/threads/log/vocabulary.py`` and
+``event_types.py``, made by ``tools/vocabulary.py`` from the vendored schema), which ``--check``
+compares too.
+Invariant: the vendored file is a pure function of the upstream schema, and the vocabulary of
+the vendored file.
 """
 
 from __future__ import annotations
@@ -15,9 +19,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vocabulary import generate, generate_types
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = ROOT.parent / "shared" / "conformance" / "events.v1.schema.json"
 TARGET = ROOT / "src" / "threads" / "log" / "events.v1.schema.json"
+VOCABULARY = ROOT / "src" / "threads" / "log" / "vocabulary.py"
+EVENT_TYPES = ROOT / "src" / "threads" / "log" / "event_types.py"
 
 # Keywords whose value is one subschema, a list of subschemas, or a map name -> subschema.
 _ONE = frozenset({
@@ -59,14 +67,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if the vendored file differs")
     args = parser.parse_args(argv)
     wanted = render(args.source)
+    written = {TARGET: wanted, **vocabulary(wanted)}
     if args.check:
-        current = TARGET.read_bytes() if TARGET.exists() else b""
-        if current != wanted:
-            print(f"{TARGET} is stale; run tools/sync_schema.py", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_bytes(wanted)
+        stale = [path for path, content in written.items()
+                 if (path.read_bytes() if path.exists() else b"") != content]
+        for path in stale:
+            print(f"{path} is stale; run tools/sync_schema.py", file=sys.stderr)
+        return 1 if stale else 0
+    for path, content in written.items():
+        path.write_bytes(content)
     return 0
+
+
+def vocabulary(vendored: bytes) -> dict[Path, bytes]:
+    """The generated modules (``threads.log.vocabulary``, ``threads.log.event_types``) for the
+    vendored schema's bytes."""
+    schema = json.loads(vendored)
+    return {VOCABULARY: generate(schema).encode(), EVENT_TYPES: generate_types(schema).encode()}
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ the change holds from the thread's next run on.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -22,6 +22,7 @@ from threads.errors import LogError
 from threads.host.bodies import ModeChange, SettingsChange
 from threads.host.failure import HostError
 from threads.host.http import Context, ThreadView, body_of, branch_param, owning_agent, thread_view
+from threads.log.lines import Draft
 from threads.log.reduce import Fold
 from threads.principal import Principal
 from threads.run.authority import refusal
@@ -42,14 +43,18 @@ async def _authorized_view(ctx: Context, request: Request, principal: Principal)
 
 
 async def _append(
-    ctx: Context, view: ThreadView, principal: Principal, type_: str, data_of: Any
+    ctx: Context,
+    view: ThreadView,
+    principal: Principal,
+    type_: Literal["settings_changed", "mode_changed"],
+    data_of: Any,
 ) -> Response:
     """Append one change event built from the branch's fold as read under the lease."""
     actor = {"kind": "user", "principal": principal.to_wire()}
     async with control_writer(ctx.runs.store, view.branch.branch_id) as writer:
         data = data_of(writer.fold)
         try:
-            (event,) = await writer.append([(type_, data, actor)])
+            (event,) = await writer.append([Draft(type_, data, actor)])
         except LogError as error:
             if error.code == "invalid_transition":
                 raise HostError("invalid_transition", error.message) from None

@@ -24,7 +24,7 @@ from threads.host.runs import Runs
 from threads.log.canonical import canonical
 from threads.log.hashing import sha256_hex
 from threads.log.ids import uuid7
-from threads.log.lines import WRITER_IMPL, encode_event, first_event, make_header
+from threads.log.lines import WRITER_IMPL, Draft, encode_event, first_event, make_header
 from threads.log.reduce import Fold
 from threads.principal import Principal
 from threads.run.agent import Agent
@@ -169,7 +169,7 @@ async def _next_input(
             fold.turns_completed
         )
         if refused is not None:
-            await writer.append([("budget_exceeded", refused, {"kind": "host"})])
+            await writer.append([Draft("budget_exceeded", refused, {"kind": "host"})])
             runs.hub.notify(branch.branch_id)
             raise HostError(
                 "budget_exhausted",
@@ -177,7 +177,7 @@ async def _next_input(
                 " this thread has had them all (recorded as budget_exceeded); start a new"
                 " thread",
             )
-        (event,) = await writer.append([("user_input", input_data, keyed.actor())], hold=True)
+        (event,) = await writer.append([Draft("user_input", input_data, keyed.actor())], hold=True)
         accepted = RunAccepted(
             thread_id=branch.thread_id, branch_id=branch.branch_id, run_id=event.event_id
         )

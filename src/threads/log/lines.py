@@ -14,6 +14,7 @@ from operator import add, itemgetter
 from typing import Any, NamedTuple, TypedDict, Unpack
 
 from threads.log.canonical import JsonValue, canonical
+from threads.log.event_types import EventType
 from threads.log.hashing import sha256_hex, sha256_hexes
 from threads.log.ids import uuid7
 
@@ -30,6 +31,16 @@ NON_CRITICAL_TYPES: frozenset[str] = frozenset(
 
 Actor = dict[str, Any]
 Data = dict[str, Any]
+
+
+class Draft(NamedTuple):
+    """An event a writer wants appended, before it gets its seq, epoch and hash: a
+    ``(type, data, actor)`` triple. ``threads.log.vocabulary.draft`` builds one with data of its
+    type's shape."""
+
+    type: EventType
+    data: Data
+    actor: Actor
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +63,7 @@ class Event(NamedTuple):
     thread_id: str
     branch_id: str
     epoch: int
-    type: str
+    type: EventType  # a skipped unknown non-critical event keeps its own name here
     type_version: int
     time: int
     actor: Actor
@@ -106,7 +117,7 @@ def make_header(thread_id: str, branch_id: str, created_at: int) -> Header:
 
 
 def first_event(
-    header: Header, type: str, data: Data, actor: Actor, *, seq: int = 1, epoch: int = 1
+    header: Header, type: EventType, data: Data, actor: Actor, *, seq: int = 1, epoch: int = 1
 ) -> Event:
     """A new branch's first event, chained to ``header`` and written together with it when the
     branch is created: a root's (seq 1, epoch 1), or a child's ``fork`` (``seq`` at_seq + 1, at
@@ -184,7 +195,7 @@ class EventFields(TypedDict):
     thread_id: str
     branch_id: str
     epoch: int
-    type: str
+    type: EventType
     time: int
     actor: Actor
     prev_hash: str

@@ -1,5 +1,6 @@
 """Drafts: the events a run step wants appended, before the writer gives them seq, epoch and
-hash. A ``Draft`` is a ``(type, data, actor)`` triple (a tuple, so the writer takes it as is).
+hash. A ``Draft`` (``threads.log.lines``) is a ``(type, data, actor)`` triple (a tuple, so the
+writer takes it as is).
 
 This module also holds the actor values a run writes and the builders of event data that more
 than one step writes. It imports only the log layer, so every step may use it.
@@ -7,8 +8,9 @@ than one step writes. It imports only the log layer, so every step may use it.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
+from threads.log.lines import Draft as Draft  # noqa: PLC0414 - the run steps import it from here
 from threads.log.reduce import Fold
 
 HOST: dict[str, Any] = {"kind": "host"}
@@ -18,12 +20,6 @@ TOOL: dict[str, Any] = {"kind": "tool"}
 
 PREVIEW_CHARS = 512
 INLINE_RESULT_BYTES = 64 * 1024
-
-
-class Draft(NamedTuple):
-    type: str
-    data: dict[str, Any]
-    actor: dict[str, Any]
 
 
 def tool_result_data(

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from threads.errors import ConfigError, LogError, NotFoundError, StoreError
 from threads.log.ids import uuid7
-from threads.log.lines import make_header
+from threads.log.lines import Draft, make_header
 from threads.run.writer import BranchWriter
 from threads.sandbox.ledger import Owner
 from threads.sandbox.protocol import Sandbox, SandboxContext, snapshot_data
@@ -88,7 +88,7 @@ async def fork_at(
         # One transaction: the fork event, and the child becoming ready. A crash before it
         # leaves a ``forking`` child, which ``abandon_interrupted_forks`` fails once its lease
         # lapsed (gc then releases its sandbox); never a ready child without its fork event.
-        await writer.append([("fork", data, {"kind": "host"})], finishes_fork=True)
+        await writer.append([Draft("fork", data, {"kind": "host"})], finishes_fork=True)
     except BaseException:
         # Never resume an interrupted fork: the child is marked failed and never runs, and
         # gc releases whatever sandbox it was given.

@@ -12,7 +12,7 @@ cancel overtook is abandoned (``not_sent``) before it leaves.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from threads import telemetry
 from threads.errors import LogError, StoreError
@@ -198,7 +198,7 @@ async def record_response(
     rt: Runtime,
     request_event_id: str,
     output: ModelOutput,
-    type_: str,
+    type_: Literal["model_response", "model_response_recovered"],
     actor: dict[str, Any],
     *,
     hold: bool = False,

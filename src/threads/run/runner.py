@@ -15,7 +15,7 @@ from typing import Any
 from threads import telemetry
 from threads.errors import ConfigError, LogError, NotFoundError, StoreError, ThreadsError
 from threads.log.ids import uuid7
-from threads.log.lines import WRITER_IMPL, Event, first_event, make_header
+from threads.log.lines import WRITER_IMPL, Draft, Event, first_event, make_header
 from threads.log.reduce import Fold
 from threads.memory.protocol import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
@@ -189,7 +189,7 @@ async def _run_connected(
         if fold.thread_started is None:
             # A header-only branch (an older version crashed right after creating it): it was
             # never started, so this run starts it.
-            await writer.append([("thread_started", agent.config(), {"kind": "host"})])
+            await writer.append([Draft("thread_started", agent.config(), {"kind": "host"})])
         rt = Runtime(
             writer=writer,
             spec=agent,

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from threads.errors import ConfigError, NotFoundError, ThreadsError
 from threads.log.collector import collector_paused
-from threads.log.lines import Event
+from threads.log.lines import Draft, Event
 from threads.log.reduce import Call, Fold
 from threads.log.replay import Replayed
 from threads.principal import Principal
@@ -244,12 +244,12 @@ class Thread:
             actor = {"kind": "approver", "principal": principal.to_wire()}
             await writer.append(
                 [
-                    (
+                    Draft(
                         "effect_resolved",
                         {"by": "human", "call_id": call.call_id, "outcome": decision},
                         actor,
                     ),
-                    ("resumed", resumed_data(fold, address), actor),
+                    Draft("resumed", resumed_data(fold, address), actor),
                 ]
             )
 
@@ -330,16 +330,14 @@ class Thread:
             if reason is not None:
                 data["reason"] = reason
             actor = {"kind": "approver", "principal": principal.to_wire()}
-            items: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
-                ("approval_granted" if granted else "approval_denied", data, actor)
-            ]
+            items = [Draft("approval_granted" if granted else "approval_denied", data, actor)]
             if remember_rule is not None:
                 _check_rule_covers(remember_rule, call)
                 rule = {"challenge_id": challenge_id, "decision": "allow", "rule": remember_rule}
-                items.append(("permission_rule_added", rule, actor))
+                items.append(Draft("permission_rule_added", rule, actor))
             address = fold.parks.get(("approval", challenge_id))
             if address is not None:
-                items.append(("resumed", resumed_data(fold, address), actor))
+                items.append(Draft("resumed", resumed_data(fold, address), actor))
             await writer.append(items)
 
     async def answer(
@@ -382,9 +380,8 @@ class Thread:
             data: dict[str, Any] = {"scope": "turn"}
             if reason:
                 data["reason"] = reason
-            await writer.append(
-                [("cancel_requested", data, {"kind": "user", "principal": principal.to_wire()})]
-            )
+            actor = {"kind": "user", "principal": principal.to_wire()}
+            await writer.append([Draft("cancel_requested", data, actor)])
 
 
     async def queue_cancel(self, principal: Principal) -> str:

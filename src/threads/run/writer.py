@@ -19,14 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from threads import telemetry
 from threads.clock import elapsed_source
 from threads.errors import StoreError
 from threads.log.admission import encode_admitted
 from threads.log.ids import uuid7
-from threads.log.lines import Event
+from threads.log.lines import Draft, Event
 from threads.log.reduce import Fold
 from threads.store.protocol import Lease, PendingArtifact, Store
 from threads.store.receipts import RunReceipt
@@ -140,7 +139,7 @@ class BranchWriter:
                 self.lost = exc  # not proven held: nothing more is sent
             raise
 
-    def prepare(self, items: Sequence[tuple[str, dict[str, Any], dict[str, Any]]]) -> list[Event]:
+    def prepare(self, items: Sequence[Draft]) -> list[Event]:
         """Encode ``(type, data, actor)`` items as the next events, each line admitted as the
         store admits it; nothing is written or folded. ``LogError`` for a line the store would
         refuse, so data from outside (a model's reply) that the log can't hold leaves the writer
@@ -169,7 +168,7 @@ class BranchWriter:
 
     async def append(
         self,
-        items: Sequence[tuple[str, dict[str, Any], dict[str, Any]]],
+        items: Sequence[Draft],
         *,
         artifacts: Sequence[PendingArtifact] = (),
         hold: bool = False,

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from threads.clock import Clock
+from threads.log.event_types import EventType
 from threads.log.hashing import value_hash
 from threads.log.ids import uuid7
 from threads.log.lines import Event, Head, Header, encode_event, make_header
@@ -73,7 +74,7 @@ class SampleLog:
     def last_hash(self) -> str:
         return self.events[-1].hash if self.events else self.header.hash
 
-    def add(self, type_: str, data: dict[str, Any], actor: dict[str, Any] = HOST) -> Event:
+    def add(self, type_: EventType, data: dict[str, Any], actor: dict[str, Any] = HOST) -> Event:
         event = encode_event(
             seq=self.last_seq + 1,
             event_id=uuid7(self.clock.now_ms()),
