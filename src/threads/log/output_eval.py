@@ -3,7 +3,7 @@
 UPSTREAM-DIGEST-2 §4 fixes a small JSON Schema dialect, hand-written upstream in both
 languages; this is ours, used by the reader (``reduce_features``, rule 20: an accepted value
 validates) and by the run's own judge (``run/output_schema``), so the two can't disagree.
-``compile_schema`` refuses any keyword outside the dialect (``UnsupportedSchema``: the agent
+``compile_schema`` refuses any keyword outside the dialect (``UnsupportedSchemaError``: the agent
 refuses it at setup, the reader fails closed); ``OutputSchema.issues`` lists what a value
 breaks. Keywords: annotations (title description default examples $defs $schema $comment);
 type properties required additionalProperties items minProperties enum const allOf anyOf
@@ -24,7 +24,7 @@ from functools import cache
 from typing import Any, TypedDict
 
 from threads.log.output_formats import FORMATS
-from threads.log.output_pattern import UnsupportedPattern, compile_pattern
+from threads.log.output_pattern import UnsupportedPatternError, compile_pattern
 
 ANNOTATIONS = frozenset(
     {"title", "description", "default", "examples", "$defs", "$schema", "$comment"}
@@ -49,7 +49,7 @@ class SchemaIssue(TypedDict):
     message: str
 
 
-class UnsupportedSchema(ValueError):
+class UnsupportedSchemaError(ValueError):
     """The schema is outside the dialect (or malformed); the message says where and why."""
 
 
@@ -111,7 +111,7 @@ class OutputSchema:
             properties = schema.get("properties", {})
             extra = schema.get("additionalProperties", True)
             for key, item in value.items():
-                sub = properties[key] if key in properties else extra
+                sub = properties.get(key, extra)
                 yield from self._walk(sub, item, f"{path}/{_escape(key)}")
         elif isinstance(value, list) and "items" in schema:
             for index, item in enumerate(value):
@@ -122,7 +122,7 @@ class OutputSchema:
 
 
 def compile_schema(schema: Any) -> OutputSchema:
-    """``schema`` checked against the dialect, or ``UnsupportedSchema``."""
+    """``schema`` checked against the dialect, or ``UnsupportedSchemaError``."""
     return _compiled(json.dumps(schema, sort_keys=True))
 
 
@@ -139,7 +139,7 @@ def issues_of(schema: Any, value: Any) -> list[SchemaIssue]:
     (it fails closed: nothing validates under a schema we can't evaluate)."""
     try:
         return compile_schema(schema).issues(value)
-    except UnsupportedSchema as exc:
+    except UnsupportedSchemaError as exc:
         return [_issue("", f"the schema is not supported: {exc}")]
 
 
@@ -235,7 +235,9 @@ def _json_type(value: Any) -> str:
         return "boolean"
     if _is_number(value):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "unknown")
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
 
 
 def _issue(path: str, message: str) -> SchemaIssue:
@@ -253,10 +255,10 @@ def _check(schema: Any, root: Any, where: str) -> None:
     if isinstance(schema, bool):
         return
     if not isinstance(schema, dict):
-        raise UnsupportedSchema(f"{where}: a schema is an object or a boolean")
+        raise UnsupportedSchemaError(f"{where}: a schema is an object or a boolean")
     unknown = sorted(schema.keys() - ANNOTATIONS - ASSERTIONS)
     if unknown:
-        raise UnsupportedSchema(f"{where}: unsupported keyword {unknown[0]!r}")
+        raise UnsupportedSchemaError(f"{where}: unsupported keyword {unknown[0]!r}")
     for key, value in schema.items():
         _check_keyword(key, value, root, f"{where}/{_escape(key)}")
 
@@ -291,8 +293,8 @@ def _check_keyword(key: str, value: Any, root: Any, where: str) -> None:
         _need(isinstance(value, str), where, "a string")
         try:
             compile_pattern(value)
-        except UnsupportedPattern as exc:
-            raise UnsupportedSchema(f"{where}: {exc}") from None
+        except UnsupportedPatternError as exc:
+            raise UnsupportedSchemaError(f"{where}: {exc}") from None
     elif key == "format":
         _need(value in FORMATS, where, f"one of {', '.join(sorted(FORMATS))}")
     elif key == "$ref":
@@ -301,7 +303,7 @@ def _check_keyword(key: str, value: Any, root: Any, where: str) -> None:
 
 def _need(ok: bool, where: str, what: str) -> None:
     if not ok:
-        raise UnsupportedSchema(f"{where}: must be {what}")
+        raise UnsupportedSchemaError(f"{where}: must be {what}")
 
 
 def _ref_exists(ref: Any, root: Any) -> bool:
@@ -322,7 +324,7 @@ def _check_cycles(root: Any) -> None:
 
     def visit(ref: str, trail: tuple[str, ...]) -> None:
         if ref in trail:
-            raise UnsupportedSchema(f"{ref}: $ref cycle through combinators only")
+            raise UnsupportedSchemaError(f"{ref}: $ref cycle through combinators only")
         if ref in done:
             return
         for nxt in edges[ref]:

@@ -1,7 +1,7 @@
 """``pattern`` in an output schema: the portable ECMA-262 subset, run on Python's ``re``.
 
 UPSTREAM-DIGEST-2 §4: a pattern is an unanchored search, in a subset both languages run alike.
-Refused (``UnsupportedPattern``): lookbehind, backreferences (``\\1``, ``\\k``), named groups,
+Refused (``UnsupportedPatternError``): lookbehind, backreferences (``\\1``, ``\\k``), named groups,
 inline flags, ``\\p``/``\\P``/``\\u``/``\\x``/``\\c``, ``[]`` and ``[^]``, a pattern over 1000
 characters, a repetition bound over 1000, groups nested deeper than 32. What is kept is
 translated where the two engines differ: ``\\d \\w \\s \\b`` are ASCII (``re.ASCII``), ``.``
@@ -25,22 +25,22 @@ _REPEAT = re.compile(r"\{(\d+)(?:,(\d*))?\}", re.ASCII)
 _DOT = "[^\\n\\r\\u2028\\u2029]"
 
 
-class UnsupportedPattern(ValueError):
+class UnsupportedPatternError(ValueError):
     """The pattern uses something outside the portable subset; the message says what."""
 
 
 @cache
 def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """The compiled search for ``pattern``, or ``UnsupportedPattern``."""
+    """The compiled search for ``pattern``, or ``UnsupportedPatternError``."""
     if len(pattern) > MAX_PATTERN:
-        raise UnsupportedPattern(f"pattern longer than {MAX_PATTERN} characters")
+        raise UnsupportedPatternError(f"pattern longer than {MAX_PATTERN} characters")
     translated = _translate(pattern)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "possible nested set": meant literally in ECMA
             return re.compile(translated, re.ASCII)
     except re.error as exc:
-        raise UnsupportedPattern(f"pattern does not compile: {exc}") from None
+        raise UnsupportedPatternError(f"pattern does not compile: {exc}") from None
 
 
 def _translate(pattern: str) -> str:
@@ -59,7 +59,7 @@ def _translate(pattern: str) -> str:
             out.append("\\" + char if char in "[&~|" else char)
         elif char == "[":
             if pattern.startswith(("[]", "[^]"), i):
-                raise UnsupportedPattern("empty classes [] and [^] are not portable")
+                raise UnsupportedPatternError("empty classes [] and [^] are not portable")
             in_class = True
             out.append(char)
             if pattern.startswith("[^", i):
@@ -67,12 +67,12 @@ def _translate(pattern: str) -> str:
                 i += 1
         elif char == "(":
             if pattern.startswith("(?", i) and not pattern.startswith(_GROUP_OPENERS, i):
-                raise UnsupportedPattern(
+                raise UnsupportedPatternError(
                     "only (?: (?= (?! groups are portable (no lookbehind, names or flags)"
                 )
             depth += 1
             if depth > MAX_DEPTH:
-                raise UnsupportedPattern(f"groups nested deeper than {MAX_DEPTH}")
+                raise UnsupportedPatternError(f"groups nested deeper than {MAX_DEPTH}")
             out.append(char)
         elif char == ")":
             depth -= 1
@@ -88,14 +88,14 @@ def _translate(pattern: str) -> str:
 
 def _escape(pattern: str, i: int) -> str:
     if i + 1 >= len(pattern):
-        raise UnsupportedPattern("pattern ends with a lone backslash")
+        raise UnsupportedPatternError("pattern ends with a lone backslash")
     char = pattern[i + 1]
     if char in _SIMPLE_ESCAPES:
         return "\\" + char
     if char == "0" and not pattern[i + 2:i + 3].isdigit():
         return "\\x00"
     if char.isascii() and char.isalnum():
-        raise UnsupportedPattern(f"escape \\{char} is not portable (backreference or class)")
+        raise UnsupportedPatternError(f"escape \\{char} is not portable (backreference or class)")
     return "\\" + char
 
 
@@ -105,4 +105,4 @@ def _check_repeat(pattern: str, i: int) -> None:
         return  # a literal brace, as both engines read it
     bounds = [int(b) for b in match.groups() if b]
     if any(b > MAX_REPEAT for b in bounds):
-        raise UnsupportedPattern(f"repetition bound over {MAX_REPEAT}")
+        raise UnsupportedPatternError(f"repetition bound over {MAX_REPEAT}")

@@ -1,9 +1,9 @@
 """What an agent with ``output=Model`` pins, and the check every ``final_output`` candidate
 gets: ``policy.output`` (the model's JSON schema, its ``schema_sha256``, mode ``tool``, and how
 many failed candidates a turn may have), the ``final_output`` tool whose input is that schema,
-and the schema check (``threads.log.output_eval``: the evaluator the reader applies to an
-accepted value, ``format`` included). Reads the pinned policy only, so it judges a resumed thread as the first run
-did; nothing here appends.
+and the schema check (``threads.log.output_eval``: the evaluator the reader applies to
+an accepted value, ``format`` included). Reads the pinned policy only, so it judges a resumed
+thread as the first run did; nothing here appends.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from threads.log.hashing import value_hash
-from threads.log.reduce import Fold
 from threads.errors import ConfigError
-from threads.log.output_eval import SchemaIssue, UnsupportedSchema, compile_schema, issues_of
+from threads.log.hashing import value_hash
+from threads.log.output_eval import SchemaIssue, UnsupportedSchemaError, compile_schema, issues_of
+from threads.log.reduce import Fold
 from threads.tools.tool import RunContext, Tool, tool
 
 FINAL_OUTPUT = "final_output"
@@ -37,7 +37,7 @@ def checked_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema()
     try:
         compile_schema(schema)
-    except UnsupportedSchema as exc:
+    except UnsupportedSchemaError as exc:
         raise ConfigError("invalid_config", f"output {model.__name__}'s JSON schema is not"
                           f" supported: {exc}") from None
     return schema
