@@ -138,8 +138,9 @@ async def _run(case: Case, expected: Expected, sandbox: dict[str, Any], tmp: Pat
         if "child_created" in fork:
             assert bool(runnable) == fork["child_created"], (
                 f"child creation differs: {[(b.branch_id, b.state) for b in branches]}")
-        if fork.get("parent_unchanged"):
-            assert await export_branch(store, parent.branch_id) == before, "parent changed"
+        if "parent_unchanged" in fork:
+            unchanged = await export_branch(store, parent.branch_id) == before
+            assert unchanged == fork["parent_unchanged"], f"parent unchanged: {unchanged}"
         appended: list[Event] = []
         if child_id is not None:
             child = await store.read_chain(child_id)

@@ -64,6 +64,12 @@ class Case:
         py = self.path / "log.threads-py.jsonl"
         return py if py.exists() else self.path / "log.jsonl"
 
+    def missing_scripts(self) -> list[str]:
+        """Scripts ``case.json`` names that the vendored case does not ship: the runner lets an
+        unscripted fake stand in (or skips the case when that can't answer), and says so."""
+        return [f"{key} {self.spec[key]}" for key in ("model_script", "sandbox_script")
+                if key in self.spec and not (self.path / self.spec[key]).exists()]
+
     def expected_path(self) -> Path | None:
         for name in ("expected.threads-py.json", "expected.json"):
             if (self.path / name).exists():

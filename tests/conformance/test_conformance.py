@@ -47,6 +47,9 @@ def test_case(case: Case, record_property: Callable[[str, object], None]) -> Non
         expected = run_case(case)
     except CaseSkipped as skipped:
         pytest.skip(str(skipped))
+    for script in case.missing_scripts():
+        record_property("partial", f"case.json names {script.split()[0]}, which is not vendored:"
+                        " an unscripted fake stood in")
     if expected.source == "description":
         record_property("partial", "no expected file: only the error code (from the description)")
     elif expected.partial_state:
