@@ -5,19 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import kinds  # noqa: F401 (registers the runners)
 import pytest
-from fork import run_fork
 from known_failures import KNOWN_FAILURES
-from recover import run_recover
-from render import run_render
-from runner import KIND_RUNNERS, Case, CaseSkipped, discover, run_case
+from runner import Case, CaseSkipped, discover, run_case
 
 from shared_data import CASES as CASES_DIR
 from shared_data import skip_module_unless
-
-KIND_RUNNERS["recover"] = run_recover
-KIND_RUNNERS["fork"] = run_fork
-KIND_RUNNERS["render"] = run_render
 
 skip_module_unless(CASES_DIR, "the conformance cases")
 
