@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from runner import Case, CaseSkipped, Expected, _compare_state, load_expected
+from runner import Case, CaseSkipped, Expected, _compare_state, load_expected, load_script
 
 from threads.clock import FakeClock
 from threads.log.verify import verify_export
@@ -44,12 +44,6 @@ from threads.store.sqlite import sqlite
 from threads.store.transfer import export_branch, import_log
 from threads.tools.tool import Found, LookupUnknown, NotFound, Reconcile, RunContext, Tool
 
-_RECOVER_KEYS = frozenset(
-    {"outcome", "error", "state", "committed_bytes", "head_verified", "appended", "sandbox"}
-)
-_MATCHER_KEYS = frozenset({"type", "seq", "actor_kind", "epoch", "branch_id", "critical", "data"})
-_SANDBOX_COUNTERS = frozenset({"dispatches", "new_executions", "lookups"})
-
 # Cases whose files disagree with each other (NOTICE.md: report and skip, never bend the
 # implementation). The rest of the case still runs; the skip is raised only if all else matched.
 DATA_MISMATCHES: dict[str, tuple[str, str]] = {
@@ -63,15 +57,8 @@ DATA_MISMATCHES: dict[str, tuple[str, str]] = {
 
 def run_recover(case: Case) -> Expected:
     expected = load_expected(case)
-    unknown = expected.doc.keys() - _RECOVER_KEYS
-    assert not unknown, f"expected file has keys this runner does not know: {sorted(unknown)}"
-    for matcher in expected.doc.get("appended", []):
-        extra = matcher.keys() - _MATCHER_KEYS
-        assert not extra, f"appended matcher has unknown keys: {sorted(extra)}"
-    extra = expected.doc.get("sandbox", {}).keys() - _SANDBOX_COUNTERS
-    assert not extra, f"expected sandbox has unknown counters: {sorted(extra)}"
-    model_script = _script(case, "model_script", "model.json")
-    sandbox_script = _script(case, "sandbox_script", "sandbox.json")
+    model_script = load_script(case, "model_script", "model.json")
+    sandbox_script = load_script(case, "sandbox_script", "sandbox.json")
     if sandbox_script is None and case.spec.get("sandbox_script"):
         wanted = expected.doc.get("sandbox", {}).get("dispatches", {})
         if any(wanted.values()):
@@ -83,14 +70,6 @@ def run_recover(case: Case) -> Expected:
     with tempfile.TemporaryDirectory(prefix="threads-recover-") as tmp:
         asyncio.run(_run(case, expected, model_script, sandbox_script or {}, Path(tmp)))
     return expected
-
-
-def _script(case: Case, key: str, default: str) -> dict[str, Any] | None:
-    name = case.spec.get(key) or default
-    path = case.path / name
-    if not path.exists():
-        return None
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 async def _run(

@@ -5,19 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import kinds  # noqa: F401 (registers the runners)
 import pytest
-from fork import run_fork
 from known_failures import KNOWN_FAILURES
-from recover import run_recover
-from render import run_render
-from runner import KIND_RUNNERS, Case, CaseSkipped, discover, run_case
+from runner import Case, CaseSkipped, discover, run_case
 
 from shared_data import CASES as CASES_DIR
 from shared_data import skip_module_unless
-
-KIND_RUNNERS["recover"] = run_recover
-KIND_RUNNERS["fork"] = run_fork
-KIND_RUNNERS["render"] = run_render
 
 skip_module_unless(CASES_DIR, "the conformance cases")
 
@@ -47,6 +41,9 @@ def test_case(case: Case, record_property: Callable[[str, object], None]) -> Non
         expected = run_case(case)
     except CaseSkipped as skipped:
         pytest.skip(str(skipped))
+    for script in case.missing_scripts():
+        record_property("partial", f"case.json names {script.split()[0]}, which is not vendored:"
+                        " an unscripted fake stood in")
     if expected.source == "description":
         record_property("partial", "no expected file: only the error code (from the description)")
     elif expected.partial_state:

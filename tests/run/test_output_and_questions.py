@@ -57,7 +57,7 @@ async def test_a_turn_ends_only_on_a_valid_final_output(store: SQLiteStore) -> N
         use(call("final_output", "c1", fixed="yes")),
         use(call("final_output", "c2", fixed=True)),
     ])
-    bot = agent(name="t", model=model, output=Verdict)
+    bot = agent(name="t", model=model, output=Verdict, output_retries=3)
     result = await bot.run("Is the bug fixed?", store=store, principal=ALICE)
     assert isinstance(result, Completed)
     assert result.output == Verdict(fixed=True)
@@ -86,6 +86,7 @@ async def test_output_invalid_after_the_retries(store: SQLiteStore) -> None:
     assert result.error.code == "output_invalid"
     ended = of_type(await result.thread.timeline(), "turn_completed")[-1]
     assert ended.data == {"reason": "output_invalid"}
+    assert len(model.requests) == 1  # one retry allowed: the first failure was the last
 
 
 def question_bot() -> Agent:

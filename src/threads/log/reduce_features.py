@@ -10,17 +10,14 @@ Invariant: like the rest of reduce, a pure function of the events it was given (
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any, Protocol
-
-from jsonschema import Draft202012Validator
 
 from threads.errors import LogError
 from threads.log.hashing import value_hash
 from threads.log.lines import Event
+from threads.log.output_eval import issues_of
 
 # agent_finished statuses; a spawned child is ``running`` until its one agent_finished
 CHILD_RUNNING = "running"
@@ -172,12 +169,6 @@ def _on_settings_changed(features: Features, facts: ChainFacts, event: Event) ->
         features.omit_reasoning_before = event.seq
 
 
-@cache
-def schema_validator(schema_json: str) -> Draft202012Validator:
-    """The Draft 2020-12 validator of a JSON schema (given as sorted JSON text, to cache it)."""
-    return Draft202012Validator(json.loads(schema_json))
-
-
 def _on_output_validated(features: Features, facts: ChainFacts, event: Event) -> None:
     data = event.data
     output = _policy(facts).get("output")
@@ -191,9 +182,10 @@ def _on_output_validated(features: Features, facts: ChainFacts, event: Event) ->
     ):
         raise _fail(event, "output_validated names no candidate (tool_call or model_response)")
     if data["outcome"] == "accepted":
-        schema = json.dumps(output.get("schema", {}), sort_keys=True)
-        if not schema_validator(schema).is_valid(data["value"]):
-            raise _fail(event, "output_validated accepted a value its schema refuses")
+        issues = issues_of(output.get("schema", {}), data["value"])
+        if issues:  # rule 20; a schema outside the dialect accepts nothing (fails closed)
+            raise _fail(event, "output_validated accepted a value its schema refuses"
+                        f" (at {issues[0]['path'] or 'the root'}: {issues[0]['message']})")
         features.accepted_output = data["value"]
         features.accepted_seq = event.seq
 

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from threads.errors import ConfigError
+from threads.log.canonical import MAX_SAFE_INT
 from threads.memory.protocol import Memory
 from threads.memory.tools import memory_tools
 from threads.models.protocol import Model
@@ -24,7 +25,11 @@ from threads.principal import Principal
 from threads.run.blocking import run_blocking
 from threads.run.budget import Budget
 from threads.run.config import AgentSpec
-from threads.run.output_schema import DEFAULT_OUTPUT_RETRIES, final_output_tool
+from threads.run.output_schema import (
+    DEFAULT_OUTPUT_RETRIES,
+    checked_schema,
+    final_output_tool,
+)
 from threads.run.permissions import Permissions
 from threads.run.results import RunResult
 from threads.run.retry_policy import DEFAULT_RETRY, RetryPolicy
@@ -219,8 +224,11 @@ def _output_tools(output: type[BaseModel] | None, retries: int) -> tuple[Tool, .
         return ()
     if not (isinstance(output, type) and issubclass(output, BaseModel)):
         raise ConfigError("invalid_config", "output must be a Pydantic model class")
-    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
-        raise ConfigError("invalid_config", "output_retries must be an integer >= 0")
+    if isinstance(retries, bool) or not isinstance(retries, int) or not (
+        0 <= retries <= MAX_SAFE_INT
+    ):
+        raise ConfigError("invalid_config", "output_retries must be an integer 0..2^53-1")
+    checked_schema(output)
     return (final_output_tool(output),)
 
 

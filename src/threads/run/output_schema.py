@@ -1,21 +1,21 @@
 """What an agent with ``output=Model`` pins, and the check every ``final_output`` candidate
 gets: ``policy.output`` (the model's JSON schema, its ``schema_sha256``, mode ``tool``, and how
 many failed candidates a turn may have), the ``final_output`` tool whose input is that schema,
-and the schema check (``jsonschema`` Draft 2020-12: the same rule the reader applies to an
-accepted value). Reads the pinned policy only, so it judges a resumed thread as the first run
-did; nothing here appends.
+and the schema check (``threads.log.output_eval``: the evaluator the reader applies to
+an accepted value, ``format`` included). Reads the pinned policy only, so it judges a resumed
+thread as the first run did; nothing here appends.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import BaseModel
 
+from threads.errors import ConfigError
 from threads.log.hashing import value_hash
+from threads.log.output_eval import SchemaIssue, UnsupportedSchemaError, compile_schema, issues_of
 from threads.log.reduce import Fold
-from threads.log.reduce_features import schema_validator
 from threads.tools.tool import RunContext, Tool, tool
 
 FINAL_OUTPUT = "final_output"
@@ -26,9 +26,21 @@ DEFAULT_OUTPUT_RETRIES = 2
 
 def output_policy_of(model: type[BaseModel], retries: int) -> dict[str, Any]:
     """``policy.output`` for ``agent(output=model, output_retries=retries)``."""
-    schema = model.model_json_schema()
+    schema = checked_schema(model)
     return {"max_retries": retries, "mode": "tool", "schema": schema,
             "schema_sha256": value_hash(schema)}
+
+
+def checked_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema, refused (``invalid_config``) when it uses a keyword or format
+    outside the evaluator's dialect: a run must never pin a schema no reader can apply."""
+    schema = model.model_json_schema()
+    try:
+        compile_schema(schema)
+    except UnsupportedSchemaError as exc:
+        raise ConfigError("invalid_config", f"output {model.__name__}'s JSON schema is not"
+                          f" supported: {exc}") from None
+    return schema
 
 
 def final_output_tool(model: type[BaseModel]) -> Tool:
@@ -49,11 +61,9 @@ def is_candidate(fold: Fold, name: str) -> bool:
     return name == FINAL_OUTPUT and pinned_output(fold) is not None
 
 
-def schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, str]]:
+def schema_errors(schema: dict[str, Any], value: Any) -> list[SchemaIssue]:
     """What is wrong with ``value`` under ``schema`` (``output_validated``'s errors)."""
-    validator = schema_validator(json.dumps(schema, sort_keys=True))
-    found = sorted(validator.iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path])
-    return [{"message": e.message, "path": pointer(e.absolute_path)} for e in found][:10]
+    return issues_of(schema, value)
 
 
 def pointer(path: Any) -> str:

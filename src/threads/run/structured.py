@@ -2,13 +2,14 @@
 
 The agent pins the model's JSON schema (``policy.output``, mode ``tool``) and a ``final_output``
 tool whose input is that schema. Its calls are never executed: in call order each candidate is
-checked against the pinned schema (``jsonschema``, Draft 2020-12, the rule the reader applies)
+checked against the pinned schema (``threads.log.output_eval``, the evaluator the reader applies)
 and recorded ``output_validated``: ``accepted`` with the value (the result previews it as
 canonical JSON, and the turn ends ``end_turn`` once the reply's calls are done, with
 ``Completed.output`` the validated model), or ``rejected`` with the errors, shown to the model
 as an error result so it tries again. A turn that ends in plain text instead gets a trusted
-instruction to call ``final_output`` and is asked again. After ``output_retries`` failed
-candidates the turn ends ``output_invalid``. Everything is read from the pinned policy, so a
+instruction to call ``final_output`` and is asked again. The ``output_retries``-th failed
+candidate (the first when it is 0) ends the turn ``output_invalid``: the model is never asked
+once more. Everything is read from the pinned policy, so a
 resumed run judges candidates exactly as the first did.
 """
 
@@ -22,7 +23,7 @@ from threads.log.canonical import canonical
 from threads.log.reduce import Call, Fold
 from threads.run.drafts import HOST, TOOL, Draft, tool_result_data
 from threads.run.output_schema import ASK_ORIGIN, ASK_TEXT, pinned_output, pointer, schema_errors
-from threads.run.results import Completed, RunResult
+from threads.run.results import Completed, ErrorInfo, Failed, RunResult
 from threads.run.runtime import Runtime
 from threads.run.snapshots import snapshot_turn
 from threads.run.turn import fail_turn, last_text
@@ -67,11 +68,8 @@ async def after_calls(rt: Runtime) -> RunResult | None:
         await rt.writer.append([Draft("turn_completed", {"reason": "end_turn"}, HOST)])
         await snapshot_turn(rt)
         return Completed(rt.thread, typed_output(rt))
-    if _failures_in_turn(fold) > output["max_retries"]:
-        return await fail_turn(
-            rt, "output_invalid", f"the model gave no valid final_output in"
-            f" {output['max_retries'] + 1} tries", "output_invalid",
-        )
+    if _failures_in_turn(fold) >= failure_limit(output):
+        return await fail_turn(rt, "output_invalid", _gave_up(output), "output_invalid")
     return None
 
 
@@ -80,15 +78,26 @@ async def ask_for_output(rt: Runtime) -> RunResult | None:
     it ``output_invalid`` when the candidates ran out."""
     output = pinned_output(rt.fold)
     assert output is not None
-    if _failures_in_turn(rt.fold) >= output["max_retries"]:
-        return await fail_turn(
-            rt, "output_invalid", "the model ended its turn without a valid final_output",
-            "output_invalid",
-        )
     data = {"origin": {"id": ASK_ORIGIN}, "source": "recovery", "text": ASK_TEXT,
             "trust": "trusted_instruction"}
-    await rt.writer.append([Draft("injected", data, HOST)])
-    return None
+    if _failures_in_turn(rt.fold) + 1 < failure_limit(output):
+        await rt.writer.append([Draft("injected", data, HOST)])
+        return None
+    # the ask is the turn's last failed candidate: its batch also ends the turn
+    await rt.writer.append([Draft("injected", data, HOST),
+                            Draft("turn_completed", {"reason": "output_invalid"}, HOST)])
+    return Failed(rt.thread, ErrorInfo("output_invalid", _gave_up(output)))
+
+
+def failure_limit(output: dict[str, Any]) -> int:
+    """How many failed candidates (rejected ``final_output`` calls plus asks after a plain-text
+    ending) a turn may have; the one that reaches it ends the turn ``output_invalid``. The
+    digest's exact bound: ``max_retries``, where 0 behaves as 1 (the first failure ends it)."""
+    return max(1, int(output["max_retries"]))
+
+
+def _gave_up(output: dict[str, Any]) -> str:
+    return f"the model gave no valid final_output in {failure_limit(output)} tries"
 
 
 def typed_output(rt: Runtime) -> Any:
