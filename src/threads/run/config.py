@@ -27,6 +27,7 @@ from threads.sandbox.protocol import Sandbox
 from threads.tools.source import ToolSource
 from threads.tools.tool import Tool
 
+
 @dataclass(frozen=True, slots=True, eq=False)
 class AgentSpec:
     name: str
