@@ -151,6 +151,15 @@ def test_secrets_in_a_pinned_value_are_never_shown() -> None:
     assert '"b"' not in text, text
     assert "model_params.api_key: [redacted] -> [redacted]" in text
     assert "model_params.extra_headers.Authorization: [redacted] -> [redacted]" in text
+    custom = describe(changes({"model_params": {"extra_headers": {"X-Custom": "v1"}}},
+                              {"model_params": {"extra_headers": {"X-Custom": "v2"}}}))
+    assert custom == "changed: model_params.extra_headers.X-Custom: [redacted] -> [redacted]"
+    nested = describe(changes({"model_params": {"auth": {"X-Api-Key": "k1", "region": "eu"}}},
+                              {"model_params": {"auth": {"X-Api-Key": "k2", "region": "us"}}}))
+    assert nested == (
+        "changed: model_params.auth.X-Api-Key: [redacted] -> [redacted];"
+        ' model_params.auth.region: "eu" -> "us"'
+    )
     tokens = describe(changes({"model_params": {"max_tokens": 5}},
                               {"model_params": {"max_tokens": 9}}))
     assert tokens == "changed: model_params.max_tokens: 5 -> 9"  # a count, not a credential

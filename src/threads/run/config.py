@@ -2,9 +2,9 @@
 value, and the config it pins a thread to.
 
 ``config()`` is ``thread_started``'s data; a later run of the thread must match it
-(``threads.run.pinning``): a config change starts a new thread. ``threads.run.agent.Agent`` is this
-value plus the ``run``/``run_sync``/``stream`` facades, so every step of a run depends on this
-module, never on the facade that starts runs.
+(``threads.run.pinning``): a config change starts a new thread. ``threads.run.agent.Agent`` is
+this value plus the ``run``/``run_sync``/``stream`` facades, so every step of a run depends on
+this module, never on the facade that starts runs.
 """
 
 from __future__ import annotations
@@ -128,4 +128,3 @@ def settings_of(model: Model, carryover: str) -> dict[str, Any]:
 
 def config_hash(data: dict[str, Any]) -> str:
     return value_hash({k: v for k, v in data.items() if k != "config_hash"})
-

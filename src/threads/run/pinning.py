@@ -21,10 +21,11 @@ from typing import Any, Final
 from threads.errors import ConfigError
 
 PINNED_KEYS: Final = ("adapter", "instructions", "model", "model_params", "policy", "tools")
-# Adapter settings that only say how requests travel; releases before 0.1 recorded them.
+# Adapter settings that only say how requests travel; earlier releases recorded them.
 TRANSPORT_SETTINGS: Final = frozenset({"endpoint", "streaming"})
 SECRET_KEY = re.compile(
-    r"(api_?key|authorization|secret|password|credential|bearer|^headers?$|(^|_)token$)",
+    r"(api[_-]?key|authorization|secret|password|credential|bearer|cookie|headers?$"
+    r"|(^|[_-])token$)",
     re.IGNORECASE,
 )
 MAX_SHOWN = 60  # characters of one value in a message
@@ -55,7 +56,7 @@ class Change:
         return f"{self.path}: {_shown(self.path, self.before)} -> {_shown(self.path, self.after)}"
 
 
-def pinned_view(config: Mapping[str, Any]) -> dict[str, Any]:
+def _pinned_view(config: Mapping[str, Any]) -> dict[str, Any]:
     """The parts of a thread's config a later run must match (transport left out)."""
     return {key: _without_transport(key, config.get(key)) for key in PINNED_KEYS}
 
@@ -64,7 +65,7 @@ def changes(pinned: Mapping[str, Any], config: Mapping[str, Any]) -> list[Change
     """Every pinned key path whose value differs between ``pinned`` (a ``thread_started``) and
     ``config`` (an agent's), in key order."""
     out: list[Change] = []
-    _diff(pinned_view(pinned), pinned_view(config), "", out)
+    _diff(_pinned_view(pinned), _pinned_view(config), "", out)
     return out
 
 
@@ -139,7 +140,7 @@ def _without_transport(key: str, value: object) -> object:
 def _shown(path: str, value: object) -> str:
     if value is ABSENT:
         return "(none)"
-    if SECRET_KEY.search(path.rsplit(".", 1)[-1]):
+    if any(SECRET_KEY.search(key) for key in path.split(".")):
         return "[redacted]"
     text = json.dumps(_redacted(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
