@@ -96,6 +96,8 @@ API_CODES: frozenset[str] = frozenset(
         "store_unavailable",
         "store_corrupt",
         "import_too_large",
+        # a verify finding: a permission decision looser than the thread's pinned policy
+        "decision_contradicts_policy",
     }
 )
 
@@ -117,7 +119,8 @@ class ThreadsError(Exception):
 
 
 class LogError(ThreadsError):
-    """A log line, chain or head broke a rule of the wire format. ``code`` is a wire code."""
+    """A log line, chain or head broke a rule of the wire format. ``code`` is a wire code, or
+    ``decision_contradicts_policy`` (the decision audit ``threads verify`` adds)."""
 
 
 class StoreError(ThreadsError):

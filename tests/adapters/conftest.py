@@ -29,7 +29,8 @@ def block_real_network(monkeypatch: pytest.MonkeyPatch) -> None:
         return real_connect(self, address)
 
     def guarded_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-        if host not in _LOOPBACK and host is not None:
+        name = host.decode() if isinstance(host, bytes) else host  # httpcore passes bytes
+        if name not in _LOOPBACK and name is not None:
             raise OSError(f"test blocked a real name lookup of {host!r}")
         return real_getaddrinfo(host, *args, **kwargs)
 

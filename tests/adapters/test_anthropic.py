@@ -127,5 +127,5 @@ def test_adapter_ref_and_defaults() -> None:
     assert model.context_window == 200_000
     assert model.adapter_ref() == {
         "name": "anthropic", "version": "1",
-        "settings": {"api": "messages", "endpoint": "gateway.example.com", "streaming": True},
+        "settings": {"api": "messages"},  # no endpoint, no streaming: transport
     }

@@ -79,7 +79,7 @@ def test_adapter_ref_and_params() -> None:
                    params={"temperature": 0.5}, streaming=False)
     assert model.adapter_ref() == {
         "name": "openai", "version": "1",
-        "settings": {"api": "responses", "endpoint": "api.openai.com", "streaming": False},
+        "settings": {"api": "responses"},  # no endpoint, no streaming: transport
     }
     assert model.params() == {"temperature": 0.5}
     assert isinstance(model, Model)

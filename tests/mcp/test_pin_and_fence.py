@@ -36,6 +36,7 @@ async def test_changed_tool_list_is_a_named_config_change(
     with pytest.raises(ConfigError) as caught:
         await changed.run("more", thread=first.thread.id, store=sqlite_store)
     assert "MCP server 'counting': removed mcp__counting__charge" in caught.value.message
+    assert "changed: tools.mcp__counting__charge: removed" in caught.value.message
 
 
 class SwitchFence:

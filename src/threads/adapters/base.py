@@ -131,7 +131,10 @@ class SdkModel:
         return f"{type(self).__name__}(name={self.name!r}, {shown})"
 
     def adapter_ref(self) -> dict[str, Any]:
-        return {"name": self.provider, "version": ADAPTER_VERSION, "settings": dict(self._settings)}
+        """Only the API the requests are written for: the endpoint and streaming say how a
+        request travels, not what it asks, so a thread is not pinned to them."""
+        settings = {"api": self._settings["api"]}
+        return {"name": self.provider, "version": ADAPTER_VERSION, "settings": settings}
 
     def params(self) -> dict[str, Any]:
         return dict(self._params)

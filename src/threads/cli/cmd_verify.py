@@ -2,8 +2,9 @@
 ID]``: every stored branch re-admitted line by line (canonical form, schema, chain, semantic
 rules, head), each row's derived columns (seq, event_id, type, type_version, critical, epoch)
 compared with its line, the branch row's thread id with its header, every artifact the branch
-references read back (present, matching its hash), then replayed: every recorded model request
-re-rendered and compared with what was recorded.
+references read back (present, matching its hash), every permission decision audited against the
+thread's pinned policy (``threads.run.decision_audit``), then replayed: every recorded model
+request re-rendered and compared with what was recorded.
 
 A plain export carries no artifacts, so ``verify FILE`` replays the requests it can and says
 where it stopped when a request needs an artifact. A torn FILE (an unterminated final chunk,
@@ -28,6 +29,7 @@ from threads.log.reduce import Fold
 from threads.log.refs import referenced_artifacts
 from threads.log.replay import Replayed, replay
 from threads.log.verify import verify_export, verify_lines
+from threads.run.decision_audit import audited
 from threads.run.replay import replay_branch
 from threads.store.bundle import is_bundle, read_bundle
 from threads.store.protocol import BranchInfo, Store
@@ -60,7 +62,7 @@ async def verify_file(path: Path) -> int:
     if is_bundle(data):  # each artifact checked against its hash, the whole bounded
         data, carried = read_bundle(data, max_bytes=MAX_IMPORT_BYTES)
     fold = Fold()
-    verified = verify_export(data, apply=fold.apply, on_header=fold.header)
+    verified = verify_export(data, apply=audited(fold), on_header=fold.header)
     if not verified.segments:
         raise LogError("invalid_line", "the file holds no complete line", seq=0)
     extra = "" if carried is None else f", {_carried_summary(verified.events, carried)}"
@@ -128,7 +130,7 @@ async def verify_branch(store: Store, branch: BranchInfo) -> bool:
             for line in (segment.header.line, *(event.line for event in segment.events))
         ]
         fold = Fold()
-        checker = verify_lines(lines, apply=fold.apply, on_header=fold.header)
+        checker = verify_lines(lines, apply=audited(fold), on_header=fold.header)
         if checker.last_hash != branch.head_hash:
             raise LogError(
                 "head_mismatch", "the stored head does not name the last stored line",

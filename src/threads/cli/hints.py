@@ -171,6 +171,9 @@ _FIXED = {
     " (--issuer/--tenant/--subject)",
     "prefix_changed": "a request declares another line 0 than its settings epoch renders; the"
     " pinned config or a settings_changed was altered after the request was written",
+    "decision_contradicts_policy": "a call ran that the thread's pinned permission policy"
+    " holds back (a run with a looser policy, or an edited log): review that call's effect,"
+    " and continue the conversation in a new thread rather than this one",
     "approval_expired": "the call counts as denied; run the thread again to continue",
     "artifact_corrupt": "an artifact the log references is damaged: restore it by importing a"
     " bundle of this branch, or from a backup",

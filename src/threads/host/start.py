@@ -29,7 +29,7 @@ from threads.log.reduce import Fold
 from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.budget import Budget
-from threads.run.config import pinned_view
+from threads.run.pinning import changes, describe
 from threads.run.writer import BranchWriter
 from threads.store.protocol import BranchInfo
 from threads.store.receipts import START_RUN, RunReceipt, principal_key
@@ -225,13 +225,13 @@ def _check_runnable(agent: Agent, writer_impl: str, branch: BranchInfo, fold: Fo
             " inspection-only); fork it, or start a new thread",
         )
     started = fold.thread_started or {}
-    if started.get("agent_name") != agent.name or pinned_view(started) != pinned_view(
-        agent.config()
-    ):
+    changed = changes(started, agent.config())
+    if started.get("agent_name") != agent.name or changed:
+        what = f" ({describe(changed)})" if changed else ""
         raise HostError(
             "invalid_request",
-            f"this thread is pinned to another agent config than {agent.name!r}; start a new"
-            " thread, or run it with the agent it started with",
+            f"this thread is pinned to another agent config than {agent.name!r}{what}; start"
+            " a new thread, or run it with the agent it started with",
         )
     if fold.turn is not None or fold.parks:
         raise HostError(

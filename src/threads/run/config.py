@@ -1,10 +1,10 @@
 """``AgentSpec``: what an agent is (model, instructions, tools, policy, approvers), as a frozen
 value, and the config it pins a thread to.
 
-``config()`` is ``thread_started``'s data; a later run of the thread must match its pinned view
-(``pinned_view``): a config change starts a new thread. ``threads.run.agent.Agent`` is this
-value plus the ``run``/``run_sync``/``stream`` facades, so every step of a run depends on this
-module, never on the facade that starts runs.
+``config()`` is ``thread_started``'s data; a later run of the thread must match it
+(``threads.run.pinning``): a config change starts a new thread. ``threads.run.agent.Agent`` is
+this value plus the ``run``/``run_sync``/``stream`` facades, so every step of a run depends on
+this module, never on the facade that starts runs.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ from threads.run.retry_policy import DEFAULT_RETRY, RetryPolicy
 from threads.sandbox.protocol import Sandbox
 from threads.tools.source import ToolSource
 from threads.tools.tool import Tool
-
-PINNED_KEYS = ("adapter", "instructions", "model", "model_params", "tools")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -130,8 +128,3 @@ def settings_of(model: Model, carryover: str) -> dict[str, Any]:
 
 def config_hash(data: dict[str, Any]) -> str:
     return value_hash({k: v for k, v in data.items() if k != "config_hash"})
-
-
-def pinned_view(started: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a thread's config that must not change between runs."""
-    return {k: started.get(k) for k in PINNED_KEYS}

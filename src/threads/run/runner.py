@@ -20,9 +20,10 @@ from threads.log.reduce import Fold
 from threads.memory.protocol import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.budget import Budget
-from threads.run.config import AgentSpec, pinned_view
+from threads.run.config import AgentSpec
 from threads.run.loop import drive
 from threads.run.permissions import Permissions
+from threads.run.pinning import check_pinned
 from threads.run.results import ErrorInfo, Failed, RunResult, describe
 from threads.run.runtime import CancelSignal, Runtime
 from threads.run.sources import RunSources, changed_sources
@@ -284,15 +285,5 @@ def _check_pinned(agent: AgentSpec, fold: Fold) -> None:
     if started is None:
         return
     config = agent.config()
-    if pinned_view(started) != pinned_view(config):
-        changed = [
-            key for key, value in pinned_view(started).items() if value != pinned_view(config)[key]
-        ]
-        sources = changed_sources(started.get("tools"), config["tools"], agent.sources)
-        named = f" ({'; '.join(sources)})" if sources else ""
-        raise ConfigError(
-            "invalid_config",
-            f"a config change starts a new thread (changed: {', '.join(changed)}{named}); run"
-            " this agent without thread= to start one, or run the thread with its original"
-            " agent",
-        )
+    sources = changed_sources(started.get("tools"), config["tools"], agent.sources)
+    check_pinned(started, config, "; ".join(sources))
