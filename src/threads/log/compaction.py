@@ -73,6 +73,7 @@ class Compaction:
     side_requests: set[str] = field(default_factory=set)  # event ids of side requests
     ranges: list[tuple[int, int]] = field(default_factory=list)
     failures: int = 0  # compaction_failed since the last compacted
+    pending_side: Event | None = None  # the newest side request, until an outcome follows
 
     def is_side(self, request_event_id: str) -> bool:
         return request_event_id in self.side_requests
@@ -117,6 +118,7 @@ class Compaction:
         if not self._check_cause(event) and not facts.turn_open():
             raise _fail(event, "model_request outside a turn")
         self.side_requests.add(event.event_id)
+        self.pending_side = event
 
     def on_failed(self, facts: Facts, event: Event) -> None:
         if self._check_cause(event):
@@ -125,6 +127,7 @@ class Compaction:
         if named is not None and named not in self.side_requests:
             raise _fail(event, "compaction_failed names a request that is no compaction request")
         self.failures += 1
+        self.pending_side = None
 
     def on_compacted(self, facts: Facts, event: Event) -> None:
         data = event.data
@@ -138,6 +141,7 @@ class Compaction:
             self.requested = None
         self.ranges.append((data["from_seq"], data["to_seq"]))
         self.failures = 0
+        self.pending_side = None
 
     def _check_overlap(self, event: Event) -> None:
         start, end = event.data["from_seq"], event.data["to_seq"]

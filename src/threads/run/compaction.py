@@ -142,16 +142,57 @@ async def serve_request(rt: Runtime) -> None:
     await _summarize_range(rt, policy, "manual", (first, cause.seq - 1), cause)
 
 
+async def settle_answered(rt: Runtime) -> None:
+    """A summarizer's reply recorded before a crash, with no outcome after it: the outcome
+    now, from that reply (its request is never sent again), over the range it was asked
+    for."""
+    fold = rt.fold
+    side = fold.compaction.pending_side
+    if side is None or fold.response_to(side.event_id) is None:
+        return
+    cause = fold.event_by_id(side.data.get("cause_event_id") or "")
+    policy = pinned_context(fold.thread_started) or ContextPolicy()
+    span: tuple[int, int] | None
+    trigger: Trigger
+    if cause is not None and fold.compaction.first_input_seq is not None:
+        span, trigger = (fold.compaction.first_input_seq, cause.seq - 1), "manual"
+    else:
+        span, trigger = pick_range(fold, policy, before=side.seq), _trigger_of(fold, side)
+    if span is None:
+        await _failed(rt, "still_over_threshold", cause, side)
+        return
+    await record_summary(rt, side, span, trigger, cause)
+
+
+def _trigger_of(fold: Fold, side: Event) -> Trigger:
+    """Why a side request was sent, read back: reactive after a guard's block or a
+    ``prompt_too_long`` in its step, else threshold."""
+    for event in reversed(fold.events[: side.seq - fold.events[0].seq]):
+        if event.type == "model_request" and not is_side_request(event):
+            break
+        if event.type == "context_preflight_blocked" or (
+            event.type == "model_attempt_abandoned"
+            and event.data["reason"] == "prompt_too_long"
+            and not fold.compaction.is_side(event.data["request_event_id"])
+        ):
+            return "reactive"
+    return "threshold"
+
+
 async def summarize(rt: Runtime, policy: ContextPolicy, trigger: Trigger) -> bool:
     return await _summarize_range(rt, policy, trigger, pick_range(rt.fold, policy), None)
 
 
-def pick_range(fold: Fold, policy: ContextPolicy) -> tuple[int, int] | None:
+def pick_range(
+    fold: Fold, policy: ContextPolicy, before: int | None = None
+) -> tuple[int, int] | None:
     """From the first event after ``thread_started`` through the newest step boundary that
     leaves ``keep_tail_tokens`` after it (a quarter token per recorded byte of what the model
     sees) and is not followed by a tool call; None when no such end lies past every earlier
-    compacted range."""
+    compacted range. ``before``: as the log stood before that seq (a side request's own)."""
     events = fold.events
+    if before is not None:
+        events = events[: before - events[0].seq]
     first = next((e.seq for e in events if e.type != "thread_started"
                   and e.seq > _started_seq(events)), None)
     if first is None:
