@@ -6,9 +6,9 @@ fresh process gets the same answers) under a tight ``ContextPolicy``, so its thr
 within a few turns. SPEC is ``worker.py``'s (``store``, ``thread``, ``input``, ``kill``,
 ``clock_file``) plus ``compact`` (the operator asks for a compaction, in this process and
 through the same killing store, before the run) and ``threshold`` (false: the agent pins no
-context policy, so only the operator's request compacts). Kill points are ``worker.py``'s, and may add
-``"purpose": "compaction"`` (only a summarizer's ``model_request``) or ``"side": true`` (only the
-append holding a summarizer's reply).
+context policy, so only the operator's request compacts). Kill points are ``worker.py``'s,
+and may add ``"purpose": "compaction"`` (only a summarizer's ``model_request``) or
+``"side": true`` (only the append holding a summarizer's reply).
 """
 
 from __future__ import annotations

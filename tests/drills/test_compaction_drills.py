@@ -26,9 +26,9 @@ from threads.testing.fake_service import FakeService
 pytestmark = pytest.mark.drill
 
 WORKER = Path(__file__).with_name("compaction_worker.py")
-TURNS = 10
-INPUTS = [f"message {i} " + "words " * 20 for i in range(TURNS)]
-MANUAL_AT = 3  # the operator asks after this many turns
+TURNS = 5  # at ~190 tokens a turn, the 600-token threshold is passed by the fourth
+INPUTS = [f"message {i} " + "words " * 60 for i in range(TURNS)]
+MANUAL_AT = 2  # the operator asks after this many turns (of three: no threshold then)
 
 KILLS: dict[str, tuple[dict[str, Any], str]] = {  # kill point, the last durable event then
     "after_compaction_requested": ({"type": "compaction_requested", "nth": 1},
@@ -52,7 +52,7 @@ def chat(drill: Drill, mode: str, kill: dict[str, Any] | None) -> None:
     armed = kill
     steps: list[tuple[str | None, bool]] = [(text, False) for text in INPUTS]
     if mode == "requested":
-        steps.insert(MANUAL_AT, (None, True))
+        steps = [*steps[:MANUAL_AT], (None, True), steps[MANUAL_AT]]
     for text, compact in steps:
         thread = drill.thread_id() if log_events(drill.store_dir) else None
         result = drill.run(thread=thread, input=text, kill=armed, compact=compact, **fields)
