@@ -32,6 +32,7 @@ PUBLIC = {
     "Cancelled",
     "Clock",
     "Completed",
+    "ContextPolicy",
     "ConfigError",
     "ControlError",
     "EffectUnknown",

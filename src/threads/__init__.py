@@ -14,6 +14,7 @@ from threads.models.protocol import Model, ModelCallError, ModelOutput, Price, T
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.agent import Agent, agent
 from threads.run.budget import Budget
+from threads.run.context_policy import ContextPolicy
 from threads.run.permissions import Permissions
 from threads.run.questions import ask_user
 from threads.run.results import (
@@ -57,6 +58,7 @@ __all__ = [
     "Clock",
     "Completed",
     "ConfigError",
+    "ContextPolicy",
     "ControlError",
     "EffectClass",
     "EffectStatus",

@@ -163,3 +163,35 @@ def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "Traceback" not in err
     assert main(["approve", thread, "c", "--subject", "", *store_of(store_dir)]) == 1
     refused(capsys, "invalid_config")
+
+
+def test_compact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``threads compact``: refused while the turn is open (parked), recorded once idle, and
+    the next run summarizes before anything else."""
+    store_dir = tmp_path / "store"
+    thread = parked_thread(store_dir)
+    assert main(["compact", thread, *store_of(store_dir)]) == 1
+    refused(capsys, "invalid_transition")  # the turn is still open, parked on its approval
+    assert main(["cancel", thread, *store_of(store_dir)]) == 0
+
+    async def finish() -> None:
+        store = sqlite(store_dir)
+        try:
+            bot = agent(
+                name="t", model=scripted_model([say("ok")]),
+                tools=[tool(name="write_file", description="Write.", input=Write, execute=_write)],
+                permissions=Permissions(ask=["write_file"]),
+            )
+            await bot.run(None, store=store, thread=thread)  # carries out the cancel
+        finally:
+            await store.close()
+
+    asyncio.run(finish())
+    argv = ["compact", thread, *store_of(store_dir), "--instructions", "Keep the path."]
+    assert main(argv) == 0
+    assert "compaction requested" in capsys.readouterr().out
+    requested = last_event(store_dir, thread, "compaction_requested")
+    assert requested["data"] == {"instructions": "Keep the path."}
+    assert requested["actor"] == {"kind": "user", "principal": LOCAL_OPERATOR.to_wire()}
+    assert main(["compact", thread, *store_of(store_dir)]) == 1
+    refused(capsys, "invalid_transition")  # one at a time

@@ -1,4 +1,4 @@
-"""Operator controls: ``threads approvals|approve|deny|resolve|answer|cancel THREAD ...``.
+"""Operator controls: ``threads approvals|approve|deny|resolve|answer|cancel|compact THREAD ...``.
 
 The CLI acts as the operator the API uses by default (``api/local/operator``) unless
 ``--issuer/--tenant/--subject`` say otherwise. Each control goes through the thread handle's own
@@ -85,6 +85,14 @@ def register(subparsers: Any) -> None:
         " carries none)",
     )
     cancel.set_defaults(handler=run_cancel)
+    compact = _command(
+        subparsers, "compact", "ask for a summary of the conversation so far in place of it"
+    )
+    compact.add_argument(
+        "--instructions", metavar="TEXT",
+        help="what the summary must keep, added to the summarizer's ask (default: none)",
+    )
+    compact.set_defaults(handler=run_compact)
 
 
 def _command(subparsers: Any, name: str, help_: str) -> argparse.ArgumentParser:
@@ -210,3 +218,13 @@ async def run_cancel(args: argparse.Namespace) -> int:
             return 0
     print("cancel recorded; the next run of the thread ends cancelled")
     return 0
+
+
+async def run_compact(args: argparse.Namespace) -> int:
+    async def act(thread: Thread, who: Principal) -> None:
+        await thread.compact(who, instructions=args.instructions)
+
+    return await _act(
+        args, act, "compaction requested; the next run of the thread summarizes the"
+        " conversation first",
+    )

@@ -10,12 +10,14 @@ Invariant: the fold is a pure function of the lines it was given; nothing here d
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Literal, cast
 
 from threads.errors import LogError
+from threads.log.compaction import Compaction, is_side_request
 from threads.log.hashing import value_hash
 from threads.log.ids import effect_key
 from threads.log.lines import Event, Header
@@ -136,7 +138,9 @@ class Fold:
     thread_rules: list[tuple[str, str]] = field(default_factory=list)  # (rule, allow|deny)
     snapshots: list[tuple[int, str, int | None]] = field(default_factory=list)
     transcript: list[tuple[str, str]] = field(default_factory=list)
-    responses: list[dict[str, Any]] = field(default_factory=list)
+    transcript_seqs: list[int] = field(default_factory=list)  # the seq of each transcript item
+    responses: list[dict[str, Any]] = field(default_factory=list)  # turn responses
+    side_responses: list[dict[str, Any]] = field(default_factory=list)  # summarizer replies
     model_requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -144,6 +148,7 @@ class Fold:
     events: list[Event] = field(default_factory=list)
     segment_headers: list[Header] = field(default_factory=list)
     features: Features = field(default_factory=Features)
+    compaction: Compaction = field(default_factory=Compaction)
     knowledge_revision: int | None = None  # a fork's corpus revision (pinned policy), else None
     snapshot_revisions: dict[int, int | None] = field(default_factory=dict)
     # event_id -> event, of the first ``_indexed`` events (extended when looked up: most
@@ -266,6 +271,7 @@ class Fold:
             "cost": self.cost(),
             "mode": self.mode,
             "model": dict(self.settings.get("model", {})),
+            "compaction": self.compaction.breaker(self.thread_started),
             **self.features.projections(),
         }
 
@@ -276,6 +282,19 @@ class Fold:
 
     def has_call(self, call_id: str) -> bool:
         return call_id in self.calls
+
+    def result_of(self, call_id: str) -> dict[str, Any] | None:
+        call = self.calls.get(call_id)
+        return None if call is None else call.result
+
+    def turn_open(self) -> bool:
+        return self.turn is not None
+
+    def response_to(self, request_event_id: str) -> Event | None:
+        return self.response_of.get(request_event_id)
+
+    def step_boundary(self, seq: int) -> bool:
+        return seq in self.features.boundaries
 
     def has_result(self, call_id: str) -> bool:
         call = self.calls.get(call_id)
@@ -318,7 +337,7 @@ class Fold:
         currency, price, entry = self.model_price()
         known = 0
         in_doubt = 0  # responses without usage, attempts in flight or with an unknown outcome
-        for response in self.responses:
+        for response in (*self.responses, *self.side_responses):
             amount = usage_cost(response["usage"], price)
             if amount is None:
                 in_doubt += 1
@@ -388,6 +407,11 @@ def _fail(event: Event, message: str, code: str = "invalid_transition") -> LogEr
     return LogError(code, message, seq=event.seq)
 
 
+def _said(fold: Fold, role: str, event: Event) -> None:
+    fold.transcript.append((role, event.event_id))
+    fold.transcript_seqs.append(event.seq)
+
+
 def _on_thread_started(fold: Fold, event: Event) -> None:
     if fold.thread_started is not None:
         raise _fail(event, "thread_started may appear only once on a chain")
@@ -409,7 +433,8 @@ def _on_user_input(fold: Fold, event: Event) -> None:
     if fold.turn is not None:
         raise _fail(event, "user_input while a turn is open; input inside a turn must be a steer")
     fold.turn = Turn(event, event.data.get("budget"))
-    fold.transcript.append(("user", event.event_id))
+    fold.compaction.on_user_input(event)
+    _said(fold, "user", event)
 
 
 def _on_steer(fold: Fold, event: Event) -> None:
@@ -417,11 +442,11 @@ def _on_steer(fold: Fold, event: Event) -> None:
     if fold.turn is None:
         raise _fail(event, "steer outside an open turn")
     fold.turn.sent = False
-    fold.transcript.append(("user", event.event_id))
+    _said(fold, "user", event)
 
 
 def _on_injected(fold: Fold, event: Event) -> None:
-    fold.transcript.append(("context", event.event_id))
+    _said(fold, "context", event)
 
 
 def _on_heartbeat(fold: Fold, event: Event) -> None:
@@ -431,7 +456,7 @@ def _on_heartbeat(fold: Fold, event: Event) -> None:
         call = fold.calls.get(call_id)
         if call is None or not _deferred(call) or call.late_result is not None:
             raise _fail(event, f"heartbeat lists call {call_id!r}, which is not running")
-    fold.transcript.append(("context", event.event_id))
+    _said(fold, "context", event)
 
 
 def _on_woken(fold: Fold, event: Event) -> None:
@@ -446,17 +471,35 @@ def _on_woken(fold: Fold, event: Event) -> None:
 
 
 def _on_compacted(fold: Fold, event: Event) -> None:
-    fold.transcript.append(("summary", event.event_id))
+    """The summary stands in the transcript in place of the items of its range."""
+    fold.compaction.on_compacted(fold, event)
+    start, end = event.data["from_seq"], event.data["to_seq"]
+    seqs = fold.transcript_seqs
+    at = bisect_left(seqs, start)
+    stop = bisect_right(seqs, end)
+    fold.transcript[at:stop] = [("summary", event.event_id)]
+    seqs[at:stop] = [start]
+
+
+def _on_compaction_requested(fold: Fold, event: Event) -> None:
+    fold.compaction.on_requested(fold, event)
+
+
+def _on_compaction_failed(fold: Fold, event: Event) -> None:
+    fold.compaction.on_failed(fold, event)
 
 
 def _on_model_request(fold: Fold, event: Event) -> None:
     check_after_handoff(fold.features, event)
     turn = fold.turn
-    if turn is None:
+    side = is_side_request(event)
+    if side:
+        fold.compaction.on_side_request(fold, event)
+    elif turn is None:
         raise _fail(event, "model_request outside a turn")
     if fold.thread_started is None:
         raise _fail(event, "model_request before thread_started")
-    if turn.budget_exceeded:
+    if turn is not None and turn.budget_exceeded:
         raise _fail(event, "model_request after budget_exceeded in the same run")
     if fold.open_attempt is not None:
         raise _fail(event, "model_request while another request is still open")
@@ -474,8 +517,10 @@ def _on_model_request(fold: Fold, event: Event) -> None:
     fold.open_attempt = attempt
     fold.last_attempt = attempt
     fold.model_requests += 1
-    turn.model_requests += 1
-    turn.sent = True
+    if turn is not None:
+        turn.model_requests += 1
+        # a summarizer's request leaves the turn's input unanswered
+        turn.sent = turn.sent or not side
 
 
 def _check_attempt(fold: Fold, event: Event, number: int) -> None:
@@ -502,7 +547,8 @@ def _on_model_response(fold: Fold, event: Event) -> None:
     data = event.data
     fold.response_of[data["request_event_id"]] = event
     usage = data["usage"]
-    fold.responses.append(data)
+    side = fold.compaction.is_side(data["request_event_id"])
+    (fold.side_responses if side else fold.responses).append(data)
     inp, out = usage.get("input_tokens"), usage.get("output_tokens")
     if inp is None or out is None:
         fold.unknown_responses += 1
@@ -510,7 +556,8 @@ def _on_model_response(fold: Fold, event: Event) -> None:
         fold.input_tokens += inp
     if out is not None:
         fold.output_tokens += out
-    fold.transcript.append(("assistant", event.event_id))
+    if not side:  # a summarizer's reply is no assistant turn
+        _said(fold, "assistant", event)
 
 
 def _on_model_attempt_abandoned(fold: Fold, event: Event) -> None:
@@ -567,6 +614,8 @@ def _check_call_part(fold: Fold, event: Event) -> None:
     data = event.data
     if data["request_event_id"] not in fold.attempts:
         raise _fail(event, "tool_call names no model_request on this chain")
+    if fold.compaction.is_side(data["request_event_id"]):
+        raise _fail(event, "tool_call names a compaction request; a summarizer calls no tool")
     response = fold.response_of.get(data["request_event_id"])
     if response is None:
         return
@@ -697,7 +746,7 @@ def _on_tool_result(fold: Fold, event: Event) -> None:
     call.result = event.data
     call.parked = False
     fold.open_calls -= 1
-    fold.transcript.append(("tool", event.event_id))
+    _said(fold, "tool", event)
 
 
 def _deferred(call: Call) -> bool:
@@ -711,7 +760,7 @@ def _on_tool_result_late(fold: Fold, event: Event) -> None:
     if call.late_result is not None:
         raise _fail(event, f"call {call.call_id!r} already has its late result")
     call.late_result = event.data
-    fold.transcript.append(("tool", event.event_id))
+    _said(fold, "tool", event)
 
 
 def _on_snapshot(fold: Fold, event: Event) -> None:
@@ -797,6 +846,8 @@ _HANDLERS = {
     "woken": _on_woken,
     "tool_result_late": _on_tool_result_late,
     "compacted": _on_compacted,
+    "compaction_requested": _on_compaction_requested,
+    "compaction_failed": _on_compaction_failed,
     "model_request": _on_model_request,
     "model_response": _on_model_response,
     "model_response_recovered": _on_model_response,

@@ -35,6 +35,8 @@ class ChainFacts(Protocol):
 
     def has_result(self, call_id: str) -> bool: ...
 
+    def result_of(self, call_id: str) -> dict[str, Any] | None: ...
+
     def event_by_id(self, event_id: str) -> Event | None: ...
 
 
@@ -190,24 +192,32 @@ def _on_output_validated(features: Features, facts: ChainFacts, event: Event) ->
         features.accepted_seq = event.seq
 
 
-def _on_compacted(features: Features, facts: ChainFacts, event: Event) -> None:
-    data = event.data
-    if not data["from_seq"] <= data["to_seq"] < event.seq:
-        raise _fail(event, "compacted range must end before the compacted event")
-    for seq_key, id_key in (("from_seq", "from_event_id"), ("to_seq", "to_event_id")):
-        named = facts.event_by_id(data[id_key])
-        if named is None or named.seq != data[seq_key]:
-            raise _fail(event, f"compacted {id_key} is not the event at {seq_key}")
-    # both ends are step boundaries: nothing open just before from, nor just after to
-    if data["from_seq"] - 1 not in features.boundaries or data["to_seq"] not in features.boundaries:
-        raise _fail(event, "compacted range splits a step (a pending call or an open request)")
-
-
 def _on_context_edited(features: Features, facts: ChainFacts, event: Event) -> None:
+    """Rule 19: edits name recorded results; a redaction's spans lie inside one text part
+    (part 0 is the preview when the result has no content), on character boundaries."""
     for edit in event.data["edits"]:
-        if not facts.has_result(edit["call_id"]):
+        result = facts.result_of(edit["call_id"])
+        if result is None:
             raise _fail(event, f"context_edited names call {edit['call_id']!r}, which has no"
                         " recorded result")
+        if edit["action"] == "redact" and not _spans_fit(result, edit["part"], edit["spans"]):
+            raise _fail(event, f"context_edited redacts spans outside text part {edit['part']}"
+                        f" of call {edit['call_id']!r} or off its character boundaries")
+
+
+def _spans_fit(result: dict[str, Any], part: int, spans: list[dict[str, int]]) -> bool:
+    parts = result.get("content") or [{"type": "text", "text": result["preview"]}]
+    if part >= len(parts) or parts[part].get("type") != "text":
+        return False
+    raw = parts[part]["text"].encode("utf-8")
+
+    def boundary(at: int) -> bool:  # not inside a multi-byte character
+        return at == len(raw) or (0 <= at < len(raw) and raw[at] & 0xC0 != 0x80)
+
+    return all(
+        s["start"] <= s["end"] <= len(raw) and boundary(s["start"]) and boundary(s["end"])
+        for s in spans
+    )
 
 
 def _on_injected(features: Features, facts: ChainFacts, event: Event) -> None:
@@ -233,7 +243,6 @@ HANDLERS: dict[str, Handler] = {
     "mode_changed": _on_mode_changed,
     "settings_changed": _on_settings_changed,
     "output_validated": _on_output_validated,
-    "compacted": _on_compacted,
     "context_edited": _on_context_edited,
     "injected": _on_injected,
 }

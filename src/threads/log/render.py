@@ -29,6 +29,7 @@ from threads.errors import LogError
 from threads.log.canonical import canonical
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
+from threads.log.render_context import Edits, summary_body, summary_instruction
 from threads.log.request_bytes import Extends, RequestBytes
 from threads.log.snapshot import Snapshot
 
@@ -183,8 +184,8 @@ def _result(event: Event, *, late: bool) -> dict[str, Any]:
 
 
 def _summary(event: Event, artifacts: Artifacts) -> dict[str, Any]:
-    text = _text(event, event.data["summary_ref"], artifacts)
-    return _user(f'<reference source="summary" untrusted="true">\n{text}\n</reference>')
+    ref = event.data["summary_ref"]
+    return _user(summary_body(_text(event, ref, artifacts), ref["sha256"]))
 
 
 def _line(event: Event, artifacts: Artifacts) -> dict[str, Any] | None:
@@ -224,7 +225,12 @@ class _Entry:
     line: dict[str, Any]
     data: bytes
     carryover: bool  # holds reasoning / hosted_tool parts
-    summary: bool = False
+    origin: int = 0  # seq of the event that made the line (a summary's: its compacted)
+
+    def hidden_by(self, start: int, end: int, by: int) -> bool:
+        """A compaction at seq ``by`` of ``start..end`` drops this line (a summary made
+        before it, too: compactions nest)."""
+        return start <= self.seq <= end and by > (self.origin or self.seq)
 
 
 @dataclass(slots=True)
@@ -234,7 +240,8 @@ class _Lines:
     entries: list[_Entry] = field(default_factory=list)
     denied_inputs: set[str] = field(default_factory=set)
     compaction_requests: set[str] = field(default_factory=set)
-    compacted: list[tuple[int, int]] = field(default_factory=list)
+    compacted: list[tuple[int, int, int]] = field(default_factory=list)  # from, to, at seq
+    edits: Edits = field(default_factory=Edits)
     settings: Mapping[str, Any] | None = None
     omit_before: int = 0
 
@@ -248,6 +255,9 @@ class _Lines:
         if event.type == "hook_decision":
             if data["hook"] == _INPUT_HOOK and data["decision"] in _DENYING:
                 self.denied_inputs.add(data.get("input_event_id", ""))
+            return
+        if event.type == "context_edited":
+            self.edits.add(event)
             return
         if event.type == "model_request" and data.get("purpose") == "compaction":
             self.compaction_requests.add(event.event_id)
@@ -265,15 +275,25 @@ class _Lines:
             self.entries.append(_Entry(event.seq, event.event_id, line, raw, carryover))
             return
         start, end = data["from_seq"], data["to_seq"]
-        self.compacted.append((start, end))
+        self.compacted.append((start, end, event.seq))
+        # the summary, then the tool set in force at the range's end (its last tools line)
+        made = [_Entry(start, event.event_id, line, raw, False, event.seq)]
+        tools = [e for e in self.entries if start <= e.seq <= end and e.line["role"] == TOOLS_ROLE]
+        if tools:
+            made.append(_Entry(start, tools[-1].event_id, tools[-1].line, tools[-1].data, False,
+                               event.seq))
         at = bisect_left([entry.seq for entry in self.entries], start)
-        self.entries.insert(at, _Entry(start, event.event_id, line, raw, False, summary=True))
+        self.entries[at:at] = made
 
     def lines(self) -> Iterator[tuple[dict[str, Any], bytes]]:
         for entry in self.entries:
             if entry.event_id in self.denied_inputs:
                 continue
-            if not entry.summary and any(a <= entry.seq <= b for a, b in self.compacted):
+            if any(entry.hidden_by(a, b, by) for a, b, by in self.compacted):
+                continue
+            if entry.line["role"] == "tool" and self.edits.touches(entry.line):
+                edited = self.edits.apply(entry.line)
+                yield edited, canonical(edited) + b"\n"
                 continue
             if entry.carryover and entry.seq < self.omit_before:
                 kept = _without_carryover(entry.line)
@@ -285,7 +305,10 @@ class _Lines:
     def in_order(self) -> bool:
         """Every entry renders as recorded, in order: nothing hidden, moved or rewritten, so
         the request only ever grows by the entries appended since the last one."""
-        return not self.denied_inputs and not self.compacted and not self.omit_before
+        return (
+            not self.denied_inputs and not self.compacted and not self.omit_before
+            and not self.edits
+        )
 
 
 @dataclass(slots=True)
@@ -391,6 +414,34 @@ def render(
     """The request the log ``events`` implies next (``started`` is the thread_started data)."""
     cache = cache if cache is not None else RenderCache()
     flat = cache.flat = _flat(started, cache.feed(events, artifacts or {}), cache.flat)
+    return _rendered(flat)
+
+
+def render_summary_request(
+    started: Mapping[str, Any],
+    events: Sequence[Event],
+    artifacts: Artifacts | None,
+    guides: Sequence[str],
+    cause: Event | None = None,
+) -> Rendered:
+    """A summarizer's request (``purpose: compaction``) after ``events``: the request a turn
+    would send, then one user line asking for the summary. Serving an operator's
+    ``compaction_requested`` (``cause``), the history stops at that request (later context
+    edits and settings still apply) and its instructions join the ask."""
+    if cause is not None:
+        late = ("context_edited", "settings_changed")
+        events = [e for e in events if e.seq <= cause.seq or e.type in late]
+    lines = _Lines()
+    for event in events:
+        lines.feed(event, artifacts or {})
+    flat = _flat(started, lines, None)
+    instructions = cause.data.get("instructions") if cause is not None else None
+    ask = _user(summary_instruction(guides, instructions))
+    flat.extend(canonical(ask) + b"\n", ask)
+    return _rendered(flat)
+
+
+def _rendered(flat: _Flat) -> Rendered:
     return Rendered(
         flat.body(),
         len(flat.first),

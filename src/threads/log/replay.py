@@ -3,19 +3,29 @@ calls.
 
 Each turn request is rendered again from the events before it (Render v1) and must produce
 exactly the bytes its ``request_ref`` names (``request_hash_mismatch`` otherwise) and declare the
-line 0 it renders (``prefix_changed`` otherwise). Compaction side requests render a summarizer's
-history, not the conversation, and are not replayed. Invariant: pure; the first mismatch, in
+line 0 it renders (``prefix_changed`` otherwise). A compaction side request is rendered as the
+summarizer's request it was (the conversation so far, then the ask for a summary) and compared
+the same way. Invariant: pure; the first mismatch, in
 log order, is the one reported, with the seq of its ``model_request``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from threads.errors import LogError
 from threads.log.lines import Event
-from threads.log.render import Artifacts, RenderCache, event_refs, render
+from threads.log.render import (
+    Artifacts,
+    RenderCache,
+    Rendered,
+    event_refs,
+    render,
+    render_summary_request,
+)
+from threads.log.render_context import summary_guides
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,17 +70,22 @@ def replay(events: Sequence[Event], artifacts: Artifacts) -> Replayed:
     cache = RenderCache()
     started = None
     matched = 0
+    requested: dict[str, Event] = {}  # compaction_requested events by id
     for index, event in enumerate(events):
         if event.type == "thread_started":
             started = event.data
-        if event.type != "model_request" or event.data.get("purpose") == "compaction":
+        if event.type == "compaction_requested":
+            requested[event.event_id] = event
+        if event.type != "model_request":
             continue
         if started is None:
             return Replayed(matched, ReplayMismatch(
                 "invalid_transition", event.seq, "a model_request before thread_started"
             ))
         try:
-            rendered = render(started, events[:index], artifacts, cache)
+            rendered = _rerender(
+                started, events[:index], artifacts, cache, event, requested=requested
+            )
         except LogError as err:
             return Replayed(matched, ReplayMismatch(
                 err.code, err.seq if err.seq is not None else event.seq, err.message
@@ -91,3 +106,19 @@ def replay(events: Sequence[Event], artifacts: Artifacts) -> Replayed:
             ))
         matched += 1
     return Replayed(matched)
+
+
+def _rerender(
+    started: Mapping[str, Any],
+    before: Sequence[Event],
+    artifacts: Artifacts,
+    cache: RenderCache,
+    request: Event,
+    *,
+    requested: Mapping[str, Event],
+) -> Rendered:
+    if request.data.get("purpose") != "compaction":
+        return render(started, before, artifacts, cache)
+    cause = requested.get(request.data.get("cause_event_id") or "")
+    guides = summary_guides(before, cause)
+    return render_summary_request(started, before, artifacts, guides, cause)

@@ -25,6 +25,7 @@ from threads.principal import Principal
 from threads.run.blocking import run_blocking
 from threads.run.budget import Budget
 from threads.run.config import AgentSpec
+from threads.run.context_policy import ContextPolicy
 from threads.run.output_schema import (
     DEFAULT_OUTPUT_RETRIES,
     checked_schema,
@@ -142,6 +143,7 @@ def agent(
     retry: RetryPolicy | None = None,
     output: type[BaseModel] | None = None,
     output_retries: int = DEFAULT_OUTPUT_RETRIES,
+    context: ContextPolicy | None = None,
 ) -> Agent:
     """Describe an agent. Everything is checked here: a ``ConfigError`` now, never mid-run.
 
@@ -158,7 +160,9 @@ def agent(
     ``output_invalid``. ``tools`` may hold MCP servers (``threads.mcp.mcp(...)``): each run
     connects them and adds their tools, pinned with the thread's config. Add
     ``threads.ask_user`` to ``tools`` to let the model ask a question
-    (the run parks ``awaiting_input`` until ``Thread.answer``)."""
+    (the run parks ``awaiting_input`` until ``Thread.answer``). ``context``: a
+    ``ContextPolicy``; the run then compacts the conversation before a request that would pass
+    its threshold, and once when the provider answers ``prompt_too_long``."""
     if not isinstance(name, str) or not name or len(name) > AGENT_NAME_MAX:
         raise ConfigError("invalid_config", "agent name must be a non-empty string")
     if not isinstance(model, Model):
@@ -189,6 +193,8 @@ def agent(
     if budget is not None:
         for candidate in (model, *fallback):
             budget.check_enforceable(candidate)
+    if context is not None and not isinstance(context, ContextPolicy):
+        raise ConfigError("invalid_config", "context must be a threads.ContextPolicy")
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise ConfigError("invalid_config", "retry must be a threads.RetryPolicy")
     return Agent(
@@ -207,6 +213,7 @@ def agent(
         output=output,
         output_retries=output_retries,
         sources=sources,
+        context=context,
     )
 
 

@@ -20,6 +20,7 @@ from threads.memory.protocol import Memory
 from threads.models.protocol import Model
 from threads.principal import Principal
 from threads.run.budget import Budget
+from threads.run.context_policy import ContextPolicy
 from threads.run.output_schema import DEFAULT_OUTPUT_RETRIES, output_policy_of
 from threads.run.permissions import Permissions
 from threads.run.retry_policy import DEFAULT_RETRY, RetryPolicy
@@ -48,6 +49,7 @@ class AgentSpec:
     # (``threads.run.sources``); until then the config can't be known.
     sources: tuple[ToolSource, ...] = ()
     sources_open: bool = False
+    context: ContextPolicy | None = None  # compact long conversations (None: never on its own)
 
     def tool_named(self, name: str) -> Tool | None:
         for t in self.tools:
@@ -92,6 +94,8 @@ class AgentSpec:
             policy["budget"] = self.budget.to_wire()
         policy["permissions"] = self.permissions.to_wire()
         policy["retry"] = self.retry.to_wire()
+        if self.context is not None:
+            policy["context"] = self.context.to_wire()
         if self.output is not None:
             policy["output"] = output_policy_of(self.output, self.output_retries)
         return policy

@@ -18,6 +18,7 @@ from typing import Any
 from threads.errors import StoreError
 from threads.run import budget_check, structured
 from threads.run.calls import release_approval_parks, run_pending
+from threads.run.compaction import serve_request, settle_answered
 from threads.run.drafts import HOST, Draft
 from threads.run.model_step import model_step
 from threads.run.recovery import recover
@@ -47,6 +48,9 @@ async def drive(rt: Runtime, input: str | None, *, recovering: bool) -> RunResul
         await release_approval_parks(rt)  # expired, or cancelled
         if rt.fold.parks:
             return parked_result(rt)
+        await settle_answered(rt)  # a summary a crash left recorded but not yet applied
+        if rt.fold.compaction.requested is not None and rt.fold.turn is None:
+            await serve_request(rt)  # an operator asked for it: before any new input
         if rt.fold.turn is not None:
             result = await run_turn(rt)
             if input is None or not isinstance(result, Completed):

@@ -13,12 +13,13 @@ the next step within ``crash_resends``. Retries past the policy end the turn
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from threads import telemetry
 from threads.log.lines import Event
 from threads.models.protocol import ModelCallError
+from threads.run.compaction import after_prompt_too_long
 from threads.run.drafts import HOST, Draft
+from threads.run.model_call import abandoned_data
 from threads.run.results import ErrorInfo, Failed, RunResult
 from threads.run.retry_policy import pinned_retry
 from threads.run.runtime import Runtime
@@ -33,15 +34,7 @@ async def on_model_error(
     rt: Runtime, request_event_id: str, exc: ModelCallError
 ) -> RunResult | None:
     """Record the failed attempt and decide what follows; None when the turn goes on."""
-    data: dict[str, Any] = {
-        "provider_outcome": exc.provider_outcome,
-        "reason": exc.reason,
-        "request_event_id": request_event_id,
-    }
-    if exc.http_status is not None:
-        data["http_status"] = exc.http_status
-    if exc.retry_after_ms is not None:
-        data["retry_after_ms"] = exc.retry_after_ms
+    data = abandoned_data(request_event_id, exc)
     if exc.code == "stale_epoch":
         return Failed(rt.thread, ErrorInfo("stale_epoch", exc.message))
     [abandoned] = await rt.writer.append([Draft("model_attempt_abandoned", data, HOST)])
@@ -49,6 +42,8 @@ async def on_model_error(
         return await _retry(rt, request_event_id, abandoned.event_id, exc)
     if exc.provider_outcome == "unknown" and not exc.terminal:
         return None  # resent by the next model_step, which enforces crash_resends
+    if exc.reason == "prompt_too_long" and await after_prompt_too_long(rt):
+        return None  # compacted: the turn goes on with a smaller request
     if exc.code in ("context_exhausted", "model_unavailable"):
         return await fail_turn(rt, exc.code, exc.message, exc.code)
     return await fail_turn(rt, exc.code, exc.message)

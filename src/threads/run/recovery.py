@@ -17,7 +17,7 @@ from typing import Any
 from threads.models.protocol import ModelCallError, ModelOutput, ModelRequest, SupportsLookup
 from threads.run.calls import run_pending
 from threads.run.drafts import RECOVERY, Draft
-from threads.run.model_step import record_response
+from threads.run.model_call import record_response
 from threads.run.results import RunResult
 from threads.run.runtime import Runtime
 from threads.run.settings_epoch import current_model

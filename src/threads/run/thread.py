@@ -384,6 +384,26 @@ class Thread:
             await writer.append([Draft("cancel_requested", data, actor)])
 
 
+    async def compact(self, principal: Principal, *, instructions: str | None = None) -> str:
+        """Ask for a compaction of the conversation so far: one append,
+        ``compaction_requested``; the next run of the thread summarizes before anything else
+        (``instructions`` join the summarizer's ask). The thread must be idle and have had
+        input: else ``invalid_transition``, as when one is requested already; empty
+        ``instructions`` are ``invalid_request``. Returns the request's event id."""
+        if instructions is not None and not instructions.strip():
+            raise ControlError("invalid_request", "instructions, when given, must not be empty")
+        branch = await self._branch()
+        async with control_writer(self.store, branch.branch_id) as writer:
+            fold = writer.fold
+            self._authorize(fold, principal, branch)
+            why = compaction_refusal(fold)
+            if why is not None:
+                raise ControlError("invalid_transition", f"{why}; nothing was recorded")
+            data = {"instructions": instructions} if instructions is not None else {}
+            actor = {"kind": "user", "principal": principal.to_wire()}
+            [event] = await writer.append([Draft("compaction_requested", data, actor)])
+            return event.event_id
+
     async def queue_cancel(self, principal: Principal) -> str:
         """For a thread another process is running (``cancel`` was ``branch_busy``): check the
         authority as ``cancel`` does, then queue the cancel for that process as a control item
@@ -404,6 +424,17 @@ class Thread:
             tenant_id=branch.tenant_id, thread_id=self.id, principal=principal.to_wire(),
             command="cancel",
         )
+
+
+def compaction_refusal(fold: Fold) -> str | None:
+    """Why a compaction may not be requested now (rule 30), or None."""
+    if fold.compaction.requested is not None:
+        return "a compaction is requested already and not yet done"
+    if fold.turn is not None:
+        return "a turn is open (running, or parked on an approval, question or effect)"
+    if fold.compaction.first_input_seq is None:
+        return "the thread has had no input to compact"
+    return None
 
 
 def _no_tool(_name: str) -> None:

@@ -1,0 +1,98 @@
+"""``chat_model``: a deterministic model for long conversations and compaction, for tests, drills
+and benchmarks.
+
+Each reply is a pure function of the request, so a run restarted in another process gets the
+same answers with no script position to keep: a turn request is answered ``re: <last user
+text>``; a summarizer's request (its last line asks for a summary) is answered ``summary of <n>
+lines``. Usage reports a quarter token per byte of the messages as input, and a request over
+``context_window`` such tokens fails ``prompt_too_long`` as a provider would. ``failures`` lists
+errors to raise, in order, before the requests whose kind (``"turn"`` or ``"summary"``) they
+name. ``requests`` holds every request sent, for assertions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Literal
+
+from threads.log.render_context import SUMMARIZE
+from threads.models.fence import Fence
+from threads.models.protocol import ModelCallError, ModelOutput, ModelRequest, TextDelta, Usage
+
+Kind = Literal["turn", "summary"]
+
+
+def prompt_too_long() -> ModelCallError:
+    return ModelCallError(
+        "the prompt is too long for the model's context window", reason="prompt_too_long",
+        provider_outcome="failed", http_status=400, code="context_exhausted",
+    )
+
+
+class ChatModel:
+    provider = "scripted"
+
+    def __init__(
+        self,
+        *,
+        name: str = "chat-1",
+        context_window: int = 200_000,
+        max_output_tokens: int = 256,
+        failures: Sequence[tuple[Kind, ModelCallError]] = (),
+    ) -> None:
+        self.name = name
+        self.context_window = context_window
+        self.max_output_tokens = max_output_tokens
+        self.price = None
+        self.failures = list(failures)
+        self.requests: list[ModelRequest] = []
+
+    def adapter_ref(self) -> dict[str, Any]:
+        return {"name": "scripted", "settings": {}, "version": "1"}
+
+    def params(self) -> dict[str, Any]:
+        return {"max_tokens": self.max_output_tokens}
+
+    def kinds(self) -> list[Kind]:
+        return [kind_of(r) for r in self.requests]
+
+    async def stream(
+        self, request: ModelRequest, fence: Fence
+    ) -> AsyncIterator[TextDelta | ModelOutput]:
+        await fence.check()
+        self.requests.append(request)
+        kind = kind_of(request)
+        if self.failures and self.failures[0][0] == kind:
+            raise self.failures.pop(0)[1]
+        size = sum(len(json.dumps(m, separators=(",", ":"))) for m in request.messages)
+        tokens = (size + len(request.system)) // 4
+        if tokens > self.context_window:
+            raise prompt_too_long()
+        if kind == "summary":
+            text = f"summary of {len(request.messages) - 1} lines"
+        else:
+            text = f"re: {_last_user_text(request.messages)}"
+        yield TextDelta(text)
+        yield ModelOutput(
+            content=[{"type": "text", "text": text}], stop_reason="end_turn",
+            usage=Usage(input_tokens=tokens, output_tokens=len(text) // 4 + 1),
+        )
+
+
+def kind_of(request: ModelRequest) -> Kind:
+    last = request.messages[-1] if request.messages else {}
+    parts = last.get("content") or []
+    text = parts[0].get("text", "") if parts else ""
+    return "summary" if last.get("role") == "user" and text.startswith(SUMMARIZE) else "turn"
+
+
+def _last_user_text(messages: Sequence[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            parts = message.get("content") or []
+            return str(parts[0].get("text", "")) if parts else ""
+    return ""
+
+
+chat_model = ChatModel
