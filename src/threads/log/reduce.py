@@ -29,6 +29,7 @@ from threads.log.reduce_features import (
 )
 from threads.log.reduce_features import Handler as FeatureHandler
 from threads.log.render import prefix_digest, prefix_line
+from threads.log.tool_ext import check_remote_result, check_tools_loaded
 from threads.log.wakes import Wakes
 
 # The vocabularies a reader of a thread meets, as the log format names them.
@@ -147,6 +148,7 @@ class Fold:
     segment_headers: list[Header] = field(default_factory=list)
     features: Features = field(default_factory=Features)
     wakes: Wakes = field(default_factory=Wakes)
+    loaded_tools: set[str] = field(default_factory=set)  # deferred tools a tools_loaded loaded
     knowledge_revision: int | None = None  # a fork's corpus revision (pinned policy), else None
     snapshot_revisions: dict[int, int | None] = field(default_factory=dict)
     # event_id -> event, of the first ``_indexed`` events (extended when looked up: most
@@ -405,6 +407,11 @@ def _on_tools_changed(fold: Fold, event: Event) -> None:
     for call in fold.calls.values():
         if call.result is None and call.name not in names:
             call.removed = True
+
+
+def _on_tools_loaded(fold: Fold, event: Event) -> None:
+    fold._call(event)
+    check_tools_loaded(event, fold.tool_spec, fold.loaded_tools)
 
 
 def _on_user_input(fold: Fold, event: Event) -> None:
@@ -704,6 +711,7 @@ def _on_tool_result(fold: Fold, event: Event) -> None:
         raise _fail(event, "an answer for a call with no open question (parked on input)")
     if answered:
         check_answer(event, call)
+    check_remote_result(event, call.spec, call.effect is not None)
     call.result = event.data
     call.parked = False
     fold.open_calls -= 1
@@ -811,6 +819,7 @@ def _on_budget_exceeded(fold: Fold, event: Event) -> None:
 _HANDLERS = {
     "thread_started": _on_thread_started,
     "tools_changed": _on_tools_changed,
+    "tools_loaded": _on_tools_loaded,
     "user_input": _on_user_input,
     "steer": _on_steer,
     "injected": _on_injected,
