@@ -28,7 +28,7 @@ from threads.log.reduce_features import (
     current_mode,
 )
 from threads.log.reduce_features import Handler as FeatureHandler
-from threads.log.render import prefix_digest, prefix_line
+from threads.log.render import denied_input, prefix_digest, prefix_line
 from threads.log.tool_ext import check_remote_result, check_tools_loaded
 from threads.log.wakes import Wakes
 
@@ -431,6 +431,14 @@ def _on_steer(fold: Fold, event: Event) -> None:
     fold.transcript.append(("user", event.event_id))
 
 
+def _on_hook_decision(fold: Fold, event: Event) -> None:
+    """An input a ``before_input`` hook denied is no part of the conversation: neither rendered
+    nor in the transcript."""
+    denied = denied_input(event.data)
+    if denied is not None:
+        fold.transcript = [item for item in fold.transcript if item != ("user", denied)]
+
+
 def _on_injected(fold: Fold, event: Event) -> None:
     fold.transcript.append(("context", event.event_id))
 
@@ -823,6 +831,7 @@ _HANDLERS = {
     "user_input": _on_user_input,
     "steer": _on_steer,
     "injected": _on_injected,
+    "hook_decision": _on_hook_decision,
     "heartbeat": _on_heartbeat,
     "woken": _on_woken,
     "agent_spawned": _on_agent_spawned,
