@@ -5,8 +5,8 @@ positions: a property that happens to be *named* ``description`` inside a ``prop
 such as ToolSpec's, stays), and writes compact JSON with sorted keys. ``--check`` exits 1 when
 the vendored file differs from what this script would write, so CI catches a stale copy.
 It then writes the log's vocabulary as types (``src/threads/log/vocabulary.py`` and
-``event_types.py``, made by ``tools/vocabulary.py`` from the vendored schema), which ``--check``
-compares too.
+``event_types.py``, made by ``tools/vocabulary.py`` from the vendored schema and its declared
+extension, ``events.ext.schema.json``), which ``--check`` compares too.
 Invariant: the vendored file is a pure function of the upstream schema, and the vocabulary of
 the vendored file.
 """
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vocabulary import generate, generate_types
+from vocabulary import generate, generate_types, with_extension
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = ROOT.parent / "shared" / "conformance" / "events.v1.schema.json"
@@ -81,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def vocabulary(vendored: bytes) -> dict[Path, bytes]:
     """The generated modules (``threads.log.vocabulary``, ``threads.log.event_types``) for the
-    vendored schema's bytes."""
-    schema = json.loads(vendored)
+    vendored schema's bytes and the declared extension beside it."""
+    schema = with_extension(json.loads(vendored))
     return {VOCABULARY: generate(schema).encode(), EVENT_TYPES: generate_types(schema).encode()}
 
 

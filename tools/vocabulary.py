@@ -20,9 +20,15 @@ can compare it byte for byte.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import keyword
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+LOG = Path(__file__).resolve().parent.parent / "src" / "threads" / "log"
 
 HEADER = '''"""The log's vocabulary as types, generated from the event schema by
 ``tools/sync_schema.py``: do not edit (``tools/sync_schema.py --check`` fails when it is stale).
@@ -173,6 +179,21 @@ def _unique(items: list[str]) -> list[str]:
         if item not in seen:
             seen.append(item)
     return seen
+
+
+def with_extension(vendored: dict[str, Any]) -> dict[str, Any]:
+    """``vendored`` with the declared extension merged in, as the reader merges it
+    (``threads.log.schema_ext``, loaded by path: the package may not import while its generated
+    modules are being rewritten)."""
+    spec = importlib.util.spec_from_file_location("schema_ext", LOG / "schema_ext.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    extension = json.loads((LOG / "events.ext.schema.json").read_text(encoding="utf-8"))
+    merged: dict[str, Any] = module.merge_extension(vendored, extension)
+    return merged
 
 
 def event_types(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:

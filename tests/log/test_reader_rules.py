@@ -402,7 +402,7 @@ def test_a_late_result_needs_a_placeholder() -> None:
 def test_an_answer_needs_an_open_question(asked: bool) -> None:
     log = Log()
     log.user()
-    log.called(name="do", question="Staging or production?")
+    log.called(name="ask_user", question="Staging or production?")
     if asked:
         log.add("parked", {"address": {"id": "c1", "kind": "input"}, "reason": "awaiting_input"})
     log.result(origin="answered", actor=USER)
@@ -427,6 +427,10 @@ def test_woken_opens_a_turn_only_when_none_is_open() -> None:
     log = Log()
     log.user()
     log.called()
+    log.add("agent_spawned", {
+        "agent_name": "reviewer", "call_id": "c1", "child_thread_id": CHILD,
+        "isolation": "none", "mode": "background",
+    })
     log.result(origin="deferred")
     log.respond(log.request())
     log.done()

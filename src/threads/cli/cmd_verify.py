@@ -26,8 +26,8 @@ from threads.cli.support import add_store_option, describe, opened_store, report
 from threads.errors import LogError, StoreError, ThreadsError
 from threads.log.lines import Event
 from threads.log.reduce import Fold
-from threads.log.refs import referenced_artifacts
-from threads.log.replay import Replayed, replay
+from threads.log.refs import first_reference, referenced_artifacts
+from threads.log.replay import Replayed, missing_before, replay
 from threads.log.verify import verify_export, verify_lines
 from threads.run.decision_audit import audited
 from threads.run.replay import replay_branch
@@ -62,14 +62,25 @@ async def verify_file(path: Path) -> int:
     if is_bundle(data):  # each artifact checked against its hash, the whole bounded
         data, carried = read_bundle(data, max_bytes=MAX_IMPORT_BYTES)
     fold = Fold()
-    verified = verify_export(data, apply=audited(fold), on_header=fold.header)
+    try:
+        verified = verify_export(data, apply=audited(fold), on_header=fold.header)
+    except LogError as failure:
+        if carried is None:
+            raise
+        lacking = set(referenced_artifacts(fold.events)) - set(carried)
+        raise missing_before(fold.events, lacking, failure) from None
     if not verified.segments:
         raise LogError("invalid_line", "the file holds no complete line", seq=0)
-    extra = "" if carried is None else f", {_carried_summary(verified.events, carried)}"
     replayed = replay(verified.events, carried or {})
     mismatch = replayed.mismatch
+    failures: list[ThreadsError] = []
     if mismatch is not None and mismatch.code != "artifact_missing":
-        raise LogError(mismatch.code, mismatch.message, seq=mismatch.seq)
+        failures.append(LogError(mismatch.code, mismatch.message, seq=mismatch.seq))
+    if carried is not None:
+        failures += _lacking(verified.events, carried)
+    if failures:
+        raise first_by_seq(failures)
+    extra = "" if carried is None else f", {_carried_summary(verified.events, carried)}"
     torn = verified.torn_where()
     if torn is not None:
         print(
@@ -83,16 +94,28 @@ async def verify_file(path: Path) -> int:
     return 0
 
 
-def _carried_summary(events: list[Event], carried: dict[str, bytes]) -> str:
-    """How many artifacts a bundle carries; ``artifact_missing`` when its log references one
-    it lacks."""
+def first_by_seq(failures: list[ThreadsError]) -> ThreadsError:
+    """The failure a verifier reports: the one at the lowest seq (one without a seq last)."""
+    return min(failures, key=lambda f: (f.seq is None, f.seq or 0))
+
+
+def _lacking(events: list[Event], carried: dict[str, bytes]) -> list[ThreadsError]:
+    """``artifact_missing`` at the first event referencing an artifact the bundle lacks."""
     refs = referenced_artifacts(events)
     missing = [sha for sha in refs if sha not in carried]
-    if missing:
-        raise StoreError(
-            "artifact_missing",
-            f"the bundle lacks {len(missing)} referenced artifact(s): {', '.join(missing)}",
-        )
+    first = first_reference(events, missing)
+    if first is None:
+        return []
+    return [StoreError(
+        "artifact_missing",
+        f"the bundle lacks {len(missing)} referenced artifact(s): {', '.join(missing)}",
+        seq=first[0].seq,
+    )]
+
+
+def _carried_summary(events: list[Event], carried: dict[str, bytes]) -> str:
+    """How many artifacts a bundle carries (every one its log references, checked before)."""
+    refs = referenced_artifacts(events)
     stray = len(set(carried) - set(refs))
     unreferenced = f" (and {stray} its log does not reference: an import stores none)"
     return f"{len(refs)} artifacts" + (unreferenced if stray else "")
@@ -137,11 +160,13 @@ async def verify_branch(store: Store, branch: BranchInfo) -> bool:
                 seq=branch.head_seq,
             )
         await _check_rows(store, branch, chain.segments[-1].header.thread_id)
-        artifacts = await _check_artifacts(store, chain.events)
+        artifacts, failures = await _check_artifacts(store, chain.events)
         replayed = await replay_branch(store, branch.branch_id)
         if replayed.mismatch is not None:
             mismatch = replayed.mismatch
-            raise LogError(mismatch.code, mismatch.message, seq=mismatch.seq)
+            failures.append(LogError(mismatch.code, mismatch.message, seq=mismatch.seq))
+        if failures:
+            raise first_by_seq(failures)
     except ThreadsError as error:
         print(f"{branch.branch_id}: FAILED {describe(error)}")
         report(error)
@@ -174,9 +199,20 @@ async def _check_rows(store: Store, branch: BranchInfo, header_thread_id: str) -
             )
 
 
-async def _check_artifacts(store: Store, events: list[Event]) -> int:
-    """Every referenced artifact is stored and matches its hash; returns how many."""
+async def _check_artifacts(
+    store: Store, events: list[Event]
+) -> tuple[int, list[ThreadsError]]:
+    """Every referenced artifact is stored and matches its hash: how many there are, and the
+    failure of the first one that isn't (``artifact_missing`` / ``artifact_corrupt`` at the
+    seq of the first event referencing it)."""
     refs = referenced_artifacts(events)
     for sha256 in refs:
-        await store.get_artifact(sha256)  # artifact_missing / artifact_corrupt
-    return len(refs)
+        try:
+            await store.get_artifact(sha256)
+        except StoreError as exc:
+            if exc.code not in ("artifact_missing", "artifact_corrupt"):
+                raise
+            first = first_reference(events, (sha256,))
+            seq = first[0].seq if first is not None else None
+            return len(refs), [StoreError(exc.code, exc.message, seq=seq)]
+    return len(refs), []

@@ -10,6 +10,7 @@ from typing import Literal, get_args
 EventType = Literal[
     "agent_finished",
     "agent_spawned",
+    "answer_rejected",
     "approval_denied",
     "approval_granted",
     "approval_requested",
@@ -73,6 +74,7 @@ EventType = Literal[
     "tool_result",
     "tool_result_late",
     "tools_changed",
+    "tools_loaded",
     "turn_completed",
     "user_input",
     "wait_finished",

@@ -21,6 +21,7 @@ from threads.log.compaction import Compaction, is_side_request
 from threads.log.hashing import value_hash
 from threads.log.ids import effect_key
 from threads.log.lines import Event, Header
+from threads.log.questions import check_answer, check_question_park, check_rejection
 from threads.log.reduce_features import HANDLERS as FEATURE_HANDLERS
 from threads.log.reduce_features import (
     Features,
@@ -29,7 +30,9 @@ from threads.log.reduce_features import (
     current_mode,
 )
 from threads.log.reduce_features import Handler as FeatureHandler
-from threads.log.render import prefix_digest, prefix_line
+from threads.log.render import denied_input, prefix_digest, prefix_line
+from threads.log.tool_ext import check_remote_result, check_tools_loaded
+from threads.log.wakes import Wakes
 
 # The vocabularies a reader of a thread meets, as the log format names them.
 ParkKind = Literal["approval", "effect", "input", "resource", "child", "ask", "wait", "member"]
@@ -149,6 +152,8 @@ class Fold:
     segment_headers: list[Header] = field(default_factory=list)
     features: Features = field(default_factory=Features)
     compaction: Compaction = field(default_factory=Compaction)
+    wakes: Wakes = field(default_factory=Wakes)
+    loaded_tools: set[str] = field(default_factory=set)  # deferred tools a tools_loaded loaded
     knowledge_revision: int | None = None  # a fork's corpus revision (pinned policy), else None
     snapshot_revisions: dict[int, int | None] = field(default_factory=dict)
     # event_id -> event, of the first ``_indexed`` events (extended when looked up: most
@@ -428,12 +433,18 @@ def _on_tools_changed(fold: Fold, event: Event) -> None:
             call.removed = True
 
 
+def _on_tools_loaded(fold: Fold, event: Event) -> None:
+    fold._call(event)
+    check_tools_loaded(event, fold.tool_spec, fold.loaded_tools)
+
+
 def _on_user_input(fold: Fold, event: Event) -> None:
     check_after_handoff(fold.features, event)
     if fold.turn is not None:
         raise _fail(event, "user_input while a turn is open; input inside a turn must be a steer")
     fold.turn = Turn(event, event.data.get("budget"))
     fold.compaction.on_user_input(event)
+    fold.wakes.opened(event)
     _said(fold, "user", event)
 
 
@@ -443,6 +454,16 @@ def _on_steer(fold: Fold, event: Event) -> None:
         raise _fail(event, "steer outside an open turn")
     fold.turn.sent = False
     _said(fold, "user", event)
+
+
+def _on_hook_decision(fold: Fold, event: Event) -> None:
+    """An input a ``before_input`` hook denied is no part of the conversation: neither rendered
+    nor in the transcript."""
+    denied = denied_input(event.data)
+    if denied is not None:
+        kept = [i for i, item in enumerate(fold.transcript) if item != ("user", denied)]
+        fold.transcript = [fold.transcript[i] for i in kept]
+        fold.transcript_seqs = [fold.transcript_seqs[i] for i in kept]  # kept in step with it
 
 
 def _on_injected(fold: Fold, event: Event) -> None:
@@ -463,11 +484,15 @@ def _on_woken(fold: Fold, event: Event) -> None:
     """Opens a turn for background results that arrived while no turn was open."""
     if fold.turn is not None:
         raise _fail(event, "woken while a turn is open")
-    for cause in event.data["causes"]:
-        late = fold.event_by_id(cause)
-        if late is None or late.type != "tool_result_late":
-            raise _fail(event, "woken names a cause that is not a tool_result_late")
+    barred = "cancelled" if fold.thread_cancelled else None
+    if fold.features.handoff is not None:
+        barred = "handed off"
+    fold.wakes.check_woken(event, fold.events, fold.event_by_id, barred)
     fold.turn = Turn(input_event=event, budget=None)
+
+
+def _on_agent_spawned(fold: Fold, event: Event) -> None:
+    fold.wakes.spawned(event, fold.turn.input_event if fold.turn is not None else None)
 
 
 def _on_compacted(fold: Fold, event: Event) -> None:
@@ -743,6 +768,9 @@ def _on_tool_result(fold: Fold, event: Event) -> None:
     answered = event.data["origin"] == "answered"
     if answered and fold.parks.pop(("input", call.call_id), None) is None:
         raise _fail(event, "an answer for a call with no open question (parked on input)")
+    if answered:
+        check_answer(event, call)
+    check_remote_result(event, call.spec, call.effect is not None)
     call.result = event.data
     call.parked = False
     fold.open_calls -= 1
@@ -787,11 +815,20 @@ def _park_key(address: dict[str, Any]) -> tuple[ParkKind, str]:
 
 def _on_parked(fold: Fold, event: Event) -> None:
     address = event.data["address"]
+    if address["kind"] == "input":
+        check_question_park(event, fold.calls.get(address["id"]))
     fold.parks[_park_key(address)] = address
     if address["kind"] == "effect":
         for call in fold.calls.values():
             if call.effect_key == address["id"]:
                 call.parked = True
+
+
+def _on_answer_rejected(fold: Fold, event: Event) -> None:
+    """A reply that answers nothing: the question stays open (rule 49)."""
+    data = event.data
+    check_rejection(event, ("input", data["call_id"]) in fold.parks,
+                    fold.event_by_id(data["delivery_event_id"]))
 
 
 def _on_resumed(fold: Fold, event: Event) -> None:
@@ -804,6 +841,7 @@ def _on_resumed(fold: Fold, event: Event) -> None:
 
 
 def _on_cancel_requested(fold: Fold, event: Event) -> None:
+    fold.wakes.cancel_requested(event)
     if fold.turn is not None:
         fold.turn.cancel_event = event
 
@@ -827,6 +865,7 @@ def _on_turn_completed(fold: Fold, event: Event) -> None:
         raise _fail(event, "turn_completed without an open turn")
     if fold.open_attempt is not None:
         raise _fail(event, "turn_completed while a model_request is open")
+    fold.wakes.turn_ended(event, fold.turn.input_event)
     fold.turn = None
     fold.turns_completed += 1
 
@@ -839,11 +878,14 @@ def _on_budget_exceeded(fold: Fold, event: Event) -> None:
 _HANDLERS = {
     "thread_started": _on_thread_started,
     "tools_changed": _on_tools_changed,
+    "tools_loaded": _on_tools_loaded,
     "user_input": _on_user_input,
     "steer": _on_steer,
     "injected": _on_injected,
+    "hook_decision": _on_hook_decision,
     "heartbeat": _on_heartbeat,
     "woken": _on_woken,
+    "agent_spawned": _on_agent_spawned,
     "tool_result_late": _on_tool_result_late,
     "compacted": _on_compacted,
     "compaction_requested": _on_compaction_requested,
@@ -868,6 +910,7 @@ _HANDLERS = {
     "fork": _on_fork,
     "parked": _on_parked,
     "resumed": _on_resumed,
+    "answer_rejected": _on_answer_rejected,
     "cancel_requested": _on_cancel_requested,
     "cancelled": _on_cancelled,
     "turn_completed": _on_turn_completed,

@@ -6,12 +6,14 @@ summary_ref, ...), and the ``ref`` of a content part (an image, a document, reas
 JSON (tool input, model params) is never searched, so a tool argument that happens to look like
 a ref is not one. A tool call id minted by normalization (``threads.models.normalize``) names the
 artifact holding the provider's own id. Invariant: the result is in log order, without repeats.
+``first_reference`` finds where a missing artifact is first needed, so a verifier reports it at
+that seq when it comes before any other failure.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 from threads.log.lines import Event
@@ -28,6 +30,20 @@ def referenced_artifacts(events: Iterable[Event]) -> dict[str, str]:
         for sha256, media_type in _refs(event.data):
             refs.setdefault(sha256, media_type)
     return refs
+
+
+def first_reference(
+    events: Iterable[Event], wanted: Collection[str], *, before: int | None = None
+) -> tuple[Event, str] | None:
+    """The first event (seq below ``before``, if given) referencing one of ``wanted``, and
+    that artifact's sha256."""
+    for event in events:
+        if before is not None and event.seq >= before:
+            return None
+        for sha256, _ in _refs(event.data):
+            if sha256 in wanted:
+                return event, sha256
+    return None
 
 
 def _refs(data: dict[str, Any]) -> Iterator[tuple[str, str]]:

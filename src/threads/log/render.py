@@ -43,6 +43,14 @@ _INPUT_HOOK = "before_input"
 _DENYING = frozenset({"deny", "failed"})
 
 
+def denied_input(decision: Mapping[str, Any]) -> str | None:
+    """The input event a ``hook_decision`` keeps out of the conversation: a ``before_input``
+    hook that denied it (or failed) names it; None for any other decision."""
+    if decision["hook"] == _INPUT_HOOK and decision["decision"] in _DENYING:
+        return str(decision.get("input_event_id", ""))
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Rendered:
     body: RequestBytes  # the request's bytes, in the pieces the render made them of
@@ -253,8 +261,9 @@ class _Lines:
                 self.omit_before = event.seq
             return
         if event.type == "hook_decision":
-            if data["hook"] == _INPUT_HOOK and data["decision"] in _DENYING:
-                self.denied_inputs.add(data.get("input_event_id", ""))
+            denied = denied_input(data)
+            if denied is not None:
+                self.denied_inputs.add(denied)
             return
         if event.type == "context_edited":
             self.edits.add(event)

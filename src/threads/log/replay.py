@@ -6,12 +6,13 @@ exactly the bytes its ``request_ref`` names (``request_hash_mismatch`` otherwise
 line 0 it renders (``prefix_changed`` otherwise). A compaction side request is rendered as the
 summarizer's request it was (the conversation so far, then the ask for a summary) and compared
 the same way. Invariant: pure; the first mismatch, in
-log order, is the one reported, with the seq of its ``model_request``.
+log order, is the one reported, with the seq of its ``model_request``; ``missing_before`` applies
+the same order to a reader failure that comes after a missing artifact.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,26 @@ def first_use(events: Sequence[Event], sha256: str) -> int:
         i for i, event in enumerate(events)
         if any(ref["sha256"] == sha256 for ref in event_refs(event))
     )
+
+
+def missing_before(
+    events: Iterable[Event], missing: Collection[str], failure: LogError
+) -> LogError:
+    """The failure a verifier reports: ``artifact_missing`` at the first event before
+    ``failure``'s seq whose rendering needs one of ``missing``, if there is one; else
+    ``failure``. (The first failure by seq wins, as in the reference.)"""
+    if not missing or failure.seq is None:
+        return failure
+    for event in events:
+        if event.seq >= failure.seq:
+            break
+        for ref in event_refs(event):
+            if ref["sha256"] in missing:
+                return LogError(
+                    "artifact_missing", f"{event.type} references artifact {ref['sha256']}, "
+                    "which is neither carried nor stored", seq=event.seq,
+                )
+    return failure
 
 
 def replay(events: Sequence[Event], artifacts: Artifacts) -> Replayed:

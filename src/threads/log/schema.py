@@ -1,4 +1,5 @@
-"""Schema validation of parsed log lines against the vendored ``events.v1.schema.json``.
+"""Schema validation of parsed log lines against the vendored ``events.v1.schema.json`` and the
+declared extension over it (``events.ext.schema.json``, merged by ``threads.log.schema_ext``).
 
 Events are dispatched by ``type`` instead of going through the schema's top-level ``oneOf``:
 a known ``(type, type_version)`` is checked against ``Envelope`` + ``ev_<type>`` (one validator
@@ -30,6 +31,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from referencing import Registry, Resource
 
 from threads.errors import LogError
+from threads.log.schema_ext import merge_extension
 
 SCHEMA_ID = "urn:threads:schema:events:v1"
 _MAX_MESSAGE = 160
@@ -37,11 +39,16 @@ _MAX_MESSAGE = 160
 Predicate = Callable[[Any], bool]
 
 
+def _load(name: str) -> dict[str, Any]:
+    text = resources.files("threads.log").joinpath(name).read_text("utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
 @cache
 def _schema() -> dict[str, Any]:
-    text = resources.files("threads.log").joinpath("events.v1.schema.json").read_text("utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    """The vendored schema with the declared extension merged in (``threads.log.schema_ext``)."""
+    return merge_extension(_load("events.v1.schema.json"), _load("events.ext.schema.json"))
 
 
 @cache
@@ -53,7 +60,8 @@ def _registry() -> Registry[Any]:
 
 @cache
 def known_types() -> frozenset[str]:
-    """The event types this reader knows (all at ``type_version`` 1): ``$defs/KnownTag``."""
+    """The event types this reader knows (all at ``type_version`` 1): ``$defs/KnownTag`` of the
+    vendored schema plus the extension's ``event_types``."""
     return frozenset(_schema()["$defs"]["KnownTag"]["properties"]["type"]["enum"])
 
 

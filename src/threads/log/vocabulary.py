@@ -85,6 +85,15 @@ class AgentSpawnedData(TypedDict):
     mode: Literal["foreground", "background"]
 
 
+EventId: TypeAlias = 'Uuid'
+
+
+class AnswerRejectedData(TypedDict):
+    call_id: CallId
+    delivery_event_id: EventId
+    reason: Literal["not_an_option"]
+
+
 class ApprovalBinding(TypedDict):
     args_hash: Sha256
     call_id: CallId
@@ -205,9 +214,6 @@ class BudgetExceededData(TypedDict):
 class CancelRequestedData(TypedDict):
     reason: NotRequired[str]
     scope: Literal["turn", "thread", "tree"]
-
-
-EventId: TypeAlias = 'Uuid'
 
 
 class CancelledData(TypedDict):
@@ -937,15 +943,22 @@ class ThreadStartedDataTeam(TypedDict):
 EffectClass: TypeAlias = 'Literal["read_only", "sandbox_local", "idempotent", "reconcilable", "unguarded"]'
 
 
+class RemoteCard(TypedDict):
+    sha256: Sha256
+    url: NonEmpty
+
+
 class ToolSpec(TypedDict):
     dedup_window_ms: NotRequired[PosInt]
     defer_loading: NotRequired[bool]
     description: str
     effect_class: EffectClass
     ends_turn: NotRequired[bool]
-    input_schema: JsonObject
+    input_schema: NotRequired[JsonObject]
     name: Name
     output_schema: NotRequired[JsonObject]
+    remote_card: NotRequired[RemoteCard]
+    spec_ref: NotRequired[ArtifactRef]
 
 
 class ThreadStartedData(TypedDict):
@@ -1015,6 +1028,11 @@ class ToolsChangedData(TypedDict):
     tools_hash: Sha256
 
 
+class ToolsLoadedData(TypedDict):
+    call_id: CallId
+    names: list[Name]
+
+
 class TurnCompletedData(TypedDict):
     code: NotRequired[Literal["content_unsupported", "continuation_unsupported", "transport_fence_unsupported", "secret_in_provider_output", "pin_unavailable", "pin_mismatch"]]
     reason: Literal["end_turn", "max_turns", "budget_exhausted", "cancelled", "error", "interrupted", "stop_hook_limit", "max_output", "context_exhausted", "output_invalid", "input_denied", "model_unavailable", "handoff"]
@@ -1070,6 +1088,9 @@ def draft(type: Literal["agent_finished"], data: AgentFinishedData, actor: Actor
 
 @overload
 def draft(type: Literal["agent_spawned"], data: AgentSpawnedData, actor: Actor | ActorWithPrincipal) -> Draft: ...
+
+@overload
+def draft(type: Literal["answer_rejected"], data: AnswerRejectedData, actor: Actor | ActorWithPrincipal) -> Draft: ...
 
 @overload
 def draft(type: Literal["approval_denied"], data: ApprovalDeniedData, actor: Actor | ActorWithPrincipal) -> Draft: ...
@@ -1261,6 +1282,9 @@ def draft(type: Literal["tool_result_late"], data: ToolResultLateData, actor: Ac
 def draft(type: Literal["tools_changed"], data: ToolsChangedData, actor: Actor | ActorWithPrincipal) -> Draft: ...
 
 @overload
+def draft(type: Literal["tools_loaded"], data: ToolsLoadedData, actor: Actor | ActorWithPrincipal) -> Draft: ...
+
+@overload
 def draft(type: Literal["turn_completed"], data: TurnCompletedData, actor: Actor | ActorWithPrincipal) -> Draft: ...
 
 @overload
@@ -1285,6 +1309,9 @@ def data_of(event: Event, type: Literal["agent_finished"]) -> AgentFinishedData:
 
 @overload
 def data_of(event: Event, type: Literal["agent_spawned"]) -> AgentSpawnedData: ...
+
+@overload
+def data_of(event: Event, type: Literal["answer_rejected"]) -> AnswerRejectedData: ...
 
 @overload
 def data_of(event: Event, type: Literal["approval_denied"]) -> ApprovalDeniedData: ...
@@ -1474,6 +1501,9 @@ def data_of(event: Event, type: Literal["tool_result_late"]) -> ToolResultLateDa
 
 @overload
 def data_of(event: Event, type: Literal["tools_changed"]) -> ToolsChangedData: ...
+
+@overload
+def data_of(event: Event, type: Literal["tools_loaded"]) -> ToolsLoadedData: ...
 
 @overload
 def data_of(event: Event, type: Literal["turn_completed"]) -> TurnCompletedData: ...

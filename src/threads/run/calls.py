@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from threads.log.questions import ASK_USER, input_problem
 from threads.log.reduce import Call
 from threads.run import settle, structured
 from threads.run.admit import (
@@ -25,7 +26,8 @@ from threads.run.admit import (
 from threads.run.drafts import HOST, Draft, resumed_data, tool_result_data
 from threads.run.execute import InDoubt, dispatch
 from threads.run.output_schema import is_candidate
-from threads.run.questions import ASK_USER, QUESTION_TTL_MS
+from threads.run.park_info import parked_event
+from threads.run.questions import NO_ANSWER, QUESTION_TTL_MS
 from threads.run.record import close
 from threads.run.results import Parked, ParkReason, Pending, RunResult
 from threads.run.runtime import Runtime
@@ -87,7 +89,9 @@ async def settle_until_closed(rt: Runtime, call: Call) -> bool:
 
 async def release_approval_parks(rt: Runtime) -> None:
     """An approval park ends without a decision when the approval expired (the call counts as
-    denied) or a cancel barrier follows it (the call is not executed)."""
+    denied) or a cancel barrier follows it (the call is not executed); a question park when it
+    expired unanswered (``close_expired_questions``)."""
+    await close_expired_questions(rt)
     fold = rt.fold
     turn = fold.turn
     for (kind, challenge_id), address in list(fold.parks.items()):
@@ -173,8 +177,31 @@ async def _run(rt: Runtime, call: Call, tool: Tool) -> Pending | None:
     return None
 
 
-async def _park_on_question(rt: Runtime, call: Call) -> Pending:
-    """The park an allowed ask_user call puts the run in (recorded once)."""
+async def close_expired_questions(rt: Runtime) -> None:
+    """A question whose park expired with no answer recorded is closed, one append per
+    question: ``tool_result{is_error, not_executed, preview: "no answer"}`` and the park's
+    ``resumed``; the turn then goes on. Expiry is never implicit: until this is recorded, a late
+    answer is still taken."""
+    fold = rt.fold
+    for (kind, call_id), address in list(fold.parks.items()):
+        park = parked_event(fold, dict(address)) if kind == "input" else None
+        expires_at = park.data.get("expires_at") if park is not None else None
+        if expires_at is None or expires_at > rt.now():
+            continue
+        result = tool_result_data(call_id, NO_ANSWER, origin="not_executed", is_error=True)
+        await rt.writer.append([
+            Draft("tool_result", result, HOST),
+            Draft("resumed", resumed_data(fold, address), HOST),
+        ])
+
+
+async def _park_on_question(rt: Runtime, call: Call) -> Pending | None:
+    """The park an allowed ask_user call puts the run in (recorded once). A recorded call whose
+    input can't be asked (an older or foreign writer's) is closed ``not_executed`` instead."""
+    problem = input_problem(call.input)
+    if problem is not None:
+        await close(rt, call, f"invalid input: {problem}", origin="not_executed", actor=HOST)
+        return None
     if ("input", call.call_id) not in rt.fold.parks:
         data = {
             "address": {"id": call.call_id, "kind": "input"},

@@ -5,21 +5,28 @@ Only a quiescent, unexpired ``snapshot`` event is a fork point (``no_snapshot_bo
 ``snapshot_expired`` otherwise). The child is its own header plus a ``fork`` event at
 ``at_seq + 1`` naming the parent and the hash of the parent's snapshot line; parent rows are
 referenced, never copied, and the parent is never written. The snapshot is restored first, into
-a new sandbox, through the caller's ``restore`` capability; a fork that fails leaves no child.
+a new sandbox, through the caller's ``restore`` capability; a fork that fails leaves no child,
+and a restore's ``SandboxError`` (``resource_unknown`` among them) names the fork point's seq.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from threads.errors import ConfigError, LogError, NotFoundError, StoreError
 from threads.log.ids import uuid7
 from threads.log.lines import Draft, make_header
 from threads.run.writer import BranchWriter
 from threads.sandbox.ledger import Owner
-from threads.sandbox.protocol import Sandbox, SandboxContext, snapshot_data
+from threads.sandbox.protocol import (
+    Sandbox,
+    SandboxContext,
+    SandboxError,
+    SandboxErrorCode,
+    snapshot_data,
+)
 from threads.store.capabilities import resources_of
 from threads.store.protocol import BranchInfo, Store
 
@@ -77,7 +84,13 @@ async def fork_at(
     )
     writer.start_renewal()  # a slow restore keeps the child's lease, so no one gives it up
     try:
-        sandbox_id = await _restore(store, parent, writer, restore, event.data)
+        try:
+            sandbox_id = await _restore(store, parent, writer, restore, event.data)
+        except SandboxError as exc:
+            # The failure is the fork point's: name its seq (a lost restore the ledger can't
+            # settle is ``resource_unknown`` at the snapshot it restored).
+            raise SandboxError(cast(SandboxErrorCode, exc.code), exc.message,
+                               seq=event.seq) from exc
         data = {
             "at_hash": event.hash,
             "knowledge_policy": knowledge_policy,

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from threads.errors import ConfigError, NotFoundError, ThreadsError
 from threads.log.collector import collector_paused
 from threads.log.lines import Draft, Event
+from threads.log.questions import match_answer
 from threads.log.reduce import Call, Fold
 from threads.log.replay import Replayed
 from threads.principal import Principal
@@ -32,7 +33,7 @@ from threads.run.fork import Restore, fork_at
 from threads.run.holders import earlier_holder, iso
 from threads.run.park_info import detail
 from threads.run.permissions import check_rule, rule_matches
-from threads.run.questions import answer_draft, answer_text
+from threads.run.questions import answer_draft
 from threads.run.replay import replay_branch
 from threads.run.views import (
     ForkPoint,
@@ -361,7 +362,7 @@ class Thread:
                     " question; nothing was recorded",
                 )
             try:
-                text = answer_text(call.input, answer)
+                text = match_answer(call.input, answer)
             except ValueError as exc:
                 raise ControlError("invalid_answer", f"{exc}; nothing was recorded") from None
             actor = {"kind": "user", "principal": principal.to_wire()}

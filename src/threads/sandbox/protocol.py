@@ -46,8 +46,8 @@ class SandboxError(ThreadsError):
     """A sandbox call failed with one of ``SandboxErrorCode``. ``unavailable`` and ``timeout``
     mean the answer was lost (the call may have happened); every other code means it did not."""
 
-    def __init__(self, code: SandboxErrorCode, message: str) -> None:
-        super().__init__(code, message)
+    def __init__(self, code: SandboxErrorCode, message: str, *, seq: int | None = None) -> None:
+        super().__init__(code, message, seq=seq)
 
 
 def host_failure(exc: OSError, what: str) -> SandboxError:

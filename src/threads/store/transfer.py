@@ -22,7 +22,8 @@ from pathlib import Path
 from threads.errors import LogError, StoreError
 from threads.log.lines import Head
 from threads.log.reduce import Fold
-from threads.log.refs import referenced_artifacts
+from threads.log.refs import first_reference, referenced_artifacts
+from threads.log.replay import missing_before
 from threads.log.verify import Segment as VerifiedSegment
 from threads.log.verify import VerifiedExport, verify_export
 from threads.store.bundle import is_bundle, read_bundle, write_bundle
@@ -112,7 +113,13 @@ async def import_log(
     if is_bundle(data):
         data, carried = read_bundle(data, max_bytes=max_bytes)
     fold = Fold(now_ms=store.clock.now_ms())
-    verified = verify_export(data, apply=fold.apply, on_header=fold.header)
+    try:
+        verified = verify_export(data, apply=fold.apply, on_header=fold.header)
+    except LogError as failure:
+        # an artifact that neither the bundle nor the store has, needed earlier, is reported
+        # first (the first failure by seq)
+        lacking = await _missing_artifacts(store, referenced_artifacts(fold.events), carried or {})
+        raise missing_before(fold.events, set(lacking), failure) from None
     if not verified.segments:
         raise LogError(
             "invalid_line",
@@ -124,12 +131,14 @@ async def import_log(
     stored_before = await stored_already(store, verified.segments)
     refs = referenced_artifacts(verified.events)
     missing = await _missing_artifacts(store, refs, carried or {})
-    if missing and carried is not None:
+    first = first_reference(verified.events, missing) if carried is not None else None
+    if first is not None:
         raise StoreError(
             "artifact_missing",
             f"the bundle lacks {len(missing)} artifact(s) its log references:"
             f" {', '.join(missing)}; nothing was imported. Export the branch again with --bundle"
             " from a store that holds them.",
+            seq=first[0].seq,
         )
     for sha256, media_type in refs.items():
         if carried is not None and sha256 in carried:
