@@ -1,15 +1,93 @@
-"""Fixtures every test directory may use: a fresh SQLite store in the test's directory, and the
-branches whose chain it was asked to read (``chain_reads``: clear it where counting starts)."""
+"""Fixtures every test directory may use.
+
+``store`` is a fresh, empty store, and a test that asks for it runs once per engine in
+``ENGINES``: a SQLite store in its own directory, and a Postgres store in a schema of its own,
+dropped after the test (those runs carry the ``postgres`` marker and are skipped only when no
+server answers on 127.0.0.1:5432). ``open_store`` opens more such stores on the same engine.
+Every store shares the test's ``clock`` (a ``FakeClock``; a test module may override the
+fixture), so time moves when the test moves it. A test that only makes sense on some engines
+says which: ``@pytest.mark.engines("sqlite")``.
+
+To run the suite on another engine, add its name to ``ENGINES`` and an opener to ``_OPENERS``.
+
+``sqlite_store`` is a SQLite store alone, for tests about that engine; ``chain_reads`` lists the
+branches whose chain it was asked to read (clear it where counting starts).
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
-from threads.store.protocol import Chain
+from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
+from threads.clock import FakeClock
+from threads.store.protocol import Chain, Store
 from threads.store.sqlite import SQLiteStore, sqlite
+
+ENGINES = ("sqlite", "postgres")
+
+_OPENERS: dict[str, Callable[[Path, FakeClock], Store]] = {
+    "sqlite": lambda path, clock: sqlite(path, clock=clock),
+    "postgres": lambda _path, clock: open_postgres(clock),  # a fresh schema each
+}
+_MARKS = {"postgres": POSTGRES_MARKS}
+
+StoreFactory = Callable[[], Store]
+
+
+@pytest.fixture(params=[pytest.param(name, marks=_MARKS.get(name, ())) for name in ENGINES])
+def engine(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect a test's runs on the engines its ``engines`` marker leaves out."""
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        marker = item.get_closest_marker("engines")
+        callspec = getattr(item, "callspec", None)
+        engine = callspec.params.get("engine") if callspec is not None else None
+        if marker is None or engine is None:
+            kept.append(item)
+            continue
+        unknown = set(marker.args) - set(ENGINES)
+        if unknown:
+            raise pytest.UsageError(f"{item.nodeid}: unknown engine(s) {sorted(unknown)}")
+        (kept if engine in marker.args else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def open_store(
+    engine: str, tmp_path: Path, clock: FakeClock
+) -> AsyncIterator[StoreFactory]:
+    """Opens fresh, empty stores (each in its own directory); all closed at teardown."""
+    opened: list[Store] = []
+
+    def open_fresh() -> Store:
+        store = _OPENERS[engine](tmp_path / f"store-{len(opened)}", clock)
+        opened.append(store)
+        return store
+
+    yield open_fresh
+    for store in opened:
+        await store.close()
+        await drop_store(store)
+
+
+@pytest.fixture
+def store(open_store: StoreFactory) -> Store:
+    return open_store()
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from host_support import HERE, TOKENS, HostServer, free_port, sse
 
 pytestmark = pytest.mark.timeout(180)
 
-sys.path.insert(0, str(HERE.parent / "store"))
 from postgres_support import URL, drop_schema, fresh_schema, needs_postgres  # noqa: E402
 
 

@@ -5,7 +5,6 @@ ended never cancels a later turn; a malformed item is consumed without effect, n
 from __future__ import annotations
 
 import sqlite3
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -13,15 +12,13 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
 from threads import Cancelled, Completed, FakeClock, Principal, agent, sqlite, tool
 from threads.store.capabilities import controls_of
 from threads.store.postgres import PostgresStore
 from threads.store.protocol import Store
 from threads.store.sqlite import SQLiteStore
 from threads.testing.scripted import call, say, scripted_model, use
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
 
 ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 

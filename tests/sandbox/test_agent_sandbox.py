@@ -4,14 +4,15 @@ SQLite store and on a Postgres one (when its server answers on 127.0.0.1:5432)."
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from sandbox_support import as_store
 
+from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
 from threads import ConfigError, Principal, agent, open_thread, tool
 from threads.local_memory import local_memory
 from threads.log.ids import uuid7
@@ -21,10 +22,6 @@ from threads.store.capabilities import resources_of
 from threads.store.protocol import Store
 from threads.store.sqlite import sqlite
 from threads.testing.scripted import call, say, scripted_model, use
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
-from sandbox_support import as_store
 
 ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 

@@ -3,13 +3,13 @@ on 127.0.0.1:5432) and the real local sandbox."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal, cast
 
 import pytest
 
+from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
 from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.log.ids import uuid7
@@ -23,9 +23,6 @@ from threads.store.capabilities import resources_of
 from threads.store.protocol import Lease, Store
 from threads.store.resources import ResourceStore
 from threads.store.sqlite import sqlite
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
 
 ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 

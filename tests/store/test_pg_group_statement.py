@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from postgres_support import POSTGRES_MARKS, drop_schema, execute, fetch_one, open_postgres
 from test_group_commit import Writer, _has_artifact, assert_verifies, code_of, start_writers
 
+from postgres_support import POSTGRES_MARKS, drop_schema, execute, fetch_one, open_postgres
 from threads.clock import FakeClock
 from threads.store.postgres import PostgresStore
 from threads.store.postgres.controls import PostgresControls
