@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 
 from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
-from threads.clock import FakeClock
+from threads.clock import Clock, FakeClock
 from threads.store.protocol import Chain, Store
 from threads.store.sqlite import SQLiteStore, sqlite
 
 ENGINES = ("sqlite", "postgres")
 
-_OPENERS: dict[str, Callable[[Path, FakeClock], Store]] = {
+_OPENERS: dict[str, Callable[[Path, Clock], Store]] = {
     "sqlite": lambda path, clock: sqlite(path, clock=clock),
     "postgres": lambda _path, clock: open_postgres(clock),  # a fresh schema each
 }
@@ -69,7 +69,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 async def open_store(
-    engine: str, tmp_path: Path, clock: FakeClock
+    engine: str, tmp_path: Path, clock: Clock
 ) -> AsyncIterator[StoreFactory]:
     """Opens fresh, empty stores (each in its own directory); all closed at teardown."""
     opened: list[Store] = []
