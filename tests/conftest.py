@@ -71,11 +71,13 @@ def clock() -> FakeClock:
 async def open_store(
     engine: str, tmp_path: Path, clock: Clock
 ) -> AsyncIterator[StoreFactory]:
-    """Opens fresh, empty stores (each in its own directory); all closed at teardown."""
+    """Opens fresh, empty stores; all closed at teardown. A SQLite store's directory is
+    ``tmp_path / "store"`` for the first, then ``store-1``, ``store-2``..."""
     opened: list[Store] = []
 
     def open_fresh() -> Store:
-        store = _OPENERS[engine](tmp_path / f"store-{len(opened)}", clock)
+        name = f"store-{len(opened)}" if opened else "store"
+        store = _OPENERS[engine](tmp_path / name, clock)
         opened.append(store)
         return store
 
