@@ -10,8 +10,8 @@ says which: ``@pytest.mark.engines("sqlite")``.
 
 To run the suite on another engine, add its name to ``ENGINES`` and an opener to ``_OPENERS``.
 
-``sqlite_store`` is a SQLite store alone, for tests about that engine; ``chain_reads`` lists the
-branches whose chain it was asked to read (clear it where counting starts).
+``chain_reads`` lists the branches whose chain ``store`` was asked to read (clear it where
+counting starts). ``sqlite_store`` is a SQLite store alone, on the machine's clock.
 """
 
 from __future__ import annotations
@@ -102,13 +102,13 @@ async def sqlite_store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
 
 
 @pytest.fixture
-def chain_reads(sqlite_store: SQLiteStore) -> list[str]:
+def chain_reads(store: Store) -> list[str]:
     reads: list[str] = []
-    read_chain = sqlite_store.read_chain
+    read_chain = store.read_chain
 
     async def counted(branch_id: str) -> Chain:
         reads.append(branch_id)
         return await read_chain(branch_id)
 
-    sqlite_store.read_chain = counted  # type: ignore[method-assign]
+    store.read_chain = counted  # type: ignore[method-assign]
     return reads
