@@ -10,6 +10,9 @@ says which: ``@pytest.mark.engines("sqlite")``.
 
 To run the suite on another engine, add its name to ``ENGINES`` and an opener to ``_OPENERS``.
 
+The tiers: ``drill``, ``race``, ``timed`` and ``browser`` mark the slow kinds of test; every
+other test gets the ``fast`` marker, so ``pytest -m fast`` is the tier to run while working.
+
 ``chain_reads`` lists the branches whose chain ``store`` was asked to read (clear it where
 counting starts). ``sqlite_store`` is a SQLite store alone, on the machine's clock.
 """
@@ -42,8 +45,15 @@ def engine(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+SLOW_KINDS = ("drill", "race", "timed", "browser")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect a test's runs on the engines its ``engines`` marker leaves out."""
+    """Mark the fast tier, and deselect a test's runs on the engines its ``engines`` marker
+    leaves out."""
+    for item in items:
+        if not any(item.get_closest_marker(kind) for kind in SLOW_KINDS):
+            item.add_marker(pytest.mark.fast)
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
