@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,11 +27,10 @@ from threads import (
     Permissions,
     RunContext,
     agent,
-    sqlite,
     tool,
 )
 from threads.models.protocol import ModelCallError
-from threads.store.sqlite import SQLiteStore
+from threads.store.protocol import Store
 from threads.testing import call, rate_limited, say, scripted_model, use
 from threads.testing.scripted import Fail
 
@@ -52,13 +51,6 @@ def spans() -> Iterator[InMemorySpanExporter]:
     EXPORTER.clear()
     yield EXPORTER
     EXPORTER.clear()
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = sqlite(tmp_path / "store", clock=FakeClock())
-    yield s
-    await s.close()
 
 
 @pytest.fixture
@@ -86,7 +78,7 @@ def _messages(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
 
 
 async def test_a_run_logs_its_start_its_retry_wait_and_its_end(
-    store: SQLiteStore, caplog: pytest.LogCaptureFixture, slept: list[float]
+    store: Store, caplog: pytest.LogCaptureFixture, slept: list[float]
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="threads")
     model = scripted_model([rate_limited(retry_after_ms=2500), say("hello")])
@@ -107,7 +99,7 @@ async def test_a_run_logs_its_start_its_retry_wait_and_its_end(
 
 
 async def test_a_park_and_a_failure_say_what_they_wait_on_or_why(
-    store: SQLiteStore, caplog: pytest.LogCaptureFixture
+    store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="threads")
     script = [use(call("charge_card", amount_cents=5))]
@@ -135,7 +127,7 @@ def _by_name(spans: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
 
 
 async def test_spans_for_the_run_each_model_request_and_each_tool_call(
-    store: SQLiteStore, spans: InMemorySpanExporter
+    store: Store, spans: InMemorySpanExporter
 ) -> None:
     model = scripted_model([use(call("charge_card", amount_cents=5)), say("done")])
     result = await agent(name="billing", model=model, tools=[charge_card]).run(
@@ -176,7 +168,7 @@ async def test_spans_for_the_run_each_model_request_and_each_tool_call(
 
 
 async def test_a_failed_step_is_an_error_span(
-    store: SQLiteStore, spans: InMemorySpanExporter, slept: list[float]
+    store: Store, spans: InMemorySpanExporter, slept: list[float]
 ) -> None:
     @tool(effect="read_only")
     def explode() -> str:
@@ -197,7 +189,7 @@ async def test_a_failed_step_is_an_error_span(
 
 
 async def test_the_stream_shows_a_retry_wait_as_it_is_committed(
-    store: SQLiteStore, slept: list[float]
+    store: Store, slept: list[float]
 ) -> None:
     model = scripted_model([rate_limited(retry_after_ms=1200), say("hello")])
     async with agent(name="g", model=model).stream("hi", store=store) as s:
@@ -234,7 +226,7 @@ def test_threads_runs_without_opentelemetry(tmp_path: Path) -> None:
 
 
 async def test_a_tool_that_raises_is_logged_with_its_traceback(
-    store: SQLiteStore, caplog: pytest.LogCaptureFixture
+    store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     @tool(effect="read_only")
     def explode() -> str:
@@ -252,7 +244,7 @@ async def test_a_tool_that_raises_is_logged_with_its_traceback(
 
 
 async def test_taking_over_a_lease_its_holder_never_released_is_logged(
-    store: SQLiteStore, caplog: pytest.LogCaptureFixture
+    store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="threads")
     bot = agent(name="greeter", model=scripted_model([say("one"), say("two"), say("three")]))

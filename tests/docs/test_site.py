@@ -90,6 +90,7 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.browser
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium package")
 def test_each_section_renders_navigates_and_searches_in_chromium(served: str) -> None:
     from playwright.sync_api import Request, expect, sync_playwright

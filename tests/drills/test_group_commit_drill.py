@@ -30,13 +30,11 @@ from typing import Any
 import pytest
 from drill_harness import SUMMARY
 
+from postgres_support import URL, drop_schema, fresh_schema, needs_postgres
 from threads.log.verify import verify_export
 from threads.store.protocol import Store
 from threads.store.sqlite import sqlite
 from threads.store.transfer import export_branch
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-from postgres_support import URL, drop_schema, fresh_schema, needs_postgres
 
 pytestmark = pytest.mark.drill
 

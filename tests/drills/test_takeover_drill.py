@@ -26,10 +26,8 @@ from typing import Any
 import pytest
 from drill_harness import KILLED, LEASE_PAST_MS, SUMMARY, write_atomic
 
-from threads.testing.fake_service import FakeService
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
 from postgres_support import POSTGRES_MARKS, URL, drop_schema, execute, fetch_one, fresh_schema
+from threads.testing.fake_service import FakeService
 
 pytestmark = pytest.mark.drill
 

@@ -26,17 +26,15 @@ from typing import Any
 
 import pytest
 from drill_harness import KILLED, LEASE_PAST_MS, STARTER, SUMMARY, write_atomic
+from worker import OffsetClock
 
+from postgres_support import URL, drop_schema, fresh_schema, needs_postgres
 from threads import ControlError, open_thread
 from threads.errors import StoreError
 from threads.log.reduce import Fold
 from threads.store.protocol import Store
 from threads.testing.fake_service import FakeService
 from threads.tools.tool import DEFAULT_SETTLE_MS
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-from postgres_support import URL, drop_schema, fresh_schema, needs_postgres
-from worker import OffsetClock
 
 FLEET = Path(__file__).with_name("fleet.py")
 DEADLINE_S = 60

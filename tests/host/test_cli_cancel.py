@@ -13,7 +13,7 @@ from host_support import HostServer, sse
 
 from threads.testing.fake_service import FakeService
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.race, pytest.mark.timeout(120)]
 
 
 def test_threads_cancel_queues_for_the_host_running_the_thread(

@@ -29,6 +29,7 @@ from threads.testing.fake_service import FakeService
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
+    pytest.mark.browser,
     pytest.mark.timeout(240),
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium package"),
 ]

@@ -23,7 +23,7 @@ from threads.host.app import host
 from threads.host.auth import BearerTokens
 from threads.host.ui import FILES
 from threads.log.reduce import usage_cost
-from threads.store.sqlite import SQLiteStore
+from threads.store.protocol import Store
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -31,25 +31,19 @@ ALICE = Principal(issuer="test", tenant="acme", subject="alice")
 BY_NAME = {a.name: a for a in agents()}
 
 
-@pytest.fixture
-def store(sqlite_store: SQLiteStore) -> SQLiteStore:
-    sqlite_store.clock = FakeClock()
-    return sqlite_store
-
-
-def clock(store: SQLiteStore) -> FakeClock:
+def clock(store: Store) -> FakeClock:
     assert isinstance(store.clock, FakeClock)
     return store.clock
 
 
-async def started(store: SQLiteStore, name: str, text: str) -> str:
+async def started(store: Store, name: str, text: str) -> str:
     """A library run of ``name`` as alice; the id of the thread it made."""
     result = await BY_NAME[name].run(text, store=store, principal=ALICE)
     clock(store).advance(1000)
     return result.thread.id
 
 
-def app(store: SQLiteStore) -> Any:
+def app(store: Store) -> Any:
     table = {token: Principal(**who) for token, who in TOKENS.items()}
     return host(store, agents(), authenticate=BearerTokens(table))
 
@@ -69,7 +63,7 @@ def refused(response: httpx.Response) -> tuple[int, str]:
     return response.status_code, response.json()["error"]["code"]
 
 
-async def three_waiting(store: SQLiteStore) -> dict[str, str]:
+async def three_waiting(store: Store) -> dict[str, str]:
     return {
         "clerk": await started(store, "clerk", "Pay invoice INV-7"),
         "mailer": await started(store, "mailer", "Mail the receipt"),
@@ -79,7 +73,7 @@ async def three_waiting(store: SQLiteStore) -> dict[str, str]:
 
 
 async def test_the_inbox_lists_what_waits_for_a_person_with_the_words_to_decide_by(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     threads = await three_waiting(store)
     application = app(store)
@@ -120,7 +114,7 @@ async def test_the_inbox_lists_what_waits_for_a_person_with_the_words_to_decide_
 
 
 async def test_a_stranger_sees_nothing_and_a_colleague_may_decide_nothing(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     threads = await three_waiting(store)
     application = app(store)
@@ -148,7 +142,7 @@ async def test_a_stranger_sees_nothing_and_a_colleague_may_decide_nothing(
 
 
 async def test_the_inbox_pages_with_a_cursor_and_refuses_one_it_did_not_make(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     await three_waiting(store)
     async with client(app(store)) as alice:
@@ -171,7 +165,7 @@ async def test_the_inbox_pages_with_a_cursor_and_refuses_one_it_did_not_make(
 
 
 async def test_the_inbox_folds_only_the_threads_whose_head_moved(
-    store: SQLiteStore, chain_reads: list[str]
+    store: Store, chain_reads: list[str]
 ) -> None:
     threads = await three_waiting(store)
     async with client(app(store)) as alice:
@@ -205,7 +199,7 @@ async def application_idle(http: httpx.AsyncClient, thread_id: str) -> None:
 
 
 async def test_an_expired_approval_is_marked_expired_without_a_new_fold(
-    store: SQLiteStore, chain_reads: list[str]
+    store: Store, chain_reads: list[str]
 ) -> None:
     await started(store, "clerk", "Pay invoice INV-7")
     async with client(app(store)) as alice:
@@ -218,7 +212,7 @@ async def test_an_expired_approval_is_marked_expired_without_a_new_fold(
         assert chain_reads == []
 
 
-async def test_the_thread_list_filters_orders_parked_first_and_pages(store: SQLiteStore) -> None:
+async def test_the_thread_list_filters_orders_parked_first_and_pages(store: Store) -> None:
     threads = await three_waiting(store)
     another = await started(store, "greeter", "Hello again")
     async with client(app(store)) as alice:
@@ -261,7 +255,7 @@ async def test_the_thread_list_filters_orders_parked_first_and_pages(store: SQLi
         assert refused(await alice.get("/v1/threads?q=" + "x" * 300)) == (400, "invalid_request")
 
 
-async def test_the_overview_has_each_model_call_effect_and_decision(store: SQLiteStore) -> None:
+async def test_the_overview_has_each_model_call_effect_and_decision(store: Store) -> None:
     mailer = await started(store, "mailer", "Mail the receipt")
     clerk = await started(store, "clerk", "Pay invoice INV-7")
     async with client(app(store)) as alice:
@@ -290,7 +284,7 @@ async def test_the_overview_has_each_model_call_effect_and_decision(store: SQLit
 
 
 async def test_the_console_is_served_with_a_strict_policy_and_nothing_else(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     async with client(app(store), "no-token") as anyone:  # the pages carry no data
         for path in ("/ui/", "/ui/inbox", "/ui/threads/x", "/ui/static/thread.js",

@@ -17,7 +17,7 @@ from host_support import HostServer, sse
 from threads.run.queued_controls import QUEUED_REASON
 from threads.testing.fake_service import FakeService
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.race, pytest.mark.timeout(120)]
 
 
 @pytest.fixture

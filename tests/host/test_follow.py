@@ -16,7 +16,7 @@ from host_support import HostServer
 
 from threads.testing.fake_service import FakeService
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.race, pytest.mark.timeout(120)]
 Frames = Iterator[tuple[int | None, dict[str, Any]]]
 
 

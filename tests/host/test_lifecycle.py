@@ -23,7 +23,7 @@ from threads.testing.fake_service import FakeService
 
 ALICE = Principal(issuer="test", tenant="acme", subject="alice")
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timed, pytest.mark.timeout(180)]
 
 
 def lease_expiry(server: HostServer, branch_id: str) -> int:

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 from host_support import HERE, TOKENS, HostServer, free_port, sse
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.race, pytest.mark.timeout(180)]
 
-sys.path.insert(0, str(HERE.parent / "store"))
 from postgres_support import URL, drop_schema, fresh_schema, needs_postgres  # noqa: E402
 
 

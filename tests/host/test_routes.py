@@ -402,6 +402,7 @@ def test_fork_points_and_forks(server: HostServer) -> None:
                            json={"event_id": point.event_id})) == (409, "sandbox_required")
 
 
+@pytest.mark.race
 def test_concurrent_posts_with_one_key_start_one_run(server: HostServer) -> None:
     """Eight callers race one key for a new thread: every one gets the same 202, one run
     exists, and the losers leave no thread behind (not even a header)."""

@@ -17,7 +17,7 @@ from threads.clock import SystemClock
 from threads.host.app import host
 from threads.host.summaries import Summaries
 from threads.principal import Principal
-from threads.store.sqlite import SQLiteStore
+from threads.store.protocol import Store
 from threads.store.transfer import import_log
 from threads.testing.sample_log import USER, SampleLog
 from threads.testing.scripted import say, scripted_model
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(60)
 ALICE = Principal(issuer="test", tenant="acme", subject="alice")
 
 
-async def stored_thread(store: SQLiteStore, turns: int = 3) -> SampleLog:
+async def stored_thread(store: Store, turns: int = 3) -> SampleLog:
     log = SampleLog(SystemClock())
     log.started()
     for _ in range(turns):
@@ -36,12 +36,7 @@ async def stored_thread(store: SQLiteStore, turns: int = 3) -> SampleLog:
     return log
 
 
-@pytest.fixture
-def store(sqlite_store: SQLiteStore) -> SQLiteStore:
-    return sqlite_store
-
-
-def client(store: SQLiteStore) -> httpx.AsyncClient:
+def client(store: Store) -> httpx.AsyncClient:
     bot = agent(name="demo", model=scripted_model([say("hi")]))
     app = host(store, [bot], authenticate=lambda _request: ALICE)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://host")
@@ -54,7 +49,7 @@ async def listed(http: httpx.AsyncClient) -> dict[str, dict[str, Any]]:
 
 
 async def test_a_second_listing_folds_no_thread_whose_head_did_not_move(
-    store: SQLiteStore, chain_reads: list[str]
+    store: Store, chain_reads: list[str]
 ) -> None:
     logs = [await stored_thread(store) for _ in range(3)]
     chain_reads.clear()
@@ -69,7 +64,7 @@ async def test_a_second_listing_folds_no_thread_whose_head_did_not_move(
 
 
 async def test_a_thread_whose_head_moved_is_folded_again_and_shows_its_new_status(
-    store: SQLiteStore, chain_reads: list[str]
+    store: Store, chain_reads: list[str]
 ) -> None:
     moved, still = await stored_thread(store), await stored_thread(store)
     chain_reads.clear()
@@ -90,8 +85,9 @@ async def test_a_thread_whose_head_moved_is_folded_again_and_shows_its_new_statu
         assert after[still.header.thread_id] == before[still.header.thread_id]
 
 
+@pytest.mark.engines("sqlite")  # damages a line through a second SQLite connection
 async def test_an_unreadable_thread_is_not_kept_and_is_read_again_next_time(
-    store: SQLiteStore, chain_reads: list[str], tmp_path: Path
+    store: Store, chain_reads: list[str], tmp_path: Path
 ) -> None:
     log = await stored_thread(store)
     db = sqlite3.connect(tmp_path / "store" / "threads.db")
@@ -115,7 +111,7 @@ async def test_an_unreadable_thread_is_not_kept_and_is_read_again_next_time(
 
 
 async def test_the_summaries_keep_a_bounded_number_of_threads(
-    store: SQLiteStore, chain_reads: list[str]
+    store: Store, chain_reads: list[str]
 ) -> None:
     logs = [await stored_thread(store, turns=1) for _ in range(3)]
     roots = [await store.root_branch(log.header.thread_id) for log in logs]

@@ -6,8 +6,7 @@ before acting on it (one a stranger forged straight into the store counts as not
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -24,13 +23,12 @@ from threads import (
     Thread,
     agent,
     open_thread,
-    sqlite,
     tool,
 )
 from threads.run.agent import Agent
 from threads.run.control import control_writer
 from threads.run.drafts import resumed_data
-from threads.store.sqlite import SQLiteStore
+from threads.store.protocol import Store
 from threads.testing.scripted import call, say, scripted_model, use
 from threads.tools.tool import DEFAULT_SETTLE_MS
 
@@ -42,13 +40,6 @@ MALLORY = Principal("api", "other", "mallory")  # another tenant
 
 class Mail(BaseModel):
     to: str
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = sqlite(tmp_path / "store", clock=FakeClock())
-    yield s
-    await s.close()
 
 
 def mail_bot(sent: list[str], *, hang: asyncio.Event | None = None, **kwargs: Any) -> Agent:
@@ -67,7 +58,7 @@ def mail_bot(sent: list[str], *, hang: asyncio.Event | None = None, **kwargs: An
     return agent(name="mail", model=scripted_model(script), tools=[send_email], **kwargs)
 
 
-async def parked_effect(store: SQLiteStore, sent: list[str], **kwargs: Any) -> tuple[Agent, str]:
+async def parked_effect(store: Store, sent: list[str], **kwargs: Any) -> tuple[Agent, str]:
     """A thread whose email may have been sent (the run died inside the send), then parked."""
     hang, started = asyncio.Event(), asyncio.Event()
     first = mail_bot(sent, hang=hang, started=started, **kwargs)
@@ -84,7 +75,7 @@ async def parked_effect(store: SQLiteStore, sent: list[str], **kwargs: Any) -> t
     return bot, parked.pending[0].id
 
 
-async def parked_approval(store: SQLiteStore, sent: list[str], **kwargs: Any) -> tuple[Agent, str]:
+async def parked_approval(store: Store, sent: list[str], **kwargs: Any) -> tuple[Agent, str]:
     bot = mail_bot(sent, permissions=Permissions(ask=("send_email",)), **kwargs)
     parked = await bot.run("go", store=store, principal=ALICE)
     assert isinstance(parked, Parked)
@@ -92,7 +83,7 @@ async def parked_approval(store: SQLiteStore, sent: list[str], **kwargs: Any) ->
     return bot, parked.thread.id
 
 
-def past_the_window(store: SQLiteStore) -> None:
+def past_the_window(store: Store) -> None:
     """The run that parked took over from a dead one: wait out the zombie window (there is no
     zombie here) so that assume_not_done is accepted."""
     clock = store.clock
@@ -100,11 +91,11 @@ def past_the_window(store: SQLiteStore) -> None:
     clock.advance(DEFAULT_SETTLE_MS + 1)
 
 
-async def head(store: SQLiteStore, thread_id: str) -> int:
+async def head(store: Store, thread_id: str) -> int:
     return (await store.root_branch(thread_id)).head_seq
 
 
-async def refused(store: SQLiteStore, thread_id: str, control: Awaitable[None]) -> None:
+async def refused(store: Store, thread_id: str, control: Awaitable[None]) -> None:
     before = await head(store, thread_id)
     with pytest.raises(ControlError) as error:
         await control
@@ -113,7 +104,7 @@ async def refused(store: SQLiteStore, thread_id: str, control: Awaitable[None]) 
     assert await head(store, thread_id) == before  # nothing appended
 
 
-def handles(store: SQLiteStore, thread_id: str, bot: Agent) -> list[Callable[[], Thread]]:
+def handles(store: Store, thread_id: str, bot: Agent) -> list[Callable[[], Thread]]:
     """Every way a stranger might hold the thread: plain, told she approves (can't widen),
     and with the agent."""
     return [
@@ -125,7 +116,7 @@ def handles(store: SQLiteStore, thread_id: str, bot: Agent) -> list[Callable[[],
 
 
 @pytest.mark.parametrize("decision", ["assume_done", "assume_not_done"])
-async def test_a_stranger_can_not_resolve_a_park(store: SQLiteStore, decision: Any) -> None:
+async def test_a_stranger_can_not_resolve_a_park(store: Store, decision: Any) -> None:
     sent: list[str] = []
     bot, key = await parked_effect(store, sent)
     [thread] = await store.list_threads()
@@ -138,7 +129,7 @@ async def test_a_stranger_can_not_resolve_a_park(store: SQLiteStore, decision: A
 
 
 @pytest.mark.parametrize("control", ["approve", "deny"])
-async def test_a_stranger_can_not_decide_an_approval(store: SQLiteStore, control: str) -> None:
+async def test_a_stranger_can_not_decide_an_approval(store: Store, control: str) -> None:
     sent: list[str] = []
     bot, thread_id = await parked_approval(store, sent)
     [pending] = await Thread(store, thread_id).pending_approvals()
@@ -149,7 +140,7 @@ async def test_a_stranger_can_not_decide_an_approval(store: SQLiteStore, control
     assert sent == []
 
 
-async def test_a_stranger_can_not_cancel(store: SQLiteStore) -> None:
+async def test_a_stranger_can_not_cancel(store: Store) -> None:
     sent: list[str] = []
     bot, thread_id = await parked_approval(store, sent)
     for make in handles(store, thread_id, bot):
@@ -158,7 +149,7 @@ async def test_a_stranger_can_not_cancel(store: SQLiteStore) -> None:
     await Thread(store, thread_id).cancel(ALICE)  # the starter may
 
 
-async def test_the_agents_approvers_decide_and_the_starter_does_not(store: SQLiteStore) -> None:
+async def test_the_agents_approvers_decide_and_the_starter_does_not(store: Store) -> None:
     sent: list[str] = []
     bot, key = await parked_effect(store, sent, approvers=[BOB])
     [thread] = await store.list_threads()
@@ -172,7 +163,7 @@ async def test_the_agents_approvers_decide_and_the_starter_does_not(store: SQLit
 
 
 async def test_a_starters_resolution_the_agent_does_not_allow_is_not_acted_on(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     sent: list[str] = []
     bot, key = await parked_effect(store, sent, approvers=[BOB])
@@ -192,7 +183,7 @@ async def test_a_starters_resolution_the_agent_does_not_allow_is_not_acted_on(
     assert len(sent) == 1
 
 
-async def forge(store: SQLiteStore, thread_id: str, build: Callable[[Any], list[Any]]) -> None:
+async def forge(store: Store, thread_id: str, build: Callable[[Any], list[Any]]) -> None:
     """Append events as a stranger would, straight through the store (no control's check)."""
     branch = await store.root_branch(thread_id)
     async with control_writer(store, branch.branch_id) as writer:
@@ -208,7 +199,7 @@ def as_eve() -> dict[str, Any]:
     [("assume_done", "human"), ("assume_not_done", "human"), ("safe_to_retry", "reconcile")],
 )
 async def test_a_resolution_forged_by_a_stranger_is_not_acted_on(
-    store: SQLiteStore, decision: str, by: str
+    store: Store, decision: str, by: str
 ) -> None:
     sent: list[str] = []
     bot, key = await parked_effect(store, sent)
@@ -245,7 +236,7 @@ async def test_a_resolution_forged_by_a_stranger_is_not_acted_on(
 
 @pytest.mark.parametrize("kind", ["approval_granted", "approval_denied"])
 async def test_a_decision_forged_by_a_stranger_is_not_acted_on(
-    store: SQLiteStore, kind: str
+    store: Store, kind: str
 ) -> None:
     sent: list[str] = []
     bot, thread_id = await parked_approval(store, sent)

@@ -4,16 +4,13 @@ before any of them runs; then, in call order, an allowed call runs, a denied one
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from pydantic import BaseModel
 
-from threads import Completed, FakeClock, Parked, Permissions, Principal, agent, open_thread, sqlite
+from threads import Completed, Parked, Permissions, Principal, agent, open_thread
 from threads import tool as make_tool
-from threads.store.sqlite import SQLiteStore
+from threads.store.protocol import Store
 from threads.testing.scripted import call, say, scripted_model, use
 
 ALICE = Principal("api", "acme", "alice")
@@ -21,13 +18,6 @@ ALICE = Principal("api", "acme", "alice")
 
 class Args(BaseModel):
     target: str
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = sqlite(tmp_path / "store", clock=FakeClock())
-    yield s
-    await s.close()
 
 
 def tools(ran: list[str]) -> list[Any]:
@@ -42,7 +32,7 @@ def tools(ran: list[str]) -> list[Any]:
             named("charge_card", "unguarded")]
 
 
-async def test_calls_are_recorded_and_decided_before_any_runs(store: SQLiteStore) -> None:
+async def test_calls_are_recorded_and_decided_before_any_runs(store: Store) -> None:
     ran: list[str] = []
     reply = use(
         call("read_file", "c1", target="README"),

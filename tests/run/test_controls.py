@@ -9,7 +9,6 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from threads import (
     sqlite,
 )
 from threads.run.agent import Agent
-from threads.store.sqlite import SQLiteStore
+from threads.store.protocol import Store
 from threads.testing.scripted import call, say, scripted_model, use
 
 BOB = Principal("api", "acme", "bob")
@@ -46,13 +45,6 @@ DAY_MS = 24 * 60 * 60 * 1000
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
-
-
-@pytest.fixture
-async def store(tmp_path: Path, clock: FakeClock) -> AsyncIterator[SQLiteStore]:
-    s = sqlite(tmp_path / "store", clock=clock)
-    yield s
-    await s.close()
 
 
 def writer_bot(
@@ -71,7 +63,7 @@ def results(events: list[Any]) -> list[dict[str, Any]]:
     return [e.data for e in events if e.type == "tool_result"]
 
 
-async def parked_for_approval(store: SQLiteStore, bot: Agent, **kwargs: Any) -> Parked:
+async def parked_for_approval(store: Store, bot: Agent, **kwargs: Any) -> Parked:
     parked = await bot.run("go", store=store, principal=ALICE, **kwargs)
     assert isinstance(parked, Parked), parked
     assert parked.reason == "awaiting_approval"
@@ -81,7 +73,7 @@ async def parked_for_approval(store: SQLiteStore, bot: Agent, **kwargs: Any) -> 
 # ---- permissions: ceiling and thread rules ------------------------------------------------
 
 
-async def test_ceiling_narrows_never_widens(store: SQLiteStore) -> None:
+async def test_ceiling_narrows_never_widens(store: Store) -> None:
     applied: list[str] = []
     script = [use(call("write_file", path="a")), say("ok")]
     denied = await writer_bot(applied, script).run(
@@ -106,7 +98,7 @@ async def test_ceiling_narrows_never_widens(store: SQLiteStore) -> None:
     assert applied == []
 
 
-async def test_dont_ask_ceiling_turns_the_agents_ask_into_deny(store: SQLiteStore) -> None:
+async def test_dont_ask_ceiling_turns_the_agents_ask_into_deny(store: Store) -> None:
     applied: list[str] = []
     bot = writer_bot(
         applied,
@@ -118,7 +110,7 @@ async def test_dont_ask_ceiling_turns_the_agents_ask_into_deny(store: SQLiteStor
     assert decisions(await result.thread.timeline()) == [("deny", "mode")]
 
 
-async def test_ceiling_is_checked_again_at_dispatch_on_a_rerun(store: SQLiteStore) -> None:
+async def test_ceiling_is_checked_again_at_dispatch_on_a_rerun(store: Store) -> None:
     applied: list[str] = []
     script = [use(call("write_file", path="a")), say("ok")]
     bot = writer_bot(applied, script, permissions=Permissions(ask=("write_file",)))
@@ -137,7 +129,7 @@ async def test_ceiling_is_checked_again_at_dispatch_on_a_rerun(store: SQLiteStor
     assert "ceiling" in res["preview"]
 
 
-async def test_remember_rule_allows_later_matching_calls(store: SQLiteStore) -> None:
+async def test_remember_rule_allows_later_matching_calls(store: Store) -> None:
     applied: list[str] = []
     script = [
         use(call("write_file", "c1", path="b1")),
@@ -174,7 +166,7 @@ async def test_remember_rule_allows_later_matching_calls(store: SQLiteStore) -> 
 # ---- approvals ---------------------------------------------------------------------------
 
 
-async def test_grant_binds_to_the_args_hash(store: SQLiteStore) -> None:
+async def test_grant_binds_to_the_args_hash(store: Store) -> None:
     bot = writer_bot([], [use(call("write_file", path="a")), say("ok")],
                      permissions=Permissions(ask=("write_file",)))
     parked = await parked_for_approval(store, bot)
@@ -189,7 +181,7 @@ async def test_grant_binds_to_the_args_hash(store: SQLiteStore) -> None:
     assert again.value.code == "approval_duplicate"
 
 
-async def test_expired_approval_counts_as_denied(store: SQLiteStore, clock: FakeClock) -> None:
+async def test_expired_approval_counts_as_denied(store: Store, clock: FakeClock) -> None:
     applied: list[str] = []
     bot = writer_bot(applied, [use(call("write_file", path="a")), say("ok")],
                      permissions=Permissions(ask=("write_file",)))
@@ -211,7 +203,7 @@ async def test_expired_approval_counts_as_denied(store: SQLiteStore, clock: Fake
     assert after.value.code == "approval_expired"
 
 
-async def test_deny_reason_is_shown_to_the_model(store: SQLiteStore) -> None:
+async def test_deny_reason_is_shown_to_the_model(store: Store) -> None:
     model = scripted_model([use(call("write_file", path="a")), say("ok")])
     bot = agent(name="t", model=model, tools=make_tools([]),
                 permissions=Permissions(ask=("write_file",)))
@@ -226,7 +218,7 @@ async def test_deny_reason_is_shown_to_the_model(store: SQLiteStore) -> None:
     assert "not on a Friday" in json.dumps(tool_message)
 
 
-async def test_agent_approvers_are_enforced(store: SQLiteStore) -> None:
+async def test_agent_approvers_are_enforced(store: Store) -> None:
     applied: list[str] = []
     script = [use(call("write_file", path="a")), say("ok")]
     bot = writer_bot(applied, script, permissions=Permissions(ask=("write_file",)),
@@ -255,7 +247,7 @@ async def test_agent_approvers_are_enforced(store: SQLiteStore) -> None:
     assert len(applied) == 1
 
 
-async def test_an_agent_approver_grant_runs_the_call(store: SQLiteStore) -> None:
+async def test_an_agent_approver_grant_runs_the_call(store: Store) -> None:
     applied: list[str] = []
     bot = writer_bot(applied, [use(call("write_file", path="a")), say("ok")],
                      permissions=Permissions(ask=("write_file",)), approvers=[BOB])
@@ -268,7 +260,7 @@ async def test_an_agent_approver_grant_runs_the_call(store: SQLiteStore) -> None
     assert len(applied) == 1
 
 
-async def test_another_tenant_is_never_allowed(store: SQLiteStore) -> None:
+async def test_another_tenant_is_never_allowed(store: Store) -> None:
     bot = writer_bot([], [use(call("write_file", path="a")), say("ok")],
                      permissions=Permissions(ask=("write_file",)))
     parked = await parked_for_approval(store, bot)
@@ -289,7 +281,7 @@ async def test_another_tenant_is_never_allowed(store: SQLiteStore) -> None:
 # ---- cancellation ------------------------------------------------------------------------
 
 
-async def test_cancel_is_branch_busy_while_a_run_holds_the_thread(store: SQLiteStore) -> None:
+async def test_cancel_is_branch_busy_while_a_run_holds_the_thread(store: Store) -> None:
     bot = writer_bot([], [use(call("write_file", path="a")), say("ok")],
                      permissions=Permissions(ask=("write_file",)))
     parked = await parked_for_approval(store, bot)
@@ -394,7 +386,7 @@ BOUND_COST = BOUND_IN * 2 + BOUND_OUT * 10
     ],
 )
 async def test_each_request_limit_stops_before_sending(
-    store: SQLiteStore, limit: str, value: int, observed: int, upper: bool
+    store: Store, limit: str, value: int, observed: int, upper: bool
 ) -> None:
     bot = priced_bot(list(LOOP), Budget(**{limit: value}))
     result = await bot.run("go", store=store, principal=ALICE)
@@ -408,7 +400,7 @@ async def test_each_request_limit_stops_before_sending(
     assert types(timeline).count("model_request") == (2 if limit == "max_model_requests" else 1)
 
 
-async def test_run_budget_is_per_run_and_agent_budget_per_thread(store: SQLiteStore) -> None:
+async def test_run_budget_is_per_run_and_agent_budget_per_thread(store: Store) -> None:
     bot = priced_bot([say("one"), say("two"), say("three")], Budget(max_turns=2))
     first = await bot.run("a", store=store, principal=ALICE, budget=Budget(max_model_requests=1))
     assert isinstance(first, Completed)
@@ -424,7 +416,7 @@ async def test_run_budget_is_per_run_and_agent_budget_per_thread(store: SQLiteSt
                                                                                 "thread", 3)
 
 
-async def test_run_scope_is_reported(store: SQLiteStore) -> None:
+async def test_run_scope_is_reported(store: Store) -> None:
     result = await priced_bot(list(LOOP)).run(
         "go", store=store, principal=ALICE, budget=Budget(max_model_requests=1)
     )
@@ -432,7 +424,7 @@ async def test_run_scope_is_reported(store: SQLiteStore) -> None:
     assert (result.budget.scope, result.budget.limit) == ("run", "max_model_requests")
 
 
-async def test_wall_clock_limit(store: SQLiteStore, clock: FakeClock) -> None:
+async def test_wall_clock_limit(store: Store, clock: FakeClock) -> None:
     async def slow(args: Any, ctx: Any) -> str:
         clock.advance(5_000)
         return "slow"
@@ -460,7 +452,7 @@ def test_cost_limit_without_price_is_refused_at_setup() -> None:
     assert at_agent.value.code == "budget_unenforceable"
 
 
-async def test_run_cost_limit_without_price_is_refused(store: SQLiteStore) -> None:
+async def test_run_cost_limit_without_price_is_refused(store: Store) -> None:
     bot = agent(name="t", model=scripted_model([say("x")]))
     with pytest.raises(ConfigError) as at_run:
         await bot.run("go", store=store, budget=Budget(max_cost_nanos=10))
@@ -469,7 +461,7 @@ async def test_run_cost_limit_without_price_is_refused(store: SQLiteStore) -> No
 
 
 async def test_usage_and_cost_read_back_with_unreported_usage_at_its_bound(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     script = [use(call("read_file", path="a"), usage=(None, None)), say("done", usage=(7, 3))]
     bot = priced_bot(script, Budget(max_cost_nanos=BOUND_COST * 2 - 1))
@@ -492,7 +484,7 @@ async def test_usage_and_cost_read_back_with_unreported_usage_at_its_bound(
     assert (await done.thread.usage()).input_tokens == 7
 
 
-async def test_cost_without_a_price_is_unknown_not_free(store: SQLiteStore) -> None:
+async def test_cost_without_a_price_is_unknown_not_free(store: Store) -> None:
     done = await agent(name="t", model=scripted_model([say("hi", usage=(7, 3))])).run(
         "go", store=store, principal=ALICE
     )

@@ -5,15 +5,11 @@ anything is sent, and refuses when the lease is gone. Time is injected, never sl
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
-from threads import FakeClock, StoreError, agent, sqlite
+from threads import FakeClock, StoreError, agent
 from threads.run.writer import BranchWriter, fence_time
-from threads.store.protocol import Lease
-from threads.store.sqlite import SQLiteStore
+from threads.store.protocol import Lease, Store
 from threads.testing.scripted import say, scripted_model
 
 TTL_MS = 30_000
@@ -36,17 +32,10 @@ def clock() -> SteppingClock:
     return SteppingClock()
 
 
-@pytest.fixture
-async def store(tmp_path: Path, clock: SteppingClock) -> AsyncIterator[SQLiteStore]:
-    s = sqlite(tmp_path / "store", clock=clock)
-    yield s
-    await s.close()
-
-
 class Trips:
     """Counts the lease requests a writer sends to the store."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.count = 0
         renew, check = store.renew_lease, store.check_lease
 
@@ -62,7 +51,7 @@ class Trips:
         store.check_lease = counted_check  # type: ignore[method-assign]
 
 
-async def holding_writer(store: SQLiteStore) -> BranchWriter:
+async def holding_writer(store: Store) -> BranchWriter:
     bot = agent(name="t", model=scripted_model([say("hi")]))
     done = await bot.run("hello", store=store)
     branch = await store.root_branch(done.thread.id)
@@ -80,7 +69,7 @@ def advance(clock: SteppingClock, ms: int) -> None:
 
 
 async def test_checks_inside_the_deadline_never_ask_the_store(
-    store: SQLiteStore, clock: SteppingClock
+    store: Store, clock: SteppingClock
 ) -> None:
     writer = await holding_writer(store)
     trips = Trips(store)
@@ -92,7 +81,7 @@ async def test_checks_inside_the_deadline_never_ask_the_store(
 
 
 async def test_a_check_past_the_local_deadline_renews_first(
-    store: SQLiteStore, clock: SteppingClock
+    store: Store, clock: SteppingClock
 ) -> None:
     writer = await holding_writer(store)
     trips = Trips(store)
@@ -105,7 +94,7 @@ async def test_a_check_past_the_local_deadline_renews_first(
 
 
 async def test_a_send_after_a_takeover_is_refused(
-    store: SQLiteStore, clock: SteppingClock
+    store: Store, clock: SteppingClock
 ) -> None:
     writer = await holding_writer(store)
     advance(clock, TTL_MS + 1)  # frozen past its lease: a second runner takes the thread
@@ -121,7 +110,7 @@ async def test_a_send_after_a_takeover_is_refused(
 
 
 async def test_a_wall_clock_jump_past_expiry_is_noticed(
-    store: SQLiteStore, clock: SteppingClock
+    store: Store, clock: SteppingClock
 ) -> None:
     """The store judges expiry on the wall clock; a jump ahead expires the lease there while
     the holder's monotonic clock barely moved: the fence must not trust its local deadline."""
@@ -134,7 +123,7 @@ async def test_a_wall_clock_jump_past_expiry_is_noticed(
 
 
 async def test_monotonic_time_alone_ends_the_trust(
-    store: SQLiteStore, clock: SteppingClock
+    store: Store, clock: SteppingClock
 ) -> None:
     """A wall clock that stepped back makes the lease look young; monotonic time still ends
     the local trust at the deadline."""
@@ -146,7 +135,7 @@ async def test_monotonic_time_alone_ends_the_trust(
 
 
 async def test_without_a_send_time_the_first_check_asks_the_store(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     writer = await holding_writer(store)
     unknown = BranchWriter(store, writer.lease, writer.fold, ttl_ms=TTL_MS)

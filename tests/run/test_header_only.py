@@ -8,37 +8,27 @@ transaction (checked here by the store's contents right after creation).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
-from threads import Completed, FakeClock, Principal, agent, sqlite
+from threads import Completed, Principal, agent
 from threads.errors import LogError, NotFoundError
 from threads.log.ids import uuid7
 from threads.log.lines import first_event, make_header
 from threads.run.worker import Worker
-from threads.store.sqlite import SQLiteStore
+from threads.store.protocol import Store
 from threads.testing.scripted import say, scripted_model
 
 ALICE = Principal("api", "acme", "alice")
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = sqlite(tmp_path / "store", clock=FakeClock())
-    yield s
-    await s.close()
-
-
-async def _header_only(store: SQLiteStore) -> str:
+async def _header_only(store: Store) -> str:
     now = store.clock.now_ms()
     header = make_header(uuid7(now), uuid7(now), now)
     await store.create_branch(header, tenant_id=ALICE.tenant)  # what an older version left
     return header.thread_id
 
 
-async def test_a_header_only_thread_is_started_by_its_next_run(store: SQLiteStore) -> None:
+async def test_a_header_only_thread_is_started_by_its_next_run(store: Store) -> None:
     thread_id = await _header_only(store)
     bot = agent(name="t", model=scripted_model([say("hello")]))
     result = await bot.run("hi", thread=thread_id, store=store, principal=ALICE)
@@ -49,7 +39,7 @@ async def test_a_header_only_thread_is_started_by_its_next_run(store: SQLiteStor
     assert [e.type for e in timeline].count("thread_started") == 1
 
 
-async def test_a_worker_passes_a_header_only_thread_by_quietly(store: SQLiteStore) -> None:
+async def test_a_worker_passes_a_header_only_thread_by_quietly(store: Store) -> None:
     await _header_only(store)
     lines: list[str] = []
     bot = agent(name="t", model=scripted_model([]))
@@ -60,7 +50,7 @@ async def test_a_worker_passes_a_header_only_thread_by_quietly(store: SQLiteStor
     assert not any("None" in line for line in lines), lines
 
 
-async def test_a_new_thread_is_created_with_its_thread_started(store: SQLiteStore) -> None:
+async def test_a_new_thread_is_created_with_its_thread_started(store: Store) -> None:
     bot = agent(name="t", model=scripted_model([say("hello")]))
     result = await bot.run("hi", store=store, principal=ALICE)
     assert isinstance(result, Completed)
@@ -70,7 +60,7 @@ async def test_a_new_thread_is_created_with_its_thread_started(store: SQLiteStor
     assert b'"epoch":1,' in lines[1]
 
 
-async def test_a_refused_first_event_creates_no_branch(store: SQLiteStore) -> None:
+async def test_a_refused_first_event_creates_no_branch(store: Store) -> None:
     """Creation is one transaction: when the first event is refused, no header is left."""
     now = store.clock.now_ms()
     header = make_header(uuid7(now), uuid7(now), now)

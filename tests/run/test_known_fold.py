@@ -14,7 +14,7 @@ from threads.run.agent import Agent
 from threads.run.runner import RunOptions, start_run
 from threads.run.thread import Thread
 from threads.run.writer import BranchWriter
-from threads.store.sqlite import SQLiteStore
+from threads.store.protocol import Store
 from threads.testing.scripted import say, scripted_model
 
 pytestmark = pytest.mark.timeout(60)
@@ -26,7 +26,7 @@ def bot() -> Agent:
     return agent(name="demo", model=scripted_model([say("one"), say("two")]))
 
 
-async def next_input(store: SQLiteStore, branch_id: str, text: str) -> Fold:
+async def next_input(store: Store, branch_id: str, text: str) -> Fold:
     """The next turn's input written as the host writes it (under a lease of its own, then
     released); the writer's fold after it."""
     lease = await store.acquire_lease(branch_id, "host-start", 60_000)
@@ -39,7 +39,7 @@ async def next_input(store: SQLiteStore, branch_id: str, text: str) -> Fold:
     return writer.fold
 
 
-async def first_turn(store: SQLiteStore) -> tuple[Agent, str, str]:
+async def first_turn(store: Store) -> tuple[Agent, str, str]:
     """The agent, and the thread (and its root branch) after one completed turn."""
     spec = bot()
     first = await spec.run("hello", store=store, principal=ALICE)
@@ -47,7 +47,7 @@ async def first_turn(store: SQLiteStore) -> tuple[Agent, str, str]:
     return spec, first.thread.id, (await store.root_branch(first.thread.id)).branch_id
 
 
-async def continued(store: SQLiteStore, spec: Agent, thread_id: str, fold: Fold) -> Thread:
+async def continued(store: Store, spec: Agent, thread_id: str, fold: Fold) -> Thread:
     """The open turn run with ``fold`` handed over; the thread, its second turn completed."""
     result = await start_run(spec, None, RunOptions(thread_id, store, principal=ALICE, fold=fold))
     assert result.status == "completed"
@@ -60,23 +60,23 @@ async def second_turn_done(thread: Thread) -> None:
 
 
 async def test_a_run_handed_a_current_fold_does_not_read_the_branch_again(
-    sqlite_store: SQLiteStore, chain_reads: list[str]
+    store: Store, chain_reads: list[str]
 ) -> None:
-    spec, thread_id, branch_id = await first_turn(sqlite_store)
-    fold = await next_input(sqlite_store, branch_id, "and again")
+    spec, thread_id, branch_id = await first_turn(store)
+    fold = await next_input(store, branch_id, "and again")
     chain_reads.clear()
-    thread = await continued(sqlite_store, spec, thread_id, fold)
+    thread = await continued(store, spec, thread_id, fold)
     assert chain_reads == []  # the old code read (and folded) the whole chain again
     await second_turn_done(thread)
 
 
 async def test_a_fold_that_another_append_made_stale_is_not_used(
-    sqlite_store: SQLiteStore, chain_reads: list[str]
+    store: Store, chain_reads: list[str]
 ) -> None:
-    spec, thread_id, branch_id = await first_turn(sqlite_store)
-    stale = (await sqlite_store.read_chain(branch_id)).fold(sqlite_store.clock.now_ms())
-    await next_input(sqlite_store, branch_id, "written after the fold")  # the head moves on
+    spec, thread_id, branch_id = await first_turn(store)
+    stale = (await store.read_chain(branch_id)).fold(store.clock.now_ms())
+    await next_input(store, branch_id, "written after the fold")  # the head moves on
     chain_reads.clear()
-    thread = await continued(sqlite_store, spec, thread_id, stale)
+    thread = await continued(store, spec, thread_id, stale)
     assert chain_reads == [branch_id]
     await second_turn_done(thread)  # the stale fold had no open turn to run

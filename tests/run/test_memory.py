@@ -3,12 +3,12 @@ keeps records in the store, scoped to tenant, agent and user, fenced and idempot
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
 from threads import ConfigError, agent
 from threads.errors import StoreError
 from threads.memory import BoundMemory, MemoryScope, local_memory, mem0
@@ -16,9 +16,6 @@ from threads.memory.records import record_id
 from threads.run.principal import Principal
 from threads.store.sqlite import sqlite
 from threads.testing.scripted import say, scripted_model
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
 
 ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 

@@ -7,9 +7,6 @@ at the next input."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from threads import (
@@ -17,35 +14,29 @@ from threads import (
     BudgetExhausted,
     Completed,
     Failed,
-    FakeClock,
     Price,
     Principal,
     RetryPolicy,
     agent,
-    sqlite,
 )
 from threads.errors import ConfigError
 from threads.log.lines import Event
 from threads.log.render import prefix_digest, prefix_line
 from threads.run.writer import BranchWriter
-from threads.store.sqlite import SQLiteStore
+from threads.store.protocol import Store
 from threads.testing import overloaded, rate_limited, say, scripted_model
 
+# The Postgres runs of this module are not checked yet: it stays on SQLite, as before.
+pytestmark = pytest.mark.engines("sqlite")
+
 ALICE = Principal("api", "acme", "alice")
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = sqlite(tmp_path / "store", clock=FakeClock())
-    yield s
-    await s.close()
 
 
 def of_type(events: list[Event], *types: str) -> list[Event]:
     return [e for e in events if e.type in types]
 
 
-async def test_overloads_back_off_then_fall_back_then_revert(store: SQLiteStore) -> None:
+async def test_overloads_back_off_then_fall_back_then_revert(store: Store) -> None:
     primary = scripted_model([overloaded(), overloaded(), say("never"), say("primary again")])
     small = scripted_model([say("from the small model")], name="scripted-small",
                            max_output_tokens=512)
@@ -82,7 +73,7 @@ async def test_overloads_back_off_then_fall_back_then_revert(store: SQLiteStore)
     assert replayed.mismatch is None
 
 
-async def test_thread_scoped_fallback_sticks(store: SQLiteStore) -> None:
+async def test_thread_scoped_fallback_sticks(store: Store) -> None:
     primary = scripted_model([overloaded(), overloaded(), say("never")])
     small = scripted_model([say("small one"), say("small two")], name="scripted-small")
     bot = agent(name="t", model=primary, fallback=[small],
@@ -94,7 +85,7 @@ async def test_thread_scoped_fallback_sticks(store: SQLiteStore) -> None:
     assert len(of_type(await again.thread.timeline(), "settings_changed")) == 1
 
 
-async def test_retries_follow_the_policy_then_end_model_unavailable(store: SQLiteStore) -> None:
+async def test_retries_follow_the_policy_then_end_model_unavailable(store: Store) -> None:
     model = scripted_model([rate_limited(None), rate_limited(None), rate_limited(7_000),
                             rate_limited(None), say("never")])
     bot = agent(name="t", model=model, retry=RetryPolicy(max_retries=3, base_delay_ms=500))
@@ -107,7 +98,7 @@ async def test_retries_follow_the_policy_then_end_model_unavailable(store: SQLit
     assert of_type(events, "turn_completed")[-1].data == {"reason": "model_unavailable"}
 
 
-async def test_a_restarted_run_waits_for_the_recorded_not_before(store: SQLiteStore) -> None:
+async def test_a_restarted_run_waits_for_the_recorded_not_before(store: Store) -> None:
     """A writer died right after recording a retry wait: the next run, in another writer,
     sends nothing before the recorded ``not_before`` (on the store's clock)."""
     model = scripted_model([say("hello"), say("after the wait")])
@@ -158,7 +149,7 @@ def test_fallback_and_retry_are_checked_when_the_agent_is_made() -> None:
 
 
 async def test_a_budget_reserves_for_the_costliest_model_the_run_may_ask(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     """A fallback may answer any request, so each request is checked at the worst case of
     every model the agent may ask: here the fallback's price, which the limit can't cover."""

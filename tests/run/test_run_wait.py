@@ -5,28 +5,22 @@ holder here is another lease in this process (alive by definition), the clock a 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from threads import Agent, Completed, ConfigError, Failed, FakeClock, Principal, agent, sqlite
+from threads import Agent, Completed, ConfigError, Failed, Principal, agent
 from threads.store.holder import this_host
-from threads.store.sqlite import SQLiteStore
+from threads.store.protocol import Store
 from threads.testing.scripted import say, scripted_model
+
+# The Postgres runs of this module are not checked yet: it stays on SQLite, as before.
+pytestmark = pytest.mark.engines("sqlite")
 
 ALICE = Principal("api", "acme", "alice")
 TTL = 30_000
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = sqlite(tmp_path / "store", clock=FakeClock())
-    yield s
-    await s.close()
-
-
-async def held_thread(store: SQLiteStore) -> tuple[Agent, str, str]:
+async def held_thread(store: Store) -> tuple[Agent, str, str]:
     """The agent, and a thread it ran once: (agent, thread id, branch id)."""
     bot = agent(name="t", model=scripted_model([say("one"), say("two")]))
     first = await bot.run("hi", store=store, principal=ALICE)
@@ -34,7 +28,7 @@ async def held_thread(store: SQLiteStore) -> tuple[Agent, str, str]:
     return bot, first.thread.id, branch.branch_id
 
 
-async def test_busy_names_the_holder_and_its_expiry(store: SQLiteStore) -> None:
+async def test_busy_names_the_holder_and_its_expiry(store: Store) -> None:
     bot, thread, branch = await held_thread(store)
     await store.acquire_lease(branch, "someone-else", TTL)
     store.clock.advance(10_000)  # type: ignore[attr-defined]
@@ -45,7 +39,7 @@ async def test_busy_names_the_holder_and_its_expiry(store: SQLiteStore) -> None:
     assert "expires in 20.0 s" in busy.error.message
 
 
-async def test_wait_runs_once_the_holder_lets_go(store: SQLiteStore) -> None:
+async def test_wait_runs_once_the_holder_lets_go(store: Store) -> None:
     bot, thread, branch = await held_thread(store)
     held = await store.acquire_lease(branch, "someone-else", TTL)
     waiting = asyncio.create_task(
@@ -59,7 +53,7 @@ async def test_wait_runs_once_the_holder_lets_go(store: SQLiteStore) -> None:
     assert result.output == "two"
 
 
-async def test_a_wait_in_seconds_ends_busy_by_the_clock(store: SQLiteStore) -> None:
+async def test_a_wait_in_seconds_ends_busy_by_the_clock(store: Store) -> None:
     bot, thread, branch = await held_thread(store)
     await store.acquire_lease(branch, "someone-else", TTL)
     waiting = asyncio.create_task(
@@ -72,7 +66,7 @@ async def test_a_wait_in_seconds_ends_busy_by_the_clock(store: SQLiteStore) -> N
     assert busy.error.code == "branch_busy"
 
 
-async def test_a_bad_wait_is_refused_before_anything_is_written(store: SQLiteStore) -> None:
+async def test_a_bad_wait_is_refused_before_anything_is_written(store: Store) -> None:
     bot = agent(name="t", model=scripted_model([say("one")]))
     with pytest.raises(ConfigError):
         await bot.run("hi", store=store, wait=-1)

@@ -4,15 +4,15 @@ SQLite store and on a Postgres one (when its server answers on 127.0.0.1:5432)."
 
 from __future__ import annotations
 
-import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from sandbox_support import as_store
 
 from threads import ConfigError, Principal, agent, open_thread, tool
+from threads.clock import SystemClock
 from threads.log.ids import uuid7
 from threads.memory import local_memory
 from threads.sandbox import SandboxInfo
@@ -22,22 +22,14 @@ from threads.store.protocol import Store
 from threads.store.sqlite import sqlite
 from threads.testing.scripted import call, say, scripted_model, use
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
-from sandbox_support import as_store
-
-ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
-
 ALICE = Principal(issuer="api", tenant="acme", subject="alice")
 BOB = Principal(issuer="api", tenant="acme", subject="bob")
 
 
-@pytest.fixture(params=ENGINES)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    s = sqlite(tmp_path / "store") if request.param == "sqlite" else open_postgres(None)
-    yield s
-    await s.close()
-    await drop_store(s)
+@pytest.fixture
+def clock() -> SystemClock:
+    """These runs keep the machine's time (the shared ``store`` fixture reads this fixture)."""
+    return SystemClock()
 
 
 def results(events: list[Any]) -> list[dict[str, Any]]:

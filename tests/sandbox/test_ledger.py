@@ -3,9 +3,6 @@ on 127.0.0.1:5432) and the real local sandbox."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any, Literal, cast
 
 import pytest
@@ -22,22 +19,6 @@ from threads.sandbox.local_session import LocalSession
 from threads.store.capabilities import resources_of
 from threads.store.protocol import Lease, Store
 from threads.store.resources import ResourceStore
-from threads.store.sqlite import sqlite
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
-
-ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
-
-
-@pytest.fixture(params=ENGINES)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    clock = FakeClock(1_790_000_000_000)
-    s = sqlite(tmp_path / "store", clock=clock) if request.param == "sqlite" else (
-        open_postgres(clock))
-    yield s
-    await s.close()
-    await drop_store(s)
 
 
 async def _branch(store: Store) -> str:

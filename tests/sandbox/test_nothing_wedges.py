@@ -159,6 +159,7 @@ async def test_a_cancel_from_another_process_stops_a_blocked_command(
     await store.close()
 
 
+@pytest.mark.timed
 async def test_a_file_call_that_hangs_ends_at_its_deadline(
     provider: LocalSandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,11 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-
-from postgres_support import drop_store, fresh_schema, needs_postgres, open_postgres
 from sandbox_support import first_writes
 
+from postgres_support import drop_store, fresh_schema, needs_postgres, open_postgres
 from threads import agent, open_thread
 from threads.clock import FakeClock
 from threads.sandbox.ledger import DEFAULT_LIFETIME_MS

@@ -1,33 +1,16 @@
-"""Store fixtures: every store test runs once per engine in ``ENGINES``.
-
-To run the suite on another engine, add its name to ``ENGINES`` and an opener to ``_OPENERS``;
-nothing else changes. Each store gets a fresh directory (SQLite) or a fresh schema, dropped
-after the test (Postgres; skipped only when no server answers on 127.0.0.1:5432), and shares the
-test's ``FakeClock``, so lease expiry is reached by moving the clock, never by sleeping.
-"""
+"""Store-suite fixtures: ``tamper`` edits a store's bytes behind its back, on each engine.
+The ``store``, ``open_store`` and ``clock`` fixtures come from ``tests/conftest.py``."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
-from postgres_support import POSTGRES_MARKS, PostgresTamper, drop_store, open_postgres
 
-from threads.clock import FakeClock
+from postgres_support import PostgresTamper
 from threads.store.protocol import Store
-from threads.store.sqlite import SQLiteStore, sqlite
-
-ENGINES = ["sqlite", "postgres"]
-
-_OPENERS: dict[str, Callable[[Path, FakeClock], Store]] = {
-    "sqlite": lambda path, clock: sqlite(path, clock=clock),
-    "postgres": lambda _path, clock: open_postgres(clock),  # a fresh schema each
-}
-_MARKS = {"postgres": POSTGRES_MARKS}
-
-StoreFactory = Callable[[], Store]
+from threads.store.sqlite import SQLiteStore
 
 
 class SQLiteTamper:
@@ -68,39 +51,6 @@ _TAMPERS: dict[str, Callable[[Store], object]] = {
     "sqlite": SQLiteTamper,
     "postgres": PostgresTamper,
 }
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture(params=[pytest.param(e, marks=_MARKS.get(e, ())) for e in ENGINES])
-def engine(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-async def open_store(
-    engine: str, tmp_path: Path, clock: FakeClock
-) -> AsyncIterator[StoreFactory]:
-    """Opens fresh, empty stores (each in its own directory); all closed at teardown."""
-    opened: list[Store] = []
-
-    def open_fresh() -> Store:
-        store = _OPENERS[engine](tmp_path / f"store-{len(opened)}", clock)
-        opened.append(store)
-        return store
-
-    yield open_fresh
-    for store in opened:
-        await store.close()
-        await drop_store(store)
-
-
-@pytest.fixture
-def store(open_store: StoreFactory) -> Store:
-    return open_store()
 
 
 @pytest.fixture

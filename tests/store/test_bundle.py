@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
 from pydantic import BaseModel
 
+from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
 from threads import Completed, FakeClock, Principal, agent, open_thread, sqlite, tool
 from threads.cli.main import main
 from threads.errors import StoreError

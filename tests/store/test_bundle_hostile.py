@@ -17,8 +17,8 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from postgres_support import fetch_all
 
+from postgres_support import fetch_all
 from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.log.hashing import sha256_hex

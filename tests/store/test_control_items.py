@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from postgres_support import drop_store, needs_postgres, open_postgres
 
+from postgres_support import drop_store, needs_postgres, open_postgres
 from threads import sqlite
 from threads.clock import FakeClock
 from threads.errors import StoreError

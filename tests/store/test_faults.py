@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from postgres_support import POSTGRES_MARKS, drop_store, execute, fetch_one, open_postgres
 
+from postgres_support import POSTGRES_MARKS, drop_store, execute, fetch_one, open_postgres
 from threads import agent
 from threads.cli.main import main
 from threads.clock import FakeClock

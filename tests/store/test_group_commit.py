@@ -18,9 +18,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from postgres_support import URL
 
 import threads.store.sqlite.store as sqlite_engine
+from postgres_support import URL
 from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.log.hashing import sha256_hex

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from postgres_support import URL, needs_postgres
 
+from postgres_support import URL, needs_postgres
 from threads.store.postgres.columns import ByteaColumn, Column, Int4Column, Int8Column, TextColumn
 
 TEXT = st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), max_size=40)

@@ -12,33 +12,24 @@ verify.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from postgres_support import POSTGRES_MARKS, drop_schema, execute, fetch_one, open_postgres
 from test_group_commit import Writer, _has_artifact, assert_verifies, code_of, start_writers
 
+from postgres_support import execute, fetch_one
 from threads.clock import FakeClock
 from threads.store.postgres import PostgresStore
 from threads.store.postgres.controls import PostgresControls
 from threads.store.postgres.group import GroupCommitter
 from threads.store.protocol import PendingArtifact
 
-pytestmark = list(POSTGRES_MARKS)
+pytestmark = pytest.mark.engines("postgres")  # the statement under test is Postgres's
 
 TTL = 30_000
 MEMBERS = 5
 BROKEN = 2  # the member each case breaks
-
-
-@pytest.fixture
-async def store() -> AsyncIterator[tuple[PostgresStore, FakeClock]]:
-    clock = FakeClock()
-    opened = open_postgres(clock)
-    yield opened, clock
-    await opened.close()
-    await drop_schema(opened.schema)
 
 
 def _edit(sql: str) -> Callable[[PostgresStore, Writer, FakeClock], None]:
@@ -78,9 +69,9 @@ CASES: dict[str, tuple[Callable[[PostgresStore, Writer, FakeClock], None], str |
 
 @pytest.mark.parametrize("case", list(CASES))
 async def test_the_statement_refuses_exactly_what_the_lone_checks_refuse(
-    store: tuple[PostgresStore, FakeClock], case: str, monkeypatch: pytest.MonkeyPatch
+    store: PostgresStore, clock: FakeClock, case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pg, clock = store
+    pg = store
     writers = await start_writers(pg, clock, [TTL] * MEMBERS)
     breaking, code = CASES[case]
     breaking(pg, writers[BROKEN], clock)
@@ -117,11 +108,11 @@ async def test_the_statement_refuses_exactly_what_the_lone_checks_refuse(
 
 
 async def test_a_member_without_a_lease_row_is_left_to_the_lone_append(
-    store: tuple[PostgresStore, FakeClock],
+    store: PostgresStore, clock: FakeClock,
 ) -> None:
     """No lease row: the statement locks nothing of it, so it is not judged there; the lone
     append refuses it (``stale_epoch``) and the rest commit."""
-    pg, clock = store
+    pg = store
     writers = await start_writers(pg, clock, [TTL] * MEMBERS)
     execute(pg.schema, "DELETE FROM leases WHERE branch_id = %s", (writers[BROKEN].branch_id,))
     calls = []
@@ -140,12 +131,12 @@ async def test_a_member_without_a_lease_row_is_left_to_the_lone_append(
 
 
 async def test_the_statement_reads_each_members_pending_control_items(
-    store: tuple[PostgresStore, FakeClock],
+    store: PostgresStore, clock: FakeClock,
 ) -> None:
     """With the inbox table there, a group's statement reads its threads' pending control
     items (oldest first) and the store notes them at the head each append made: the run's look
     at the next step boundary is then answered without a round trip."""
-    pg, clock = store
+    pg = store
     writers = await start_writers(pg, clock, [TTL] * MEMBERS)
     controls = PostgresControls(pg)
     await controls.pending_controls(writers[0].log.header.thread_id)  # the table is there now
@@ -171,11 +162,11 @@ async def test_the_statement_reads_each_members_pending_control_items(
 
 
 async def test_a_group_of_appends_without_events_checks_and_writes_nothing(
-    store: tuple[PostgresStore, FakeClock],
+    store: PostgresStore, clock: FakeClock,
 ) -> None:
     """An append of no events still has its lease and head checked (a stale one is refused),
     and the statement, with nothing to insert and no thread to read the inbox of, runs."""
-    pg, clock = store
+    pg = store
     writers = await start_writers(pg, clock, [TTL] * 3)
     await PostgresControls(pg).pending_controls(writers[0].log.header.thread_id)
     assert pg.inbox_seen.active

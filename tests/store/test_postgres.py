@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+
 from postgres_support import (
     drop_schema,
     execute,
@@ -24,7 +25,6 @@ from postgres_support import (
     needs_postgres,
     open_postgres,
 )
-
 from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.store.postgres import PostgresStore, postgres

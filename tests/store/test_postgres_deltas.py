@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import pytest
+from test_request_deltas import TURN_BYTES, TURNS, _write
+
 from postgres_support import (
     POSTGRES_MARKS,
     drop_schema,
@@ -23,8 +25,6 @@ from postgres_support import (
     fetch_one,
     open_postgres,
 )
-from test_request_deltas import TURN_BYTES, TURNS, _write
-
 from threads.cli.cmd_verify import verify_branch
 from threads.clock import FakeClock
 from threads.errors import StoreError

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from postgres_support import fetch_all, fetch_one, needs_postgres, open_postgres
 from pydantic import BaseModel
 from reference_schema import KNOWN_COLUMNS, NEWER_INDEXES, REFERENCE_DDL, UNKNOWN_LAYOUT
 
 import threads.store.sqlite.store as sqlite_engine
+from postgres_support import fetch_all, fetch_one, needs_postgres, open_postgres
 from threads import Completed, FakeClock, Principal, agent, sqlite, tool
 from threads.cli.main import main
 from threads.errors import StoreError

@@ -12,8 +12,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from postgres_support import fetch_all, open_postgres
 
+from postgres_support import fetch_all, open_postgres
 from threads.clock import FakeClock
 from threads.log.hashing import sha256_hex
 from threads.log.render import RenderCache, render

@@ -108,17 +108,23 @@ def _torn_cuts(data: bytes, line_index: int) -> list[int]:
 
 @pytest.mark.parametrize(("line", "kept_events"), [(-1, 9), (-2, 8)], ids=["head", "last_event"])
 async def test_torn_tail_at_every_offset_keeps_the_prefix(
-    open_store: StoreFactory, clock: FakeClock, line: int, kept_events: int
+    store: Store, clock: FakeClock, line: int, kept_events: int
 ) -> None:
-    log = root_log(clock)
-    data = log.export()
-    prefix_lines = log.lines()[: kept_events + 1]
-    prefix = b"".join(raw + b"\n" for raw in prefix_lines)
-    for cut in _torn_cuts(data, line):
-        store = open_store()
+    """Each cut tears a log of its own (fresh thread and branch ids, the same line lengths), so
+    every import meets a store that has never seen its branch, and one store serves all cuts."""
+    count = len(_torn_cuts(root_log(clock).export(), line))
+    for index in range(count):
+        log = root_log(clock)
+        data = log.export()
+        cuts = _torn_cuts(data, line)
+        assert len(cuts) == count, "the sample logs' lines changed length"
+        cut = cuts[index]
+        prefix_lines = log.lines()[: kept_events + 1]
+        prefix = b"".join(raw + b"\n" for raw in prefix_lines)
         result = await import_log(store, data[:cut], tenant_id=TENANT)
-        assert (result.head_seq, result.head_verified, result.torn_at_offset) == (
-            kept_events, False, len(prefix),
+        assert result.branch_id == log.header.branch_id
+        assert (result.stored, result.head_seq, result.head_verified, result.torn_at_offset) == (
+            True, kept_events, False, len(prefix),
         ), cut
         branch = await store.get_branch(result.branch_id)
         assert not branch.head_verified
@@ -129,7 +135,6 @@ async def test_torn_tail_at_every_offset_keeps_the_prefix(
         exported = await export_branch(store, result.branch_id)
         assert exported.startswith(prefix)
         assert exported.count(b"\n") == len(prefix_lines) + 1
-        await store.close()
 
 
 async def test_export_cut_at_a_line_boundary_is_unverified_without_artifact(

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -17,23 +15,14 @@ from pydantic import BaseModel, Field
 from threads import (
     Completed,
     ConfigError,
-    FakeClock,
     Reconcile,
     RunContext,
     agent,
-    sqlite,
     tool,
 )
-from threads.store.sqlite import SQLiteStore
+from threads.store.protocol import Store
 from threads.testing.scripted import call, say, scripted_model, use
 from threads.tools.tool import Found, LookupOutcome, NotFound
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = sqlite(tmp_path / "store", clock=FakeClock())
-    yield s
-    await s.close()
 
 
 class ChargeCard(BaseModel):
@@ -76,7 +65,7 @@ def test_decorator_and_explicit_form_make_the_same_tool() -> None:
 
 
 async def test_a_decorated_tool_runs_with_validated_arguments_and_its_context(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     applied.clear()
     charge = tool(effect="idempotent", dedup_window_ms=DAY_MS)(charge_card)
@@ -95,7 +84,7 @@ async def test_a_decorated_tool_runs_with_validated_arguments_and_its_context(
 
 
 async def test_bad_input_is_a_coded_error_for_the_model_and_nothing_begins(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     applied.clear()
     charge = tool(effect="idempotent", dedup_window_ms=DAY_MS)(charge_card)
@@ -115,7 +104,7 @@ async def test_bad_input_is_a_coded_error_for_the_model_and_nothing_begins(
 
 
 async def test_sync_functions_run_in_a_worker_thread_and_never_block_the_loop(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     loop = asyncio.get_running_loop()
     loop_thread = threading.get_ident()
@@ -145,7 +134,7 @@ async def test_sync_functions_run_in_a_worker_thread_and_never_block_the_loop(
     assert res.data["preview"] == '{"order":"42","state":"shipped"}'
 
 
-async def test_overrides_annotated_fields_and_model_results(store: SQLiteStore) -> None:
+async def test_overrides_annotated_fields_and_model_results(store: Store) -> None:
     class Refund(BaseModel):
         refund_id: str
         cents: int
@@ -178,7 +167,7 @@ async def test_overrides_annotated_fields_and_model_results(store: SQLiteStore) 
     assert second.data["preview"] == '{"cents":5,"refund_id":"r1"}'
 
 
-async def test_the_explicit_form_accepts_a_sync_execute(store: SQLiteStore) -> None:
+async def test_the_explicit_form_accepts_a_sync_execute(store: Store) -> None:
     def read(args: ChargeCard, ctx: RunContext) -> str:
         return f"read {args.amount_cents} off the loop: {threading.get_ident() != loop_id}"
 
