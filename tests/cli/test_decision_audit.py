@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
 from threads import Completed, FakeClock, Parked, Permissions, Principal, agent, sqlite, tool
 from threads.cli.cmd_verify import verify_branch
 from threads.cli.main import main
@@ -35,9 +35,6 @@ from threads.store.postgres import PostgresStore
 from threads.store.protocol import Store
 from threads.store.transfer import export_branch, import_log
 from threads.testing.scripted import call, say, scripted_model, use
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
 
 ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 ALICE = Principal("api", "acme", "alice")

@@ -6,45 +6,24 @@ once per store engine; "restart" is a second app over the same store."""
 
 from __future__ import annotations
 
-import sys
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from pydantic import BaseModel
 
-from threads import FakeClock, Permissions, Principal, agent, tool
+from threads import Permissions, Principal, agent, tool
 from threads.host.app import host
-from threads.store.postgres import PostgresStore
 from threads.store.protocol import Store
-from threads.store.sqlite import sqlite
 from threads.testing.scripted import call, say, scripted_model, use
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
-
 pytestmark = pytest.mark.timeout(60)
-ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 ALICE = Principal(issuer="test", tenant="acme", subject="alice")
 
 
 class Refund(BaseModel):
     order: str
-
-
-@pytest.fixture(params=ENGINES)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    opened: Store = (
-        sqlite(tmp_path / "store", clock=FakeClock()) if request.param == "sqlite"
-        else open_postgres(FakeClock())
-    )
-    yield opened
-    await opened.close()
-    if isinstance(opened, PostgresStore):
-        await drop_store(opened)
 
 
 class Served:

@@ -6,9 +6,6 @@ values, the run accepts a candidate exactly when the reader accepts it recorded.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,18 +14,13 @@ from hypothesis import strategies as st
 from test_output_eval import schemas
 from test_reader_rules import Log
 
-from threads.clock import FakeClock
 from threads.errors import LogError
 from threads.log.hashing import value_hash
 from threads.log.render import render
 from threads.run.output_schema import schema_errors
 from threads.store.bundle import write_bundle
 from threads.store.protocol import Store
-from threads.store.sqlite import sqlite
 from threads.store.transfer import import_log
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
 
 TENANT = "local"
 WHEN = {"properties": {"when": {"format": "date-time", "type": "string"}},
@@ -85,15 +77,6 @@ def test_multiple_of_is_exact_in_decimal() -> None:
 
 
 # ---- the same refusal through an import, on both stores ------------------------------------
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=POSTGRES_MARKS)])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    clock = FakeClock()
-    opened = sqlite(tmp_path / "store", clock=clock) if request.param == "sqlite" else (
-        open_postgres(clock))
-    yield opened
-    await opened.close()
-    await drop_store(opened)
 
 
 def bundle(log: Log) -> bytes:

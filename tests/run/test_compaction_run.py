@@ -5,22 +5,16 @@ guard ends a turn that can't fit ``context_exhausted`` without sending it. Both 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
-from store.postgres_support import POSTGRES_MARKS, drop_store, open_postgres
 from threads import (
     Completed,
     ContextPolicy,
     ControlError,
     Failed,
-    FakeClock,
     Principal,
     agent,
     open_thread,
-    sqlite,
 )
 from threads.log.lines import Event
 from threads.store.protocol import Store
@@ -29,20 +23,8 @@ from threads.testing.scripted import server_error
 
 ALICE = Principal("api", "local", "alice")
 MALLORY = Principal("api", "other", "mallory")
-ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 TIGHT = ContextPolicy(reserve_tokens=0, compact_permille=500, keep_tail_tokens=100)
 COMPACTION = ("compacted", "compaction_failed", "context_preflight_blocked")
-
-
-@pytest.fixture(params=ENGINES)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    clock = FakeClock()
-    opened = sqlite(tmp_path / "store", clock=clock) if request.param == "sqlite" else (
-        open_postgres(clock)
-    )
-    yield opened
-    await opened.close()
-    await drop_store(opened)
 
 
 async def chat(store: Store, model: ChatModel, turns: int, policy: ContextPolicy | None = TIGHT,

@@ -7,40 +7,29 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from shared_data import CASES, needs
-from threads import FakeClock, open_thread, sqlite
+from threads import FakeClock, open_thread
 from threads.errors import ThreadsError
 from threads.sandbox.protocol import SandboxInfo
 from threads.store.capabilities import resources_of
 from threads.store.protocol import Store
 from threads.store.transfer import import_log
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
 sys.path.insert(0, str(Path(__file__).parent.parent / "conformance"))
 from fork import FakeProvider
-from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
 
-ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 CASE = CASES / "fork-restore-lost-found"
 
 
-@pytest.fixture(params=ENGINES)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    now = json.loads((CASE / "case.json").read_text())["clock"]["now"]
-    opened: Store = (
-        sqlite(tmp_path / "store", clock=FakeClock(now)) if request.param == "sqlite"
-        else open_postgres(FakeClock(now))
-    )
-    yield opened
-    await opened.close()
-    if request.param == "postgres":
-        await drop_store(opened)
+@pytest.fixture
+def clock() -> FakeClock:
+    """The case's clock: its snapshot has not expired yet (the shared ``store`` uses it)."""
+    return FakeClock(json.loads((CASE / "case.json").read_text())["clock"]["now"])
 
 
 class Unfindable(FakeProvider):

@@ -5,15 +5,12 @@ called once more; a model whose schema is outside the dialect is refused at setu
 
 from __future__ import annotations
 
-import sys
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
-from threads import Completed, ConfigError, Failed, FakeClock, agent, sqlite
+from threads import Completed, ConfigError, Failed, agent
 from threads.log.lines import Event
 from threads.log.reduce import Fold
 from threads.log.verify import verify_export
@@ -21,22 +18,9 @@ from threads.store.protocol import Store
 from threads.store.transfer import export_branch
 from threads.testing import call, say, scripted_model, use
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
-
 
 class Meeting(BaseModel):
     starts: datetime
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=POSTGRES_MARKS)])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    clock = FakeClock()
-    opened = sqlite(tmp_path / "store", clock=clock) if request.param == "sqlite" else (
-        open_postgres(clock))
-    yield opened
-    await opened.close()
-    await drop_store(opened)
 
 
 async def reread(store: Store, thread_id: str) -> None:

@@ -6,43 +6,22 @@ stores."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from threads import Budget, Completed, ConfigError, FakeClock, Permissions, Principal, agent, tool
+from threads import Budget, Completed, ConfigError, Permissions, Principal, agent, tool
 from threads.run.agent import Agent
 from threads.run.pinning import changes, describe
-from threads.store.postgres import PostgresStore
 from threads.store.protocol import Store
-from threads.store.sqlite import sqlite
 from threads.testing.scripted import call, say, scripted_model, use
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
-
-ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 ALICE = Principal("api", "acme", "alice")
 
 
 class Refund(BaseModel):
     order: str
-
-
-@pytest.fixture(params=ENGINES)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    opened: Store = (
-        sqlite(tmp_path / "store", clock=FakeClock()) if request.param == "sqlite"
-        else open_postgres(FakeClock())
-    )
-    yield opened
-    await opened.close()
-    if isinstance(opened, PostgresStore):
-        await drop_store(opened)
 
 
 def support(refunded: list[str], *, script: list[Any] | None = None, **options: Any) -> Agent:

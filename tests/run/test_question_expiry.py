@@ -6,37 +6,17 @@ back under the reader's question rules."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 from pydantic import BaseModel
 
-from threads import Completed, FakeClock, Parked, Principal, agent, ask_user, open_thread, sqlite
+from threads import Completed, FakeClock, Parked, Principal, agent, ask_user, open_thread
 from threads.log.lines import Event
 from threads.run.questions import QUESTION_TTL_MS
 from threads.store.protocol import Store
 from threads.testing import call, say, scripted_model, use
 from threads.tools.tool import RunContext, tool
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
-from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
-
-ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 ALICE = Principal("api", "acme", "alice")
-
-
-@pytest.fixture(params=ENGINES)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    opened: Store = (
-        sqlite(tmp_path / "store", clock=FakeClock()) if request.param == "sqlite"
-        else open_postgres(FakeClock())
-    )
-    yield opened
-    await opened.close()
-    if request.param == "postgres":
-        await drop_store(opened)
 
 
 async def timeline(store: Store, thread_id: str) -> list[Event]:
