@@ -13,7 +13,6 @@ library run is (``budget_exceeded`` is recorded, no ``user_input``).
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +30,7 @@ from threads.run.agent import Agent
 from threads.run.budget import Budget
 from threads.run.config import pinned_view
 from threads.run.writer import BranchWriter
+from threads.store.lease_release import release
 from threads.store.protocol import BranchInfo
 from threads.store.receipts import START_RUN, RunReceipt, principal_key
 
@@ -184,10 +184,11 @@ async def _next_input(
         await writer.append([], receipt=keyed.receipt(accepted, store.clock.now_ms()))
         return writer.fold, accepted
     finally:
+        # hand the lease back: the run takes it next
         if writer is not None:
             await writer.close()
-        with contextlib.suppress(StoreError):  # hand the lease back: the run takes it next
-            await store.release_lease(lease)
+        else:
+            await release(store, lease)
 
 
 def _input_data(agent: Agent, body: StartRunRequest) -> dict[str, Any]:

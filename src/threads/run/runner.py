@@ -8,7 +8,6 @@ thread), ``writer_mismatch`` (the other implementation writes this branch), ``br
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +31,7 @@ from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter, fence_time
 from threads.sandbox.binding import RunSandbox
 from threads.sandbox.protocol import Sandbox
 from threads.store.capabilities import resources_of
+from threads.store.lease_release import release
 from threads.store.lease_wait import acquire_waiting, check_wait
 from threads.store.protocol import BranchInfo, Store
 from threads.store.sqlite import sqlite
@@ -208,15 +208,18 @@ async def _run_connected(
         )
         return await drive(rt, input, recovering=not new)
     finally:
-        await sources.aclose()  # while the lease is still held (and the fence passes)
-        sources.fence.refuse()
-        if http is not None:
-            await http.aclose()
-        if writer is not None:
-            await writer.close()
-        else:
-            with contextlib.suppress(StoreError):
-                await store.release_lease(lease)
+        try:
+            await sources.aclose()  # while the lease is still held (and the fence passes)
+            sources.fence.refuse()
+            if http is not None:
+                await http.aclose()
+        finally:
+            # Every way out hands the lease back (``release``: one it can't write, on a full
+            # store, is taken back at once by this process's next run).
+            if writer is not None:
+                await writer.close()
+            else:
+                await release(store, lease)
 
 
 def _check_store_serves(agent: AgentSpec, store: Store) -> None:

@@ -28,6 +28,7 @@ from threads.log.admission import encode_admitted
 from threads.log.ids import uuid7
 from threads.log.lines import Event
 from threads.log.reduce import Fold
+from threads.store.lease_release import release
 from threads.store.protocol import Lease, PendingArtifact, Store
 from threads.store.receipts import RunReceipt
 
@@ -251,17 +252,19 @@ class BranchWriter:
         return list(events)
 
     async def close(self) -> None:
-        if self._held and self.lost is None:
-            with contextlib.suppress(StoreError):
-                await self.append([])
-        if self._renewer is not None:
-            self._renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewer
-        # Released whatever ended the run (an error too): the store only clears the lease row
-        # while it still names this holder and epoch, so a lost lease is never taken back.
-        with contextlib.suppress(Exception):
-            await self.store.release_lease(self.lease)
+        try:
+            if self._held and self.lost is None:
+                with contextlib.suppress(StoreError):
+                    await self.append([])
+        finally:
+            if self._renewer is not None:
+                self._renewer.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._renewer
+            # Released whatever ended the run (an error too): the store only clears the lease
+            # row while it still names this holder and epoch, so a lost lease is never taken
+            # back; one it can't clear (a full store) is this process's to take again at once.
+            await release(self.store, self.lease)
 
 
 def _poisoned(exc: BaseException) -> StoreError:

@@ -10,6 +10,9 @@ is provably gone, and nothing it could still write or send exists.
 The same identity in a form a file name can carry (``file_tag``: a digest of the host, the pid
 and its start time) lets the writer of a temporary file be judged the same way (``writer_gone``).
 
+A holder in this very process is alive while its run goes on; once the run ended without its
+lease released (the release could not be written: ``ended``), it is gone too.
+
 Invariant: ``provably_gone`` (and ``writer_gone``) answers True only on proof. A holder on another
 host, in another pid namespace, on a system without ``/proc``, one whose id this module did not
 write (another implementation's), or one whose state can't be read is treated as alive until
@@ -30,6 +33,8 @@ PROC = Path("/proc")
 _FORMAT = "threads.holder/1"
 # ``/proc/<pid>/stat`` states of a process that can no longer run (zombie, dead).
 _ENDED_STATES = frozenset("ZXx")
+# Runs of this process that ended while the store still records their lease (``ended``).
+_ended_runs: set[str] = set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,13 +118,25 @@ def parse(raw: str) -> Holder:
 
 def provably_gone(holder: Holder) -> bool:
     """True only when ``holder`` ran on this host, in this pid namespace, and its process is
-    no longer running (no such pid, a zombie, or another process reusing the pid)."""
+    no longer running (no such pid, a zombie, or another process reusing the pid), or it is
+    a run of this process that ended (``ended``)."""
     here = this_host()
     if holder.host is None or holder.pid is None or holder.start_ticks is None:
         return False
     if here.boot_id is None or here.pid_namespace is None or holder.host != here:
         return False
+    if holder == this_process(holder.run):
+        return holder.run in _ended_runs
     return _ended(holder.pid, holder.start_ticks)
+
+
+def ended(holder_id: str) -> None:
+    """The run of this process that held a lease as ``holder_id`` is over, though its lease
+    may still be recorded (its release could not be written): from now on that holder is
+    provably gone. A holder id of another process is ignored."""
+    holder = parse(holder_id)
+    if holder.host is not None and holder == this_process(holder.run):
+        _ended_runs.add(holder.run)
 
 
 def file_tag() -> str:
