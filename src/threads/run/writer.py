@@ -28,6 +28,7 @@ from threads.log.admission import encode_admitted
 from threads.log.ids import uuid7
 from threads.log.lines import Event
 from threads.log.reduce import Fold
+from threads.store.holder import parse as parse_holder
 from threads.store.lease_release import release
 from threads.store.protocol import Lease, PendingArtifact, Store
 from threads.store.receipts import RunReceipt
@@ -79,6 +80,11 @@ class BranchWriter:
     @property
     def epoch(self) -> int:
         return self.lease.epoch
+
+    def gone_epochs(self) -> frozenset[int]:
+        """The epochs of this branch whose holders were proven dead when this writer's lease
+        was taken (``threads.store.holder.succeeding``): they send nothing."""
+        return frozenset(parse_holder(self.lease.holder_id).gone)
 
     def start_renewal(self, interval_s: float | None = None) -> None:
         interval = interval_s if interval_s is not None else self.ttl_ms / 3000
