@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from drill_harness import LEASE_PAST_MS, Drill, call_keys, duplicates, log_events
+from drill_harness import LEASE_PAST_MS, STARTER, Drill, call_keys, duplicates, log_events
 
 from threads import ControlError
+from threads.cli.main import main
 from threads.testing.fake_service import FakeService
 from threads.tools.tool import DEFAULT_SETTLE_MS
 
@@ -48,7 +49,8 @@ def held_in_the_send(drill: Drill, name: str, label: str) -> tuple[Any, dict[str
 
 @pytest.mark.parametrize("effect_class", list(TOOLS))
 def test_a_holder_killed_mid_call_is_acted_on_at_once(
-    effect_class: str, service: FakeService, tmp_path: Path
+    effect_class: str, service: FakeService, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     name = TOOLS[effect_class]
     drill = Drill(tmp_path, service)
@@ -68,6 +70,13 @@ def test_a_holder_killed_mid_call_is_acted_on_at_once(
         assert "may still be running" not in detail
         assert "lookup is asked" not in detail
         assert service.client().count(key) == 0
+        # the operator's listing says the same, from the store alone (another process)
+        assert main(["approvals", drill.thread_id(), "--store", str(drill.store_dir),
+                     "--tenant", STARTER.tenant, "--subject", STARTER.subject]) == 0
+        listed = " ".join(capsys.readouterr().out.split())
+        assert "(epoch 2) is gone" in listed, listed
+        assert "send_email has no lookup, so only a person can tell" in listed
+        assert "may still" not in listed
         drill.resolve(key, "assume_not_done")  # at once: the dead holder sends nothing
         assert drill.drive(["go"], [], **fields)["status"] == "completed"
     assert service.client().count(key) == 1

@@ -141,7 +141,7 @@ def _resolutions(facts: ParkFacts) -> str:
             f" Run the thread again ({facts.tool}'s lookup is asked again), or check the"
             " provider and resolve it assume_done or assume_not_done."
         )
-    if not facts.known_tool:
+    if not facts.known_tool and facts.effect_class != "unguarded":  # the log says unguarded
         return " Check the provider, then resolve it assume_done or assume_not_done."
     return (
         f" {facts.tool} has no lookup, so only a person can tell: check the provider, then"
