@@ -23,7 +23,7 @@ from threads.host.runs import Runs
 from threads.log.canonical import canonical
 from threads.log.hashing import sha256_hex
 from threads.log.ids import uuid7
-from threads.log.lines import WRITER_IMPL, encode_event, first_event, make_header
+from threads.log.lines import WRITER_IMPL, first_event, make_header, next_event
 from threads.log.reduce import Fold
 from threads.principal import Principal
 from threads.run.agent import Agent
@@ -134,11 +134,7 @@ async def _new_thread(
     now = store.clock.now_ms()
     header = make_header(uuid7(now), uuid7(now), now)
     started = first_event(header, "thread_started", agent.config(), {"kind": "host"})
-    user_input = encode_event(
-        seq=started.seq + 1, event_id=uuid7(now), thread_id=header.thread_id,
-        branch_id=header.branch_id, epoch=started.epoch, type="user_input", time=now,
-        actor=keyed.actor(), prev_hash=started.hash, data=input_data,
-    )
+    user_input = next_event(started, "user_input", input_data, keyed.actor(), now)
     accepted = RunAccepted(
         thread_id=header.thread_id, branch_id=header.branch_id, run_id=user_input.event_id
     )

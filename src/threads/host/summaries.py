@@ -87,6 +87,8 @@ class Summaries:
         heads, and a fold only for each thread whose head moved since it was last summarized."""
         out = []
         for root in await store.list_threads(tenant_id):
+            if root.empty:
+                continue  # no input ever reached it: nothing for a person to look at
             try:
                 summary: Summary | None = await self.of(store, root)
             except Exception:  # one unreadable thread must not hide the others

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from threads.log.reduce import Fold
+from threads.principal import Principal
 
 HOST: dict[str, Any] = {"kind": "host"}
 MODEL: dict[str, Any] = {"kind": "model"}
@@ -24,6 +25,14 @@ class Draft(NamedTuple):
     type: str
     data: dict[str, Any]
     actor: dict[str, Any]
+
+
+def user_input(text: str, principal: Principal, budget: dict[str, Any] | None) -> Draft:
+    """The ``user_input`` that opens a turn for ``text``; ``budget``: the run's, on the wire."""
+    data: dict[str, Any] = {"source": "api", "text": text}
+    if budget is not None:
+        data["budget"] = budget
+    return Draft("user_input", data, {"kind": "user", "principal": principal.to_wire()})
 
 
 def tool_result_data(

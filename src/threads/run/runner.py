@@ -14,12 +14,13 @@ from typing import Any
 from threads import telemetry
 from threads.errors import ConfigError, LogError, NotFoundError, StoreError, ThreadsError
 from threads.log.ids import uuid7
-from threads.log.lines import WRITER_IMPL, Event, first_event, make_header
+from threads.log.lines import WRITER_IMPL, Event, first_event, make_header, next_event
 from threads.log.reduce import Fold
 from threads.memory import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.budget import Budget
 from threads.run.config import AgentSpec, pinned_view
+from threads.run.drafts import user_input
 from threads.run.loop import drive
 from threads.run.permissions import Permissions
 from threads.run.results import ErrorInfo, Failed, RunResult, describe
@@ -131,10 +132,14 @@ async def _run_connected(
         sources.fence.refuse()
         thread_id = uuid7(now)
         header = make_header(thread_id, uuid7(now), now)
-        # The branch and its thread_started are one transaction: no crash leaves a header alone.
+        # The branch, its thread_started and the first user_input are one transaction: no
+        # crash leaves a header alone, or a thread no input reached (max_turns is >= 1, so a
+        # first turn is always allowed).
         started = first_event(header, "thread_started", agent.config(), {"kind": "host"})
-        await store.create_branch(header, tenant_id=principal.tenant, events=[started])
-        created.append(started)
+        draft = user_input(input, principal, budget.to_wire() if budget is not None else None)
+        created += [started, next_event(started, *draft, time=now)]
+        input = None  # written: the run goes on with the turn it opened
+        await store.create_branch(header, tenant_id=principal.tenant, events=created)
         telemetry.committed(thread_id, created)
         branch_id = header.branch_id
     else:
