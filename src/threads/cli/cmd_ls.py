@@ -23,7 +23,8 @@ HEADER = ("THREAD", "AGENT", "TENANT", "STATUS", "UPDATED", "LEASE")
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "ls", help="list a tenant's threads, newest first",
-        description="List a tenant's threads, newest first: agent, status, last update, lease.",
+        description="List a tenant's threads, newest first: agent, status, last update, lease."
+        " A thread no input ever reached (a crash right after creating it) is left out.",
     )
     add_store_option(parser)
     add_tenant_option(parser)
