@@ -17,6 +17,7 @@ Kill points: ``{"type": T, "tool": name|null, "nth": n}`` dies right after the n
 append holding an event of type T (for that tool's call, when ``tool`` is given; with
 ``"last": true`` only an append whose last event it is);
 ``{"append_no": n}`` dies right after the nth committed append of this process;
+``{"created": true}`` dies right after a new thread's branch is created;
 ``{"in_execute": name, "nth": n}`` dies inside ``execute`` once the service applied the effect.
 ``model`` (``{"provider": "openai"|"anthropic", "base_url": URL, "api": ...}``, or null for the
 scripted model) runs the agent on a real adapter against a fake provider server.
@@ -162,6 +163,8 @@ class KillingStore(SQLiteStore):
         key = RUN_KEY.get()
         if key is not None:  # ``many``: tell the parent which thread this run just created
             print(json.dumps({"key": key, "created": header.thread_id}), flush=True)
+        if self.kill.get("created"):
+            die()
 
     async def _load_names(self, branch_id: str) -> None:
         chain = await self.read_chain(branch_id)

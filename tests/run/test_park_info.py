@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from threads.run.holders import EarlierHolder, iso
-from threads.run.park_info import ParkFacts, explain
+from threads.run.park_info import ParkFacts, detail, explain
 
 NOW = 1_790_000_000_000
 FACTS = ParkFacts(
@@ -75,3 +75,61 @@ def test_all_dispatches_used_and_a_tool_no_agent_here_has() -> None:
     unknown = explain(facts(known_tool=False, max_attempts=None), NOW)
     assert unknown.unproved.startswith("No agent here has the charge tool")
     assert "all the tool allows" not in unknown.unproved
+
+
+# The one paragraph (``detail``: a run's Parked result, ``threads approvals``) and the inbox's
+# words (``explain``) by what is known of the holder that dispatched the call, for a tool with a
+# final lookup and one without (unguarded). "Other host" is a holder that can't be proven gone:
+# it reads as alive, its window stands.
+ALIVE = EarlierHolder(epoch=2, until=NOW + 30_000)
+GONE = EarlierHolder(epoch=2, until=NOW + 30_000, gone=True)
+WITH_LOOKUP = {"effect_class": "reconcilable", "finality": "final", "tool": "refund"}
+WITHOUT = {"effect_class": "unguarded", "finality": None, "tool": "send_email"}
+
+
+def test_a_holder_alive_or_unprovable_may_still_send() -> None:
+    unguarded = detail(facts(window=ALIVE, **WITHOUT), NOW)
+    assert "An earlier holder of this thread (epoch 2) may still be running it until" in unguarded
+    assert "assume_not_done is refused until then" in unguarded
+    assert "lookup" not in unguarded  # send_email has none: no lookup is promised
+    assert "Resolve it assume_done now if the provider shows it" in unguarded
+    looked_up = detail(facts(window=ALIVE, **WITH_LOOKUP), NOW)
+    assert "a not-found proves nothing yet and assume_not_done is refused" in looked_up
+    assert "its final lookup is asked again" in looked_up
+    words = explain(facts(window=ALIVE, **WITHOUT), NOW)
+    assert words.not_done_refused_until == ALIVE.until
+    assert "may still be running it" in words.proved
+
+
+def test_a_holder_proven_dead_sends_nothing() -> None:
+    unguarded = detail(facts(window=GONE, **WITHOUT), NOW)
+    assert (
+        "The earlier holder of this thread (epoch 2) is gone: its process no longer runs on this"
+        " host, so it sends nothing more; whether the call took effect before it died is unknown."
+    ) in unguarded
+    assert unguarded.endswith(
+        "send_email has no lookup, so only a person can tell: check the provider, then resolve"
+        " it assume_done (it happened) or assume_not_done (it did not)."
+    )
+    assert "may still" not in unguarded
+    assert "refused" not in unguarded
+    looked_up = detail(facts(window=GONE, **WITH_LOOKUP), NOW)
+    assert "is gone" in looked_up
+    assert looked_up.endswith(
+        "Run the thread again (refund's lookup is asked again), or check the provider and"
+        " resolve it assume_done or assume_not_done."
+    )
+    words = explain(facts(window=GONE, **WITHOUT), NOW)
+    assert words.not_done_refused_until is None
+    assert "is gone: its process no longer runs on this host" in words.proved
+    assert "only a person who checks the provider can tell" in words.unproved
+    assert "Refused" not in words.if_not_done
+
+
+def test_no_earlier_holder_offers_what_applies() -> None:
+    assert detail(facts(**WITHOUT), NOW).endswith("or assume_not_done (it did not).")
+    assert "lookup is asked again" in detail(facts(**WITH_LOOKUP), NOW)
+    unknown = detail(facts(known_tool=False, max_attempts=None, effect_class="idempotent"), NOW)
+    assert unknown.endswith(" Check the provider, then resolve it assume_done or assume_not_done.")
+    # the log itself says the call was unguarded: no lookup, whoever reads it
+    assert "charge has no lookup" in detail(facts(known_tool=False, max_attempts=None), NOW)

@@ -19,6 +19,7 @@ import pytest
 
 from threads.clock import FakeClock
 from threads.errors import ConfigError, StoreError
+from threads.run.holders import gone_holders
 from threads.store import holder as holders
 from threads.store.holder import Holder, Host, process_start_ticks, this_host
 from threads.store.lease_wait import acquire_waiting
@@ -216,3 +217,49 @@ async def test_a_bad_wait_is_a_config_error(store: Store, clock: FakeClock, wait
     branch = await new_branch(store, clock)
     with pytest.raises(ConfigError):
         await acquire_waiting(store, branch, "w", TTL, wait=wait)  # type: ignore[arg-type]
+
+
+async def test_a_holder_proven_gone_stays_proven_through_later_holders(
+    store: Store, clock: FakeClock
+) -> None:
+    """The lease row is overwritten by each acquire; the proof is carried in the next holder's
+    id, so a person reading the branch long after the takeover still has it."""
+    branch = await new_branch(store, clock)
+    pid, start = exited_pid()
+    dead = await store.acquire_lease(branch, holder_of(pid, start), TTL)
+    assert await gone_holders(store, branch) == {dead.epoch}  # the row's own holder: gone
+    taker = await store.acquire_lease(branch, "taker", TTL)
+    assert holders.parse(taker.holder_id).gone == (dead.epoch,)
+    await store.release_lease(taker)  # released, not gone: it is not proven dead
+    later = await store.acquire_lease(branch, "later", TTL)
+    assert holders.parse(later.holder_id).gone == (dead.epoch,)
+    assert await gone_holders(store, branch) == {dead.epoch}
+
+
+async def test_nothing_is_proven_about_a_live_or_unprovable_holder(
+    store: Store, clock: FakeClock, live_child: subprocess.Popen[bytes]
+) -> None:
+    branch = await new_branch(store, clock)
+    alive = await store.acquire_lease(
+        branch, holder_of(live_child.pid, process_start_ticks(live_child.pid)), TTL
+    )
+    assert await gone_holders(store, branch) == frozenset()
+    clock.advance(TTL)  # expired: taken over, but nothing is proven about the live child
+    taker = await store.acquire_lease(branch, "taker", TTL)
+    assert holders.parse(taker.holder_id).gone == ()
+    pid, start = exited_pid()
+    elsewhere = dataclasses.replace(this_host(), hostname="another-host")
+    await store.release_lease(taker)
+    await store.acquire_lease(branch, holder_of(pid, start, elsewhere), TTL)
+    clock.advance(TTL)
+    last = await store.acquire_lease(branch, "last", TTL)
+    assert holders.parse(last.holder_id).gone == ()
+    assert alive.epoch not in await gone_holders(store, branch)
+
+
+def test_a_holder_id_carries_a_bounded_number_of_proofs() -> None:
+    pid, start = exited_pid()
+    previous = Holder("dead", this_host(), pid, start, tuple(range(1, 40))).encode()
+    carried = holders.parse(holders.succeeding(holders.holder_id("next"), previous, 40)).gone
+    assert carried == tuple(range(41 - holders.KEPT_GONE, 41))  # the newest, this one too
+    assert holders.succeeding("not-ours", previous, 40) == "not-ours"

@@ -1,5 +1,6 @@
 """``threads ls [--store DIR] [--tenant T]``: a table of one tenant's threads, newest first
-(by the time of the last event): thread id, agent, tenant, status, last update, lease.
+(by the time of the last event): thread id, agent, tenant, status, last update, lease. A thread
+no input ever reached (``BranchInfo.empty``) is not listed; the count of those goes to stderr.
 
 Invariant: listing never stops at a damaged thread; its status reads ``error <code>``.
 """
@@ -22,7 +23,8 @@ HEADER = ("THREAD", "AGENT", "TENANT", "STATUS", "UPDATED", "LEASE")
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "ls", help="list a tenant's threads, newest first",
-        description="List a tenant's threads, newest first: agent, status, last update, lease.",
+        description="List a tenant's threads, newest first: agent, status, last update, lease."
+        " A thread no input ever reached (a crash right after creating it) is left out.",
     )
     add_store_option(parser)
     add_tenant_option(parser)
@@ -39,7 +41,11 @@ async def run(args: argparse.Namespace) -> int:
     async with opened_store(args.store) as store:
         now = store.clock.now_ms()
         roots = await store.list_threads(args.tenant)
-        rows = [await thread_row(store, root, now) for root in roots]
+        rows = [await thread_row(store, root, now) for root in roots if not root.empty]
+    empty = sum(1 for root in roots if root.empty)
+    if empty:
+        print(f"{empty} thread(s) that never got an input (a crash right after creating them)"
+              " are not listed", file=sys.stderr)
     if not rows:
         print(f"no threads of tenant {args.tenant} in this store (another tenant: --tenant T)",
               file=sys.stderr)

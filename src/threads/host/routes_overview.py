@@ -26,6 +26,7 @@ from threads.host.inbox import Place, inbox_items
 from threads.host.summaries import Summary
 from threads.log.reduce import Fold, usage_cost
 from threads.principal import Principal
+from threads.run.holders import gone_holders
 from threads.run.views import ThreadCost, usage_of
 
 
@@ -53,7 +54,8 @@ async def get_overview(ctx: Context, request: Request, principal: Principal) -> 
         ctx, principal, request.path_params["thread_id"], branch_param(request)
     )
     fold = view.fold
-    summary = ctx.summaries.summarize(fold)
+    gone = await gone_holders(ctx.runs.store, view.branch.branch_id)
+    summary = ctx.summaries.summarize(fold, gone)
     place = place_of(ctx, view, summary)
     now = ctx.runs.store.clock.now_ms()
     usage = usage_of(fold)

@@ -13,7 +13,6 @@ library run is (``budget_exceeded`` is recorded, no ``user_input``).
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,13 +23,14 @@ from threads.host.runs import Runs
 from threads.log.canonical import canonical
 from threads.log.hashing import sha256_hex
 from threads.log.ids import uuid7
-from threads.log.lines import WRITER_IMPL, Draft, encode_event, first_event, make_header
+from threads.log.lines import WRITER_IMPL, Draft, first_event, make_header, next_event
 from threads.log.reduce import Fold
 from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.budget import Budget
 from threads.run.pinning import changes, describe
 from threads.run.writer import BranchWriter
+from threads.store.lease_release import release
 from threads.store.protocol import BranchInfo
 from threads.store.receipts import START_RUN, RunReceipt, principal_key
 
@@ -134,11 +134,7 @@ async def _new_thread(
     now = store.clock.now_ms()
     header = make_header(uuid7(now), uuid7(now), now)
     started = first_event(header, "thread_started", agent.config(), {"kind": "host"})
-    user_input = encode_event(
-        seq=started.seq + 1, event_id=uuid7(now), thread_id=header.thread_id,
-        branch_id=header.branch_id, epoch=started.epoch, type="user_input", time=now,
-        actor=keyed.actor(), prev_hash=started.hash, data=input_data,
-    )
+    user_input = next_event(started, "user_input", input_data, keyed.actor(), now)
     accepted = RunAccepted(
         thread_id=header.thread_id, branch_id=header.branch_id, run_id=user_input.event_id
     )
@@ -184,10 +180,11 @@ async def _next_input(
         await writer.append([], receipt=keyed.receipt(accepted, store.clock.now_ms()))
         return writer.fold, accepted
     finally:
+        # hand the lease back: the run takes it next
         if writer is not None:
             await writer.close()
-        with contextlib.suppress(StoreError):  # hand the lease back: the run takes it next
-            await store.release_lease(lease)
+        else:
+            await release(store, lease)
 
 
 def _input_data(agent: Agent, body: StartRunRequest) -> dict[str, Any]:

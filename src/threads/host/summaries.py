@@ -25,6 +25,7 @@ from threads.log.reduce import Fold
 from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.authority import starter
+from threads.run.holders import gone_holders
 from threads.run.views import ThreadCost, cost_of
 from threads.run.waiting import Waiting, waiting
 from threads.store.protocol import BranchInfo, Store
@@ -72,7 +73,8 @@ class Summaries:
             self._items.move_to_end(root.branch_id)
             return kept[2]
         chain = await store.read_chain(root.branch_id)
-        summary = self.summarize(chain.fold(store.clock.now_ms()))
+        gone = await gone_holders(store, root.branch_id)
+        summary = self.summarize(chain.fold(store.clock.now_ms()), gone)
         # keyed by the head the read itself ended at: it may be newer than the listing's
         self._items[root.branch_id] = (chain.branch.head_seq, chain.branch.head_hash, summary)
         self._items.move_to_end(root.branch_id)
@@ -85,6 +87,8 @@ class Summaries:
         heads, and a fold only for each thread whose head moved since it was last summarized."""
         out = []
         for root in await store.list_threads(tenant_id):
+            if root.empty:
+                continue  # no input ever reached it: nothing for a person to look at
             try:
                 summary: Summary | None = await self.of(store, root)
             except Exception:  # one unreadable thread must not hide the others
@@ -92,7 +96,8 @@ class Summaries:
             out.append(Listed(root, summary))
         return out
 
-    def summarize(self, fold: Fold) -> Summary:
+    def summarize(self, fold: Fold, gone: frozenset[int] = frozenset()) -> Summary:
+        """``gone``: the epochs whose holders are proven dead (what a park's words say)."""
         name = (fold.thread_started or {}).get("agent_name")
         agent = None if name is None else str(name)
         served = self._agents.get(agent) if agent is not None else None
@@ -110,7 +115,7 @@ class Summaries:
             first_input=first_input(fold),
             cost=cost_of(fold),
             starter=starter(fold),
-            waiting=waiting(fold, tool_named),
+            waiting=waiting(fold, tool_named, gone),
         )
 
 

@@ -136,6 +136,23 @@ def first_event(
     )
 
 
+def next_event(previous: Event, type: EventType, data: Data, actor: Actor, time: int) -> Event:
+    """The event after ``previous`` on its branch, at its epoch: for a batch written together
+    with the branch (a new thread's ``thread_started`` and first ``user_input``)."""
+    return encode_event(
+        seq=previous.seq + 1,
+        event_id=uuid7(time),
+        thread_id=previous.thread_id,
+        branch_id=previous.branch_id,
+        epoch=previous.epoch,
+        type=type,
+        time=time,
+        actor=actor,
+        prev_hash=previous.hash,
+        data=data,
+    )
+
+
 def header_from_value(value: dict[str, Any], line: bytes) -> Header:
     writer = value["writer"]
     return Header(

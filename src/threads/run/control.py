@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 from threads.log.ids import uuid7
 from threads.run.writer import BranchWriter
+from threads.store.lease_release import release
 from threads.store.protocol import Store
 
 CONTROL_TTL_MS = 10_000
@@ -23,5 +24,4 @@ async def control_writer(store: Store, branch_id: str) -> AsyncIterator[BranchWr
         writer = BranchWriter(store, lease, fold, ttl_ms=CONTROL_TTL_MS)
         yield writer
     finally:
-        with contextlib.suppress(Exception):
-            await store.release_lease(lease)
+        await release(store, lease)

@@ -12,6 +12,7 @@ from typing import Any
 
 from threads.log.lines import Draft as Draft  # noqa: PLC0414 - the run steps import it from here
 from threads.log.reduce import Fold
+from threads.principal import Principal
 
 HOST: dict[str, Any] = {"kind": "host"}
 MODEL: dict[str, Any] = {"kind": "model"}
@@ -20,6 +21,14 @@ TOOL: dict[str, Any] = {"kind": "tool"}
 
 PREVIEW_CHARS = 512
 INLINE_RESULT_BYTES = 64 * 1024
+
+
+def user_input(text: str, principal: Principal, budget: dict[str, Any] | None) -> Draft:
+    """The ``user_input`` that opens a turn for ``text``; ``budget``: the run's, on the wire."""
+    data: dict[str, Any] = {"source": "api", "text": text}
+    if budget is not None:
+        data["budget"] = budget
+    return Draft("user_input", data, {"kind": "user", "principal": principal.to_wire()})
 
 
 def tool_result_data(

@@ -13,13 +13,12 @@ started on a log whose tail is in doubt: it settles each in-doubt item first.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from threads.errors import StoreError
 from threads.run import budget_check, structured
 from threads.run.calls import release_approval_parks, run_pending
 from threads.run.compaction import serve_request, settle_answered
-from threads.run.drafts import HOST, Draft
+from threads.run.drafts import HOST, Draft, user_input
 from threads.run.model_step import model_step
 from threads.run.recovery import recover
 from threads.run.results import Completed, ErrorInfo, Failed, RunResult
@@ -60,11 +59,8 @@ async def drive(rt: Runtime, input: str | None, *, recovering: bool) -> RunResul
         exhausted = await budget_check.before_turn(rt)
         if exhausted is not None:
             return exhausted
-        data: dict[str, Any] = {"source": "api", "text": input}
-        if rt.run_budget is not None:
-            data["budget"] = rt.run_budget.to_wire()
-        actor = {"kind": "user", "principal": rt.principal.to_wire()}
-        await rt.writer.append([Draft("user_input", data, actor)])
+        budget = rt.run_budget.to_wire() if rt.run_budget is not None else None
+        await rt.writer.append([user_input(input, rt.principal, budget)])
         return await run_turn(rt)
     except StoreError as exc:
         # A lost branch, or an artifact the log needs that the store lacks (a result to

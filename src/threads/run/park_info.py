@@ -54,11 +54,18 @@ class ParkExplanation:
     not_done_refused_until: int | None
 
 
-def park_facts(fold: Fold, call: Call, tool: Tool | None) -> ParkFacts:
+def park_facts(
+    fold: Fold, call: Call, tool: Tool | None, gone: frozenset[int] = frozenset()
+) -> ParkFacts:
+    """``gone``: the epochs whose holders are proven dead (``threads.run.holders``)."""
     settle_ms = tool.settle_ms if tool is not None else DEFAULT_SETTLE_MS
-    holder = earlier_holder(fold, call, settle_ms)
+    holder = earlier_holder(fold, call, settle_ms, gone=gone)
     parked = _parked_at(fold, call)
-    window = holder if holder is not None and parked is not None and parked < holder.until else None
+    window = (
+        holder
+        if holder is not None and parked is not None and (holder.gone or parked < holder.until)
+        else None
+    )
     reconcile = tool.reconcile if tool is not None else None
     return ParkFacts(
         effect_key=call.effect_key,
@@ -77,9 +84,11 @@ def park_facts(fold: Fold, call: Call, tool: Tool | None) -> ParkFacts:
     )
 
 
-def effect_park_detail(fold: Fold, call: Call, tool: Tool | None, now: int) -> str:
+def effect_park_detail(
+    fold: Fold, call: Call, tool: Tool | None, now: int, gone: frozenset[int] = frozenset()
+) -> str:
     """One paragraph for the parked effect of ``call`` (``tool``: the agent's, when known)."""
-    return detail(park_facts(fold, call, tool), now)
+    return detail(park_facts(fold, call, tool, gone), now)
 
 
 def detail(facts: ParkFacts, now: int) -> str:
@@ -95,21 +104,49 @@ def detail(facts: ParkFacts, now: int) -> str:
             " dedup window from the first dispatch), so threads does not send it again on its own."
         )
     window = facts.window
-    if window is not None:
-        if now < window.until:
-            text += (
-                f" {_capital(window.describe())} until {iso(window.until)}: a request it already"
-                " sent may still reach the provider, so a not-found proves nothing yet and"
-                " assume_not_done is refused until then. Run the thread again after that (a final"
-                " lookup is asked again), or resolve it assume_done."
+    final_lookup = facts.finality == "final"
+    if window is not None and window.may_send(now):
+        text += (
+            f" {_capital(window.describe())} until {iso(window.until)}: a request it already"
+            " sent may still reach the provider, so "
+            + ("a not-found proves nothing yet and " if final_lookup else "")
+            + "assume_not_done is refused until then. "
+            + (
+                "Run the thread again after that (its final lookup is asked again), or resolve"
+                " it assume_done."
+                if final_lookup
+                else "Resolve it assume_done now if the provider shows it, or check the"
+                " provider again after that and resolve it then."
             )
-            return text
+        )
+        return text
+    if window is not None and window.gone:
+        text += (
+            f" {_capital(window.describe())}; whether the call took effect before it died is"
+            " unknown."
+        )
+    elif window is not None:
         text += (
             f" It parked while an earlier holder (epoch {window.epoch}) could still have been"
             f" sending; that window ended at {iso(window.until)}."
         )
-    text += " Check the provider, then resolve it assume_done or assume_not_done."
-    return text
+    return text + _resolutions(facts)
+
+
+def _resolutions(facts: ParkFacts) -> str:
+    """What a person can do about a park no holder can still be sending: ask the lookup again
+    (a tool with one), or check the provider and resolve it."""
+    if facts.finality is not None:
+        return (
+            f" Run the thread again ({facts.tool}'s lookup is asked again), or check the"
+            " provider and resolve it assume_done or assume_not_done."
+        )
+    if not facts.known_tool and facts.effect_class != "unguarded":  # the log says unguarded
+        return " Check the provider, then resolve it assume_done or assume_not_done."
+    return (
+        f" {facts.tool} has no lookup, so only a person can tell: check the provider, then"
+        " resolve it assume_done (it happened) or assume_not_done (it did not)."
+    )
 
 
 _HAPPENED = {
@@ -130,9 +167,11 @@ def explain(facts: ParkFacts, now: int) -> ParkExplanation:
         " out, so it knows the call may have taken effect and has not sent it again on its own."
     )
     window = facts.window
-    refused_until = window.until if window is not None and now < window.until else None
+    refused_until = window.until if window is not None and window.may_send(now) else None
     if window is not None and refused_until is not None:
         proved += f" {_capital(window.describe())} until {iso(window.until)}."
+    elif window is not None and window.gone:
+        proved += f" {_capital(window.describe())}."
     elif window is not None:
         proved += (
             f" An earlier holder (epoch {window.epoch}) could still send it when it parked; that"
@@ -192,8 +231,8 @@ def _unproved(facts: ParkFacts, holder_sending: bool) -> str:
         why = f"{tool}'s sandbox could not prove that every process of the call has stopped."
     elif cls == "unguarded":
         why = (
-            f"{tool} is unguarded: it declares no lookup and no deduplication, so nothing can"
-            " show whether the provider applied it."
+            f"{tool} is unguarded: it declares no lookup and no deduplication, so only a person"
+            " who checks the provider can tell whether it applied the call."
         )
     else:
         why = f"threads cannot prove whether {tool} happened (effect class {cls})."

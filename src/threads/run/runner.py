@@ -8,19 +8,19 @@ thread), ``writer_mismatch`` (the other implementation writes this branch), ``br
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Any
 
 from threads import telemetry
 from threads.errors import ConfigError, LogError, NotFoundError, StoreError, ThreadsError
 from threads.log.ids import uuid7
-from threads.log.lines import WRITER_IMPL, Draft, Event, first_event, make_header
+from threads.log.lines import WRITER_IMPL, Draft, Event, first_event, make_header, next_event
 from threads.log.reduce import Fold
 from threads.memory.protocol import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.budget import Budget
 from threads.run.config import AgentSpec
+from threads.run.drafts import user_input
 from threads.run.loop import drive
 from threads.run.permissions import Permissions
 from threads.run.pinning import check_pinned
@@ -33,6 +33,7 @@ from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter, fence_time
 from threads.sandbox.binding import RunSandbox
 from threads.sandbox.protocol import Sandbox
 from threads.store.capabilities import resources_of
+from threads.store.lease_release import release
 from threads.store.lease_wait import acquire_waiting, check_wait
 from threads.store.protocol import BranchInfo, Store
 from threads.store.sqlite import sqlite
@@ -132,10 +133,14 @@ async def _run_connected(
         sources.fence.refuse()
         thread_id = uuid7(now)
         header = make_header(thread_id, uuid7(now), now)
-        # The branch and its thread_started are one transaction: no crash leaves a header alone.
+        # The branch, its thread_started and the first user_input are one transaction: no
+        # crash leaves a header alone, or a thread no input reached (max_turns is >= 1, so a
+        # first turn is always allowed).
         started = first_event(header, "thread_started", agent.config(), {"kind": "host"})
-        await store.create_branch(header, tenant_id=principal.tenant, events=[started])
-        created.append(started)
+        draft = user_input(input, principal, budget.to_wire() if budget is not None else None)
+        created += [started, next_event(started, *draft, time=now)]
+        input = None  # written: the run goes on with the turn it opened
+        await store.create_branch(header, tenant_id=principal.tenant, events=created)
         telemetry.committed(thread_id, created)
         branch_id = header.branch_id
     else:
@@ -209,15 +214,18 @@ async def _run_connected(
         )
         return await drive(rt, input, recovering=not new)
     finally:
-        await sources.aclose()  # while the lease is still held (and the fence passes)
-        sources.fence.refuse()
-        if http is not None:
-            await http.aclose()
-        if writer is not None:
-            await writer.close()
-        else:
-            with contextlib.suppress(StoreError):
-                await store.release_lease(lease)
+        try:
+            await sources.aclose()  # while the lease is still held (and the fence passes)
+            sources.fence.refuse()
+            if http is not None:
+                await http.aclose()
+        finally:
+            # Every way out hands the lease back (``release``: one it can't write, on a full
+            # store, is taken back at once by this process's next run).
+            if writer is not None:
+                await writer.close()
+            else:
+                await release(store, lease)
 
 
 def _check_store_serves(agent: AgentSpec, store: Store) -> None:

@@ -196,8 +196,9 @@ def _sending_holder(rt: Runtime, call: Call, tool: Tool) -> EarlierHolder | None
         tool.settle_ms,
         current_epoch=rt.writer.epoch,
         taken_over_at=rt.writer.acquired_at,
+        gone=rt.writer.gone_epochs(),
     )
-    return holder if holder is not None and rt.now() < holder.until else None
+    return holder if holder is not None and holder.may_send(rt.now()) else None
 
 
 async def _window_closed(rt: Runtime, call: Call) -> bool:
@@ -205,7 +206,7 @@ async def _window_closed(rt: Runtime, call: Call) -> bool:
     sending) ends once the window is over: the park is resumed and the lookup asked again.
     Any other park stands."""
     address = rt.fold.parks.get(("effect", call.effect_key))
-    ends = window_park_ends(rt.fold, call, rt.spec.tool_named(call.name))
+    ends = window_park_ends(rt.fold, call, rt.spec.tool_named(call.name), rt.writer.gone_epochs())
     if address is None or ends is None or rt.now() < ends:
         return False  # not a window park (a person decides), or its window is still open
     parked_at = resumed_data(rt.fold, address)

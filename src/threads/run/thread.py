@@ -30,7 +30,7 @@ from threads.run.config import AgentSpec
 from threads.run.control import control_writer
 from threads.run.drafts import resumed_data
 from threads.run.fork import Restore, fork_at
-from threads.run.holders import earlier_holder, iso
+from threads.run.holders import earlier_holder, gone_holders, iso
 from threads.run.park_info import detail
 from threads.run.permissions import check_rule, rule_matches
 from threads.run.questions import answer_draft
@@ -202,9 +202,10 @@ class Thread:
         fold = await self.fold()
         now = self.store.clock.now_ms()
         tool_named = self.agent.tool_named if self.agent is not None else _no_tool
+        gone = await gone_holders(self.store, (await self._branch()).branch_id)
         return [
             ParkedEffect(f.effect_key, f.call_id, f.tool, f.attempts, detail(f, now), f.input)
-            for f in effect_parks(fold, tool_named)
+            for f in effect_parks(fold, tool_named, gone)
         ]
 
     # ---- controls -----------------------------------------------------------------------
@@ -241,7 +242,7 @@ class Thread:
             if address is None or call is None:
                 raise ControlError("not_parked", f"no effect {effect_key} is parked on this thread")
             if decision == "assume_not_done":
-                self._refuse_while_an_earlier_holder_may_send(fold, call)
+                self._refuse_while_an_earlier_holder_may_send(fold, call, writer.gone_epochs())
             actor = {"kind": "approver", "principal": principal.to_wire()}
             await writer.append(
                 [
@@ -254,13 +255,16 @@ class Thread:
                 ]
             )
 
-    def _refuse_while_an_earlier_holder_may_send(self, fold: Fold, call: Call) -> None:
+    def _refuse_while_an_earlier_holder_may_send(
+        self, fold: Fold, call: Call, gone: frozenset[int]
+    ) -> None:
         """``assume_not_done`` re-sends: refused (``holder_may_be_running``) while a holder that
-        lost the thread may still deliver the send it had in flight (``threads.run.holders``)."""
+        lost the thread may still deliver the send it had in flight (``threads.run.holders``);
+        a holder proven dead (its epoch in ``gone``) sends nothing."""
         tool = self.agent.tool_named(call.name) if self.agent is not None else None
         settle_ms = tool.settle_ms if tool is not None else DEFAULT_SETTLE_MS
-        holder = earlier_holder(fold, call, settle_ms)
-        if holder is None or self.store.clock.now_ms() >= holder.until:
+        holder = earlier_holder(fold, call, settle_ms, gone=gone)
+        if holder is None or not holder.may_send(self.store.clock.now_ms()):
             return
         raise ControlError(
             "holder_may_be_running",

@@ -48,7 +48,8 @@ def pending_for(rt: Runtime, kind: ParkKind, ident: str) -> Pending:
     call = next((c for c in rt.fold.calls.values() if c.effect_key == ident), None)
     if call is None:
         return Pending(kind, ident)
-    detail = effect_park_detail(rt.fold, call, rt.spec.tool_named(call.name), rt.now())
+    tool = rt.spec.tool_named(call.name)
+    detail = effect_park_detail(rt.fold, call, tool, rt.now(), rt.writer.gone_epochs())
     return Pending(kind, ident, detail)
 
 

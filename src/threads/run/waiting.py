@@ -63,11 +63,12 @@ class Waiting:
         return len(self.approvals) + len(self.effects) + len(self.questions)
 
 
-def waiting(fold: Fold, tool_named: ToolNamed) -> Waiting:
+def waiting(fold: Fold, tool_named: ToolNamed, gone: frozenset[int] = frozenset()) -> Waiting:
     """Everything ``fold``'s branch waits on a person for. ``tool_named``: the agent's tools
-    (what a tool allows adds to a park's facts), or a lookup that knows none."""
+    (what a tool allows adds to a park's facts), or a lookup that knows none; ``gone``: the
+    epochs whose holders are proven dead (``threads.run.holders.gone_holders``)."""
     return Waiting(
-        tuple(pending_approvals(fold)), tuple(effect_parks(fold, tool_named)),
+        tuple(pending_approvals(fold)), tuple(effect_parks(fold, tool_named, gone)),
         tuple(open_questions(fold)),
     )
 
@@ -99,12 +100,14 @@ def pending_approvals(fold: Fold) -> list[PendingApproval]:
     return out
 
 
-def effect_parks(fold: Fold, tool_named: ToolNamed) -> list[ParkFacts]:
+def effect_parks(
+    fold: Fold, tool_named: ToolNamed, gone: frozenset[int] = frozenset()
+) -> list[ParkFacts]:
     out = []
     for kind, key in fold.parks:
         call = next((c for c in fold.calls.values() if c.effect_key == key), None)
         if kind == "effect" and call is not None:
-            out.append(park_facts(fold, call, tool_named(call.name)))
+            out.append(park_facts(fold, call, tool_named(call.name), gone))
     return out
 
 

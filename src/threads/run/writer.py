@@ -27,6 +27,8 @@ from threads.log.admission import encode_admitted
 from threads.log.ids import uuid7
 from threads.log.lines import Draft, Event
 from threads.log.reduce import Fold
+from threads.store.holder import parse as parse_holder
+from threads.store.lease_release import release
 from threads.store.protocol import Lease, PendingArtifact, Store
 from threads.store.receipts import RunReceipt
 
@@ -77,6 +79,11 @@ class BranchWriter:
     @property
     def epoch(self) -> int:
         return self.lease.epoch
+
+    def gone_epochs(self) -> frozenset[int]:
+        """The epochs of this branch whose holders were proven dead when this writer's lease
+        was taken (``threads.store.holder.succeeding``): they send nothing."""
+        return frozenset(parse_holder(self.lease.holder_id).gone)
 
     def start_renewal(self, interval_s: float | None = None) -> None:
         interval = interval_s if interval_s is not None else self.ttl_ms / 3000
@@ -250,17 +257,19 @@ class BranchWriter:
         return list(events)
 
     async def close(self) -> None:
-        if self._held and self.lost is None:
-            with contextlib.suppress(StoreError):
-                await self.append([])
-        if self._renewer is not None:
-            self._renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewer
-        # Released whatever ended the run (an error too): the store only clears the lease row
-        # while it still names this holder and epoch, so a lost lease is never taken back.
-        with contextlib.suppress(Exception):
-            await self.store.release_lease(self.lease)
+        try:
+            if self._held and self.lost is None:
+                with contextlib.suppress(StoreError):
+                    await self.append([])
+        finally:
+            if self._renewer is not None:
+                self._renewer.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._renewer
+            # Released whatever ended the run (an error too): the store only clears the lease
+            # row while it still names this holder and epoch, so a lost lease is never taken
+            # back; one it can't clear (a full store) is this process's to take again at once.
+            await release(self.store, self.lease)
 
 
 def _poisoned(exc: BaseException) -> StoreError:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from threads.errors import NotFoundError, StoreError
 from threads.log.lines import Event, Header
 from threads.store import statements as sql
+from threads.store.holder import succeeding
 from threads.store.protocol import ArtifactRef, BranchInfo, Lease, LeaseState, Segment, StoredRow
 from threads.store.receipts import RunReceipt, key_taken, receipt_from_row
 from threads.store.rows import (
@@ -236,6 +237,8 @@ def acquire(
         yield Query(sql.LEASE_PLACEHOLDER, (branch_id,))
     row, read_at = yield from lease_row(branch_id, now, lock=True)
     require_free(row, holder_id, read_at)
+    if row is not None and row[0]:
+        holder_id = succeeding(holder_id, row[0], int(row[1]))  # what is proven stays proven
     lease_epoch = row[1] if row is not None else 0
     epoch = next_epoch(lease_epoch, (yield from chain_epoch(info)))
     lease = Lease(branch_id, holder_id, epoch, read_at + ttl_ms)

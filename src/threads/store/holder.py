@@ -10,6 +10,16 @@ is provably gone, and nothing it could still write or send exists.
 The same identity in a form a file name can carry (``file_tag``: a digest of the host, the pid
 and its start time) lets the writer of a temporary file be judged the same way (``writer_gone``).
 
+A store keeps one lease row per branch, so the next acquire overwrites who held it. What was
+proven about the holders before is carried in the new holder id instead (``gone``: the epochs of
+the branch whose holder was provably gone when a later holder took the lease, ``succeeding``),
+so a person resolving a park long after the takeover still acts on the proof that a holder that
+dispatched a call is dead (``gone_epochs``). A holder id written elsewhere carries none: no
+proof, the zombie window stands.
+
+A holder in this very process is alive while its run goes on; once the run ended without its
+lease released (the release could not be written: ``ended``), it is gone too.
+
 Invariant: ``provably_gone`` (and ``writer_gone``) answers True only on proof. A holder on another
 host, in another pid namespace, on a system without ``/proc``, one whose id this module did not
 write (another implementation's), or one whose state can't be read is treated as alive until
@@ -22,7 +32,7 @@ import hashlib
 import json
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -30,6 +40,9 @@ PROC = Path("/proc")
 _FORMAT = "threads.holder/1"
 # ``/proc/<pid>/stat`` states of a process that can no longer run (zombie, dead).
 _ENDED_STATES = frozenset("ZXx")
+KEPT_GONE = 16  # how many proven-gone epochs a holder id carries forward
+# Runs of this process that ended while the store still records their lease (``ended``).
+_ended_runs: set[str] = set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,22 +63,22 @@ class Holder:
     host: Host | None = None
     pid: int | None = None
     start_ticks: int | None = None
+    gone: tuple[int, ...] = ()  # earlier epochs whose holder was proven gone (``succeeding``)
 
     def encode(self) -> str:
         assert self.host is not None
-        return json.dumps(
-            {
-                "boot": self.host.boot_id,
-                "format": _FORMAT,
-                "host": self.host.hostname,
-                "pid": self.pid,
-                "pidns": self.host.pid_namespace,
-                "run": self.run,
-                "start": self.start_ticks,
-            },
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        fields: dict[str, object] = {
+            "boot": self.host.boot_id,
+            "format": _FORMAT,
+            "host": self.host.hostname,
+            "pid": self.pid,
+            "pidns": self.host.pid_namespace,
+            "run": self.run,
+            "start": self.start_ticks,
+        }
+        if self.gone:
+            fields["gone"] = list(self.gone)
+        return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
     def describe(self) -> str:
         """``pid 4242 on host web-1`` (or the raw id of a holder we can't read)."""
@@ -101,25 +114,65 @@ def parse(raw: str) -> Holder:
         return Holder(raw)
     if not isinstance(value, dict) or value.get("format") != _FORMAT:
         return Holder(raw)
-    pid, start = value.get("pid"), value.get("start")
+    pid, start, gone = value.get("pid"), value.get("start"), value.get("gone")
     host = Host(_text(value.get("boot")), str(value.get("host")), _text(value.get("pidns")))
     return Holder(
         str(value.get("run")),
         host,
         pid if isinstance(pid, int) else None,
         start if isinstance(start, int) else None,
+        tuple(e for e in gone if isinstance(e, int)) if isinstance(gone, list) else (),
     )
 
 
 def provably_gone(holder: Holder) -> bool:
     """True only when ``holder`` ran on this host, in this pid namespace, and its process is
-    no longer running (no such pid, a zombie, or another process reusing the pid)."""
+    no longer running (no such pid, a zombie, or another process reusing the pid), or it is
+    a run of this process that ended (``ended``)."""
     here = this_host()
     if holder.host is None or holder.pid is None or holder.start_ticks is None:
         return False
     if here.boot_id is None or here.pid_namespace is None or holder.host != here:
         return False
+    if _in_this_process(holder):
+        return holder.run in _ended_runs
     return _ended(holder.pid, holder.start_ticks)
+
+
+def ended(holder_id: str) -> None:
+    """The run of this process that held a lease as ``holder_id`` is over, though its lease
+    may still be recorded (its release could not be written): from now on that holder is
+    provably gone. A holder id of another process is ignored."""
+    holder = parse(holder_id)
+    if _in_this_process(holder):
+        _ended_runs.add(holder.run)
+
+
+def _in_this_process(holder: Holder) -> bool:
+    me = this_process(holder.run)
+    return (holder.host, holder.pid, holder.start_ticks) == (me.host, me.pid, me.start_ticks)
+
+
+def succeeding(holder_id: str, previous_id: str, previous_epoch: int) -> str:
+    """``holder_id`` (encoded) as it takes a branch's lease from ``previous_id`` (the row's
+    holder, of ``previous_epoch``): carrying the earlier holders proven gone, and the previous
+    one too when it is provably gone now. The last ``KEPT_GONE`` epochs are kept: an epoch
+    dropped is one whose proof is lost (treated as alive), never one wrongly proven."""
+    holder, previous = parse(holder_id), parse(previous_id)
+    if holder.host is None:
+        return holder_id
+    gone = set(previous.gone)
+    if provably_gone(previous):
+        gone.add(previous_epoch)
+    kept = tuple(sorted(gone)[-KEPT_GONE:])
+    return holder_id if kept == holder.gone else replace(holder, gone=kept).encode()
+
+
+def gone_epochs(holder_id: str, epoch: int) -> frozenset[int]:
+    """The epochs of a branch whose holders are proven gone, read from its lease row (holder
+    ``holder_id`` of ``epoch``): those the row carries, and its own when that holder is gone."""
+    holder = parse(holder_id)
+    return frozenset(holder.gone) | ({epoch} if provably_gone(holder) else set())
 
 
 def file_tag() -> str:

@@ -35,6 +35,13 @@ class BranchInfo:
     head_verified: bool
     dropped_ref: ArtifactRef | None
 
+    @property
+    def empty(self) -> bool:
+        """A root holding nothing after ``thread_started`` (or nothing at all): a thread no
+        input ever reached, left by a crash between its creation and its first input (before
+        those were one append). Thread listings leave it out; it can still be opened by id."""
+        return self.parent_branch_id is None and self.head_seq <= 1
+
 
 @dataclass(frozen=True, slots=True)
 class Lease:
