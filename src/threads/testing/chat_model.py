@@ -18,7 +18,14 @@ from typing import Any, Literal
 
 from threads.log.render_context import SUMMARIZE
 from threads.models.fence import Fence
-from threads.models.protocol import ModelCallError, ModelOutput, ModelRequest, TextDelta, Usage
+from threads.models.protocol import (
+    ModelCallError,
+    ModelOutput,
+    ModelRequest,
+    Price,
+    TextDelta,
+    Usage,
+)
 
 Kind = Literal["turn", "summary"]
 
@@ -44,7 +51,7 @@ class ChatModel:
         self.name = name
         self.context_window = context_window
         self.max_output_tokens = max_output_tokens
-        self.price = None
+        self.price: Price | None = None
         self.failures = list(failures)
         self.requests: list[ModelRequest] = []
 
