@@ -149,9 +149,9 @@ async def test_a_writer_puts_a_snapshot_every_n_events_and_the_listing_at_rest(
     opened = await open_fold(store, log.header.branch_id, 0)
     assert isinstance(opened, RestoredFold)
     assert opened.state() == full_state(log)
-    branch, listing = await read_listing(store, log.header.branch_id)
-    assert branch.head_seq == log.last_seq
+    listing = await read_listing(store, log.header.branch_id)
     assert listing is not None
+    assert listing.head == (log.last_seq, log.last_hash)
     assert (listing.status, listing.turns_completed, listing.pending_calls) == ("idle", 5, ())
     assert listing.first_input == "What is in README.md?"
 
@@ -164,12 +164,12 @@ async def test_the_listing_answers_only_at_the_head(store: Store, clock: FakeClo
     log.epoch = lease.epoch
     writer = BranchWriter(store, lease, reduce(log.header, log.events))
     await writer.append_prepared(log.turn())
-    assert (await read_listing(store, log.header.branch_id))[1] is not None
+    assert await read_listing(store, log.header.branch_id) is not None
     events = [log.add("user_input", {"source": "api", "text": "more"}, USER)]
     await store.append(log.header.branch_id, events, expected_seq=events[0].seq - 1,
                        lease=lease)  # moved without a listing row
     await writer.close()
-    assert (await read_listing(store, log.header.branch_id))[1] is None
+    assert await read_listing(store, log.header.branch_id) is None
 
 
 async def test_an_import_puts_the_snapshot_of_its_branch_at_the_head(

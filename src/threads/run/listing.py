@@ -24,7 +24,7 @@ from threads.log.reduce import Fold, ThreadStatus
 from threads.principal import Principal
 from threads.run.authority import starter
 from threads.run.views import ThreadCost, cost_of
-from threads.store.protocol import BranchInfo, Store
+from threads.store.protocol import Store
 from threads.store.snapshot_row import StoredSnapshot
 
 FORMAT = 1
@@ -34,6 +34,7 @@ AT_REST: tuple[ThreadStatus, ...] = ("idle", "parked", "cancelled", "inspection_
 
 @dataclass(frozen=True, slots=True)
 class Listing:
+    head: tuple[int, str]  # the seq and hash it was made at
     status: ThreadStatus
     agent: str | None
     created_at: int
@@ -57,6 +58,7 @@ def listing_of(fold: Fold) -> Listing:
     created = header.created_at if header is not None else 0
     name = (fold.thread_started or {}).get("agent_name")
     return Listing(
+        head=(fold.last_seq, fold.last_hash),
         status=fold.status,
         agent=None if name is None else str(name),
         created_at=created,
@@ -95,6 +97,7 @@ def listing_row(fold: Fold) -> StoredSnapshot:
     assert header is not None  # a fold a writer or an import holds has read its header
     listing = listing_of(fold)
     body: dict[str, Any] = asdict(listing)
+    del body["head"]  # the row's own columns
     body["starter"] = None if listing.starter is None else listing.starter.to_wire()
     encoded = json.dumps(body, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
     return StoredSnapshot.of(
@@ -103,23 +106,28 @@ def listing_row(fold: Fold) -> StoredSnapshot:
     )
 
 
-async def read_listing(store: Store, branch_id: str) -> tuple[BranchInfo, Listing | None]:
-    """The branch, and its listing when the stored one is intact and made at its head now."""
-    branch, stored = await store.read_summary(branch_id)
-    if stored is None or (stored.seq, stored.head_hash) != (branch.head_seq, branch.head_hash):
-        return branch, None
-    if stored.format != FORMAT or stored.fold_code != fold_code() or not stored.intact:
-        return branch, None
+async def read_listing(store: Store, branch_id: str) -> Listing | None:
+    """The branch's listing when the stored one is intact and made at its head now (None:
+    fold the log instead; so is a store without the table, or a branch read failing)."""
     try:
-        return branch, _decoded(stored.body)
+        branch, stored = await store.read_summary(branch_id)
+    except ThreadsError:
+        return None
+    if stored is None or (stored.seq, stored.head_hash) != (branch.head_seq, branch.head_hash):
+        return None
+    if stored.format != FORMAT or stored.fold_code != fold_code() or not stored.intact:
+        return None
+    try:
+        return _decoded(stored.body, (stored.seq, stored.head_hash))
     except (ValueError, KeyError, TypeError, ThreadsError):
-        return branch, None
+        return None
 
 
-def _decoded(body: bytes) -> Listing:
+def _decoded(body: bytes, head: tuple[int, str]) -> Listing:
     value = fast_loads(body)
     wire = value["starter"]
     return Listing(
+        head=head,
         status=value["status"],
         agent=value["agent"],
         created_at=value["created_at"],
