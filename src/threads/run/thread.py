@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from threads.errors import ConfigError, NotFoundError, ThreadsError
 from threads.log.collector import collector_paused
+from threads.log.fold_state import RestoredFold
 from threads.log.lines import Event
 from threads.log.reduce import Call, Fold
 from threads.log.replay import Replayed
@@ -139,7 +140,10 @@ class Thread:
                 kept[1].now_ms = now  # which snapshots are still fork points is judged now
                 return kept[1]
         fold = await open_fold(self.store, branch.branch_id, now)
-        self._viewed = (branch.state, fold)
+        if isinstance(fold, RestoredFold):
+            self._viewed = (branch.state, fold)
+        else:  # the whole log was folded: it serves every read
+            self._folded = (branch.state, fold)
         return fold
 
     async def timeline(self) -> list[Event]:
