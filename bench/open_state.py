@@ -1,5 +1,7 @@
 """Open + state of a long thread, on its own: ``open_thread`` then ``Thread.state`` on a fresh
-store object, as ``bench/steps.py`` prints it, with the store built once and kept.
+store object, as ``bench/steps.py`` prints it, with the store built once and kept: imported
+(which puts its fold snapshot at the head), then one more turn appended through a run's writer
+(4 lines past the snapshot, and the listing row). Then what a listing reads of it.
 
 Run: ``python bench/open_state.py [--dir DIR] [--events N] [--rounds N] [--sections]``. With
 ``--dir`` the store (and its thread id, in ``thread_id``) is built there once and reused by
@@ -29,7 +31,9 @@ from threads.clock import SystemClock
 from threads.log.canonical import fast_loads, lines_holding_digit_runs
 from threads.log.hashing import sha256_hexes
 from threads.log.lines import events_from_values
+from threads.run.listing import read_listing
 from threads.run.views import state_of
+from threads.run.writer import BranchWriter
 from threads.store import flows
 from threads.store.protocol import Chain
 from threads.store.rows import build_segment, check_chain
@@ -52,7 +56,14 @@ async def build(directory: Path, events: int = EVENTS) -> str:
         log.turn(text="Please summarise the open invoices for ACME.", reply="Three are open.")
     del log.events[events:]
     store = sqlite(directory)
-    await import_log(store, log.export(), tenant_id="local")
+    await import_log(store, log.export(), tenant_id="local")  # with its fold snapshot
+    # one more turn through a run's writer, which puts the listing row at the new head
+    branch_id = log.header.branch_id
+    lease = await store.acquire_lease(branch_id, "bench", 30_000)
+    log.epoch = lease.epoch
+    writer = BranchWriter(store, lease, (await store.read_chain(branch_id)).fold(0))
+    await writer.append_prepared(log.turn(text="And the paid ones?", reply="Two."))
+    await writer.close()
     await store.close()
     id_file.write_text(log.header.thread_id)
     return log.header.thread_id
@@ -65,6 +76,18 @@ async def open_and_state_ms(directory: Path, thread_id: str) -> float:
         start = time.perf_counter_ns()
         thread = await open_thread(store, thread_id)
         await thread.state()
+        return (time.perf_counter_ns() - start) / 1e6
+    finally:
+        await store.close()
+
+
+async def listing_ms(directory: Path, thread_id: str) -> float:
+    """ms of what a listing reads of the thread (``read_listing``) on a fresh store object."""
+    store = sqlite(directory)
+    try:
+        root = await store.root_branch(thread_id)
+        start = time.perf_counter_ns()
+        assert await read_listing(store, root.branch_id) is not None
         return (time.perf_counter_ns() - start) / 1e6
     finally:
         await store.close()
@@ -131,6 +154,9 @@ async def main() -> None:
         took = await median_ms(directory, thread_id, args.rounds)
         print(f"open + state of a {args.events:,}-event thread: {took:.1f} ms"
               f" (median of {args.rounds})")
+        listed = statistics.median([await listing_ms(directory, thread_id)
+                                    for _ in range(args.rounds)])
+        print(f"listing summary of that thread: {listed:.2f} ms (median of {args.rounds})")
         if args.sections:
             sections(directory, thread_id, args.rounds)
 

@@ -107,6 +107,10 @@ class PostgresTamper:
         )
         assert updated == 1
 
+    def update_one(self, sql: str, args: tuple[object, ...]) -> None:
+        """Run an UPDATE (``?`` placeholders) that must change exactly one row."""
+        assert execute(self.schema, sql.replace("?", "%s"), args) == 1
+
     def flip_artifact_byte(self, sha256: str) -> None:
         updated = execute(
             self.schema,

@@ -100,3 +100,32 @@ def test_type_checking_and_function_local_imports_are_edges() -> None:
     known = {"threads.run.loop", "threads.log.reduce", "threads.run.drafts", "threads.run.x"}
     edges = imported_modules(source, "threads.run.x", is_package=False, known=known)
     assert edges == {"threads.run.loop", "threads.log.reduce", "threads.run.drafts"}
+
+
+def test_no_package_attribute_hides_a_submodule() -> None:
+    """A package's ``__init__`` never lifts a name its submodule also has (``threads.log`` once
+    exported the function ``reduce``, so ``from threads.log import reduce`` gave the function,
+    not the module ``threads.log.reduce``)."""
+    import importlib
+    import pkgutil
+    import types
+
+    hidden = []
+    packages = ["threads"] + [
+        info.name for info in pkgutil.walk_packages(threads.__path__, "threads.") if info.ispkg
+    ]
+    for name in packages:
+        try:
+            package = importlib.import_module(name)
+        except ImportError:  # a package that needs an extra this environment lacks
+            continue
+        for sub in pkgutil.iter_modules(package.__path__):
+            if sub.name == "__main__":
+                continue
+            try:
+                importlib.import_module(f"{name}.{sub.name}")
+            except ImportError:
+                continue
+            if not isinstance(getattr(package, sub.name), types.ModuleType):
+                hidden.append(f"{name}.{sub.name}")
+    assert hidden == []

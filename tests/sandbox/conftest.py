@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from threads.sandbox.local import BWRAP, LocalSandbox, local
+from threads.sandbox.bubblewrap import BWRAP, LocalSandbox, local
 
 
 @pytest.fixture

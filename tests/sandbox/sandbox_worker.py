@@ -33,7 +33,7 @@ from pydantic import BaseModel
 
 from threads import Principal, agent, open_thread, tool
 from threads.sandbox import SandboxContext
-from threads.sandbox.local import LocalSandbox, local
+from threads.sandbox.bubblewrap import LocalSandbox, local
 from threads.sandbox.local_session import LocalSession
 from threads.store.sqlite import sqlite
 from threads.testing.scripted import call, say, scripted_model, use

@@ -16,7 +16,7 @@ from threads.clock import SystemClock
 from threads.log.ids import uuid7
 from threads.memory import local_memory
 from threads.sandbox import SandboxInfo
-from threads.sandbox.local import LocalSandbox
+from threads.sandbox.bubblewrap import LocalSandbox
 from threads.store.capabilities import resources_of
 from threads.store.protocol import Store
 from threads.store.sqlite import sqlite

@@ -10,7 +10,7 @@ from namespaces import live_members
 
 from threads.sandbox import OPEN_CONTEXT as CTX
 from threads.sandbox import SandboxError
-from threads.sandbox.local import LocalSandbox
+from threads.sandbox.bubblewrap import LocalSandbox
 from threads.sandbox.procs import is_alive
 
 

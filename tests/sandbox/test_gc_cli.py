@@ -11,8 +11,8 @@ from threads.clock import FakeClock
 from threads.log.ids import uuid7
 from threads.log.lines import make_header
 from threads.sandbox import SandboxContext
+from threads.sandbox.bubblewrap import LocalSandbox
 from threads.sandbox.ledger import DEFAULT_LIFETIME_MS, Owner
-from threads.sandbox.local import LocalSandbox
 from threads.store.capabilities import resources_of
 from threads.store.sqlite import sqlite
 

@@ -11,7 +11,7 @@ import pytest
 
 from threads.sandbox import OPEN_CONTEXT as CTX
 from threads.sandbox import SandboxError
-from threads.sandbox.local import LocalSandbox
+from threads.sandbox.bubblewrap import LocalSandbox
 from threads.sandbox.local_session import LocalSession
 
 

@@ -12,9 +12,9 @@ from threads.errors import StoreError
 from threads.log.ids import uuid7
 from threads.log.lines import make_header
 from threads.sandbox import SandboxContext, SandboxError
+from threads.sandbox.bubblewrap import LocalSandbox
 from threads.sandbox.gc import collect
 from threads.sandbox.ledger import DEFAULT_LIFETIME_MS, Owner
-from threads.sandbox.local import LocalSandbox
 from threads.sandbox.local_session import LocalSession
 from threads.store.capabilities import resources_of
 from threads.store.protocol import Lease, Store

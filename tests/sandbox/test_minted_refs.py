@@ -12,8 +12,8 @@ import pytest
 
 from threads.sandbox import OPEN_CONTEXT as CTX
 from threads.sandbox import SandboxError
+from threads.sandbox.bubblewrap import LocalSandbox
 from threads.sandbox.limits import Limits
-from threads.sandbox.local import LocalSandbox
 from threads.sandbox.local_session import LocalSession
 
 

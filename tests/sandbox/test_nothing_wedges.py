@@ -27,7 +27,7 @@ from sandbox_support import first_writes
 from threads import open_thread
 from threads.sandbox import OPEN_CONTEXT as CTX
 from threads.sandbox import SandboxError, local_session, snapshot_store
-from threads.sandbox.local import LocalSandbox
+from threads.sandbox.bubblewrap import LocalSandbox
 from threads.sandbox.procs import is_alive
 from threads.sandbox.supervisor import Records
 from threads.store.sqlite import sqlite

@@ -20,7 +20,7 @@ import pytest
 from threads import agent, open_thread
 from threads.sandbox import OPEN_CONTEXT as CTX
 from threads.sandbox import SandboxError
-from threads.sandbox.local import LocalSandbox, local
+from threads.sandbox.bubblewrap import LocalSandbox, local
 from threads.store.sqlite import sqlite
 from threads.testing.scripted import call, say, scripted_model, use
 

@@ -24,9 +24,9 @@ from namespaces import live_members
 
 from threads.clock import FakeClock
 from threads.run.fork import FORK_LEASE_TTL_MS, abandon_interrupted_forks
+from threads.sandbox.bubblewrap import BWRAP, local
 from threads.sandbox.gc import collect
 from threads.sandbox.ledger import DEFAULT_LIFETIME_MS
-from threads.sandbox.local import BWRAP, local
 from threads.sandbox.supervisor import Records
 from threads.store.capabilities import resources_of
 from threads.store.sqlite import sqlite

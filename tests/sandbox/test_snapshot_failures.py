@@ -23,8 +23,8 @@ from sandbox_support import first_writes
 from threads import agent, open_thread
 from threads.log.hashing import sha256_hex
 from threads.sandbox import OPEN_CONTEXT, SandboxError
+from threads.sandbox.bubblewrap import LocalSandbox, local
 from threads.sandbox.ledger import Owner
-from threads.sandbox.local import LocalSandbox, local
 from threads.store.capabilities import resources_of
 from threads.store.sqlite import sqlite
 from threads.testing.scripted import call, say, scripted_model, use

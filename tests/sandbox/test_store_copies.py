@@ -22,8 +22,8 @@ from sandbox_support import first_writes
 from postgres_support import drop_store, fresh_schema, needs_postgres, open_postgres
 from threads import agent, open_thread
 from threads.clock import FakeClock
+from threads.sandbox.bubblewrap import LocalSandbox
 from threads.sandbox.ledger import DEFAULT_LIFETIME_MS
-from threads.sandbox.local import LocalSandbox
 from threads.sandbox.procs import is_alive
 from threads.sandbox.supervisor import Records
 from threads.store.capabilities import resources_of

@@ -38,6 +38,10 @@ class SQLiteTamper:
                 " WHERE sha256 = ?", (sha256,),
             )
 
+    def update_one(self, sql: str, args: tuple[object, ...]) -> None:
+        """Run an UPDATE (``?`` placeholders) that must change exactly one row."""
+        self._execute(sql, args)
+
     def _execute(self, sql: str, args: tuple[object, ...]) -> None:
         conn = sqlite3.connect(self.root / "threads.db")
         try:

@@ -47,7 +47,7 @@ PRIMARY_KEYS = {
     "memory_bindings": ["namespace", "record_id"],
     "observer_losses": ["observer", "thread_id", "deleted_at"],
 }
-OURS_ONLY = {"request_deltas", "local_memory"}  # tables a v6 reader does not know (ignored)
+OURS_ONLY = {"request_deltas", "local_memory", "fold_snapshots"}  # a v6 reader ignores these
 
 
 def check_layout(root: Path) -> None:

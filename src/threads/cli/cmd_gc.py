@@ -22,8 +22,8 @@ from typing import Any
 
 from threads.cli.support import add_store_option, opened_store
 from threads.run.fork import abandon_interrupted_forks
+from threads.sandbox.bubblewrap import local
 from threads.sandbox.gc import collect
-from threads.sandbox.local import local
 from threads.sandbox.protocol import Sandbox
 from threads.store.capabilities import resources_of
 

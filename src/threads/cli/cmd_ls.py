@@ -15,6 +15,7 @@ from typing import Any
 from threads.cli import render
 from threads.cli.support import add_store_option, add_tenant_option, opened_store
 from threads.errors import ThreadsError
+from threads.run.listing import listing_of, read_listing
 from threads.store.protocol import BranchInfo, Store
 
 HEADER = ("THREAD", "AGENT", "TENANT", "STATUS", "UPDATED", "LEASE")
@@ -58,11 +59,11 @@ async def run(args: argparse.Namespace) -> int:
 
 async def thread_row(store: Store, root: BranchInfo, now: int) -> Row:
     agent, status, updated = "?", "", 0
+    listing = await read_listing(store, root.branch_id)  # at the head: one small row
     try:
-        fold = (await store.read_chain(root.branch_id)).fold(now)
-        agent = str((fold.thread_started or {}).get("agent_name", "?"))
-        status = fold.status
-        updated = fold.events[-1].time if fold.events else 0
+        if listing is None:
+            listing = listing_of((await store.read_chain(root.branch_id)).fold(now))
+        agent, status, updated = listing.agent or "?", listing.status, listing.updated_at
     except ThreadsError as error:
         status = f"error {error.code}"
     lease = render.lease(await store.read_lease(root.branch_id))

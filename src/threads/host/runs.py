@@ -22,6 +22,7 @@ from threads.log.lines import Event
 from threads.log.reduce import Fold
 from threads.principal import Principal
 from threads.run.agent import Agent
+from threads.run.listing import read_listing
 from threads.run.permissions import Permissions
 from threads.run.results import ErrorInfo, Failed
 from threads.run.runner import RunOptions, start_run
@@ -75,6 +76,9 @@ class Runs:
             )
             if branch.branch_id in self.running:
                 return
+            listing = await read_listing(self.store, branch.branch_id)
+            if listing is not None and listing.status == "idle":
+                return  # no turn is open: nothing to resume, and no log to fold for it
             fold = (await self.store.read_chain(branch.branch_id)).fold(self.store.clock.now_ms())
         except ThreadsError as error:
             self.log(f"resume {thread_id}: {error.code}: {error.message}")

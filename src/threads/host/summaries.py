@@ -26,13 +26,13 @@ from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.authority import starter
 from threads.run.holders import gone_holders
+from threads.run.listing import Listing, first_input, read_listing
 from threads.run.views import ThreadCost, cost_of
 from threads.run.waiting import Waiting, waiting
 from threads.store.protocol import BranchInfo, Store
 from threads.tools.tool import Tool
 
 ENTRIES = 16_384  # threads remembered; a listing of more folds the ones it dropped again
-FIRST_INPUT_CHARS = 280
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +72,16 @@ class Summaries:
         if kept is not None and kept[:2] == (root.head_seq, root.head_hash):
             self._items.move_to_end(root.branch_id)
             return kept[2]
-        chain = await store.read_chain(root.branch_id)
-        gone = await gone_holders(store, root.branch_id)
-        summary = self.summarize(chain.fold(store.clock.now_ms()), gone)
+        listing = await read_listing(store, root.branch_id)
+        if listing is not None and not listing.waits_on_a_person:
+            summary, head = self._from_listing(listing), listing.head
+        else:  # no listing at the head, or what it waits on needs the events: fold the log
+            chain = await store.read_chain(root.branch_id)
+            gone = await gone_holders(store, root.branch_id)
+            summary = self.summarize(chain.fold(store.clock.now_ms()), gone)
+            head = (chain.branch.head_seq, chain.branch.head_hash)
         # keyed by the head the read itself ended at: it may be newer than the listing's
-        self._items[root.branch_id] = (chain.branch.head_seq, chain.branch.head_hash, summary)
+        self._items[root.branch_id] = (*head, summary)
         self._items.move_to_end(root.branch_id)
         if len(self._items) > self._entries:
             self._items.popitem(last=False)
@@ -95,6 +100,20 @@ class Summaries:
                 summary = None
             out.append(Listed(root, summary))
         return out
+
+    @staticmethod
+    def _from_listing(listing: Listing) -> Summary:
+        """The summary of a thread that waits on nobody, from its stored listing."""
+        return Summary(
+            status=listing.status,
+            agent=listing.agent,
+            created_at=listing.created_at,
+            updated_at=listing.updated_at,
+            first_input=listing.first_input,
+            cost=listing.cost,
+            starter=listing.starter,
+            waiting=Waiting((), (), ()),
+        )
 
     def summarize(self, fold: Fold, gone: frozenset[int] = frozenset()) -> Summary:
         """``gone``: the epochs whose holders are proven dead (what a park's words say)."""
@@ -119,15 +138,3 @@ class Summaries:
         )
 
 
-def first_input(fold: Fold) -> str | None:
-    """The text of the branch's first ``user_input`` (its text parts joined), cut short."""
-    event = next((e for e in fold.events if e.type == "user_input"), None)
-    if event is None:
-        return None
-    text = event.data.get("text")
-    if not isinstance(text, str):
-        parts = event.data.get("content") or []
-        text = "\n".join(
-            str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text"
-        )
-    return text if len(text) <= FIRST_INPUT_CHARS else text[: FIRST_INPUT_CHARS - 1] + "…"

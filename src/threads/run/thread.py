@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from threads.errors import ConfigError, NotFoundError, ThreadsError
 from threads.log.collector import collector_paused
+from threads.log.fold_state import RestoredFold
 from threads.log.lines import Draft, Event
 from threads.log.questions import match_answer
 from threads.log.reduce import Call, Fold
@@ -48,6 +49,7 @@ from threads.run.views import (
 from threads.run.waiting import PendingApproval, asked_by, effect_parks, pending_approvals
 from threads.sandbox.protocol import Sandbox
 from threads.store.capabilities import controls_of
+from threads.store.fold_open import open_fold
 from threads.store.protocol import BranchInfo, Store
 from threads.tools.tool import DEFAULT_SETTLE_MS
 
@@ -101,6 +103,7 @@ class Thread:
         self.approvers = tuple(approvers) if approvers is not None else None
         self.agent = agent
         self._folded: tuple[str, Fold] | None = None  # the branch state it was read in
+        self._viewed: tuple[str, Fold] | None = None  # the same, opened from a snapshot
 
     def __repr__(self) -> str:
         return f"Thread({self.id!r})"
@@ -127,13 +130,30 @@ class Thread:
         self._folded = (chain.branch.state, fold)
         return fold
 
+    async def _view(self) -> Fold:
+        """The root branch's state for the reads that need no events of it (state, usage,
+        cost, fork points): a fold this handle holds at the head, else one opened from the
+        branch's fold snapshot and the lines after it (``threads.store.fold_open``)."""
+        branch = await self._branch()
+        now = self.store.clock.now_ms()
+        for kept in (self._folded, self._viewed):
+            if kept is not None and kept[0] == branch.state and folded_at_head(kept[1], branch):
+                kept[1].now_ms = now  # which snapshots are still fork points is judged now
+                return kept[1]
+        fold = await open_fold(self.store, branch.branch_id, now)
+        if isinstance(fold, RestoredFold):
+            self._viewed = (branch.state, fold)
+        else:  # the whole log was folded: it serves every read
+            self._folded = (branch.state, fold)
+        return fold
+
     async def timeline(self) -> list[Event]:
         """The root branch's events, oldest first."""
         return list((await self.fold()).events)
 
     async def state(self) -> ThreadState:
         """The reduced state: status, turns, pending calls, effects, parks, fork points."""
-        fold = await self.fold()
+        fold = await self._view()
         with collector_paused():  # a long transcript is thousands of new values at once
             return state_of(fold)
 
@@ -144,7 +164,7 @@ class Thread:
 
     async def fork_points(self) -> list[ForkPoint]:
         """Quiescent, unexpired snapshots: where ``fork`` may start a child branch."""
-        return list(fork_points_of(await self.fold()))
+        return list(fork_points_of(await self._view()))
 
     async def fork(
         self,
@@ -166,11 +186,11 @@ class Thread:
 
     async def usage(self) -> ThreadUsage:
         """Tokens, model requests and turns, read back from the log."""
-        return usage_of(await self.fold())
+        return usage_of(await self._view())
 
     async def cost(self) -> ThreadCost:
         """Spend read back from the log; unknown (``priced`` false) without a model price."""
-        return cost_of(await self.fold())
+        return cost_of(await self._view())
 
     async def replay(self) -> Replayed:
         """Re-render every recorded model request from the log and compare it byte for byte
@@ -488,11 +508,13 @@ async def open_thread(
     agent: AgentSpec | None = None,
 ) -> Thread:
     """A handle on ``thread_id``; raises ``NotFoundError`` (unknown, or another tenant's) or
-    ``log_corrupt`` when its stored bytes no longer chain.
+    ``log_corrupt`` when its stored bytes no longer chain. A long thread is opened from its
+    fold snapshot: only the lines after it are read and checked (``threads verify`` checks
+    them all).
 
     ``agent``: the agent that runs this thread; its approvers then decide for it (without it,
     the principal who started the thread does). ``approvers`` narrows that set: only these
     principals, among those the rule allows, may decide through this handle."""
     thread = Thread(store, thread_id, principal=principal, approvers=approvers, agent=agent)
-    await thread.fold()
+    await thread._view()
     return thread

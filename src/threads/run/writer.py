@@ -1,7 +1,8 @@
 """``BranchWriter``: the one fenced writer of a branch for the length of a run.
 
 It holds the lease, renews it in the background well before expiry, and appends events at the
-lease's epoch with the expected head seq, folding each committed event into the run's state.
+lease's epoch with the expected head seq, folding each committed event into the run's state;
+each append also puts the branch's fold snapshot and listing rows when due (``_snapshot_rows``).
 Once the lease is lost it is never revived: every later append or fence check fails with
 ``stale_epoch``, so a stale holder writes and sends nothing.
 
@@ -27,10 +28,13 @@ from threads.log.admission import encode_admitted
 from threads.log.ids import uuid7
 from threads.log.lines import Draft, Event
 from threads.log.reduce import Fold
+from threads.run.listing import AT_REST, listing_row
+from threads.store.fold_open import fold_row, snapshot_due
 from threads.store.holder import parse as parse_holder
 from threads.store.lease_release import release
 from threads.store.protocol import Lease, PendingArtifact, Store
 from threads.store.receipts import RunReceipt
+from threads.store.snapshot_row import StoredSnapshot
 
 DEFAULT_LEASE_TTL_MS = 30_000
 TRANSIENT_FAULTS = frozenset({"store_unavailable", "store_busy"})
@@ -238,6 +242,7 @@ class BranchWriter:
                     receipt=receipt,
                     consumes=consumes,
                     finishes_fork=finishes_fork,
+                    snapshots=self._snapshot_rows(batch),
                 )
             except StoreError as exc:
                 if exc.code in ("stale_epoch", "seq_conflict"):
@@ -255,6 +260,18 @@ class BranchWriter:
             for event in batch:
                 self.on_event(event)
         return list(events)
+
+    def _snapshot_rows(self, batch: Sequence[Event]) -> list[StoredSnapshot]:
+        """The rows this append puts beside its events (the fold is at the batch's end): a
+        fold snapshot every ``SNAPSHOT_EVERY`` events, and the listing whenever the batch
+        leaves the branch at rest (``threads.run.listing``)."""
+        fold = self.fold
+        rows = []
+        if snapshot_due(batch[0].seq, batch[-1].seq):
+            rows.append(fold_row(fold))
+        if fold.status in AT_REST:
+            rows.append(listing_row(fold))
+        return rows
 
     async def close(self) -> None:
         try:

@@ -6,7 +6,7 @@ passes the run's fence, every create is found again by its operation key, and ev
 processes can be proven gone.
 """
 
-from threads.sandbox.local import LocalSandbox, local
+from threads.sandbox.bubblewrap import LocalSandbox, local
 from threads.sandbox.protocol import (
     OPEN_CONTEXT,
     ExecOutput,

@@ -22,11 +22,11 @@ from typing import TypeVar
 from threads.clock import Clock
 from threads.errors import StoreError
 from threads.log.lines import Event, Header
-from threads.store import flows
+from threads.store import flows, fold_snapshots
 from threads.store import statements as sql
 from threads.store.control_items import InboxViews
 from threads.store.flows import Access, ConstraintError, Flow
-from threads.store.layout import RUN_RECEIPTS, Table
+from threads.store.layout import FOLD_SNAPSHOTS, RUN_RECEIPTS, Table
 from threads.store.protocol import (
     ArtifactRef,
     BranchInfo,
@@ -36,15 +36,18 @@ from threads.store.protocol import (
     PendingArtifact,
     Segment,
     StoredRow,
+    TailRead,
 )
 from threads.store.receipts import RunReceipt
 from threads.store.request_deltas import REQUEST_MEDIA_TYPE
 from threads.store.rows import require_batch, require_first_events, resolved_chain
+from threads.store.snapshot_row import StoredSnapshot, require_snapshots
 from threads.store.statements import Dialect
 
 T = TypeVar("T")
 
 _RECEIPTS = (RUN_RECEIPTS,)
+_SNAPSHOTS = (FOLD_SNAPSHOTS,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,7 @@ class Append:
     receipt: RunReceipt | None
     consumes: tuple[str, ...]  # inbox ids of control items this append applies
     finishes_fork: bool  # a new child's fork event: the branch is forking, not ready
+    snapshots: tuple[StoredSnapshot, ...] = ()  # at the batch's last event
 
 
 class StoreCore(ABC):
@@ -165,13 +169,15 @@ class StoreCore(ABC):
         receipt: RunReceipt | None = None,
         consumes: Sequence[str] = (),
         finishes_fork: bool = False,
+        snapshots: Sequence[StoredSnapshot] = (),
     ) -> None:
         require_batch(branch_id, lease, events)
+        require_snapshots(branch_id, events, snapshots)
         await self._append_checked(Append(
             branch_id, events, expected_seq, lease,
             [a for a in artifacts if a.media_type == REQUEST_MEDIA_TYPE],
             [a for a in artifacts if a.media_type != REQUEST_MEDIA_TYPE],
-            receipt, tuple(consumes), finishes_fork,
+            receipt, tuple(consumes), finishes_fork, tuple(snapshots),
         ))
 
     # ---- reads ---------------------------------------------------------------------------
@@ -181,6 +187,16 @@ class StoreCore(ABC):
         # look like log_corrupt.
         stored = await self._transact(Access.SNAPSHOT, lambda: flows.stored_chain(branch_id))
         return resolved_chain(*stored)
+
+    async def read_tail(self, branch_id: str) -> TailRead | None:
+        return await self._transact(
+            Access.SNAPSHOT, lambda: fold_snapshots.tail_read(branch_id), _SNAPSHOTS
+        )
+
+    async def read_summary(self, branch_id: str) -> tuple[BranchInfo, StoredSnapshot | None]:
+        return await self._transact(
+            Access.SNAPSHOT, lambda: fold_snapshots.summary(branch_id), _SNAPSHOTS
+        )
 
     async def stored_lines(self, branch_id: str) -> tuple[BranchInfo, list[bytes]]:
         target, stored = await self._transact(
@@ -228,11 +244,15 @@ class StoreCore(ABC):
         head_verified: bool,
         dropped_ref: ArtifactRef | None,
         state: str = "ready",
+        snapshots: Sequence[StoredSnapshot] = (),
     ) -> bool:
+        require_snapshots(segment.header.branch_id, segment.events, snapshots)
         return await self._transact(
             Access.WRITE,
             lambda: flows.store_segment(
                 self.dialect, segment, tenant_id=tenant_id, parent_branch_id=parent_branch_id,
                 head_verified=head_verified, dropped_ref=dropped_ref, state=state,
+                snapshots=snapshots,
             ),
+            _SNAPSHOTS if snapshots else (),
         )

@@ -33,6 +33,8 @@ from threads.store.rows import (
     segment_head,
     stored_row,
 )
+from threads.store.snapshot_row import PUT as PUT_SNAPSHOT
+from threads.store.snapshot_row import StoredSnapshot
 from threads.store.statements import Dialect, Query, Result, Row
 
 T = TypeVar("T")
@@ -135,6 +137,7 @@ def store_segment(
     head_verified: bool,
     dropped_ref: ArtifactRef | None,
     state: str,
+    snapshots: Sequence[StoredSnapshot] = (),
 ) -> Flow[bool]:
     """Import one segment's exact bytes; False when an identical branch is stored already."""
     header = segment.header
@@ -155,6 +158,8 @@ def store_segment(
     ))
     if segment.events:
         yield Query(sql.INSERT_EVENTS, event_rows(header.branch_id, segment.events), many=True)
+    if snapshots:
+        yield Query(PUT_SNAPSHOT, [row.row() for row in snapshots], many=True)
     return True
 
 

@@ -19,6 +19,7 @@ from threads.errors import NotFoundError, StoreError
 from threads.log.verify import Segment
 from threads.store.protocol import ArtifactRef, Store
 from threads.store.protocol import Segment as StoredSegment
+from threads.store.snapshot_row import StoredSnapshot
 
 
 async def check_owner(store: Store, segments: Sequence[Segment], tenant_id: str) -> None:
@@ -75,6 +76,7 @@ async def store_owned(
     head_verified: bool,
     dropped_ref: ArtifactRef | None,
     state: str,
+    snapshots: Sequence[StoredSnapshot] = (),
 ) -> bool:
     """``store.store_segment`` for ``tenant_id``; when it fails, or finds the branch stored
     already, whose the ids are is decided again, so a concurrent import by another tenant is
@@ -88,6 +90,7 @@ async def store_owned(
             head_verified=head_verified,
             dropped_ref=dropped_ref,
             state=state,
+            snapshots=snapshots,
         )
     except Exception:
         await check_owner(store, [segment], tenant_id)

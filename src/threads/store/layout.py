@@ -15,7 +15,8 @@ Left out on purpose: the tables the digest names without their columns (``UNKNOW
 break the reference's open (its ``CREATE INDEX IF NOT EXISTS teams_log_branch`` names a column
 a guessed ``teams`` lacks), while an absent table is created by the reference's own
 ``CREATE TABLE IF NOT EXISTS`` in its own form. Two tables are ours alone and ignored by a v6
-reader: ``request_deltas`` (``threads.store.request_deltas``) here, and on Postgres ``meta``
+reader: ``request_deltas`` (``threads.store.request_deltas``) and ``fold_snapshots``
+(``threads.store.fold_snapshots``) here, and on Postgres ``meta``
 (the schema version) and ``artifacts`` (Postgres keeps artifacts in the database).
 
 Invariant: ``ddl(engine, table)`` is the only DDL either engine runs for these tables, so the
@@ -312,6 +313,24 @@ REQUEST_DELTAS = Table(
     ),
     key=("sha256",),
 )
+# Ours alone, ignored by a v6 reader: per branch, the newest snapshot of its fold (``fold``) and
+# the summary a listing reads (``summary``), each at the head seq and hash it was made at
+# (``threads.store.fold_snapshots``). A projection: written in the transaction of the events it
+# follows, refused when its own checks fail, and never needed (a read without it folds the log).
+FOLD_SNAPSHOTS = Table(
+    "fold_snapshots",
+    (
+        _text("branch_id"),
+        _text("kind", check="kind IN ('fold','summary')"),
+        _int("seq", check="seq >= 0"),
+        _text("head_hash"),
+        Column("format", "int4"),
+        _text("fold_code"),
+        _text("sha256"),
+        Column("body", "blob"),
+    ),
+    key=("branch_id", "kind"),
+)
 # Postgres only: the schema's version, and the artifacts a SQLite store keeps as files.
 META = Table("meta", (_text("key"), _text("value")), key=("key",), engines=("postgres",))
 ARTIFACTS = Table(
@@ -334,11 +353,13 @@ UNKNOWN_LAYOUT = (
     "operator_receipts", "team_feed",
 )
 # What a SQLite store creates on an empty database.
-SQLITE_TABLES = (*V6_TABLES, REQUEST_DELTAS)
+SQLITE_TABLES = (*V6_TABLES, REQUEST_DELTAS, FOLD_SNAPSHOTS)
 # What a Postgres schema is created with. The other tables a Postgres store keeps (run_receipts,
 # inbox, resources, memory_bindings) are created when first used, so a schema made before them
 # gains them (``PostgresStore.ensure_tables``).
-POSTGRES_TABLES = (META, THREADS, BRANCHES, EVENTS, LEASES, ARTIFACTS, REQUEST_DELTAS)
+POSTGRES_TABLES = (
+    META, THREADS, BRANCHES, EVENTS, LEASES, ARTIFACTS, REQUEST_DELTAS, FOLD_SNAPSHOTS
+)
 
 
 def ddl(engine: Engine, *tables: Table) -> str:

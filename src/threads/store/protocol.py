@@ -18,6 +18,7 @@ from threads.log.lines import Event, Header
 from threads.log.reduce import Fold
 from threads.log.request_bytes import RequestBytes
 from threads.store.receipts import RunReceipt
+from threads.store.snapshot_row import StoredSnapshot
 
 ArtifactRef = dict[str, Any]  # {"sha256", "bytes", "media_type"}
 
@@ -97,6 +98,16 @@ class Chain:
 
 
 @dataclass(frozen=True, slots=True)
+class TailRead:
+    """A branch as its newest fold snapshot and the lines after it, read in one snapshot."""
+
+    branch: BranchInfo
+    header_line: bytes
+    snapshot: StoredSnapshot
+    lines: list[bytes]
+
+
+@dataclass(frozen=True, slots=True)
 class StoredRow:
     """One event row as stored: the columns derived from the line, and the line."""
 
@@ -161,6 +172,7 @@ class Store(Protocol):
         receipt: RunReceipt | None = None,
         consumes: Sequence[str] = (),
         finishes_fork: bool = False,
+        snapshots: Sequence[StoredSnapshot] = (),
     ) -> None:
         """One transaction: lease live at ``lease.epoch`` (else ``stale_epoch``), head at
         ``expected_seq`` (else ``seq_conflict``), then artifacts, events and the new head, and
@@ -169,7 +181,9 @@ class Store(Protocol):
         marked consumed at the batch's last seq by compare-and-set; one another writer
         consumed first rolls it all back (``control_consumed``). ``finishes_fork``: the branch
         must be ``forking`` (not ``ready``) and becomes ``ready`` in this transaction, with its
-        ``fork`` event: no crash leaves a ready child without it."""
+        ``fork`` event: no crash leaves a ready child without it. ``snapshots``: rows of the
+        branch at the batch's last event (``threads.store.snapshot_row``), put in the same
+        transaction."""
         ...
 
     async def get_receipt(
@@ -194,6 +208,15 @@ class Store(Protocol):
 
     async def read_chain(self, branch_id: str) -> Chain:
         """The resolved chain; ``log_corrupt`` if stored bytes no longer chain to the head."""
+        ...
+
+    async def read_tail(self, branch_id: str) -> TailRead | None:
+        """The branch's fold snapshot and the lines after it, unchecked (None: it has none);
+        ``threads.store.fold_open`` judges them."""
+        ...
+
+    async def read_summary(self, branch_id: str) -> tuple[BranchInfo, StoredSnapshot | None]:
+        """The branch and its listing summary row (unchecked), read together."""
         ...
 
     async def get_branch(self, branch_id: str) -> BranchInfo: ...
@@ -249,9 +272,11 @@ class Store(Protocol):
         head_verified: bool,
         dropped_ref: ArtifactRef | None,
         state: str = "ready",
+        snapshots: Sequence[StoredSnapshot] = (),
     ) -> bool:
         """Import one verified segment's exact bytes. Returns False when an identical branch is
-        already stored (a no-op); a different one is ``seq_conflict``."""
+        already stored (a no-op); a different one is ``seq_conflict``. ``snapshots``: rows of
+        the branch at the segment's last event, put in the same transaction."""
         ...
 
     async def set_branch_state(self, branch_id: str, state: str) -> None: ...

@@ -27,8 +27,10 @@ from threads.log.replay import missing_before
 from threads.log.verify import Segment as VerifiedSegment
 from threads.log.verify import VerifiedExport, verify_export
 from threads.store.bundle import is_bundle, read_bundle, write_bundle
+from threads.store.fold_open import SNAPSHOT_EVERY, fold_row
 from threads.store.import_checks import check_owner, store_owned, stored_already
 from threads.store.protocol import ArtifactRef, Store
+from threads.store.snapshot_row import StoredSnapshot
 
 TORN_MEDIA_TYPE = "application/octet-stream"
 MAX_IMPORT_BYTES = 512 * 1024 * 1024  # an import reads at most this much (import_too_large)
@@ -148,7 +150,11 @@ async def import_log(
     dropped_ref = None
     if verified.torn is not None and not own_stored:
         dropped_ref = await store.put_artifact(verified.torn.data, TORN_MEDIA_TYPE)
-    stored = await _store_segments(store, verified, stored_before, tenant_id, dropped_ref)
+    # the fold of the exported branch's chain at its head goes in with it
+    rows = [fold_row(fold)] if own.events and fold.last_seq >= SNAPSHOT_EVERY else []
+    stored = await _store_segments(
+        store, verified, stored_before, tenant_id, dropped_ref, rows=rows
+    )
     return ImportResult(
         thread_id=own.header.thread_id,
         branch_id=own.header.branch_id,
@@ -171,9 +177,11 @@ async def _store_segments(
     stored_before: set[str],
     tenant_id: str,
     dropped_ref: ArtifactRef | None,
+    *,
+    rows: list[StoredSnapshot],
 ) -> bool:
-    """Store each segment not stored already, ancestors first, each under its parent;
-    returns whether the exported branch itself was written."""
+    """Store each segment not stored already, ancestors first, each under its parent (the
+    exported branch with its snapshot ``rows``); returns whether it was written."""
     own = verified.segments[-1]
     inspection_only = False
     parent_id: str | None = None
@@ -191,6 +199,7 @@ async def _store_segments(
                 head_verified=verified.head_verified if segment is own else True,
                 dropped_ref=dropped_ref if segment is own else None,
                 state="inspection_only" if inspection_only else "ready",
+                snapshots=rows if segment is own else (),
             )
             stored = written if segment is own else stored
         parent_id = segment.header.branch_id

@@ -1,6 +1,7 @@
 """Tools: what a model may call, with the effect class that says how a crash is settled.
 
-Front door: ``tool`` (a decorator or a call) making a ``Tool``, the lookup a reconcilable tool
+Front door: ``Tool`` (made by ``threads.tool``, a decorator or a call, defined in ``tool``: not
+lifted here, as the package attribute ``tool`` stays the module), the lookup a reconcilable tool
 declares (``Reconcile`` with its outcomes ``Found``, ``NotFound``, ``LookupUnknown``),
 ``EffectUnknown`` (a tool raises it when a call may or may not have happened) and
 ``RunContext`` (what ``execute`` is handed). Reading a function's signature into an input model
@@ -17,7 +18,6 @@ from threads.tools.tool import (
     NotFound,
     Reconcile,
     Tool,
-    tool,
 )
 
 __all__ = [
@@ -30,5 +30,4 @@ __all__ = [
     "Reconcile",
     "RunContext",
     "Tool",
-    "tool",
 ]

@@ -27,6 +27,7 @@ from threads.store.protocol import Lease, PendingArtifact
 from threads.store.receipts import RunReceipt
 from threads.store.request_deltas import COLUMNS as DELTA_COLUMNS
 from threads.store.rows import artifact_ref, event_rows
+from threads.store.snapshot_row import SNAPSHOT_COLUMNS, SNAPSHOT_UPDATE, StoredSnapshot
 from threads.store.statements import (
     INBOX_COLUMNS,
     PENDING_OF_ANY_FROM,
@@ -52,6 +53,7 @@ class AppendRequest:
     consumes: Sequence[str] = ()  # inbox ids of control items this append applies
     finishes_fork: bool = False  # a new child's fork event: the branch is forking, not ready
     requests: Planned | None = None  # request artifacts, kept as deltas
+    snapshots: Sequence[StoredSnapshot] = ()  # fold snapshot rows at the batch's last event
 
 
 def artifact_row(artifact: PendingArtifact) -> tuple[str, str, int, bytes]:
@@ -105,6 +107,13 @@ _EVENTS = (
     " AS v(branch_id, seq, event_id, type, type_version, critical, epoch, line)"
     " WHERE v.branch_id IN (SELECT branch_id FROM passed))"
 )
+_SNAPSHOTS = (
+    f"snapshots_in AS (INSERT INTO fold_snapshots({SNAPSHOT_COLUMNS}) SELECT s.*"
+    " FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::text[], %b::integer[], %b::text[],"
+    f" %b::text[], %b::bytea[]) AS s({SNAPSHOT_COLUMNS})"
+    " WHERE s.branch_id IN (SELECT branch_id FROM passed)"
+    f" ON CONFLICT (branch_id, kind) DO UPDATE SET {SNAPSHOT_UPDATE})"
+)
 _HEADS = (
     "heads AS (UPDATE branches b SET head_seq = p.head_seq, head_hash = p.head_hash"
     " FROM passed p WHERE b.branch_id = p.branch_id AND p.head_seq IS NOT NULL)"
@@ -129,6 +138,9 @@ _DELTA_KINDS = (
 )
 _EVENT_KINDS = (
     TextColumn, Int8Column, TextColumn, TextColumn, Int4Column, Int4Column, Int8Column, ByteaColumn
+)
+_SNAPSHOT_KINDS = (
+    TextColumn, TextColumn, Int8Column, TextColumn, Int4Column, TextColumn, TextColumn, ByteaColumn
 )
 _HEAD_FIELDS = slice(2, 9)  # holder_id .. state: the row ``_judge`` takes
 _INBOX_FIELDS = slice(10, None)
@@ -158,6 +170,10 @@ class GroupStatement:
             parts.append(_EVENTS)
             params += _columns(events, _EVENT_KINDS)
             parts.append(_HEADS)
+        snapshots = [s.row() for r in requests for s in r.snapshots]
+        if snapshots:
+            parts.append(_SNAPSHOTS)
+            params += _columns(snapshots, _SNAPSHOT_KINDS)
         query = "WITH " + ", ".join(parts) + " " + _HEAD_ROWS
         if inbox:
             query += _INBOX_ROWS

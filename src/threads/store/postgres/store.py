@@ -47,7 +47,7 @@ from threads.store.faults import fault
 from threads.store.flows import Access, ConstraintError, Flow
 from threads.store.holder import holder_id as recorded_holder
 from threads.store.identity import postgres_owner
-from threads.store.layout import REQUEST_DELTAS, RUN_RECEIPTS, Table
+from threads.store.layout import FOLD_SNAPSHOTS, REQUEST_DELTAS, RUN_RECEIPTS, Table
 from threads.store.postgres.append import AppendRequest, artifact_row
 from threads.store.postgres.deltas import INSERT_DELTAS, PostgresDeltas
 from threads.store.postgres.group import Conn, GroupCommitter
@@ -71,6 +71,7 @@ from threads.store.rows import (
     stale_epoch,
     verified_artifact,
 )
+from threads.store.snapshot_row import PUT_POSTGRES as PUT_SNAPSHOT
 from threads.store.statements import POSTGRES, Result
 
 P = ParamSpec("P")
@@ -290,12 +291,15 @@ class PostgresStore(StoreCore):
     async def _append_checked(self, append: Append) -> None:
         if append.requests:
             await self.ensure_tables(REQUEST_DELTAS)
+        if append.snapshots:
+            await self.ensure_tables(FOLD_SNAPSHOTS)
         branch_id, events = append.branch_id, append.events
         receipt, consumes, finishes_fork = append.receipt, append.consumes, append.finishes_fork
         request = AppendRequest(
             branch_id, events, append.expected_seq, append.lease, append.others, receipt,
             consumes, finishes_fork,
             self._deltas.plan(branch_id, events, append.requests) if append.requests else None,
+            append.snapshots,
         )
         if receipt is None and not consumes and not finishes_fork:
             await self._groups.append(request)
@@ -387,6 +391,8 @@ class PostgresStore(StoreCore):
                     " WHERE branch_id = %s",
                     (last.seq, last.hash, branch_id),
                 )
+            if request.snapshots:
+                await cursor.executemany(PUT_SNAPSHOT, [r.row() for r in request.snapshots])
             if request.receipt is not None:
                 inserted = await conn.execute(_INSERT_RECEIPT, request.receipt.row())
                 await pipeline.sync()

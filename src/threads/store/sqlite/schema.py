@@ -25,6 +25,7 @@ import time
 
 from threads.errors import StoreError
 from threads.store.layout import (
+    FOLD_SNAPSHOTS,
     INBOX,
     PROVIDER_AUDIT,
     REQUEST_DELTAS,
@@ -41,6 +42,7 @@ WAL_RETRY_S = 0.010
 
 V6_DDL = ddl("sqlite", *SQLITE_TABLES)  # what an empty database is given
 DELTAS_DDL = ddl("sqlite", REQUEST_DELTAS)  # ours alone: a reference-written store lacks it
+SNAPSHOTS_DDL = ddl("sqlite", FOLD_SNAPSHOTS)  # ours alone too
 
 # The earlier layout's guessed tables (the columns it gave them), which it never wrote.
 _GUESSED = {
@@ -215,8 +217,21 @@ def create_deltas_table(conn: sqlite3.Connection) -> None:
     _execute(conn, DELTAS_DDL)
 
 
+def create_snapshots_table(conn: sqlite3.Connection) -> None:
+    """``fold_snapshots``, in the caller's transaction (it rolls back with it)."""
+    _execute(conn, SNAPSHOTS_DDL)
+
+
 def has_deltas_table(conn: sqlite3.Connection) -> bool:
+    return _has_table(conn, REQUEST_DELTAS)
+
+
+def has_snapshots_table(conn: sqlite3.Connection) -> bool:
+    return _has_table(conn, FOLD_SNAPSHOTS)
+
+
+def _has_table(conn: sqlite3.Connection, table: Table) -> bool:
     row = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'request_deltas'"
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table.name,)
     ).fetchone()
     return row is not None

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TypeVar, cast
 
 from threads.clock import SYSTEM_CLOCK, Clock
-from threads.errors import StoreError
+from threads.errors import NotFoundError, StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
 from threads.store import flows
@@ -47,7 +47,7 @@ from threads.store.faults import fault, os_fault, sqlite_fault
 from threads.store.flows import Access, ConstraintError, Flow
 from threads.store.holder import holder_id as recorded_holder
 from threads.store.identity import sqlite_owner
-from threads.store.layout import Table
+from threads.store.layout import FOLD_SNAPSHOTS, Table
 from threads.store.protocol import (
     ArtifactRef,
     Lease,
@@ -67,6 +67,8 @@ from threads.store.rows import (
     require_head,
     verified_artifact,
 )
+from threads.store.snapshot_row import PUT as PUT_SNAPSHOT
+from threads.store.snapshot_row import StoredSnapshot
 from threads.store.sqlite import deltas as sqlite_deltas
 from threads.store.sqlite.group_commit import (
     Write,
@@ -78,7 +80,9 @@ from threads.store.sqlite.group_commit import (
 from threads.store.sqlite.schema import (
     configure,
     create_deltas_table,
+    create_snapshots_table,
     has_deltas_table,
+    has_snapshots_table,
     init_schema,
 )
 from threads.store.sqlite.worker import Outcome, StoreThread
@@ -121,6 +125,7 @@ class SQLiteStore(StoreCore):
         # most one, an append has no group to join, and commits in place (``_commit_here``).
         self._writers: set[tuple[str, str, int]] = set()
         self._deltas_ready = False
+        self._snapshots_ready = False  # fold_snapshots is known to exist
         self._last_put_request: str | None = None
         self.inbox_seen = InboxViews()  # read in each append's transaction
 
@@ -330,12 +335,18 @@ class SQLiteStore(StoreCore):
     ) -> T:
         """``make()``'s flow on the store thread: a ``READ`` in place when it can (``_read``),
         a ``SNAPSHOT`` in one deferred transaction, a write in a ``BEGIN IMMEDIATE`` one. Every
-        table of the layout is in ``threads.db`` already (``tables`` is for engines that create
-        theirs on first use)."""
+        table of the layout is in ``threads.db`` already, but for ``fold_snapshots``, which a
+        store the reference wrote lacks until it is first used."""
 
         def job(conn: sqlite3.Connection) -> T:
             return drive(conn, make())
 
+        if FOLD_SNAPSHOTS in tables and not self._snapshots_ready:
+            self._snapshots_ready = await self._run(has_snapshots_table)
+            if not self._snapshots_ready:
+                if access not in (Access.WRITE, Access.WRITE_AGAIN):
+                    raise NotFoundError("this store holds no fold snapshots yet")
+                return await self._run(self._txn(lambda conn: _creating_snapshots(conn, job)))
         if access is Access.READ:
             return await self._read(job)
         if access is Access.SCAN:
@@ -394,6 +405,8 @@ class SQLiteStore(StoreCore):
                 conn.executemany(sql.INSERT_EVENTS, event_rows(branch_id, events))
             except sqlite3.IntegrityError:
                 raise duplicate_event(branch_id) from None
+            if append.snapshots:
+                self._put_snapshots(conn, append.snapshots)
             if receipt is not None:
                 drive(conn, flows.insert_receipt(receipt))
             for inbox_id in append.consumes:
@@ -491,6 +504,15 @@ class SQLiteStore(StoreCore):
             else:
                 self._in_memory.setdefault(sha256_hex(data), data)
 
+    def _put_snapshots(
+        self, conn: sqlite3.Connection, snapshots: Sequence[StoredSnapshot]
+    ) -> None:
+        """Put fold snapshot rows in the caller's transaction; a store the reference wrote
+        lacks the table until then (created in that transaction: it rolls back with it)."""
+        if not self._snapshots_ready and not has_snapshots_table(conn):
+            create_snapshots_table(conn)
+        conn.executemany(PUT_SNAPSHOT, [s.row() for s in snapshots])
+
     def _has_deltas(self, conn: sqlite3.Connection) -> bool:
         """Whether ``request_deltas`` exists. A store the reference wrote lacks it until a
         request of ours (in this process or another) creates it, so it is looked up again
@@ -573,6 +595,13 @@ def _fence(
 
 def _check_lease(conn: sqlite3.Connection, lease: Lease, now: int) -> None:
     drive(conn, flows.check_lease(lease, lambda: now))
+
+
+def _creating_snapshots(conn: sqlite3.Connection, job: Callable[[sqlite3.Connection], T]) -> T:
+    """``job`` in the caller's transaction once ``fold_snapshots`` is created in it (a store
+    the reference wrote lacks it until its first snapshot)."""
+    create_snapshots_table(conn)
+    return job(conn)
 
 
 def drive(conn: sqlite3.Connection, flow: Flow[T]) -> T:

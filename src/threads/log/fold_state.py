@@ -1,0 +1,397 @@
+"""The fold's state at a seq as bytes of our own format, and back: what a store keeps so that
+opening a long branch folds only the lines after it (``threads.store.fold_snapshots``).
+
+``dump(fold)`` writes JSON (sorted keys, no whitespace) of everything the fold's rules and its
+read projections (``state``, ``cost``, ``projections``, usage, fork points) look at, in format
+``FORMAT``; ``restore(body, now_ms)`` gives a ``RestoredFold`` that folds further lines exactly
+as the full fold would. What grows with the thread and only its rules look up is kept as ids:
+every call (whole), every model attempt (its id, seq, time, number and outcome; the event line
+only of the last and of those in doubt), every response's usage (the last one whole), and the
+transcript's roles and ids. Events themselves are not kept: a restored fold's ``events`` holds
+only the lines folded after it. A rule that needs an older line (a ``woken`` cause, a
+``compacted`` range, an ``output_validated`` source, a ``tool_call`` naming an older response)
+raises ``SnapshotShortError``, and the caller folds the whole chain instead.
+
+Invariant: ``restore(dump(f))`` folds any further lines to the same ``state()``,
+``projections()`` and ``cost()`` as ``f`` (or raises ``SnapshotShortError``); a body that does not
+decode, or was written by another format or another fold code (``FOLD_CODE``), is refused
+(``SnapshotUnusableError``), never half used.
+"""
+
+from __future__ import annotations
+
+import json
+from _collections_abc import dict_items, dict_keys, dict_values
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, TypedDict, cast
+
+from threads.log import reduce, reduce_features
+from threads.log.canonical import fast_loads
+from threads.log.hashing import sha256_hex
+from threads.log.lines import Event, Header, event_from_value, header_from_value
+from threads.log.reduce import Approval, Call, Fold, ModelAttempt, Turn
+from threads.log.reduce_features import Child, Features
+
+__all__ = [
+    "FORMAT",
+    "RestoredFold",
+    "SnapshotShortError",
+    "SnapshotUnusableError",
+    "dump",
+    "fold_code",
+    "restore",
+]
+
+FORMAT = 1  # the body's layout; a reader of another refuses it
+
+_ROLES = {"user": "u", "assistant": "a", "tool": "t", "context": "c", "summary": "s"}
+_ROLE_NAMES = {letter: role for role, letter in _ROLES.items()}
+
+
+class SnapshotShortError(Exception):
+    """A line after a snapshot needs an event the snapshot does not keep: fold everything."""
+
+
+class SnapshotUnusableError(Exception):
+    """A snapshot body that is not one this code wrote (format, fold code, bytes)."""
+
+
+@cache
+def fold_code() -> str:
+    """The sha256 of the fold's own source (the rules and this format): a snapshot written by
+    other rules is refused, as a changed rule could fold the same lines to another state."""
+    sources = (reduce.__file__, reduce_features.__file__, __file__)
+    return sha256_hex(b"\0".join(Path(path).read_bytes() for path in sources if path))
+
+
+@dataclass
+class RestoredFold(Fold):
+    """A fold restored from a snapshot at seq ``cut``: ``events`` holds only later lines."""
+
+    cut: int = 0
+
+    def event_by_id(self, event_id: str) -> Event | None:
+        found = Fold.event_by_id(self, event_id)
+        if found is None:
+            raise SnapshotShortError(f"event {event_id} is not after the snapshot")
+        return found
+
+
+class _Boundaries(set[int]):
+    """Step boundaries after the cut; asking about an earlier seq needs the whole chain."""
+
+    cut = 0
+
+    def __contains__(self, seq: object) -> bool:
+        if isinstance(seq, int) and seq < self.cut:
+            raise SnapshotShortError(f"boundary at seq {seq} is before the snapshot")
+        return set.__contains__(self, seq)
+
+
+class _Attempts(dict[str, ModelAttempt]):
+    """``attempts`` with the older settled ones kept as their rows (seq, time, number,
+    outcome, retry) until one is asked for: most opens never look one up."""
+
+    def __init__(self, rows: dict[str, list[Any]], header: Header) -> None:
+        super().__init__()
+        self._rows = rows
+        self._header = header
+
+    def outcome(self, key: str) -> str | None:
+        row = self._rows.get(key)
+        if row is not None:
+            return cast(str | None, row[3])
+        found = dict.get(self, key)
+        return None if found is None else found.outcome
+
+    def keep(self, event: Event) -> None:
+        """Make the attempt ``event`` opened a whole one (its line was kept)."""
+        _, _, number, outcome, retry = self._rows.pop(event.event_id)
+        dict.__setitem__(self, event.event_id, ModelAttempt(event, number, outcome, retry))
+
+    def _take(self, key: str) -> ModelAttempt | None:
+        row = self._rows.pop(key, None)
+        if row is None:
+            return None
+        seq, time, number, outcome, retry = row
+        header = self._header
+        # a settled older attempt's model_request as far as a rule reads it: id, seq, time
+        event = Event(seq, key, header.thread_id, header.branch_id, 0, "model_request", 1, time,
+                      {}, "", False, {}, b"", "")
+        attempt = ModelAttempt(event, number, outcome, retry)
+        dict.__setitem__(self, key, attempt)
+        return attempt
+
+    def _all(self) -> None:
+        for key in list(self._rows):
+            self._take(key)
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or key in self._rows
+
+    def get(self, key: str, default: Any = None) -> Any:
+        found = dict.get(self, key)
+        if found is None:
+            found = self._take(key)
+        return default if found is None else found
+
+    def __getitem__(self, key: str) -> ModelAttempt:
+        found = self.get(key)
+        if found is None:
+            raise KeyError(key)
+        return cast(ModelAttempt, found)
+
+    def __len__(self) -> int:
+        return dict.__len__(self) + len(self._rows)
+
+    def __iter__(self) -> Iterator[str]:
+        self._all()
+        return dict.__iter__(self)
+
+    def keys(self) -> dict_keys[str, ModelAttempt]:
+        self._all()
+        return dict.keys(self)
+
+    def values(self) -> dict_values[str, ModelAttempt]:
+        self._all()
+        return dict.values(self)
+
+    def items(self) -> dict_items[str, ModelAttempt]:
+        self._all()
+        return dict.items(self)
+
+
+class _Responses(dict[str, Event]):
+    """``response_of`` with older responses dropped: looking one of them up needs everything."""
+
+    def __init__(self, attempts: _Attempts) -> None:
+        super().__init__()
+        self._attempts = attempts
+
+    def get(self, key: str, default: Any = None) -> Any:
+        found = dict.get(self, key)
+        if found is None and self._attempts.outcome(key) == "response":
+            raise SnapshotShortError(f"the response to {key} is before the snapshot")
+        return default if found is None else found
+
+
+class _TurnBody(TypedDict):
+    input: str
+    budget: dict[str, Any] | None
+    sent: bool
+    budget_exceeded: bool
+    cancel: str | None
+    model_requests: int
+
+
+def dump(fold: Fold) -> bytes:
+    """The body of a snapshot of ``fold`` (see the module docstring)."""
+    last = fold.last_attempt
+    kept_lines = [
+        _text(a.event) for a in fold.attempts.values()
+        if a is last or a.outcome in (None, "unknown")
+    ]
+    features = fold.features
+    responses = [{"usage": r["usage"]} for r in fold.responses[:-1]] + fold.responses[-1:]
+    last_response = None
+    if last is not None and last.event.event_id in fold.response_of:
+        last_response = _text(fold.response_of[last.event.event_id])
+    body = {
+        "format": FORMAT,
+        "headers": [h.line.decode() for h in fold.segment_headers],
+        "thread_started": fold.thread_started,
+        "tools": fold.tools,
+        "head": [fold.last_seq, fold.last_hash, fold.epoch],
+        "flags": [fold.inspection_only, fold.thread_cancelled],
+        "turn": None if fold.turn is None else _turn(fold.turn),
+        "counts": [fold.turns_completed, fold.settled_calls, fold.model_requests,
+                   fold.input_tokens, fold.output_tokens, fold.unknown_responses, fold.open_calls],
+        "calls": [_call(fold.calls[c]) for c in fold.call_order],
+        "effect_order": fold.effect_order,
+        "attempts": {
+            a.event.event_id: [a.event.seq, a.event.time, a.attempt, a.outcome,
+                               a.retry_not_before]
+            for a in fold.attempts.values()
+        },
+        "attempt_lines": kept_lines,
+        "open_attempt": None if fold.open_attempt is None else fold.open_attempt.event.event_id,
+        "last_attempt": None if last is None else last.event.event_id,
+        "last_response": last_response,
+        "parks": [[kind, ident, address] for (kind, ident), address in fold.parks.items()],
+        "approvals": {cid: call.call_id for cid, call in fold.approvals.items()},
+        "rules": fold.thread_rules,
+        "snapshots": fold.snapshots,
+        "roles": "".join(_ROLES[role] for role, _ in fold.transcript),
+        "transcript": [eid for _, eid in fold.transcript],
+        "responses": responses,
+        "knowledge_revision": fold.knowledge_revision,
+        "snapshot_revision": [
+            [seq, rev] for seq, rev in fold.snapshot_revisions.items() if seq >= fold.last_seq
+        ],
+        "features": {
+            "children": [asdict(c) for c in features.children.values()],
+            "todos": features.todos,
+            "handoff": None if features.handoff is None else _text(features.handoff),
+            "mode": features.mode,
+            "settings": features.settings,
+            "settings_event": (
+                None if features.settings_event is None else _text(features.settings_event)
+            ),
+            "omit_reasoning_before": features.omit_reasoning_before,
+            "boundary_at_head": _at_boundary(fold),
+            "accepted": [features.accepted_output, features.accepted_seq],
+        },
+    }
+    return json.dumps(body, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
+
+
+def restore(body: bytes, now_ms: int | None) -> RestoredFold:
+    """The fold ``body`` holds; ``SnapshotUnusableError`` for a body this code can't take whole."""
+    try:
+        value = fast_loads(body)
+        if value.get("format") != FORMAT:
+            raise SnapshotUnusableError(f"snapshot format {value.get('format')!r} is not {FORMAT}")
+        return _restore(value, now_ms)
+    except SnapshotUnusableError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise SnapshotUnusableError(f"snapshot body does not decode ({exc!r})") from None
+
+
+def _restore(value: dict[str, Any], now_ms: int | None) -> RestoredFold:
+    headers = [_header(line) for line in value["headers"]]
+    last_seq, last_hash, epoch = value["head"]
+    fold = RestoredFold(now_ms=now_ms, cut=last_seq)
+    fold.segment_headers = headers
+    fold.root_header, fold.header_ = headers[0], headers[-1]
+    fold.thread_started = value["thread_started"]
+    fold.tools = value["tools"]
+    fold.last_seq, fold.last_hash, fold.epoch = last_seq, last_hash, epoch
+    fold.inspection_only, fold.thread_cancelled = value["flags"]
+    (fold.turns_completed, fold.settled_calls, fold.model_requests, fold.input_tokens,
+     fold.output_tokens, fold.unknown_responses, fold.open_calls) = value["counts"]
+    fold.turn = None if value["turn"] is None else _restore_turn(value["turn"])
+    fold.calls = {c.call_id: c for c in map(_restore_call, value["calls"])}
+    fold.call_order = list(fold.calls)
+    fold.effect_order = value["effect_order"]
+    _restore_attempts(fold, value, headers[-1])
+    fold.parks = {(kind, ident): address for kind, ident, address in value["parks"]}
+    fold.approvals = {cid: fold.calls[call_id] for cid, call_id in value["approvals"].items()}
+    fold.thread_rules = [(rule, decision) for rule, decision in value["rules"]]
+    fold.snapshots = [(seq, eid, expires) for seq, eid, expires in value["snapshots"]]
+    roles, ids = value["roles"], value["transcript"]
+    if len(roles) != len(ids):
+        raise SnapshotUnusableError("transcript roles and ids differ in length")
+    fold.transcript = list(zip(map(_ROLE_NAMES.__getitem__, roles), ids, strict=True))
+    fold.responses = value["responses"]
+    fold.knowledge_revision = value["knowledge_revision"]
+    fold.snapshot_revisions = dict(value["snapshot_revision"])
+    fold.features = _restore_features(value["features"], last_seq)
+    return fold
+
+
+def _restore_attempts(fold: RestoredFold, value: dict[str, Any], header: Header) -> None:
+    attempts = _Attempts(value["attempts"], header)
+    for line in value["attempt_lines"]:
+        attempts.keep(_event(line))
+    fold.attempts = attempts
+    open_id, last_id = value["open_attempt"], value["last_attempt"]
+    fold.open_attempt = None if open_id is None else attempts[open_id]
+    fold.last_attempt = None if last_id is None else attempts[last_id]
+    responses = _Responses(attempts)
+    if value["last_response"] is not None:
+        responses[last_id] = _event(value["last_response"])
+    fold.response_of = responses
+
+
+def _restore_features(value: dict[str, Any], cut: int) -> Features:
+    boundaries = _Boundaries()
+    boundaries.cut = cut
+    if value["boundary_at_head"]:
+        boundaries.add(cut)
+    accepted_output, accepted_seq = value["accepted"]
+    return Features(
+        children={c["child_thread_id"]: Child(**c) for c in value["children"]},
+        todos=value["todos"],
+        handoff=None if value["handoff"] is None else _event(value["handoff"]),
+        mode=value["mode"],
+        settings=value["settings"],
+        settings_event=(
+            None if value["settings_event"] is None else _event(value["settings_event"])
+        ),
+        omit_reasoning_before=value["omit_reasoning_before"],
+        boundaries=boundaries,
+        accepted_output=accepted_output,
+        accepted_seq=accepted_seq,
+    )
+
+
+def _at_boundary(fold: Fold) -> bool:
+    try:
+        return fold.last_seq in fold.features.boundaries
+    except SnapshotShortError:  # a restored fold folded nothing yet: the cut is the head
+        return False
+
+
+def _turn(turn: Turn) -> _TurnBody:
+    return {
+        "input": _text(turn.input_event),
+        "budget": turn.budget,
+        "sent": turn.sent,
+        "budget_exceeded": turn.budget_exceeded,
+        "cancel": None if turn.cancel_event is None else _text(turn.cancel_event),
+        "model_requests": turn.model_requests,
+    }
+
+
+def _restore_turn(value: _TurnBody) -> Turn:
+    cancel = value["cancel"]
+    return Turn(
+        input_event=_event(value["input"]),
+        budget=value["budget"],
+        sent=value["sent"],
+        budget_exceeded=value["budget_exceeded"],
+        cancel_event=None if cancel is None else _event(cancel),
+        model_requests=value["model_requests"],
+    )
+
+
+_CALL_FIELDS = (
+    "call_id", "name", "input", "request_event_id", "branch_id", "seq", "spec", "event_id",
+    "removed", "decision", "decision_source", "decision_reason", "effect", "attempt",
+    "first_begin_time", "unknown_reason", "resolution", "result_ref", "result", "late_result",
+    "parked", "retry_not_before",
+)
+
+
+def _call(call: Call) -> dict[str, Any]:
+    body = {name: getattr(call, name) for name in _CALL_FIELDS}
+    body["approval"] = None if call.approval is None else asdict(call.approval)
+    body["begin"] = None if call.begin_event is None else _text(call.begin_event)
+    return body
+
+
+def _restore_call(value: dict[str, Any]) -> Call:
+    approval = value.pop("approval")
+    begin = value.pop("begin")
+    call = Call(**value)
+    call.approval = None if approval is None else Approval(**approval)
+    call.begin_event = None if begin is None else _event(begin)
+    return call
+
+
+def _text(event: Event) -> str:
+    return event.line.decode()
+
+
+def _event(text: str) -> Event:
+    line = text.encode()
+    return event_from_value(fast_loads(line), line)
+
+
+def _header(text: str) -> Header:
+    line = text.encode()
+    return header_from_value(fast_loads(line), line)

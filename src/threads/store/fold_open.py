@@ -1,0 +1,102 @@
+"""Opening a branch's state from its fold snapshot: the newest ``fold`` row, checked, and the
+lines after it, chained from the row's head hash to the branch's head, folded on top.
+
+``open_fold`` is what reading a thread's state costs once its log is long: the snapshot's body
+and the tail are decoded, not every line. Anything that does not hold exactly (no row, its
+sha256, format or fold code, a head the body does not end at, a tail that does not chain from
+it to the head, a line after it that needs an event the snapshot dropped) is not an error here:
+the row is ignored and the whole chain is read and folded, which raises what a broken log
+raises. ``snapshot_rows`` are what a writer (or an import) puts with an append.
+
+A damaged line before the snapshot is therefore not noticed by an open: ``verify`` and
+``export`` (and every run, which folds the whole chain) still read and check every line.
+Invariant: the fold ``open_fold`` returns has the ``state()``, ``cost()`` and ``projections()``
+of the full fold of the branch's chain; only its ``events`` may start after the snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from threads.errors import ThreadsError
+from threads.log.collector import collector_paused
+from threads.log.fold_state import (
+    FORMAT,
+    SnapshotShortError,
+    SnapshotUnusableError,
+    dump,
+    fold_code,
+    restore,
+)
+from threads.log.lines import Event
+from threads.log.reduce import Fold
+from threads.store.protocol import Store, TailRead
+from threads.store.rows import build_segment
+from threads.store.snapshot_row import StoredSnapshot
+
+# A fold snapshot is written with the append that reaches a multiple of this many events, so
+# an open folds fewer lines than this past it (see ``bench/open_state.py`` for the choice).
+SNAPSHOT_EVERY = 512
+
+
+def snapshot_due(first_seq: int, last_seq: int) -> bool:
+    """Whether a batch of events ``first_seq``..``last_seq`` reaches a multiple of
+    ``SNAPSHOT_EVERY``."""
+    return (first_seq - 1) // SNAPSHOT_EVERY != last_seq // SNAPSHOT_EVERY
+
+
+def fold_row(fold: Fold) -> StoredSnapshot:
+    """The ``fold`` row of ``fold``'s branch at its head."""
+    header = fold.header_
+    assert header is not None  # a fold a writer or an import holds has read its header
+    return StoredSnapshot.of(
+        header.branch_id, "fold", (fold.last_seq, fold.last_hash), format=FORMAT,
+        fold_code=fold_code(), body=dump(fold),
+    )
+
+
+async def open_fold(store: Store, branch_id: str, now_ms: int) -> Fold:
+    """The branch's state: from its fold snapshot and the lines after it when they hold,
+    else from its whole chain (see the module docstring)."""
+    try:
+        read = await store.read_tail(branch_id)
+    except ThreadsError:
+        read = None  # a read-only copy that lacks the table, say: the log answers
+    fold = None if read is None else from_snapshot(read, now_ms)
+    if fold is None:
+        fold = (await store.read_chain(branch_id)).fold(now_ms)
+    return fold
+
+
+def from_snapshot(read: TailRead, now_ms: int) -> Fold | None:
+    """``read``'s snapshot with its tail folded on, or None when any part does not hold."""
+    stored = read.snapshot
+    if stored.format != FORMAT or stored.fold_code != fold_code() or not stored.intact:
+        return None
+    try:
+        with collector_paused():
+            fold = restore(stored.body, now_ms)
+            header = fold.header_
+            if (
+                header is None or header.line != read.header_line
+                or (fold.last_seq, fold.last_hash) != (stored.seq, stored.head_hash)
+            ):
+                return None
+            tail = build_segment(replace(read.branch, fork_at_seq=stored.seq),
+                                 read.header_line, read.lines).events
+            if not _chains(stored, tail, (read.branch.head_seq, read.branch.head_hash)):
+                return None
+            fold.extend(tail)
+    except (SnapshotUnusableError, SnapshotShortError, ThreadsError):
+        return None
+    return fold
+
+
+def _chains(stored: StoredSnapshot, tail: list[Event], head: tuple[int, str]) -> bool:
+    """Whether ``tail`` follows the snapshot's head seq and hash, link by link, to ``head``."""
+    seq, previous = stored.seq, stored.head_hash
+    for event in tail:
+        if event.seq != seq + 1 or event.prev_hash != previous:
+            return False
+        seq, previous = event.seq, event.hash
+    return (seq, previous) == head
