@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from threads.errors import ThreadsError
 from threads.log.reduce import Fold
 from threads.principal import Principal
 from threads.run.agent import Agent
@@ -41,7 +42,7 @@ class Summary:
     created_at: int
     updated_at: int  # the time of the last event (the header's when there is none)
     first_input: str | None  # the first user message, cut at FIRST_INPUT_CHARS
-    cost: ThreadCost
+    cost: ThreadCost | None  # None: no currency, or a sum past what the format carries
     starter: Principal | None  # who may decide when the agent names no approvers
     waiting: Waiting
 
@@ -108,10 +109,19 @@ class Summaries:
             created_at=created,
             updated_at=fold.events[-1].time if fold.events else created,
             first_input=first_input(fold),
-            cost=cost_of(fold),
+            cost=_cost(fold),
             starter=starter(fold),
             waiting=waiting(fold, tool_named),
         )
+
+
+def _cost(fold: Fold) -> ThreadCost | None:
+    try:
+        return cost_of(fold)
+    except ThreadsError as exc:
+        if exc.code != "cost_overflow":
+            raise
+        return None  # a listing shows the other threads rather than fail
 
 
 def first_input(fold: Fold) -> str | None:
