@@ -30,6 +30,7 @@ from threads.models.protocol import (
     ModelRequest,
     TextDelta,
     ToolDefinition,
+    foreign_reasoning,
     unsupported_content,
 )
 from threads.run import budget_check
@@ -82,6 +83,11 @@ async def model_step(rt: Runtime) -> RunResult | None:
     unsupported = unsupported_content(rendered.part_types, model)
     if unsupported is not None:
         return await fail_turn(rt, "content_unsupported", unsupported)
+    foreign = (
+        foreign_reasoning(rendered.messages, model) if "reasoning" in rendered.part_types else None
+    )
+    if foreign is not None:
+        return await fail_turn(rt, "continuation_unsupported", foreign)
     attempt = _next_attempt(rt)
     data = {
         "attempt": attempt,
