@@ -72,7 +72,7 @@ export function money(nanos, currency) {
 }
 
 export function costText(cost) {
-  if (!cost) return "";
+  if (!cost) return "no price";  // no currency pinned: no cost projection, never a zero
   const known = money(cost.known_nanos, cost.currency);
   if (cost.complete) return known;
   if (!cost.bounded) return known + " (no upper bound)";
