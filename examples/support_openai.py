@@ -77,6 +77,7 @@ async def main(store_dir: str) -> int:
                 return 1
             print(result.output)
             cost = await result.thread.cost()
+            assert cost is not None  # the model has a price
             print(f"refunds applied: {len(REFUNDS)}; model requests: {len(fake.requests)};"
                   f" cost: {cost.known_nanos} nano-{cost.currency}")
             return 0

@@ -89,6 +89,7 @@ API_CODES: frozenset[str] = frozenset(
         "interrupted",
         "control_consumed",
         "budget_exhausted",
+        "cost_overflow",
         # faults of the store's environment (never log_corrupt: the log itself may be healthy)
         "store_busy",
         "store_read_only",

@@ -22,7 +22,6 @@ from threads.clock import FakeClock
 from threads.host.app import host
 from threads.host.auth import BearerTokens
 from threads.host.ui import FILES
-from threads.log.reduce import usage_cost
 from threads.store.protocol import Store
 
 pytestmark = pytest.mark.timeout(60)
@@ -171,7 +170,8 @@ async def test_the_inbox_folds_only_the_threads_whose_head_moved(
     async with client(app(store)) as alice:
         chain_reads.clear()
         first = await get(alice, "/v1/inbox")
-        assert len(chain_reads) == 4  # each of alice's threads once
+        # each thread waiting on alice once; the idle greeter is read from its listing row
+        assert len(chain_reads) == 3
         chain_reads.clear()
         assert await get(alice, "/v1/inbox") == first
         assert await get(alice, "/v1/threads") != []
@@ -186,7 +186,8 @@ async def test_the_inbox_folds_only_the_threads_whose_head_moved(
         after = await get(alice, "/v1/inbox")
         assert [i["kind"] for i in after] == ["effect", "approval"]
         root = (await store.root_branch(threads["asker"])).branch_id
-        assert set(chain_reads) == {root}  # only the thread that moved
+        # only the thread that moved may be read again (now at rest, its listing row answers)
+        assert set(chain_reads) <= {root}
 
 
 async def application_idle(http: httpx.AsyncClient, thread_id: str) -> None:
@@ -226,10 +227,9 @@ async def test_the_thread_list_filters_orders_parked_first_and_pages(store: Stor
         assert greeter["first_input"] == "Hello"
         assert greeter["agent"] == "greeter"
         assert greeter["updated_at"] >= greeter["created_at"]
-        assert greeter["cost"] == {"currency": "USD", "priced": False, "known_nanos": None,
-                                   "upper_bound_nanos": None, "complete": False}
+        assert greeter["cost"] is None  # no price pinned: no cost, rather than a made-up 0
         clerk = rows[2]
-        assert clerk["cost"]["priced"] is True
+        assert clerk["cost"]["bounded"] is True
         assert clerk["cost"]["known_nanos"] > 0
         assert clerk["waiting"] == 1
 
@@ -266,8 +266,7 @@ async def test_the_overview_has_each_model_call_effect_and_decision(store: Store
         assert first["outcome"] == "response"
         assert first["duration_ms"] == first["ended_at"] - first["started_at"] >= 0
         assert (first["input_tokens"], first["output_tokens"]) == (812, 41)
-        price = {"input": 3000, "output": 15000}
-        assert first["cost_nanos"] == usage_cost({"input_tokens": 812, "output_tokens": 41}, price)
+        assert first["cost_nanos"] == 812 * 3000 + 41 * 15000
         assert body["cost"]["known_nanos"] == first["cost_nanos"] + second["cost_nanos"]
         assert body["usage"]["model_requests"] == 2
         assert [w["kind"] for w in body["waiting"]] == ["approval"]
@@ -277,7 +276,7 @@ async def test_the_overview_has_each_model_call_effect_and_decision(store: Store
         (effect,) = parked["effects"]
         assert (effect["tool"], effect["effect_class"], effect["state"]) == (
             "send_email", "unguarded", "unknown")
-        assert parked["cost"]["priced"] is False
+        assert parked["cost"] is None  # no price pinned: no currency, no cost projection
         assert parked["model_calls"][0]["cost_nanos"] is None  # no price: unknown, not zero
         assert refused(await alice.get(f"/v1/threads/{mailer}/overview?branch_id=x")) == (
             404, "not_found")

@@ -36,7 +36,7 @@ from threads import (
 )
 from threads.run.agent import Agent
 from threads.store.protocol import Store
-from threads.testing.scripted import call, say, scripted_model, use
+from threads.testing.scripted import ScriptedModel, call, say, scripted_model, use
 
 BOB = Principal("api", "acme", "bob")
 DAY_MS = 24 * 60 * 60 * 1000
@@ -452,6 +452,20 @@ def test_cost_limit_without_price_is_refused_at_setup() -> None:
     assert at_agent.value.code == "budget_unenforceable"
 
 
+class _NoMaxTokens(ScriptedModel):
+    def params(self) -> dict[str, Any]:
+        return {"temperature": 0}  # no max_tokens: a request's output has no pinned bound
+
+
+def test_cost_limit_without_a_pinned_max_tokens_is_refused_at_setup() -> None:
+    model = _NoMaxTokens([say("x")], price=PRICE)
+    with pytest.raises(ConfigError) as at_agent:
+        agent(name="t", model=model, budget=Budget(max_cost_nanos=10))
+    assert at_agent.value.code == "budget_unenforceable"
+    assert "max_tokens" in at_agent.value.message
+    agent(name="t", model=model, budget=Budget(max_model_requests=1))  # other limits need none
+
+
 async def test_run_cost_limit_without_price_is_refused(store: Store) -> None:
     bot = agent(name="t", model=scripted_model([say("x")]))
     with pytest.raises(ConfigError) as at_run:
@@ -472,23 +486,42 @@ async def test_usage_and_cost_read_back_with_unreported_usage_at_its_bound(
     usage = await handle.usage()
     assert (usage.model_requests, usage.unknown_responses) == (1, 1)
     cost = await handle.cost()
+    assert cost is not None
     assert cost.known_nanos == 0
     assert cost.upper_bound_nanos == BOUND_COST
     assert cost.complete is False
 
     done = await priced_bot([say("hi", usage=(7, 3))]).run("go", store=store, principal=ALICE)
     assert await done.thread.cost() == ThreadCost(
-        currency="USD", priced=True, known_nanos=7 * 2 + 3 * 10,
+        currency="USD", known_nanos=7 * 2 + 3 * 10,
         upper_bound_nanos=7 * 2 + 3 * 10, complete=True, bounded=True,
     )
     assert (await done.thread.usage()).input_tokens == 7
 
 
-async def test_cost_without_a_price_is_unknown_not_free(store: Store) -> None:
+async def test_cost_without_a_price_is_absent_not_free(store: Store) -> None:
     done = await agent(name="t", model=scripted_model([say("hi", usage=(7, 3))])).run(
         "go", store=store, principal=ALICE
     )
-    cost = await done.thread.cost()
-    assert (cost.priced, cost.known_nanos, cost.upper_bound_nanos) == (False, None, None)
-    assert (cost.complete, cost.bounded) == (False, False)
+    assert await done.thread.cost() is None  # no price, so no currency: no cost projection
     assert (await done.thread.usage()).input_tokens == 7  # tokens are still counted
+
+
+async def test_the_budget_guard_and_the_cost_projection_agree(store: Store) -> None:
+    """One arithmetic: what the guard counts as spent is the projection's upper bound, and
+    what it reserves is the format's attempt bound (a full window at the highest input-side
+    price, here ``cache_write``, plus the pinned ``max_tokens`` at the output price)."""
+    price = Price(input=2, output=10, cache_read=1, cache_write=5)
+    bound = 1000 * 5 + 100 * 10
+    model = scripted_model(
+        [use(call("read_file", path="a"), usage=(None, None)), say("done", usage=(7, 3))],
+        context_window=1000, max_output_tokens=100, price=price,
+    )
+    bot = agent(name="t", model=model, tools=make_tools([]),
+                budget=Budget(max_cost_nanos=2 * bound - 1))
+    result = await bot.run("go", store=store, principal=ALICE)
+    assert isinstance(result, BudgetExhausted)
+    cost = await result.thread.cost()
+    assert cost is not None
+    assert (cost.known_nanos, cost.upper_bound_nanos) == (0, bound)
+    assert result.budget.observed == cost.upper_bound_nanos + bound

@@ -148,15 +148,21 @@ def test_fallback_and_retry_are_checked_when_the_agent_is_made() -> None:
     assert unpriced.value.code == "budget_unenforceable"
 
 
-async def test_a_budget_reserves_for_the_costliest_model_the_run_may_ask(
+async def test_a_budget_reserves_for_the_model_each_request_goes_to(
     store: Store,
 ) -> None:
-    """A fallback may answer any request, so each request is checked at the worst case of
-    every model the agent may ask: here the fallback's price, which the limit can't cover."""
-    cheap = scripted_model([say("never")], price=Price(input=1, output=1))
-    costly = scripted_model([], name="costly", price=Price(input=100, output=100))
+    """Each request is checked at the bound of the settings epoch it is sent under (the
+    format's attempt bound): the cheap model is asked; once a fallback switches to the costly
+    one, its request is refused before it is sent."""
+    cheap = scripted_model([overloaded(), say("never")], price=Price(input=1, output=1))
+    costly = scripted_model([say("never")], name="costly", price=Price(input=100, output=100))
     limit = 200_000 * 1 + 1024 * 1  # one worst-case attempt on the cheap model, exactly
-    bot = agent(name="t", model=cheap, fallback=[costly], budget=Budget(max_cost_nanos=limit))
+    bot = agent(name="t", model=cheap, fallback=[costly], budget=Budget(max_cost_nanos=limit),
+                retry=RetryPolicy(fallback_after=1))
     result = await bot.run("hi", store=store, principal=ALICE)
     assert isinstance(result, BudgetExhausted)
-    assert cheap.requests == []
+    assert len(cheap.requests) == 1
+    assert costly.requests == []
+    events = await result.thread.timeline()
+    assert [e.type for e in events][-4:] == [
+        "model_attempt_abandoned", "settings_changed", "budget_exceeded", "turn_completed"]

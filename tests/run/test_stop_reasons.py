@@ -166,3 +166,44 @@ async def test_a_paused_reply_left_by_a_crash_is_continued_not_interrupted(
     assert turn_events(await result.thread.timeline())[-3:] == [
         ("model_request", None), ("model_response", "end_turn"), ("turn_completed", "end_turn")
     ]
+
+
+async def test_another_providers_signed_reasoning_is_refused_before_dispatch(
+    store: Store,
+) -> None:
+    """A reply another writer recorded carries signed reasoning from another provider: the
+    next request would hand it to a model that can't continue it, so the turn ends
+    ``continuation_unsupported`` (recorded, and the run's result) and nothing is sent."""
+    model = scripted_model([say("hello"), say("(recorded by hand)"), say("never sent")])
+    bot = agent(name="t", model=model)
+    first = await bot.run("hi", store=store, principal=ALICE)
+    branch = await store.root_branch(first.thread.id)
+    lease = await store.acquire_lease(branch.branch_id, "another-writer", 60_000)
+    writer = BranchWriter(store, lease, (await store.read_chain(branch.branch_id)).fold(0))
+    user = {"kind": "user", "principal": ALICE.to_wire()}
+    await writer.append([("user_input", {"source": "api", "text": "think"}, user)])
+    prefix = prefix_digest(prefix_line(writer.fold.thread_started))
+    ref = {"bytes": 1, "media_type": "application/x-ndjson", "sha256": "0" * 64}
+    [request] = await writer.append([("model_request", {
+        "attempt": 1, "declared_prefix": prefix, "request_ref": ref}, {"kind": "host"})])
+    signed = await store.put_artifact(b'{"signature":"abc"}', "application/json")
+    reasoning = {"type": "reasoning", "provider": "other", "model": "other-1",
+                 "format": "other_thinking", "ref": signed}
+    reply = {"completeness": "complete",
+             "content": [reasoning, {"type": "text", "text": "Thought about it."}],
+             "request_event_id": request.event_id, "stop_reason": "end_turn",
+             "usage": {"input_tokens": 1, "output_tokens": 1}}
+    await writer.append([("model_response", reply, {"kind": "model"}),
+                         ("turn_completed", {"reason": "end_turn"}, {"kind": "host"}),
+                         ("user_input", {"source": "api", "text": "go on"}, user)])
+    await store.release_lease(writer.lease)
+
+    result = await bot.run(None, store=store, thread=first.thread.id, principal=ALICE)
+
+    assert isinstance(result, Failed)
+    assert result.error.code == "continuation_unsupported"
+    [ended] = [e for e in await result.thread.timeline() if e.type == "turn_completed"][-1:]
+    assert ended.data == {"code": "continuation_unsupported", "reason": "error"}
+    assert len(model.requests) == 1  # only the first turn's request was sent
+    assert [e.type for e in await result.thread.timeline()][-2:] == [
+        "user_input", "turn_completed"]  # refused before any model_request was recorded

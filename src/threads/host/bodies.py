@@ -159,14 +159,14 @@ class PrincipalBody(BaseModel):
 
 
 class CostBody(BaseModel):
-    """Spend in nano-units of ``currency``; without a pinned price (``priced`` false) both
-    amounts are null: unknown, never zero."""
+    """Spend in nano-units of ``currency`` (the log format's ``Cost``); ``bounded`` false: an
+    attempt's cost has no bound (a model without a price), so the upper bound is not one."""
 
     currency: str
-    priced: bool
-    known_nanos: int | None
-    upper_bound_nanos: int | None
+    known_nanos: int
+    upper_bound_nanos: int
     complete: bool
+    bounded: bool
 
 
 class ThreadSummary(BaseModel):
@@ -288,7 +288,7 @@ class ThreadOverview(BaseModel):
     created_at: int
     updated_at: int
     first_input: str | None
-    cost: CostBody
+    cost: CostBody | None
     usage: UsageBody
     model_calls: list[ModelCall]
     effects: list[EffectEntry]

@@ -24,16 +24,19 @@ from threads.host.bodies import (
 from threads.host.http import Context, ThreadView, branch_param, thread_view
 from threads.host.inbox import Place, inbox_items
 from threads.host.summaries import Summary
-from threads.log.reduce import Fold, usage_cost
+from threads.log.cost import PriceTable
+from threads.log.reduce import Fold, ModelAttempt
 from threads.principal import Principal
 from threads.run.holders import gone_holders
 from threads.run.views import ThreadCost, usage_of
 
 
-def cost_body(cost: ThreadCost) -> CostBody:
+def cost_body(cost: ThreadCost | None) -> CostBody | None:
+    if cost is None:
+        return None
     return CostBody(
-        currency=cost.currency, priced=cost.priced, known_nanos=cost.known_nanos,
-        upper_bound_nanos=cost.upper_bound_nanos, complete=cost.complete,
+        currency=cost.currency, known_nanos=cost.known_nanos,
+        upper_bound_nanos=cost.upper_bound_nanos, complete=cost.complete, bounded=cost.bounded,
     )
 
 
@@ -85,7 +88,7 @@ async def get_overview(ctx: Context, request: Request, principal: Principal) -> 
 
 
 def model_calls(fold: Fold) -> list[ModelCall]:
-    _, price, _ = fold.model_price()
+    table = fold.price_table()
     closing = {
         e.data["request_event_id"]: e for e in fold.events
         if e.type in ("model_response", "model_response_recovered", "model_attempt_abandoned")
@@ -106,9 +109,15 @@ def model_calls(fold: Fold) -> list[ModelCall]:
             duration_ms=max(0, end.time - started) if end is not None else None,
             input_tokens=usage.get("input_tokens") if usage else None,
             output_tokens=usage.get("output_tokens") if usage else None,
-            cost_nanos=usage_cost(usage, price) if usage and price is not None else None,
+            cost_nanos=_exact_cost(table, attempt),
         ))
     return out
+
+
+def _exact_cost(table: PriceTable, attempt: ModelAttempt) -> int | None:
+    """The attempt's cost when its response made it exact, else None."""
+    charge = table.charge(attempt)
+    return charge.known if charge is not None and charge.exact else None
 
 
 def effects(fold: Fold) -> list[EffectEntry]:

@@ -26,8 +26,8 @@ from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.authority import starter
 from threads.run.holders import gone_holders
-from threads.run.listing import Listing, first_input, read_listing
-from threads.run.views import ThreadCost, cost_of
+from threads.run.listing import Listing, first_input, listed_cost, read_listing
+from threads.run.views import ThreadCost
 from threads.run.waiting import Waiting, waiting
 from threads.store.protocol import BranchInfo, Store
 from threads.tools.tool import Tool
@@ -42,7 +42,7 @@ class Summary:
     created_at: int
     updated_at: int  # the time of the last event (the header's when there is none)
     first_input: str | None  # the first user message, cut at FIRST_INPUT_CHARS
-    cost: ThreadCost
+    cost: ThreadCost | None  # None: no currency, or a sum past what the format carries
     starter: Principal | None  # who may decide when the agent names no approvers
     waiting: Waiting
 
@@ -132,9 +132,7 @@ class Summaries:
             created_at=created,
             updated_at=fold.events[-1].time if fold.events else created,
             first_input=first_input(fold),
-            cost=cost_of(fold),
+            cost=listed_cost(fold),
             starter=starter(fold),
             waiting=waiting(fold, tool_named, gone),
         )
-
-

@@ -28,12 +28,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
-from threads.log import reduce, reduce_features
+from threads.log import compaction, cost, questions, reduce, reduce_features, tool_ext, wakes
 from threads.log.canonical import fast_loads
+from threads.log.compaction import Compaction
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header, event_from_value, header_from_value
 from threads.log.reduce import Approval, Call, Fold, ModelAttempt, Turn
 from threads.log.reduce_features import Child, Features
+from threads.log.wakes import RunRef, Spawn, Wakes
 
 __all__ = [
     "FORMAT",
@@ -45,7 +47,7 @@ __all__ = [
     "restore",
 ]
 
-FORMAT = 1  # the body's layout; a reader of another refuses it
+FORMAT = 2  # the body's layout; a reader of another refuses it
 
 _ROLES = {"user": "u", "assistant": "a", "tool": "t", "context": "c", "summary": "s"}
 _ROLE_NAMES = {letter: role for role, letter in _ROLES.items()}
@@ -63,7 +65,10 @@ class SnapshotUnusableError(Exception):
 def fold_code() -> str:
     """The sha256 of the fold's own source (the rules and this format): a snapshot written by
     other rules is refused, as a changed rule could fold the same lines to another state."""
-    sources = (reduce.__file__, reduce_features.__file__, __file__)
+    sources = (
+        reduce.__file__, reduce_features.__file__, compaction.__file__, cost.__file__,
+        questions.__file__, tool_ext.__file__, wakes.__file__, __file__,
+    )
     return sha256_hex(b"\0".join(Path(path).read_bytes() for path in sources if path))
 
 
@@ -95,9 +100,12 @@ class _Attempts(dict[str, ModelAttempt]):
     """``attempts`` with the older settled ones kept as their rows (seq, time, number,
     outcome, retry) until one is asked for: most opens never look one up."""
 
-    def __init__(self, rows: dict[str, list[Any]], header: Header) -> None:
+    def __init__(
+        self, rows: dict[str, list[Any]], settings: list[dict[str, Any]], header: Header
+    ) -> None:
         super().__init__()
         self._rows = rows
+        self._settings = settings  # each distinct settings epoch once; a row names its index
         self._header = header
 
     def outcome(self, key: str) -> str | None:
@@ -109,19 +117,24 @@ class _Attempts(dict[str, ModelAttempt]):
 
     def keep(self, event: Event) -> None:
         """Make the attempt ``event`` opened a whole one (its line was kept)."""
-        _, _, number, outcome, retry = self._rows.pop(event.event_id)
-        dict.__setitem__(self, event.event_id, ModelAttempt(event, number, outcome, retry))
+        row = self._rows.pop(event.event_id)
+        dict.__setitem__(self, event.event_id, self._attempt(event, row))
+
+    def _attempt(self, event: Event, row: list[Any]) -> ModelAttempt:
+        _, _, number, outcome, retry, settings, usage, billing = row
+        return ModelAttempt(event, number, self._settings[settings], outcome, retry, usage,
+                            billing)
 
     def _take(self, key: str) -> ModelAttempt | None:
         row = self._rows.pop(key, None)
         if row is None:
             return None
-        seq, time, number, outcome, retry = row
+        seq, time = row[0], row[1]
         header = self._header
         # a settled older attempt's model_request as far as a rule reads it: id, seq, time
         event = Event(seq, key, header.thread_id, header.branch_id, 0, "model_request", 1, time,
                       {}, "", False, {}, b"", "")
-        attempt = ModelAttempt(event, number, outcome, retry)
+        attempt = self._attempt(event, row)
         dict.__setitem__(self, key, attempt)
         return attempt
 
@@ -195,6 +208,10 @@ def dump(fold: Fold) -> bytes:
         if a is last or a.outcome in (None, "unknown")
     ]
     features = fold.features
+    epochs: list[dict[str, Any]] = []
+    for attempt in fold.attempts.values():
+        if attempt.settings not in epochs:
+            epochs.append(attempt.settings)
     responses = [{"usage": r["usage"]} for r in fold.responses[:-1]] + fold.responses[-1:]
     last_response = None
     if last is not None and last.event.event_id in fold.response_of:
@@ -213,9 +230,10 @@ def dump(fold: Fold) -> bytes:
         "effect_order": fold.effect_order,
         "attempts": {
             a.event.event_id: [a.event.seq, a.event.time, a.attempt, a.outcome,
-                               a.retry_not_before]
+                               a.retry_not_before, epochs.index(a.settings), a.usage, a.billing]
             for a in fold.attempts.values()
         },
+        "settings_epochs": epochs,
         "attempt_lines": kept_lines,
         "open_attempt": None if fold.open_attempt is None else fold.open_attempt.event.event_id,
         "last_attempt": None if last is None else last.event.event_id,
@@ -226,6 +244,11 @@ def dump(fold: Fold) -> bytes:
         "snapshots": fold.snapshots,
         "roles": "".join(_ROLES[role] for role, _ in fold.transcript),
         "transcript": [eid for _, eid in fold.transcript],
+        "transcript_seqs": fold.transcript_seqs,
+        "side_responses": fold.side_responses,
+        "loaded_tools": sorted(fold.loaded_tools),
+        "compaction": _compaction(fold.compaction),
+        "wakes": _wakes(fold.wakes),
         "responses": responses,
         "knowledge_revision": fold.knowledge_revision,
         "snapshot_revision": [
@@ -286,6 +309,13 @@ def _restore(value: dict[str, Any], now_ms: int | None) -> RestoredFold:
     if len(roles) != len(ids):
         raise SnapshotUnusableError("transcript roles and ids differ in length")
     fold.transcript = list(zip(map(_ROLE_NAMES.__getitem__, roles), ids, strict=True))
+    fold.transcript_seqs = value["transcript_seqs"]
+    if len(fold.transcript_seqs) != len(ids):
+        raise SnapshotUnusableError("transcript seqs and ids differ in length")
+    fold.side_responses = value["side_responses"]
+    fold.loaded_tools = set(value["loaded_tools"])
+    fold.compaction = _restore_compaction(value["compaction"])
+    fold.wakes = _restore_wakes(value["wakes"])
     fold.responses = value["responses"]
     fold.knowledge_revision = value["knowledge_revision"]
     fold.snapshot_revisions = dict(value["snapshot_revision"])
@@ -294,7 +324,7 @@ def _restore(value: dict[str, Any], now_ms: int | None) -> RestoredFold:
 
 
 def _restore_attempts(fold: RestoredFold, value: dict[str, Any], header: Header) -> None:
-    attempts = _Attempts(value["attempts"], header)
+    attempts = _Attempts(value["attempts"], value["settings_epochs"], header)
     for line in value["attempt_lines"]:
         attempts.keep(_event(line))
     fold.attempts = attempts
@@ -381,6 +411,60 @@ def _restore_call(value: dict[str, Any]) -> Call:
     call.approval = None if approval is None else Approval(**approval)
     call.begin_event = None if begin is None else _event(begin)
     return call
+
+
+def _compaction(state: Compaction) -> dict[str, Any]:
+    return {
+        "first_input_seq": state.first_input_seq,
+        "requested": None if state.requested is None else _text(state.requested),
+        "side_requests": sorted(state.side_requests),
+        "ranges": state.ranges,
+        "failures": state.failures,
+        "pending_side": None if state.pending_side is None else _text(state.pending_side),
+    }
+
+
+def _restore_compaction(value: dict[str, Any]) -> Compaction:
+    requested, pending = value["requested"], value["pending_side"]
+    return Compaction(
+        first_input_seq=value["first_input_seq"],
+        requested=None if requested is None else _event(requested),
+        side_requests=set(value["side_requests"]),
+        ranges=[(start, end) for start, end in value["ranges"]],
+        failures=value["failures"],
+        pending_side=None if pending is None else _event(pending),
+    )
+
+
+def _wakes(state: Wakes) -> dict[str, Any]:
+    runs = list({id(run): run for run in [*state.runs.values(),
+                                          *(s.run for s in state.spawns.values())]}.values())
+    index = {id(run): i for i, run in enumerate(runs)}  # a run is one object many entries share
+    return {
+        "runs": [[run.principal, run.root] for run in runs],
+        "opened": {opener: index[id(run)] for opener, run in state.runs.items()},
+        "spawns": {
+            call_id: [index[id(spawn.run)], spawn.seq, spawn.background]
+            for call_id, spawn in state.spawns.items()
+        },
+        "ended_badly": sorted(state.ended_badly),
+        "woken": sorted(state.woken),
+        "cancel_seq": state.cancel_seq,
+    }
+
+
+def _restore_wakes(value: dict[str, Any]) -> Wakes:
+    runs = [RunRef(principal, root) for principal, root in value["runs"]]
+    return Wakes(
+        runs={opener: runs[i] for opener, i in value["opened"].items()},
+        spawns={
+            call_id: Spawn(runs[i], seq, background)
+            for call_id, (i, seq, background) in value["spawns"].items()
+        },
+        ended_badly=set(value["ended_badly"]),
+        woken=set(value["woken"]),
+        cancel_seq=value["cancel_seq"],
+    )
 
 
 def _text(event: Event) -> str:

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Literal, cast
 
-from threads.errors import LogError
+from threads.errors import LogError, ThreadsError
 from threads.log.compaction import Compaction, is_side_request
+from threads.log.cost import MAX_INT, Cost, PriceTable
 from threads.log.hashing import value_hash
 from threads.log.ids import effect_key
 from threads.log.lines import Event, Header
@@ -99,8 +100,11 @@ class Call:
 class ModelAttempt:
     event: Event
     attempt: int
+    settings: dict[str, Any]  # the settings epoch it was sent under (model, model_params)
     outcome: str | None = None  # response | not_sent | failed | unknown (None while open)
     retry_not_before: int | None = None
+    usage: dict[str, Any] | None = None  # its response's
+    billing: str | None = None  # its abandonment's
 
 
 @dataclass(slots=True)
@@ -273,7 +277,7 @@ class Fold:
 
     def projections(self) -> dict[str, Any]:
         return {
-            "cost": self.cost(),
+            "cost": _cost_wire(self),
             "mode": self.mode,
             "model": dict(self.settings.get("model", {})),
             "compaction": self.compaction.breaker(self.thread_started),
@@ -324,42 +328,16 @@ class Fold:
             self._prefix = cached
         return cached[1]
 
-    def model_price(self) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
-        """(currency, price, model entry) of the thread's pinned model from its policy."""
-        started = self.thread_started or {}
-        policy = started.get("policy") or {}
-        model = started.get("model") or {}
-        for entry in policy.get("models", []):
-            if entry.get("name") == model.get("name") and entry.get("provider") == model.get(
-                "provider"
-            ):
-                return policy.get("currency", "USD"), entry.get("price"), entry
-        return policy.get("currency", "USD"), None, None
+    def price_table(self) -> PriceTable:
+        return PriceTable.of(self.thread_started)
 
-    def cost(self) -> dict[str, Any]:
-        """Spend read back from the log: known nanos, and an upper bound that counts every
-        unreported or in-doubt attempt at the model's declared bound."""
-        currency, price, entry = self.model_price()
-        known = 0
-        in_doubt = 0  # responses without usage, attempts in flight or with an unknown outcome
-        for response in (*self.responses, *self.side_responses):
-            amount = usage_cost(response["usage"], price)
-            if amount is None:
-                in_doubt += 1
-            else:
-                known += amount
-        in_doubt += sum(1 for a in self.attempts.values() if a.outcome in (None, "unknown"))
-        bound = _attempt_bound(price, entry)
-        complete = in_doubt == 0
-        bounded = complete or bound is not None
-        upper = known + (in_doubt * bound if bound is not None else 0)
-        return {
-            "currency": currency,
-            "known_nanos": known,
-            "upper_bound_nanos": upper,
-            "complete": complete,
-            "bounded": bounded,
-        }
+    def cost(self) -> Cost | None:
+        """Spend read back from the log (``threads.log.cost``): None when the thread's policy
+        names no currency; raises ``cost_overflow`` past 2^53-1."""
+        table = self.price_table()
+        if table.currency is None:
+            return None
+        return table.total(self.attempts.values())
 
     # ---- rules ---------------------------------------------------------------------------
 
@@ -378,34 +356,14 @@ class Fold:
 _event_id = attrgetter("event_id")
 
 
-def usage_cost(usage: dict[str, Any], price: dict[str, Any] | None) -> int | None:
-    """Nanos one reported usage costs at ``price`` (the pinned per-token prices); None when
-    the provider left input or output unreported; 0 without a price."""
-    inp, out = usage.get("input_tokens"), usage.get("output_tokens")
-    if inp is None or out is None:
-        return None
-    if price is None:
-        return 0
-    total = inp * price["input"] + out * price["output"]
-    for tokens_key, price_key in (
-        ("cache_read_tokens", "cache_read"),
-        ("cache_write_tokens", "cache_write"),
-    ):
-        tokens = usage.get(tokens_key)
-        if tokens and price.get(price_key) is not None:
-            total += tokens * price[price_key]
-    return int(total)
-
-
-def _attempt_bound(price: dict[str, Any] | None, entry: dict[str, Any] | None) -> int | None:
-    """Worst-case cost of one attempt: a full context window in, the output cap out."""
-    if price is None:
-        return 0
-    if entry is None or entry.get("input_billing_bound") != "context_window":
-        return None
-    return int(
-        entry["context_window"] * price["input"] + entry["max_output_tokens"] * price["output"]
-    )
+def _cost_wire(fold: Fold) -> dict[str, Any] | None:
+    try:
+        cost = fold.cost()
+    except ThreadsError as exc:
+        if exc.code != "cost_overflow":
+            raise
+        return {"error": "cost_overflow"}
+    return None if cost is None else cost.to_wire()
 
 
 def _fail(event: Event, message: str, code: str = "invalid_transition") -> LogError:
@@ -537,7 +495,7 @@ def _on_model_request(fold: Fold, event: Event) -> None:
             event, "declared_prefix is not line 0 of its settings epoch (C7: the prefix is "
             "byte-equal on every request of an epoch)", "prefix_changed",
         )
-    attempt = ModelAttempt(event, number)
+    attempt = ModelAttempt(event, number, fold.features.settings or fold.thread_started)
     fold.attempts[event.event_id] = attempt
     fold.open_attempt = attempt
     fold.last_attempt = attempt
@@ -568,25 +526,30 @@ def _close_attempt(fold: Fold, event: Event, outcome: str) -> ModelAttempt:
 
 
 def _on_model_response(fold: Fold, event: Event) -> None:
-    _close_attempt(fold, event, "response")
     data = event.data
-    fold.response_of[data["request_event_id"]] = event
     usage = data["usage"]
+    _close_attempt(fold, event, "response").usage = usage
+    fold.response_of[data["request_event_id"]] = event
     side = fold.compaction.is_side(data["request_event_id"])
     (fold.side_responses if side else fold.responses).append(data)
-    inp, out = usage.get("input_tokens"), usage.get("output_tokens")
-    if inp is None or out is None:
-        fold.unknown_responses += 1
-    if inp is not None:
+    inp, out = usage["input_tokens"], usage["output_tokens"]
+    if (
+        inp is None
+        or out is None
+        or fold.input_tokens + inp > MAX_INT
+        or fold.output_tokens + out > MAX_INT
+    ):
+        fold.unknown_responses += 1  # adds neither count: unknown is never summed as zero
+    else:
         fold.input_tokens += inp
-    if out is not None:
         fold.output_tokens += out
     if not side:  # a summarizer's reply is no assistant turn
         _said(fold, "assistant", event)
 
 
 def _on_model_attempt_abandoned(fold: Fold, event: Event) -> None:
-    _close_attempt(fold, event, event.data["provider_outcome"])
+    data = event.data
+    _close_attempt(fold, event, data["provider_outcome"]).billing = data.get("billing")
 
 
 def _on_retry_scheduled(fold: Fold, event: Event) -> None:

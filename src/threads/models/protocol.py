@@ -10,7 +10,7 @@ an adapter makes goes through the ``Fence`` it is handed (see ``threads.models.f
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -219,6 +219,21 @@ def unsupported_content(part_types: Collection[str], model: Model) -> str | None
                 f" declares input {sorted(accepted)} only; use a model that takes"
                 f" {needed} input"
             )
+    return None
+
+
+def foreign_reasoning(messages: Iterable[Mapping[str, Any]], model: Model) -> str | None:
+    """Why messages carrying another provider's signed reasoning can't go to ``model`` (it
+    can't continue that reasoning), or None: checked before a request is recorded or sent."""
+    for message in messages:
+        for part in message.get("content") or ():
+            if part.get("type") == "reasoning" and part.get("provider") != model.provider:
+                return (
+                    f"the conversation carries signed reasoning from {part.get('provider')}"
+                    f" ({part.get('model')}), which model {model.name} of {model.provider}"
+                    " can't continue; switch models with reasoning_carryover omit_prior, or"
+                    f" use a {part.get('provider')} model"
+                )
     return None
 
 

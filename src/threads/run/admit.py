@@ -23,6 +23,7 @@ from threads.run.runtime import Runtime
 from threads.tools.tool import Tool
 
 APPROVAL_TTL_MS = 60 * 60 * 1000  # an approval challenge is open for 1 h
+CANCELLED = "not executed: cancelled"
 
 
 def record_calls(rt: Runtime, content: list[dict[str, Any]], request_event_id: str) -> list[Draft]:
@@ -34,26 +35,36 @@ def record_calls(rt: Runtime, content: list[dict[str, Any]], request_event_id: s
     for part in content:
         if part.get("type") != "tool_use":
             continue
-        call_id, name, args = part["call_id"], part["name"], part["input"]
-        data = {
-            "call_id": call_id,
-            "input": args,
-            "name": name,
-            "request_event_id": request_event_id,
-        }
-        drafts.append(Draft("tool_call", data, HOST))
-        drafts.extend(admit(rt, call_id, name, args))
+        drafts.append(_call_draft(part, request_event_id))
+        drafts.extend(admit(rt, part["call_id"], part["name"], part["input"]))
     return drafts
+
+
+def _call_draft(part: dict[str, Any], request_event_id: str) -> Draft:
+    data = {
+        "call_id": part["call_id"],
+        "input": part["input"],
+        "name": part["name"],
+        "request_event_id": request_event_id,
+    }
+    return Draft("tool_call", data, HOST)
 
 
 def complete_recording(rt: Runtime) -> list[Draft]:
     """What the open turn's last reply still lacks, in part order: a ``tool_call`` (+ decision)
     for each part a crash left unrecorded, a decision for each recorded call that has none. A
     resumed run thus continues the log as an uninterrupted one would: every call of the reply
-    is recorded and decided before any of them runs."""
+    is recorded and decided before any of them runs.
+
+    Once the turn has a cancel barrier nothing more is decided: each recorded call that never
+    began is closed ``not_executed``, and each unrecorded part is recorded as a ``tool_call``
+    closed the same way, never authorized (the format's "cancel while a response's calls are
+    recorded")."""
     fold = rt.fold
-    if fold.turn is None or not fold.responses:
+    turn = fold.turn
+    if turn is None or not fold.responses:
         return []
+    barred = turn.cancel_event is not None
     last = fold.responses[-1]
     drafts: list[Draft] = []
     for part in last["content"]:
@@ -61,11 +72,18 @@ def complete_recording(rt: Runtime) -> list[Draft]:
             continue
         call = fold.calls.get(part["call_id"])
         if call is None:
-            drafts.extend(record_calls(rt, [part], last["request_event_id"]))
-        elif call.result is None and call.decision is None and call.effect is None:
-            tool = rt.spec.tool_named(call.name)
-            if never_runs(rt, call, tool) is None:
-                drafts.extend(admit(rt, call.call_id, call.name, call.input))
+            if barred:
+                drafts.append(_call_draft(part, last["request_event_id"]))
+                drafts.append(_not_executed(part["call_id"], CANCELLED, rt.actor()))
+            else:
+                drafts.extend(record_calls(rt, [part], last["request_event_id"]))
+        elif call.result is None and call.effect is None:
+            if barred:
+                drafts.append(_not_executed(call.call_id, CANCELLED, rt.actor()))
+            elif call.decision is None:
+                tool = rt.spec.tool_named(call.name)
+                if never_runs(rt, call, tool) is None:
+                    drafts.extend(admit(rt, call.call_id, call.name, call.input))
     return drafts
 
 
@@ -158,7 +176,7 @@ def validation_summary(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _not_executed(call_id: str, text: str) -> Draft:
+def _not_executed(call_id: str, text: str, actor: dict[str, Any] = HOST) -> Draft:
     return Draft(
-        "tool_result", tool_result_data(call_id, text, origin="not_executed", is_error=True), HOST
+        "tool_result", tool_result_data(call_id, text, origin="not_executed", is_error=True), actor
     )

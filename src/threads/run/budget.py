@@ -1,8 +1,9 @@
 """``Budget``: limits on what a thread (agent level) or a run (run level) may spend.
 
-Limits are checked before each model request against a worst-case reservation (the model's
-declared max output, a full context window in, at its price), so a request that could cross a
-limit is never sent. Spend is read back from the log; unreported usage counts at its bound.
+Limits are checked before each model request against a worst-case reservation (the pinned
+``max_tokens`` out, a full context window in, at its price: ``threads.log.cost``), so a request
+that could cross a limit is never sent. Spend is read back from the log; unreported usage counts
+at its bound.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, Protocol
 
 from threads.errors import ConfigError
+from threads.log.cost import positive_int
 
 BudgetLimit = Literal[
     "max_model_requests", "max_turns", "max_input_tokens", "max_output_tokens",
@@ -26,6 +28,8 @@ LIMITS: tuple[BudgetLimit, ...] = (
 class _Priced(Protocol):
     @property
     def price(self) -> Any: ...
+
+    def params(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,4 +78,12 @@ class Budget:
                 "budget_unenforceable",
                 "max_cost_nanos needs a model with a declared price (nano-units per token);"
                 " give the model price=Price(input=..., output=...) or drop the cost limit",
+            )
+        output_bound = positive_int(model.params().get("max_tokens"))
+        if self.max_cost_nanos is not None and output_bound is None:
+            raise ConfigError(
+                "budget_unenforceable",
+                "max_cost_nanos needs a bound on each request's output: the model must pin"
+                " max_tokens (a positive integer) in its params; pass params={'max_tokens': N}"
+                " or drop the cost limit",
             )

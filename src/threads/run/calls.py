@@ -15,6 +15,7 @@ from threads.log.questions import ASK_USER, input_problem
 from threads.log.reduce import Call
 from threads.run import settle, structured
 from threads.run.admit import (
+    CANCELLED,
     admit,
     ceiling_refusal,
     complete_recording,
@@ -102,7 +103,7 @@ async def release_approval_parks(rt: Runtime) -> None:
         if call.result is not None:
             pass  # already closed (expired at dispatch): only the park is left to end
         elif turn is not None and turn.cancel_event is not None:
-            drafts.append(_error_result(call, "not executed: cancelled", "not_executed"))
+            drafts.append(_error_result(call, CANCELLED, "not_executed"))
         elif call.approval.expires_at <= rt.now():
             drafts.append(_error_result(call, EXPIRED, "denied"))
         else:

@@ -40,7 +40,7 @@ class Listing:
     created_at: int
     updated_at: int  # the time of the last event (the header's when there is none)
     first_input: str | None  # the first user message, cut at FIRST_INPUT_CHARS
-    cost: ThreadCost
+    cost: ThreadCost | None  # None: no currency, or a sum past what the format carries
     starter: Principal | None
     turns_completed: int
     pending_calls: tuple[str, ...]
@@ -64,7 +64,7 @@ def listing_of(fold: Fold) -> Listing:
         created_at=created,
         updated_at=fold.events[-1].time if fold.events else created,
         first_input=first_input(fold),
-        cost=cost_of(fold),
+        cost=listed_cost(fold),
         starter=starter(fold),
         turns_completed=fold.turns_completed,
         pending_calls=tuple(call.call_id for call in fold.pending_calls()),
@@ -75,6 +75,17 @@ def listing_of(fold: Fold) -> Listing:
             and call.approval.state == "open" and call.result is None
         ),
     )
+
+
+def listed_cost(fold: Fold) -> ThreadCost | None:
+    """The cost a listing shows: None without a currency, and None for a sum past 2^53-1 (a
+    listing shows the other threads rather than fail on one)."""
+    try:
+        return cost_of(fold)
+    except ThreadsError as exc:
+        if exc.code != "cost_overflow":
+            raise
+        return None
 
 
 def first_input(fold: Fold) -> str | None:
@@ -133,7 +144,7 @@ def _decoded(body: bytes, head: tuple[int, str]) -> Listing:
         created_at=value["created_at"],
         updated_at=value["updated_at"],
         first_input=value["first_input"],
-        cost=ThreadCost(**value["cost"]),
+        cost=None if value["cost"] is None else ThreadCost(**value["cost"]),
         starter=None if wire is None else Principal.from_wire(wire),
         turns_completed=value["turns_completed"],
         pending_calls=tuple(value["pending_calls"]),

@@ -18,6 +18,7 @@ from threads.models.protocol import (
     ModelCallError,
     ModelRequest,
     ToolDefinition,
+    foreign_reasoning,
     unsupported_content,
 )
 from threads.run import budget_check
@@ -71,6 +72,11 @@ async def model_step(rt: Runtime) -> RunResult | None:
     unsupported = unsupported_content(rendered.part_types, model)
     if unsupported is not None:
         return await fail_turn(rt, "content_unsupported", unsupported)
+    foreign = (
+        foreign_reasoning(rendered.messages, model) if "reasoning" in rendered.part_types else None
+    )
+    if foreign is not None:
+        return await fail_turn(rt, "continuation_unsupported", foreign)
     ladder = await before_request(rt, rendered)  # compact first, or end the turn
     if ladder is not False:
         return None if ladder is True else ladder

@@ -188,8 +188,9 @@ class Thread:
         """Tokens, model requests and turns, read back from the log."""
         return usage_of(await self._view())
 
-    async def cost(self) -> ThreadCost:
-        """Spend read back from the log; unknown (``priced`` false) without a model price."""
+    async def cost(self) -> ThreadCost | None:
+        """Spend read back from the log; None when the thread has no currency (no model of
+        its policy has a price). Raises ``ThreadsError("cost_overflow")`` past 2^53-1."""
         return cost_of(await self._view())
 
     async def replay(self) -> Replayed:

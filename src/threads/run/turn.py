@@ -19,7 +19,7 @@ PARK_REASONS: dict[str, ParkReason] = {
     "effect": "effect_unknown",
     "input": "awaiting_input",
 }
-CODED_ERRORS = ("transport_fence_unsupported", "content_unsupported")
+CODED_ERRORS = ("transport_fence_unsupported", "content_unsupported", "continuation_unsupported")
 
 
 def last_text(fold: Fold) -> str:

@@ -2,8 +2,8 @@
 values read back from a thread's log.
 
 Each is projected from a ``Fold`` (the reduced log) and nothing else, so two processes reading
-the same log get equal values. ``ThreadCost`` never passes an unknown spend off as zero: without
-a declared price its nanos are ``None`` and ``priced`` is false.
+the same log get equal values. ``ThreadCost`` never passes an unknown spend off as zero: an
+attempt on a model without a price leaves the cost neither complete nor bounded.
 """
 
 from __future__ import annotations
@@ -74,15 +74,13 @@ class ThreadUsage:
 @dataclass(frozen=True, slots=True)
 class ThreadCost:
     """Spend in nano-units of ``currency``. ``known_nanos`` is what reported usage cost at the
-    pinned price; ``upper_bound_nanos`` adds every unreported or in-doubt attempt at the model's
-    bound. ``complete``: nothing is unreported or in doubt. ``bounded``: the upper bound is a
-    real bound. Without a price (``priced`` false) the spend is unknown: both nanos are
-    ``None`` and neither ``complete`` nor ``bounded`` holds."""
+    pinned price; ``upper_bound_nanos`` adds every unreported or in-doubt attempt at its bound.
+    ``complete``: every attempt's cost is known exactly. ``bounded``: the upper bound is a real
+    bound (false once an attempt ran on a model without a price, or without a bound)."""
 
     currency: str
-    priced: bool
-    known_nanos: int | None
-    upper_bound_nanos: int | None
+    known_nanos: int
+    upper_bound_nanos: int
     complete: bool
     bounded: bool
 
@@ -119,18 +117,18 @@ def usage_of(fold: Fold) -> ThreadUsage:
     )
 
 
-def cost_of(fold: Fold) -> ThreadCost:
-    wire = fold.cost()
-    _, price, _ = fold.model_price()
-    if price is None:
-        return ThreadCost(wire["currency"], False, None, None, complete=False, bounded=False)
+def cost_of(fold: Fold) -> ThreadCost | None:
+    """None when the thread's policy names no currency (its models have no price); raises
+    ``ThreadsError("cost_overflow")`` when a sum passes 2^53-1."""
+    cost = fold.cost()
+    if cost is None:
+        return None
     return ThreadCost(
-        wire["currency"],
-        True,
-        wire["known_nanos"],
-        wire["upper_bound_nanos"],
-        complete=wire["complete"],
-        bounded=wire["bounded"],
+        cost.currency,
+        cost.known_nanos,
+        cost.upper_bound_nanos,
+        complete=cost.complete,
+        bounded=cost.bounded,
     )
 
 

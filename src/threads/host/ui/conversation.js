@@ -147,7 +147,7 @@ export class Conversation {
 
   // The overview adds each model call's cost and which snapshots are fork points now.
   annotate(overview) {
-    this.currency = overview.cost.currency;
+    this.currency = overview.cost ? overview.cost.currency : null;
     for (const call of overview.model_calls) this.costs.set(call.request_event_id, call);
     for (const id of this.models.keys()) this.statsOf(id);
     this.forkable = new Set(overview.fork_points.map((p) => p.event_id));

@@ -72,10 +72,11 @@ export function money(nanos, currency) {
 }
 
 export function costText(cost) {
-  if (!cost) return "";
-  if (!cost.priced) return "no price";
+  if (!cost) return "no price";  // no currency pinned: no cost projection, never a zero
   const known = money(cost.known_nanos, cost.currency);
-  return cost.complete ? known : known + " (at most " + money(cost.upper_bound_nanos, cost.currency) + ")";
+  if (cost.complete) return known;
+  if (!cost.bounded) return known + " (no upper bound)";
+  return known + " (at most " + money(cost.upper_bound_nanos, cost.currency) + ")";
 }
 
 export function pretty(value) { return JSON.stringify(value, null, 2); }

@@ -1,0 +1,186 @@
+"""Cost arithmetic of the log format, in one place.
+
+Owns what one model attempt may cost at most (its bound, which is also what a budget reserves
+before the request is sent), what each recorded attempt did cost (its charge), and the sum of
+the charges (the ``Cost`` projection). The reader's projection and the run's budget guard both
+call this module, so the two can never disagree about an amount.
+
+The rules: the model entry and ``max_tokens`` come from the attempt's settings epoch; the bound
+is the input bound (the context window, when the model declares billed input never exceeds it)
+at the highest input-side price, plus the pinned ``max_tokens`` at the output price; a model
+without a price, or a ``max_tokens`` that isn't a positive integer, has no bound. Nothing wraps:
+a sum past 2^53-1 is ``cost_overflow``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from threads.errors import ThreadsError
+
+MAX_INT = 2**53 - 1  # the largest integer the format carries
+
+# (usage field, price field): the billed categories; reasoning is inside output_tokens
+_BILLED = (
+    ("input_tokens", "input"),
+    ("output_tokens", "output"),
+    ("cache_read_tokens", "cache_read"),
+    ("cache_write_tokens", "cache_write"),
+)
+
+
+class Attempt(Protocol):
+    """What a reader keeps of one ``model_request``: the settings epoch it was sent under and
+    how it ended (``outcome`` None while open; ``usage`` only with a response)."""
+
+    @property
+    def settings(self) -> Mapping[str, Any]: ...
+    @property
+    def outcome(self) -> str | None: ...
+    @property
+    def usage(self) -> Mapping[str, Any] | None: ...
+    @property
+    def billing(self) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """One attempt's cost: ``known`` nanos, and an ``upper`` bound (None: unbounded)."""
+
+    known: int
+    upper: int | None
+    exact: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """The ``Cost`` projection: what a run of attempts spent."""
+
+    currency: str
+    known_nanos: int
+    upper_bound_nanos: int
+    complete: bool  # every attempt's cost is known exactly
+    bounded: bool  # no attempt is unbounded: upper_bound_nanos is a real bound
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "bounded": self.bounded,
+            "complete": self.complete,
+            "currency": self.currency,
+            "known_nanos": self.known_nanos,
+            "upper_bound_nanos": self.upper_bound_nanos,
+        }
+
+
+def positive_int(value: object) -> int | None:
+    """``value`` when it is an integer >= 1 (a boolean is not), else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class PriceTable:
+    """A thread's pinned ``policy.currency`` and ``policy.models``."""
+
+    currency: str | None
+    models: tuple[Mapping[str, Any], ...]
+
+    @classmethod
+    def of(cls, started: Mapping[str, Any] | None) -> PriceTable:
+        policy = (started or {}).get("policy") or {}
+        models = tuple(policy.get("models") or ())
+        currency = policy.get("currency") if models else None
+        return cls(currency, models)
+
+    def entry(self, settings: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The ``policy.models`` entry of the settings' model, by (provider, name)."""
+        ref = settings.get("model") or {}
+        for entry in self.models:
+            if entry.get("provider") == ref.get("provider") and entry.get("name") == ref.get(
+                "name"
+            ):
+                return entry
+        return None
+
+    def input_bound(self, settings: Mapping[str, Any]) -> int | None:
+        """Input tokens (cache reads and writes included) one attempt may be billed for."""
+        entry = self.entry(settings)
+        if entry is None or entry.get("input_billing_bound") != "context_window":
+            return None
+        return positive_int(entry.get("context_window"))
+
+    @staticmethod
+    def output_bound(settings: Mapping[str, Any]) -> int | None:
+        """Output tokens one attempt may produce: the epoch's pinned ``max_tokens``."""
+        return positive_int((settings.get("model_params") or {}).get("max_tokens"))
+
+    def bound(self, settings: Mapping[str, Any]) -> int | None:
+        """Nanos one attempt under ``settings`` may cost at most; None when unbounded."""
+        entry = self.entry(settings)
+        price = None if entry is None else entry.get("price")
+        inp, out = self.input_bound(settings), self.output_bound(settings)
+        if price is None or inp is None or out is None:
+            return None
+        input_rate = max(price["input"], price.get("cache_read", 0), price.get("cache_write", 0))
+        return int(inp * input_rate + out * price["output"])
+
+    @staticmethod
+    def billed(attempt: Attempt) -> bool:
+        """False only for an attempt proven never billed: no response, and not sent or
+        recorded ``billing: not_billed``."""
+        return attempt.usage is not None or (
+            attempt.outcome != "not_sent" and attempt.billing != "not_billed"
+        )
+
+    def charge(self, attempt: Attempt) -> Charge | None:
+        """What ``attempt`` cost; None when it is proven never billed."""
+        usage = attempt.usage
+        if not self.billed(attempt):
+            return None
+        entry = self.entry(attempt.settings)
+        price = None if entry is None else entry.get("price")
+        if price is None:  # unpriced: unknown, never free
+            return Charge(0, None, exact=False)
+        if usage is None:  # open, in doubt or failed without proof: at its bound
+            return Charge(0, self.bound(attempt.settings), exact=False)
+        known, exact = 0, True
+        for tokens_key, price_key in _BILLED:
+            if tokens_key not in usage:
+                continue
+            tokens = usage[tokens_key]
+            if tokens is None:
+                exact = False
+            else:
+                known += int(tokens * price.get(price_key, 0))
+        if exact:
+            return Charge(known, known, exact=True)
+        bound = self.bound(attempt.settings)
+        return Charge(known, None if bound is None else known + bound, exact=False)
+
+    def total(self, attempts: Iterable[Attempt]) -> Cost:
+        """The sum of the attempts' charges; raises ``cost_overflow`` past 2^53-1. Needs a
+        currency (``PriceTable.currency`` None means there is no cost projection)."""
+        assert self.currency is not None, "no currency: a thread without one has no cost"
+        known = upper = 0
+        complete = bounded = True
+        for attempt in attempts:
+            charge = self.charge(attempt)
+            if charge is None:
+                continue
+            known += charge.known
+            complete = complete and charge.exact
+            if charge.upper is None:
+                bounded = False
+                upper += charge.known
+            else:
+                upper += charge.upper
+        if known > MAX_INT or upper > MAX_INT:
+            raise ThreadsError(
+                "cost_overflow",
+                "the thread's cost sums past 2^53-1 nano-units, more than the log format"
+                " carries; check the prices pinned in its policy (nano-units per token)",
+            )
+        return Cost(self.currency, known, upper, complete, bounded)
