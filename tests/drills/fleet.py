@@ -55,7 +55,9 @@ class Proxy:
         return getattr(self.inner, name)
 
 
-APPENDS = 14  # one uninterrupted run of the drill script; a stop point past it is never reached
+# one uninterrupted run of the drill script (its first input is written with the thread, not
+# appended); a stop point past it is never reached
+APPENDS = 13
 
 
 class StopDead(Proxy):
