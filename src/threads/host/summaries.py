@@ -24,15 +24,15 @@ from dataclasses import dataclass
 from threads.log.reduce import Fold
 from threads.principal import Principal
 from threads.run.agent import Agent
-from threads.run.authority import starter
 from threads.run.holders import gone_holders
-from threads.run.listing import Listing, first_input, listed_cost, read_listing
+from threads.run.listing import Listing, listing_of, read_listing
 from threads.run.views import ThreadCost
 from threads.run.waiting import Waiting, waiting
 from threads.store.protocol import BranchInfo, Store
 from threads.tools.tool import Tool
 
 ENTRIES = 16_384  # threads remembered; a listing of more folds the ones it dropped again
+NOTHING = Waiting((), (), ())  # what a thread at rest with no park waits on
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +74,7 @@ class Summaries:
             return kept[2]
         listing = await read_listing(store, root.branch_id)
         if listing is not None and not listing.waits_on_a_person:
-            summary, head = self._from_listing(listing), listing.head
+            summary, head = self._from_listing(listing, NOTHING), listing.head
         else:  # no listing at the head, or what it waits on needs the events: fold the log
             chain = await store.read_chain(root.branch_id)
             gone = await gone_holders(store, root.branch_id)
@@ -102,8 +102,9 @@ class Summaries:
         return out
 
     @staticmethod
-    def _from_listing(listing: Listing) -> Summary:
-        """The summary of a thread that waits on nobody, from its stored listing."""
+    def _from_listing(listing: Listing, waits: Waiting) -> Summary:
+        """The summary from a listing (stored, or made from a fold just now); ``waits``: what
+        the thread waits on a person for (a stored listing is used only when nothing)."""
         return Summary(
             status=listing.status,
             agent=listing.agent,
@@ -112,27 +113,15 @@ class Summaries:
             first_input=listing.first_input,
             cost=listing.cost,
             starter=listing.starter,
-            waiting=Waiting((), (), ()),
+            waiting=waits,
         )
 
     def summarize(self, fold: Fold, gone: frozenset[int] = frozenset()) -> Summary:
         """``gone``: the epochs whose holders are proven dead (what a park's words say)."""
-        name = (fold.thread_started or {}).get("agent_name")
-        agent = None if name is None else str(name)
-        served = self._agents.get(agent) if agent is not None else None
+        listing = listing_of(fold)
+        served = self._agents.get(listing.agent) if listing.agent is not None else None
 
         def tool_named(tool: str) -> Tool | None:
             return served.tool_named(tool) if served is not None else None
 
-        header = fold.root_header or fold.header_
-        created = header.created_at if header is not None else 0
-        return Summary(
-            status=fold.status,
-            agent=agent,
-            created_at=created,
-            updated_at=fold.events[-1].time if fold.events else created,
-            first_input=first_input(fold),
-            cost=listed_cost(fold),
-            starter=starter(fold),
-            waiting=waiting(fold, tool_named, gone),
-        )
+        return self._from_listing(listing, waiting(fold, tool_named, gone))
