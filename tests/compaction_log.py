@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from hand_config import started_data
 from threads.clock import FakeClock
 from threads.errors import LogError
-from threads.log.hashing import sha256_hex, value_hash
+from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
 from threads.log.reduce import Fold
 from threads.log.render import Rendered, render, render_summary_request
@@ -32,17 +33,7 @@ TOOL = {
 class CompactionLog:
     def __init__(self, **policy: Any) -> None:
         self.log = SampleLog(FakeClock(1790000000000))
-        config: dict[str, Any] = {
-            "adapter": {"name": "scripted", "settings": {}, "version": "1"},
-            "agent_name": "demo",
-            "instructions": "Be brief.",
-            "model": {"name": "scripted-1", "provider": "scripted"},
-            "model_params": {"max_tokens": 1024},
-            "tools": [TOOL],
-        }
-        if policy:
-            config["policy"] = policy
-        self.add("thread_started", {**config, "config_hash": value_hash(config)})
+        self.add("thread_started", started_data(TOOL, **policy))
 
     @property
     def events(self) -> list[Event]:

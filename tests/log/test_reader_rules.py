@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from hand_config import started_data
 from threads.clock import FakeClock
 from threads.errors import LogError
 from threads.log.hashing import value_hash
@@ -44,17 +45,7 @@ class Log:
 
     def __init__(self, **policy: Any) -> None:
         self.log = SampleLog(FakeClock(1790000000000))
-        config: dict[str, Any] = {
-            "adapter": {"name": "scripted", "settings": {}, "version": "1"},
-            "agent_name": "demo",
-            "instructions": "Be brief.",
-            "model": {"name": "scripted-1", "provider": "scripted"},
-            "model_params": {"max_tokens": 1024},
-            "tools": [TOOL],
-        }
-        if policy:
-            config["policy"] = policy
-        self.add("thread_started", {**config, "config_hash": value_hash(config)})
+        self.add("thread_started", started_data(TOOL, **policy))
 
     def add(self, type_: str, data: dict[str, Any], actor: dict[str, Any] = HOST) -> Event:
         return self.log.add(type_, data, actor)
