@@ -15,9 +15,10 @@ from typing import Any
 
 from threads.errors import ThreadsError
 from threads.log.cost import MAX_INT, PriceTable
+from threads.log.lines import Draft
 from threads.log.reduce import ModelAttempt
 from threads.run.budget import Budget, BudgetLimit, BudgetScope
-from threads.run.drafts import HOST, Draft
+from threads.run.drafts import HOST
 from threads.run.results import BudgetExhausted, BudgetInfo
 from threads.run.runtime import Runtime
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from threads.log.lines import Draft
 from threads.log.questions import ASK_USER, input_problem
 from threads.log.reduce import Call
 from threads.run import settle, structured
@@ -24,7 +25,7 @@ from threads.run.admit import (
     never_runs,
     open_approval,
 )
-from threads.run.drafts import HOST, Draft, resumed_data, tool_result_data
+from threads.run.drafts import HOST, resumed_data, tool_result_data
 from threads.run.execute import InDoubt, dispatch
 from threads.run.output_schema import is_candidate
 from threads.run.park_info import parked_event

@@ -21,13 +21,13 @@ from typing import Any, Literal
 
 from threads.log.compaction import is_side_request, summary_text
 from threads.log.hashing import sha256_hex
-from threads.log.lines import Event
+from threads.log.lines import Draft, Event
 from threads.log.reduce import Fold
 from threads.log.render import MEDIA_TYPE, Rendered, render_summary_request
 from threads.log.render_context import summary_guides
 from threads.models.protocol import ModelCallError, ModelRequest
 from threads.run.context_policy import ContextPolicy, context_window, pinned_context
-from threads.run.drafts import HOST, MODEL, Draft
+from threads.run.drafts import HOST, MODEL
 from threads.run.model_call import abandoned_data, call_model, record_response, render_artifacts
 from threads.run.results import RunResult
 from threads.run.runtime import Runtime

@@ -3,14 +3,14 @@ hash. A ``Draft`` (``threads.log.lines``) is a ``(type, data, actor)`` triple (a
 writer takes it as is).
 
 This module also holds the actor values a run writes and the builders of event data that more
-than one step writes. It imports only the log layer, so every step may use it.
+than one step writes. It imports only the log layer and principals, so every step may use it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from threads.log.lines import Draft as Draft  # noqa: PLC0414 - the run steps import it from here
+from threads.log.lines import Draft
 from threads.log.reduce import Fold
 from threads.principal import Principal
 

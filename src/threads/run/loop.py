@@ -15,10 +15,11 @@ from __future__ import annotations
 import dataclasses
 
 from threads.errors import StoreError
+from threads.log.lines import Draft
 from threads.run import budget_check, structured
 from threads.run.calls import release_approval_parks, run_pending
 from threads.run.compaction import serve_request, settle_answered
-from threads.run.drafts import HOST, Draft, user_input
+from threads.run.drafts import HOST, user_input
 from threads.run.model_step import model_step
 from threads.run.recovery import recover
 from threads.run.results import Completed, ErrorInfo, Failed, RunResult

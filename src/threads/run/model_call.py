@@ -10,6 +10,7 @@ import json
 from typing import Any, Literal
 
 from threads.errors import LogError, StoreError
+from threads.log.lines import Draft
 from threads.log.render import event_refs
 from threads.models.normalize import (
     Unrecordable,
@@ -19,7 +20,6 @@ from threads.models.normalize import (
 )
 from threads.models.protocol import Model, ModelCallError, ModelOutput, ModelRequest, TextDelta
 from threads.run.admit import record_calls
-from threads.run.drafts import Draft
 from threads.run.runtime import CallIdMemo, Runtime
 from threads.store.protocol import PendingArtifact
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from threads import telemetry
-from threads.log.lines import Event
+from threads.log.lines import Draft, Event
 from threads.models.protocol import ModelCallError
 from threads.run.compaction import after_prompt_too_long
-from threads.run.drafts import HOST, Draft
+from threads.run.drafts import HOST
 from threads.run.model_call import abandoned_data
 from threads.run.results import ErrorInfo, Failed, RunResult
 from threads.run.retry_policy import pinned_retry

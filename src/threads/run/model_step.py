@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from threads import telemetry
 from threads.errors import LogError
+from threads.log.lines import Draft
 from threads.log.render import MEDIA_TYPE, render
 from threads.models.protocol import (
     ModelCallError,
@@ -23,7 +24,7 @@ from threads.models.protocol import (
 )
 from threads.run import budget_check
 from threads.run.compaction import before_request
-from threads.run.drafts import HOST, MODEL, Draft
+from threads.run.drafts import HOST, MODEL
 from threads.run.model_call import call_model, known_call_ids, record_response, render_artifacts
 from threads.run.model_retry import (
     IN_DOUBT_REASONS,

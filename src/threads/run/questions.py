@@ -17,8 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from threads.log.lines import Draft
 from threads.log.questions import ASK_USER, input_problem
-from threads.run.drafts import Draft, tool_result_data
+from threads.run.drafts import tool_result_data
 from threads.tools.tool import RunContext, Tool, tool
 
 QUESTION_TTL_MS = 24 * 60 * 60 * 1000

@@ -24,8 +24,8 @@ import asyncio
 from typing import Any
 
 from threads.errors import StoreError
+from threads.log.lines import Draft
 from threads.principal import Principal
-from threads.run.drafts import Draft
 from threads.run.runtime import Runtime
 from threads.store.capabilities import controls_of
 from threads.store.control_items import ControlItem, ControlItems

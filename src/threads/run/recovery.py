@@ -14,9 +14,10 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from threads.log.lines import Draft
 from threads.models.protocol import ModelCallError, ModelOutput, ModelRequest, SupportsLookup
 from threads.run.calls import run_pending
-from threads.run.drafts import RECOVERY, Draft
+from threads.run.drafts import RECOVERY
 from threads.run.model_call import record_response
 from threads.run.results import RunResult
 from threads.run.runtime import Runtime

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from threads.log.lines import Draft
 from threads.models.protocol import Model
-from threads.run.drafts import HOST, Draft
+from threads.run.drafts import HOST
 from threads.run.retry_policy import pinned_retry
 from threads.run.runtime import Runtime
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 
-from threads.run.drafts import HOST, Draft
+from threads.log.lines import Draft
+from threads.run.drafts import HOST
 from threads.run.runtime import Runtime
 from threads.sandbox.protocol import SandboxError
 

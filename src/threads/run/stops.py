@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from threads.run.drafts import HOST, Draft
+from threads.log.lines import Draft
+from threads.run.drafts import HOST
 from threads.run.output_schema import pinned_output
 from threads.run.results import Completed, RunResult
 from threads.run.runtime import Runtime
