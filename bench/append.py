@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from threads.clock import SystemClock
+from threads.log.fold import Fold
 from threads.log.lines import Event
-from threads.log.reduce import Fold
 from threads.log.verify import verify_export
 from threads.store.sqlite import sqlite
 from threads.store.transfer import export_branch, import_log

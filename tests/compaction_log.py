@@ -14,9 +14,9 @@ import pytest
 from hand_config import started_data
 from threads.clock import FakeClock
 from threads.errors import LogError
+from threads.log.fold import Fold
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
-from threads.log.reduce import Fold
 from threads.log.render import Rendered, render, render_summary_request
 from threads.log.render_context import summary_guides
 from threads.log.verify import verify_export

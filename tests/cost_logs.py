@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from threads.clock import FakeClock
+from threads.log.fold import Fold
 from threads.log.hashing import value_hash
 from threads.log.lines import Event
-from threads.log.reduce import Fold
 from threads.log.render import render
 from threads.log.verify import verify_export
 from threads.testing.sample_log import MODEL, USER, SampleLog

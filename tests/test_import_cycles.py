@@ -94,12 +94,12 @@ def test_type_checking_and_function_local_imports_are_edges() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from threads.run.loop import drive\n"
-        "def f():\n    import threads.log.reduce\n"
+        "def f():\n    import threads.log.render\n"
         "from . import drafts\n"
     )
-    known = {"threads.run.loop", "threads.log.reduce", "threads.run.drafts", "threads.run.x"}
+    known = {"threads.run.loop", "threads.log.render", "threads.run.drafts", "threads.run.x"}
     edges = imported_modules(source, "threads.run.x", is_package=False, known=known)
-    assert edges == {"threads.run.loop", "threads.log.reduce", "threads.run.drafts"}
+    assert edges == {"threads.run.loop", "threads.log.render", "threads.run.drafts"}
 
 
 def test_no_package_attribute_hides_a_submodule() -> None:

@@ -7,8 +7,8 @@ happened is never silently repeated: threads proves what happened, or parks and 
 
 from threads.clock import Clock, FakeClock, SystemClock
 from threads.errors import ConfigError, LogError, NotFoundError, StoreError, ThreadsError
+from threads.log.fold import EffectStatus, ParkKind, ThreadStatus
 from threads.log.lines import Event
-from threads.log.reduce import EffectStatus, ParkKind, ThreadStatus
 from threads.log.replay import Replayed, ReplayMismatch
 from threads.models.protocol import Model, ModelCallError, ModelOutput, Price, TextDelta, Usage
 from threads.principal import LOCAL_OPERATOR, Principal

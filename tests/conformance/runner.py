@@ -131,7 +131,7 @@ def _code_from_description(case: Case) -> str:
 def run_reduce(case: Case) -> Expected:
     """Import read-only: verify the export while folding it, then compare what is pinned."""
     # Imported per case so a broken reduce fails the reduce cases, not the whole collection.
-    from threads.log.reduce import Fold
+    from threads.log.fold import Fold
 
     expected = load_expected(case)
     fold = Fold(now_ms=case.spec.get("clock", {}).get("now"))

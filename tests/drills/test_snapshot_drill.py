@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from threads.log.fold_state import RestoredFold
+from threads.log.fold.saved import RestoredFold
 from threads.store.fold_open import open_fold
 from threads.store.sqlite import sqlite
 
@@ -25,7 +25,7 @@ CHILD = textwrap.dedent(
     """
     import asyncio, os, signal, sys
     from threads.clock import FakeClock
-    from threads.log.reduce import reduce
+    from threads.log.fold import reduce
     from threads.store.fold_open import fold_row
     from threads.store.sqlite.store import SQLiteStore
     from threads.testing.sample_log import SampleLog

@@ -31,7 +31,7 @@ from worker import OffsetClock
 from postgres_support import URL, drop_schema, fresh_schema, needs_postgres
 from threads import ControlError, open_thread
 from threads.errors import StoreError
-from threads.log.reduce import Fold
+from threads.log.fold import Fold
 from threads.store.protocol import Store
 from threads.testing.fake_service import FakeService
 from threads.tools.tool import DEFAULT_SETTLE_MS

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cost_logs import CAP, PRICE, WINDOW, CostLog, entry
-from threads.log.cost import MAX_INT
+from threads.log.fold.cost import MAX_INT
 
 POLICY: dict[str, Any] = {"currency": "USD", "models": [entry(), entry("scripted-small")]}
 # the attempt bound: a full window at the highest input-side price (cache_write), the pinned

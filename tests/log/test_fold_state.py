@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from shared_data import CASES, needs
 from threads.clock import FakeClock
 from threads.errors import ThreadsError
-from threads.log.fold_state import (
+from threads.log.fold import Fold
+from threads.log.fold.saved import (
     RestoredFold,
     SnapshotShortError,
     SnapshotUnusableError,
@@ -26,7 +27,6 @@ from threads.log.fold_state import (
     restore,
 )
 from threads.log.lines import Event, Header
-from threads.log.reduce import Fold
 from threads.log.verify import verify_export
 from threads.testing.sample_log import SampleLog
 
@@ -34,7 +34,7 @@ Item = Header | Event
 Outcome = tuple[object, ...]
 
 # Every field of the fold, as the snapshot format knows them: a field added to ``Fold`` must be
-# carried by ``threads.log.fold_state`` (then added here), or a restored fold would miss it.
+# carried by ``threads.log.fold.saved`` (then added here), or a restored fold would miss it.
 FOLD_FIELDS = {
     "now_ms", "header_", "root_header", "thread_started", "tools", "last_seq", "last_hash",
     "epoch", "inspection_only", "thread_cancelled", "turn", "turns_completed", "calls",

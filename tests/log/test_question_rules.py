@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from test_reader_rules import Log
 
-from threads.log.questions import input_problem, match_answer, norm
+from threads.log.fold.questions import input_problem, match_answer, norm
 from threads.testing.sample_log import USER
 
 DELIVERY = {

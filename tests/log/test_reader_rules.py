@@ -12,9 +12,9 @@ import pytest
 from hand_config import started_data
 from threads.clock import FakeClock
 from threads.errors import LogError
+from threads.log.fold import Fold
 from threads.log.hashing import value_hash
 from threads.log.lines import Event
-from threads.log.reduce import Fold
 from threads.log.render import render
 from threads.log.verify import verify_export
 from threads.testing.sample_log import HOST, MODEL, USER, SampleLog

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from threads import agent
-from threads.log.reduce import Fold
+from threads.log.fold import Fold
 from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.runner import RunOptions, start_run

@@ -11,8 +11,8 @@ import pytest
 from pydantic import BaseModel
 
 from threads import Completed, ConfigError, Failed, agent
+from threads.log.fold import Fold
 from threads.log.lines import Event
-from threads.log.reduce import Fold
 from threads.log.verify import verify_export
 from threads.store.protocol import Store
 from threads.store.transfer import export_branch

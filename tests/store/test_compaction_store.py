@@ -7,7 +7,7 @@ import pytest
 
 from compaction_log import CompactionLog
 from threads.errors import LogError
-from threads.log.reduce import Fold
+from threads.log.fold import Fold
 from threads.principal import Principal
 from threads.run.replay import replay_branch
 from threads.store.bundle import write_bundle

@@ -1,5 +1,5 @@
 """``Thread.cost()`` and ``Thread.usage()`` on a stored thread, on every engine: the same
-projection the reader computes from the log (``threads.log.cost``), whatever store holds it."""
+projection the reader computes from the log (``threads.log.fold.cost``), whatever store holds it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from cost_logs import PRICE, WINDOW, CostLog, entry
 from threads import Thread, ThreadCost, open_thread
 from threads.errors import ThreadsError
-from threads.log.cost import MAX_INT
+from threads.log.fold.cost import MAX_INT
 from threads.store.protocol import Store
 from threads.store.transfer import import_log
 

@@ -12,8 +12,8 @@ import threads.store.fold_open as fold_open
 import threads.store.transfer as transfer
 from threads.clock import FakeClock
 from threads.errors import StoreError
-from threads.log.fold_state import RestoredFold
-from threads.log.reduce import Fold, reduce
+from threads.log.fold import Fold, reduce
+from threads.log.fold.saved import RestoredFold
 from threads.run.listing import read_listing
 from threads.run.writer import BranchWriter
 from threads.store.fold_open import fold_row, open_fold, snapshot_due

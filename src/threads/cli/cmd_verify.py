@@ -24,8 +24,8 @@ from typing import Any
 from threads.cli.cmd_replay import requests
 from threads.cli.support import add_store_option, describe, opened_store, report, usage_error
 from threads.errors import LogError, StoreError, ThreadsError
+from threads.log.fold import Fold
 from threads.log.lines import Event
-from threads.log.reduce import Fold
 from threads.log.refs import first_reference, referenced_artifacts
 from threads.log.replay import Replayed, missing_before, replay
 from threads.log.verify import verify_export, verify_lines

@@ -22,8 +22,8 @@ from threads.host.auth import Authenticate
 from threads.host.failure import HostError
 from threads.host.runs import Runs
 from threads.host.summaries import Summaries
+from threads.log.fold import Fold
 from threads.log.input_json import InputRefused, parse_input
-from threads.log.reduce import Fold
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.agent import Agent
 from threads.store.protocol import BranchInfo, Chain

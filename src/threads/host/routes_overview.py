@@ -24,8 +24,8 @@ from threads.host.bodies import (
 from threads.host.http import Context, ThreadView, branch_param, thread_view
 from threads.host.inbox import Place, inbox_items
 from threads.host.summaries import Summary
-from threads.log.cost import PriceTable
-from threads.log.reduce import Fold, ModelAttempt
+from threads.log.fold import Fold, ModelAttempt
+from threads.log.fold.cost import PriceTable
 from threads.principal import Principal
 from threads.run.holders import gone_holders
 from threads.run.views import ThreadCost, usage_of

@@ -22,8 +22,8 @@ from threads.errors import LogError
 from threads.host.bodies import ModeChange, SettingsChange
 from threads.host.failure import HostError
 from threads.host.http import Context, ThreadView, body_of, branch_param, owning_agent, thread_view
+from threads.log.fold import Fold
 from threads.log.lines import Draft
-from threads.log.reduce import Fold
 from threads.principal import Principal
 from threads.run.authority import refusal
 from threads.run.control import control_writer

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 
 from threads.errors import NotFoundError, ThreadsError
 from threads.host.hub import Hub
+from threads.log.fold import Fold
 from threads.log.lines import Event
-from threads.log.reduce import Fold
 from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.listing import read_listing

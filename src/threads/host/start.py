@@ -21,10 +21,10 @@ from threads.host.bodies import RunAccepted, StartRunRequest
 from threads.host.failure import HostError
 from threads.host.runs import Runs
 from threads.log.canonical import canonical
+from threads.log.fold import Fold
 from threads.log.hashing import sha256_hex
 from threads.log.ids import uuid7
 from threads.log.lines import WRITER_IMPL, Draft, first_event, make_header, next_event
-from threads.log.reduce import Fold
 from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.budget import Budget

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from threads.log.reduce import Fold
+from threads.log.fold import Fold
 from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.holders import gone_holders

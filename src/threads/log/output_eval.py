@@ -1,7 +1,7 @@
 """The one evaluator of output schemas: what rule 20 accepts, and what the run asks again for.
 
-UPSTREAM-DIGEST-2 §4 fixes a small JSON Schema dialect, hand-written upstream in both
-languages; this is ours, used by the reader (``reduce_features``, rule 20: an accepted value
+UPSTREAM-DIGEST-2 §4 fixes a small JSON Schema dialect, hand-written upstream in both languages;
+this is ours, used by the reader (``threads.log.fold.features``, rule 20: an accepted value
 validates) and by the run's own judge (``run/output_schema``), so the two can't disagree.
 ``compile_schema`` refuses any keyword outside the dialect (``UnsupportedSchemaError``: the agent
 refuses it at setup, the reader fails closed); ``OutputSchema.issues`` lists what a value

@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from threads.log.fold import Approval, Call
 from threads.log.ids import uuid7
 from threads.log.lines import Draft
-from threads.log.reduce import Approval, Call
 from threads.run.authority import recorded_refusal
 from threads.run.drafts import HOST, tool_result_data
 from threads.run.output_schema import is_candidate

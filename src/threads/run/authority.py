@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from threads.log.fold import Fold
 from threads.log.lines import Event
-from threads.log.reduce import Fold
 from threads.principal import Principal
 
 

@@ -1,7 +1,7 @@
 """``Budget``: limits on what a thread (agent level) or a run (run level) may spend.
 
 Limits are checked before each model request against a worst-case reservation (the pinned
-``max_tokens`` out, a full context window in, at its price: ``threads.log.cost``), so a request
+``max_tokens`` out, a full context window in, at its price: ``threads.log.fold.cost``), so a request
 that could cross a limit is never sent. Spend is read back from the log; unreported usage counts
 at its bound.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, Protocol
 
 from threads.errors import ConfigError
-from threads.log.cost import positive_int
+from threads.log.fold.cost import positive_int
 
 BudgetLimit = Literal[
     "max_model_requests", "max_turns", "max_input_tokens", "max_output_tokens",

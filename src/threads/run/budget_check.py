@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from threads.errors import ThreadsError
-from threads.log.cost import MAX_INT, PriceTable
+from threads.log.fold import ModelAttempt
+from threads.log.fold.cost import MAX_INT, PriceTable
 from threads.log.lines import Draft
-from threads.log.reduce import ModelAttempt
 from threads.run.budget import Budget, BudgetLimit, BudgetScope
 from threads.run.drafts import HOST
 from threads.run.results import BudgetExhausted, BudgetInfo

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 
+from threads.log.fold import Call
+from threads.log.fold.questions import ASK_USER, input_problem
 from threads.log.lines import Draft
-from threads.log.questions import ASK_USER, input_problem
-from threads.log.reduce import Call
 from threads.run import settle, structured
 from threads.run.admit import (
     CANCELLED,

@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from threads.log.compaction import is_side_request, summary_text
+from threads.log.fold import Fold
+from threads.log.fold.compaction import is_side_request, summary_text
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Draft, Event
-from threads.log.reduce import Fold
 from threads.log.render import MEDIA_TYPE, Rendered, render_summary_request
 from threads.log.render_context import summary_guides
 from threads.models.protocol import ModelCallError, ModelRequest

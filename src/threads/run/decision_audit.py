@@ -22,8 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from threads.errors import LogError
+from threads.log.fold import Call, Fold
 from threads.log.lines import Event
-from threads.log.reduce import Call, Fold
 from threads.run.permissions import rule_matches
 
 CODE = "decision_contradicts_policy"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from threads.log.fold import Fold
 from threads.log.lines import Draft
-from threads.log.reduce import Fold
 from threads.principal import Principal
 
 HOST: dict[str, Any] = {"kind": "host"}

@@ -16,8 +16,8 @@ import logging
 from dataclasses import dataclass
 
 from threads import telemetry
+from threads.log.fold import Call
 from threads.log.lines import Draft
-from threads.log.reduce import Call
 from threads.run.drafts import HOST, TOOL
 from threads.run.queued_controls import watch_for_cancel
 from threads.run.record import close, commit

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from threads.log.reduce import Call, Fold
+from threads.log.fold import Call, Fold
 from threads.store.holder import gone_epochs
 from threads.store.protocol import Store
 from threads.tools.tool import Tool

@@ -7,7 +7,7 @@ A writer puts the row with every append that leaves the branch not ``in_turn``, 
 with the branch it stores (``listing_row``); ``read_listing`` answers only for the head the
 branch is at now, else None and the caller folds the log as before.
 Invariant: a ``Listing`` is a function of the lines through its head and of the fold code that
-made it (``threads.log.fold_state.fold_code``): a row of another head, format or fold code,
+made it (``threads.log.fold.saved.fold_code``): a row of another head, format or fold code,
 or whose bytes changed, is never used.
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 
 from threads.errors import ThreadsError
 from threads.log.canonical import fast_loads
-from threads.log.fold_state import fold_code
-from threads.log.reduce import Fold, ThreadStatus
+from threads.log.fold import Fold, ThreadStatus
+from threads.log.fold.saved import fold_code
 from threads.principal import Principal
 from threads.run.authority import starter
 from threads.run.views import ThreadCost, cost_of

@@ -13,9 +13,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from threads.errors import ConfigError
+from threads.log.fold import Fold
 from threads.log.hashing import value_hash
 from threads.log.output_eval import SchemaIssue, UnsupportedSchemaError, compile_schema, issues_of
-from threads.log.reduce import Fold
 from threads.tools.tool import RunContext, Tool, tool
 
 FINAL_OUTPUT = "final_output"

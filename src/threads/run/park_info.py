@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from threads.log.fold import Call, Fold
 from threads.log.lines import Event
-from threads.log.reduce import Call, Fold
 from threads.run.holders import EarlierHolder, earlier_holder, iso
 from threads.tools.tool import DEFAULT_SETTLE_MS, Tool
 

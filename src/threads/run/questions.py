@@ -7,7 +7,7 @@ parks on it, ``parked{address: {kind: input, id: call_id}, reason: awaiting_inpu
 answer``) records the answer as the call's ``tool_result{origin: answered}``; the next run goes
 on from there. With ``options`` only a listed option is an answer (matched ignoring ASCII case
 and surrounding spaces, or by its 1-based number, recorded as listed); with ``multi_select``
-several, joined by line breaks. The rules themselves live in ``threads.log.questions``, which
+several, joined by line breaks. The rules themselves live in ``threads.log.fold.questions``, which
 the reader applies to every log.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from threads.log.fold.questions import ASK_USER, input_problem
 from threads.log.lines import Draft
-from threads.log.questions import ASK_USER, input_problem
 from threads.run.drafts import tool_result_data
 from threads.tools.tool import RunContext, Tool, tool
 

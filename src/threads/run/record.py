@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from threads.log.fold import Call
 from threads.log.lines import Draft
-from threads.log.reduce import Call
 from threads.run.drafts import HOST, INLINE_RESULT_BYTES, tool_result_data
 from threads.run.runtime import Runtime
 from threads.store.protocol import PendingArtifact

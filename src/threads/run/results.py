@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from threads.log.reduce import ParkKind
+from threads.log.fold import ParkKind
 from threads.run.budget import BudgetLimit, BudgetScope
 
 if TYPE_CHECKING:

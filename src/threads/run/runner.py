@@ -13,9 +13,9 @@ from typing import Any
 
 from threads import telemetry
 from threads.errors import ConfigError, LogError, NotFoundError, StoreError, ThreadsError
+from threads.log.fold import Fold
 from threads.log.ids import uuid7
 from threads.log.lines import WRITER_IMPL, Draft, Event, first_event, make_header, next_event
-from threads.log.reduce import Fold
 from threads.memory.protocol import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.budget import Budget

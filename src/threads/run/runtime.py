@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from threads.clock import sleep_on
-from threads.log.reduce import Call, Fold
+from threads.log.fold import Call, Fold
 from threads.log.render import RenderCache
 from threads.memory.protocol import MemoryHandle
 from threads.principal import Principal

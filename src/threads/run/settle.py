@@ -23,8 +23,8 @@ import logging
 from dataclasses import dataclass
 
 from threads.errors import StoreError
+from threads.log.fold import Call
 from threads.log.lines import Draft
-from threads.log.reduce import Call
 from threads.run.authority import human_resolution, recorded_refusal
 from threads.run.drafts import RECOVERY, resumed_data
 from threads.run.holders import EarlierHolder, earlier_holder, iso, window_park_ends

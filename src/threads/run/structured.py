@@ -20,8 +20,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from threads.log.canonical import canonical
+from threads.log.fold import Call, Fold
 from threads.log.lines import Draft
-from threads.log.reduce import Call, Fold
 from threads.run.drafts import HOST, TOOL, tool_result_data
 from threads.run.output_schema import ASK_ORIGIN, ASK_TEXT, pinned_output, pointer, schema_errors
 from threads.run.results import Completed, ErrorInfo, Failed, RunResult

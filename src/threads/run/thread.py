@@ -20,10 +20,10 @@ from typing import Any, Literal
 
 from threads.errors import ConfigError, NotFoundError, ThreadsError
 from threads.log.collector import collector_paused
-from threads.log.fold_state import RestoredFold
+from threads.log.fold import Call, Fold
+from threads.log.fold.questions import match_answer
+from threads.log.fold.saved import RestoredFold
 from threads.log.lines import Draft, Event
-from threads.log.questions import match_answer
-from threads.log.reduce import Call, Fold
 from threads.log.replay import Replayed
 from threads.principal import Principal
 from threads.run.authority import refusal

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from threads.log.fold import Fold, ParkKind
 from threads.log.lines import Draft
-from threads.log.reduce import Fold, ParkKind
 from threads.run.drafts import HOST
 from threads.run.park_info import effect_park_detail
 from threads.run.queued_controls import apply_queued_cancels

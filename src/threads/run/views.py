@@ -13,7 +13,7 @@ from itertools import starmap
 from typing import Literal, cast
 
 from threads.errors import LogError
-from threads.log.reduce import EffectStatus, Fold, ParkKind, ThreadStatus
+from threads.log.fold import EffectStatus, Fold, ParkKind, ThreadStatus
 
 
 @dataclass(frozen=True, slots=True)

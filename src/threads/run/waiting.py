@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from threads.log.fold import Fold
 from threads.log.lines import Event
-from threads.log.reduce import Fold
 from threads.principal import Principal
 from threads.run.park_info import ParkFacts, park_facts, parked_event
 from threads.tools.tool import Tool

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from threads.errors import ConfigError, ThreadsError
-from threads.log.reduce import Fold
+from threads.log.fold import Fold
 from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.holders import window_park_ends

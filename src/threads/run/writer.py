@@ -25,9 +25,9 @@ from threads import telemetry
 from threads.clock import elapsed_source
 from threads.errors import StoreError
 from threads.log.admission import encode_admitted
+from threads.log.fold import Fold
 from threads.log.ids import uuid7
 from threads.log.lines import Draft, Event
-from threads.log.reduce import Fold
 from threads.run.listing import AT_REST, listing_row
 from threads.store.fold_open import fold_row, snapshot_due
 from threads.store.holder import parse as parse_holder

@@ -20,7 +20,8 @@ from dataclasses import replace
 
 from threads.errors import ThreadsError
 from threads.log.collector import collector_paused
-from threads.log.fold_state import (
+from threads.log.fold import Fold
+from threads.log.fold.saved import (
     FORMAT,
     SnapshotShortError,
     SnapshotUnusableError,
@@ -29,7 +30,6 @@ from threads.log.fold_state import (
     restore,
 )
 from threads.log.lines import Event
-from threads.log.reduce import Fold
 from threads.store.protocol import Store, TailRead
 from threads.store.rows import build_segment
 from threads.store.snapshot_row import StoredSnapshot

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from threads.clock import Clock
 from threads.log.collector import collector_paused
+from threads.log.fold import Fold
 from threads.log.lines import Event, Header
-from threads.log.reduce import Fold
 from threads.log.request_bytes import RequestBytes
 from threads.store.receipts import RunReceipt
 from threads.store.snapshot_row import StoredSnapshot

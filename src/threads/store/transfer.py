@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from threads.errors import LogError, StoreError
+from threads.log.fold import Fold
 from threads.log.lines import Head
-from threads.log.reduce import Fold
 from threads.log.refs import first_reference, referenced_artifacts
 from threads.log.replay import missing_before
 from threads.log.verify import Segment as VerifiedSegment

@@ -28,14 +28,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
-from threads.log import compaction, cost, questions, reduce, reduce_features, tool_ext, wakes
+from threads.log import tool_ext
 from threads.log.canonical import fast_loads
-from threads.log.compaction import Compaction
+from threads.log.fold.compaction import Compaction
+from threads.log.fold.features import Child, Features
+from threads.log.fold.records import Approval, Call, ModelAttempt, Turn
+from threads.log.fold.rules import Fold
+from threads.log.fold.wakes import RunRef, Spawn, Wakes
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event, Header, event_from_value, header_from_value
-from threads.log.reduce import Approval, Call, Fold, ModelAttempt, Turn
-from threads.log.reduce_features import Child, Features
-from threads.log.wakes import RunRef, Spawn, Wakes
 
 __all__ = [
     "FORMAT",
@@ -63,13 +64,12 @@ class SnapshotUnusableError(Exception):
 
 @cache
 def fold_code() -> str:
-    """The sha256 of the fold's own source (the rules and this format): a snapshot written by
-    other rules is refused, as a changed rule could fold the same lines to another state."""
-    sources = (
-        reduce.__file__, reduce_features.__file__, compaction.__file__, cost.__file__,
-        questions.__file__, tool_ext.__file__, wakes.__file__, __file__,
-    )
-    return sha256_hex(b"\0".join(Path(path).read_bytes() for path in sources if path))
+    """The sha256 of the fold's own source (every module of this package, the rules and this
+    format among them, and the tool-extension rules it calls): a snapshot written by other rules
+    is refused, as a changed rule could fold the same lines to another state."""
+    package = sorted(Path(__file__).parent.glob("*.py"))
+    sources = [*package, Path(tool_ext.__file__)]
+    return sha256_hex(b"\0".join(path.read_bytes() for path in sources))
 
 
 @dataclass

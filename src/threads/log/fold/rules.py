@@ -1,369 +1,29 @@
-"""Reduce: fold a branch's resolved chain into the state everything else reads.
-
-``Fold`` consumes headers and events in chain order, enforcing the semantic rules of the format
-as it goes (a rule broken raises ``LogError`` at that event's seq), and keeps the working state the
-run loop and recovery decide from: the open turn and model request, every call with its tool spec
-as of call time, decision, approval and effect history, parks, cancel barrier, budget and usage.
-``state()`` projects the normative ``ReducedState`` the conformance cases compare.
-Invariant: the fold is a pure function of the lines it was given; nothing here does I/O.
+"""The fold's rules, one per core event type, and ``Fold``, which runs them: what each event
+changes in the fold's state (``threads.log.fold.state``) and what it must not break (a rule broken
+raises ``LogError`` at that event's seq). ``DISPATCH`` is what ``Fold.extend`` runs per type: the
+core rule, then the reader rule of the features other writers record
+(``threads.log.fold.features``), if any. Invariant: the fold is a pure function of the lines it
+was given; nothing here does I/O.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from operator import attrgetter
-from typing import Any, Literal, cast
+from typing import Any, cast
 
-from threads.errors import LogError, ThreadsError
-from threads.log.compaction import Compaction, is_side_request
-from threads.log.cost import MAX_INT, Cost, PriceTable
-from threads.log.hashing import value_hash
-from threads.log.ids import effect_key
+from threads.errors import LogError
+from threads.log.fold.compaction import is_side_request
+from threads.log.fold.cost import MAX_INT
+from threads.log.fold.features import HANDLERS as FEATURE_HANDLERS
+from threads.log.fold.features import Handler as FeatureHandler
+from threads.log.fold.features import check_after_handoff, check_tools_hash
+from threads.log.fold.questions import check_answer, check_question_park, check_rejection
+from threads.log.fold.records import Approval, Call, ModelAttempt, ParkKind, Turn
+from threads.log.fold.state import FoldState
 from threads.log.lines import Event, Header
-from threads.log.questions import check_answer, check_question_park, check_rejection
-from threads.log.reduce_features import HANDLERS as FEATURE_HANDLERS
-from threads.log.reduce_features import (
-    Features,
-    check_after_handoff,
-    check_tools_hash,
-    current_mode,
-)
-from threads.log.reduce_features import Handler as FeatureHandler
-from threads.log.render import denied_input, prefix_digest, prefix_line
+from threads.log.render import denied_input
 from threads.log.tool_ext import check_remote_result, check_tools_loaded
-from threads.log.wakes import Wakes
-
-# The vocabularies a reader of a thread meets, as the log format names them.
-ParkKind = Literal["approval", "effect", "input", "resource", "child", "ask", "wait", "member"]
-EffectStatus = Literal["begun", "committed", "unknown", "resolved"]
-ThreadStatus = Literal["inspection_only", "cancelled", "parked", "in_turn", "idle"]
-
-
-@dataclass(slots=True)
-class Approval:
-    challenge_id: str
-    args_hash: str
-    expires_at: int
-    state: str = "open"  # open | granted | denied
-    decided_by: dict[str, Any] | None = None
-    reason: str | None = None
-    used: bool = False
-
-
-@dataclass(slots=True)
-class Call:
-    """One tool call and everything recorded about it since ``tool_call``."""
-
-    call_id: str
-    name: str
-    input: dict[str, Any]
-    request_event_id: str
-    branch_id: str
-    seq: int
-    spec: dict[str, Any] | None  # ToolSpec of that name in the tool set at call time
-    event_id: str = ""  # the tool_call's
-    removed: bool = False  # a later tools_changed dropped this tool
-    decision: str | None = None  # allow | deny | ask
-    decision_source: str | None = None
-    decision_reason: str | None = None
-    approval: Approval | None = None
-    effect: EffectStatus | None = None
-    attempt: int = 0
-    first_begin_time: int | None = None
-    unknown_reason: str | None = None
-    resolution: str | None = None  # last effect_resolved outcome
-    result_ref: dict[str, Any] | None = None
-    result: dict[str, Any] | None = None
-    late_result: dict[str, Any] | None = None  # the real result after a deferred placeholder
-    parked: bool = False
-    begin_event: Event | None = None  # the last effect_begin (its epoch: who dispatched it)
-    retry_not_before: int | None = None  # a retry_scheduled after that attempt: wait until
-
-    @property
-    def effect_key(self) -> str:
-        return effect_key(self.branch_id, self.call_id)
-
-    @property
-    def effect_class(self) -> str:
-        if self.spec is None:
-            return "unguarded"
-        return str(self.spec.get("effect_class", "unguarded"))
-
-    @property
-    def args_hash(self) -> str:
-        return value_hash(self.input)
-
-
-@dataclass(slots=True)
-class ModelAttempt:
-    event: Event
-    attempt: int
-    settings: dict[str, Any]  # the settings epoch it was sent under (model, model_params)
-    outcome: str | None = None  # response | not_sent | failed | unknown (None while open)
-    retry_not_before: int | None = None
-    usage: dict[str, Any] | None = None  # its response's
-    billing: str | None = None  # its abandonment's
-
-
-@dataclass(slots=True)
-class Turn:
-    input_event: Event
-    budget: dict[str, Any] | None
-    sent: bool = False  # a model_request follows the last user_input/steer
-    budget_exceeded: bool = False
-    cancel_event: Event | None = None
-    model_requests: int = 0
-
-
-@dataclass
-class Fold:
-    """Incremental reducer; ``now_ms`` only decides which snapshots are still fork points."""
-
-    now_ms: int | None = None
-    header_: Header | None = None
-    root_header: Header | None = None
-    thread_started: dict[str, Any] | None = None
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    last_seq: int = 0
-    last_hash: str = ""
-    epoch: int = 0
-    inspection_only: bool = False
-    thread_cancelled: bool = False
-    turn: Turn | None = None
-    turns_completed: int = 0
-    calls: dict[str, Call] = field(default_factory=dict)
-    call_order: list[str] = field(default_factory=list)
-    settled_calls: int = 0  # the first calls in call_order that all have a result (final)
-    effect_order: list[str] = field(default_factory=list)
-    attempts: dict[str, ModelAttempt] = field(default_factory=dict)
-    open_attempt: ModelAttempt | None = None
-    last_attempt: ModelAttempt | None = None
-    parks: dict[tuple[ParkKind, str], dict[str, Any]] = field(default_factory=dict)
-    approvals: dict[str, Call] = field(default_factory=dict)
-    thread_rules: list[tuple[str, str]] = field(default_factory=list)  # (rule, allow|deny)
-    snapshots: list[tuple[int, str, int | None]] = field(default_factory=list)
-    transcript: list[tuple[str, str]] = field(default_factory=list)
-    transcript_seqs: list[int] = field(default_factory=list)  # the seq of each transcript item
-    responses: list[dict[str, Any]] = field(default_factory=list)  # turn responses
-    side_responses: list[dict[str, Any]] = field(default_factory=list)  # summarizer replies
-    model_requests: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    unknown_responses: int = 0
-    events: list[Event] = field(default_factory=list)
-    segment_headers: list[Header] = field(default_factory=list)
-    features: Features = field(default_factory=Features)
-    compaction: Compaction = field(default_factory=Compaction)
-    wakes: Wakes = field(default_factory=Wakes)
-    loaded_tools: set[str] = field(default_factory=set)  # deferred tools a tools_loaded loaded
-    knowledge_revision: int | None = None  # a fork's corpus revision (pinned policy), else None
-    snapshot_revisions: dict[int, int | None] = field(default_factory=dict)
-    # event_id -> event, of the first ``_indexed`` events (extended when looked up: most
-    # folds never look one up, and a long read then pays no insert per event)
-    _by_event_id: dict[str, Event] = field(default_factory=dict)
-    _indexed: int = 0
-    open_calls: int = 0  # calls without a result
-    response_of: dict[str, Event] = field(default_factory=dict)  # request event_id -> response
-    _prefix: tuple[object, dict[str, Any]] | None = None
-
-    # ---- feeding -------------------------------------------------------------------------
-
-    def header(self, header: Header) -> None:
-        if self.root_header is None:
-            self.root_header = header
-        self.header_ = header
-        self.segment_headers.append(header)
-        self.last_hash = header.hash
-
-    def apply(self, event: Event) -> None:
-        self.extend((event,))
-
-    def extend(self, events: Iterable[Event]) -> None:
-        """``apply`` each event in order: one loop for a whole read, with what it touches per
-        event held in locals (a long branch makes this the fold's own cost)."""
-        dispatch = _DISPATCH.get
-        append = self.events.append
-        boundaries = self.features.boundaries
-        for event in events:
-            handler = dispatch(event.type)
-            if handler is not None:
-                handler(self, event)
-            append(event)
-            seq = event.seq
-            if self.open_attempt is None and self.open_calls == 0:
-                boundaries.add(seq)
-            self.last_seq = seq
-            self.last_hash = event.hash
-            self.epoch = event.epoch
-
-    # ---- queries the loop uses -----------------------------------------------------------
-
-    def pending_calls(self) -> list[Call]:
-        order, calls = self.call_order, self.calls
-        settled = self.settled_calls
-        while settled < len(order) and calls[order[settled]].result is not None:
-            settled += 1  # a result is final: these are never looked at again
-        self.settled_calls = settled
-        return [calls[c] for c in order[settled:] if calls[c].result is None]
-
-    def tool_spec(self, name: str) -> dict[str, Any] | None:
-        for spec in self.tools:
-            if spec["name"] == name:
-                return spec
-        return None
-
-    @property
-    def mode(self) -> str:
-        """The permission mode in force: the pinned one until a ``mode_changed``."""
-        return current_mode(self.features, self)
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        """The model settings in force (``model``, ``model_params``, ``adapter``): the pinned
-        ones until a ``settings_changed``."""
-        return dict(self.features.settings or self.thread_started or {})
-
-    @property
-    def status(self) -> ThreadStatus:
-        if self.inspection_only:
-            return "inspection_only"
-        if self.thread_cancelled:
-            return "cancelled"
-        if self.parks:
-            return "parked"
-        if self.turn is not None:
-            return "in_turn"
-        return "idle"
-
-    def fork_points(self) -> list[tuple[int, str]]:
-        """(seq, event_id) of each quiescent snapshot not expired at ``now_ms``."""
-        now = self.now_ms
-        return [
-            (seq, event_id)
-            for seq, event_id, expires_at in self.snapshots
-            if expires_at is None or now is None or expires_at > now
-        ]
-
-    def state(self) -> dict[str, Any]:
-        """The normative ReducedState as plain JSON values."""
-        header = self.header_
-        if header is None:
-            raise LogError("invalid_transition", "no header was read", seq=0)
-        return {
-            "thread_id": header.thread_id,
-            "branch_id": header.branch_id,
-            "head": {"seq": self.last_seq, "hash": self.last_hash},
-            "epoch": self.epoch,
-            "status": self.status,
-            "turns_completed": self.turns_completed,
-            "pending_calls": [c.call_id for c in self.pending_calls()],
-            "effects": [
-                {"effect_key": call.effect_key, "call_id": call.call_id, "status": call.effect}
-                for call in (self.calls[c] for c in self.effect_order)
-            ],
-            "parked": [dict(address) for address in self.parks.values()],
-            "fork_points": [
-                {"seq": seq, "snapshot_event_id": event_id} for seq, event_id in self.fork_points()
-            ],
-            "usage": {
-                "input_tokens": self.input_tokens,
-                "output_tokens": self.output_tokens,
-                "unknown_responses": self.unknown_responses,
-            },
-            "transcript": [{"role": role, "event_id": eid} for role, eid in self.transcript],
-        }
-
-    def projections(self) -> dict[str, Any]:
-        return {
-            "cost": _cost_wire(self),
-            "mode": self.mode,
-            "model": dict(self.settings.get("model", {})),
-            "compaction": self.compaction.breaker(self.thread_started),
-            **self.features.projections(),
-        }
-
-    # ---- ChainFacts (what the feature rules read) ------------------------------------------
-
-    def attempt_open(self) -> bool:
-        return self.open_attempt is not None
-
-    def has_call(self, call_id: str) -> bool:
-        return call_id in self.calls
-
-    def result_of(self, call_id: str) -> dict[str, Any] | None:
-        call = self.calls.get(call_id)
-        return None if call is None else call.result
-
-    def turn_open(self) -> bool:
-        return self.turn is not None
-
-    def response_to(self, request_event_id: str) -> Event | None:
-        return self.response_of.get(request_event_id)
-
-    def step_boundary(self, seq: int) -> bool:
-        return seq in self.features.boundaries
-
-    def has_result(self, call_id: str) -> bool:
-        call = self.calls.get(call_id)
-        return call is not None and call.result is not None
-
-    def event_by_id(self, event_id: str) -> Event | None:
-        """The event with that id among those applied (the last, should two share it)."""
-        events, indexed = self.events, self._indexed
-        if indexed < len(events):
-            fresh = events[indexed:]
-            self._by_event_id.update(zip(map(_event_id, fresh), fresh, strict=True))
-            self._indexed = len(events)
-        return self._by_event_id.get(event_id)
-
-    def expected_prefix(self) -> dict[str, Any]:
-        """``declared_prefix`` every request of the settings epoch in force declares (C7)."""
-        settings = self.features.settings
-        cached = self._prefix
-        if cached is None or cached[0] is not settings:
-            assert self.thread_started is not None
-            cached = (settings, prefix_digest(prefix_line(self.thread_started, settings)))
-            self._prefix = cached
-        return cached[1]
-
-    def price_table(self) -> PriceTable:
-        return PriceTable.of(self.thread_started)
-
-    def cost(self) -> Cost | None:
-        """Spend read back from the log (``threads.log.cost``): None when the thread's policy
-        names no currency; raises ``cost_overflow`` past 2^53-1."""
-        table = self.price_table()
-        if table.currency is None:
-            return None
-        return table.total(self.attempts.values())
-
-    # ---- rules ---------------------------------------------------------------------------
-
-    def _call(self, event: Event) -> Call:
-        call_id = event.data["call_id"]
-        call = self.calls.get(call_id)
-        if call is None:
-            raise LogError(
-                "invalid_transition",
-                f"{event.type} names call {call_id!r}, which has no tool_call on this branch",
-                seq=event.seq,
-            )
-        return call
-
-
-_event_id = attrgetter("event_id")
-
-
-def _cost_wire(fold: Fold) -> dict[str, Any] | None:
-    try:
-        cost = fold.cost()
-    except ThreadsError as exc:
-        if exc.code != "cost_overflow":
-            raise
-        return {"error": "cost_overflow"}
-    return None if cost is None else cost.to_wire()
 
 
 def _fail(event: Event, message: str, code: str = "invalid_transition") -> LogError:
@@ -881,7 +541,7 @@ _HANDLERS = {
 }
 
 
-_Rule = Callable[[Fold, Event], None]
+_Rule = Callable[["Fold", Event], None]
 
 
 def _and_feature(core: _Rule | None, feature: FeatureHandler) -> _Rule:
@@ -894,14 +554,46 @@ def _and_feature(core: _Rule | None, feature: FeatureHandler) -> _Rule:
 
 
 # What ``extend`` runs per type, looked up once per event: the rule above, then the feature rule
-# of that type (``threads.log.reduce_features``), if any.
-_DISPATCH: dict[str, _Rule] = {
+# of that type (``threads.log.fold.features``), if any.
+DISPATCH: dict[str, _Rule] = {
     **_HANDLERS,
     **{
         type_: _and_feature(_HANDLERS.get(type_), feature)
         for type_, feature in FEATURE_HANDLERS.items()
     },
 }
+
+
+class Fold(FoldState):
+    """Incremental reducer: feed it a chain's headers and events in order."""
+
+    def header(self, header: Header) -> None:
+        if self.root_header is None:
+            self.root_header = header
+        self.header_ = header
+        self.segment_headers.append(header)
+        self.last_hash = header.hash
+
+    def apply(self, event: Event) -> None:
+        self.extend((event,))
+
+    def extend(self, events: Iterable[Event]) -> None:
+        """``apply`` each event in order: one loop for a whole read, with what it touches per
+        event held in locals (a long branch makes this the fold's own cost)."""
+        dispatch = DISPATCH.get
+        append = self.events.append
+        boundaries = self.features.boundaries
+        for event in events:
+            handler = dispatch(event.type)
+            if handler is not None:
+                handler(self, event)
+            append(event)
+            seq = event.seq
+            if self.open_attempt is None and self.open_calls == 0:
+                boundaries.add(seq)
+            self.last_seq = seq
+            self.last_hash = event.hash
+            self.epoch = event.epoch
 
 
 def reduce(header: Header, events: list[Event], *, now_ms: int | None = None) -> Fold:

@@ -2,7 +2,7 @@
 issue calls it 46), the answer-matching rule (rule 25) and ``answer_rejected`` (rule 49).
 
 One definition serves the writer and the reader: ``threads.run.questions`` checks a call's input
-and matches a person's answer with these functions, and the fold (``threads.log.reduce``) refuses
+and matches a person's answer with these functions, and the fold (``threads.log.fold``) refuses
 a log whose park, answer or rejection breaks them, at that event's seq (``invalid_transition``).
 ``norm`` trims the ECMAScript WhiteSpace and LineTerminator set at both ends and lowercases ASCII
 A-Z only: no Unicode folding, so both implementations agree byte for byte.
