@@ -386,6 +386,9 @@ class _HangingModel:
         self.price = inner.price
         self.sent = asyncio.Event()
 
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
     def adapter_ref(self) -> dict[str, Any]:
         return self.inner.adapter_ref()  # type: ignore[no-any-return]
 

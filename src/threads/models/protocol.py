@@ -196,6 +196,11 @@ class Model(Protocol):
         """Yield text deltas live, then exactly one ``ModelOutput``; raise ``ModelCallError``."""
         ...
 
+    async def aclose(self) -> None:
+        """Release what the model holds open (an SDK client's connection pool); a model that
+        holds nothing returns at once. Call it when you are done with the agent."""
+        ...
+
 
 DEFAULT_MODALITIES = frozenset({"text"})
 _PART_MODALITY = {"image_ref": "image", "image": "image"}

@@ -156,6 +156,9 @@ class ScriptedModel:
     def __repr__(self) -> str:
         return f"ScriptedModel({self.name!r}, {len(self._script)} items)"
 
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
     def adapter_ref(self) -> dict[str, Any]:
         return {"name": "scripted", "settings": {}, "version": "1"}
 
