@@ -28,9 +28,10 @@ class MessagesDialect(DialectBase):
     reserved_params = frozenset({"model", "messages", "system", "tools", "stream"})
 
     def render(self, request: ModelRequest, *, streaming: bool) -> dict[str, Any]:
+        cap, params = self.output_cap(request.params)
         body: dict[str, Any] = {
             "model": self._model,
-            "max_tokens": self._max_output_tokens,
+            "max_tokens": cap,
             "messages": _messages(request.messages),
             "stream": streaming,
         }
@@ -41,7 +42,7 @@ class MessagesDialect(DialectBase):
                 {"name": t.name, "description": t.description, "input_schema": t.input_schema}
                 for t in request.tools
             ]
-        body.update(request.params)
+        body.update(params)
         return body
 
     async def send(self, client: Any, body: dict[str, Any]) -> Any:

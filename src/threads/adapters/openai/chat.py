@@ -27,9 +27,12 @@ _FINISH: dict[str, StopReason] = {
 
 
 class ChatDialect(DialectBase):
-    reserved_params = frozenset({"model", "messages", "tools", "stream", "stream_options"})
+    reserved_params = frozenset(
+        {"model", "messages", "tools", "stream", "stream_options", "max_completion_tokens"}
+    )
 
     def render(self, request: ModelRequest, *, streaming: bool) -> dict[str, Any]:
+        cap, params = self.output_cap(request.params)
         messages: list[dict[str, Any]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
@@ -37,7 +40,7 @@ class ChatDialect(DialectBase):
         body: dict[str, Any] = {
             "model": self._model,
             "messages": messages,
-            "max_completion_tokens": self._max_output_tokens,
+            "max_completion_tokens": cap,
             "stream": streaming,
         }
         if streaming:
@@ -49,7 +52,7 @@ class ChatDialect(DialectBase):
                 }}
                 for t in request.tools
             ]
-        body.update(request.params)
+        body.update(params)
         return body
 
     async def send(self, client: Any, body: dict[str, Any]) -> Any:

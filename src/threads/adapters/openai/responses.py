@@ -23,14 +23,17 @@ _INCOMPLETE_STOP: dict[str, StopReason] = {
 
 
 class ResponsesDialect(DialectBase):
-    reserved_params = frozenset({"model", "input", "instructions", "tools", "stream"})
+    reserved_params = frozenset(
+        {"model", "input", "instructions", "tools", "stream", "max_output_tokens"}
+    )
 
     def render(self, request: ModelRequest, *, streaming: bool) -> dict[str, Any]:
+        cap, params = self.output_cap(request.params)
         body: dict[str, Any] = {
             "model": self._model,
             "instructions": request.system,
             "input": [item for message in request.messages for item in _input_items(message)],
-            "max_output_tokens": self._max_output_tokens,
+            "max_output_tokens": cap,
             "stream": streaming,
         }
         if request.tools:
@@ -39,7 +42,7 @@ class ResponsesDialect(DialectBase):
                  "parameters": t.input_schema, "strict": False}
                 for t in request.tools
             ]
-        body.update(request.params)
+        body.update(params)
         return body
 
     async def send(self, client: Any, body: dict[str, Any]) -> Any:
