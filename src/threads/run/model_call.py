@@ -127,10 +127,10 @@ async def record_response(
     await rt.writer.append_prepared(events, artifacts=artifacts, hold=hold)
 
 
-def _calls_effectful(rt: Runtime, content: list[dict[str, Any]]) -> bool:
+def _calls_effectful(rt: Runtime, content: list[OutputPart]) -> bool:
     """Whether a reply calls a tool of an effectful class (one ``effect_begin`` precedes)."""
     for part in content:
-        if part.get("type") == "tool_use":
+        if part["type"] == "tool_use":
             tool = rt.spec.tool_named(part["name"])
             if tool is not None and tool.effect != "read_only":
                 return True

@@ -14,7 +14,17 @@ from typing import Any
 
 from threads.adapters.base import DialectBase
 from threads.adapters.errors import MalformedResponseError
-from threads.adapters.wire import ToolCallAssembler, maybe, need, no_usage, sub, text_of, tool_use
+from threads.adapters.wire import (
+    ToolCallAssembler,
+    maybe,
+    need,
+    no_usage,
+    sub,
+    text_of,
+    text_part,
+    tool_use,
+)
+from threads.log.vocabulary import OutputPart
 from threads.models.protocol import ModelOutput, ModelRequest, StopReason, Usage
 
 _FINISH: dict[str, StopReason] = {
@@ -67,9 +77,9 @@ class ChatDialect(DialectBase):
     def read_complete(self, response: dict[str, Any]) -> ModelOutput:
         choice = _first_choice(response)
         message = need(choice, "message", dict)
-        content: list[dict[str, Any]] = []
+        content: list[OutputPart] = []
         if text := message.get("content"):
-            content.append({"type": "text", "text": str(text)})
+            content.append(text_part(str(text)))
         for call in message.get("tool_calls") or []:
             function = need(call, "function", dict)
             content.append(tool_use(need(call, "id", str), need(function, "name", str),
@@ -117,9 +127,9 @@ class ChatStreamReader:
     def finish(self) -> ModelOutput:
         if self._finish is None:
             raise MalformedResponseError("the stream ended before a finish_reason")
-        content: list[dict[str, Any]] = []
+        content: list[OutputPart] = []
         if text := "".join(self._text):
-            content.append({"type": "text", "text": text})
+            content.append(text_part(text))
         calls = self._calls.parts()
         content += [calls[i] for i in sorted(calls)]
         return ModelOutput(content=content, stop_reason=_with_calls(self._finish, content),
@@ -161,7 +171,7 @@ def _stop_reason(choice: Mapping[str, Any]) -> StopReason:
     return _FINISH.get(str(choice.get("finish_reason")), "other")
 
 
-def _with_calls(stop: StopReason, content: list[dict[str, Any]]) -> StopReason:
+def _with_calls(stop: StopReason, content: list[OutputPart]) -> StopReason:
     """Some compatible servers finish tool calls with ``stop``; the calls still await results."""
     if stop == "end_turn" and any(part["type"] == "tool_use" for part in content):
         return "tool_use"

@@ -13,7 +13,8 @@ from typing import Any
 
 from threads.adapters.base import DialectBase
 from threads.adapters.errors import MalformedResponseError
-from threads.adapters.wire import maybe, need, no_usage, sub, text_of, tool_use
+from threads.adapters.wire import maybe, need, no_usage, sub, text_of, text_part, tool_use
+from threads.log.vocabulary import OutputPart
 from threads.models.protocol import ModelCallError, ModelOutput, ModelRequest, StopReason, Usage
 
 _INCOMPLETE_STOP: dict[str, StopReason] = {
@@ -104,7 +105,7 @@ def _output(response: dict[str, Any]) -> ModelOutput:
     status = need(response, "status", str)
     if status == "failed":
         raise _failed({"response": response})
-    content: list[dict[str, Any]] = []
+    content: list[OutputPart] = []
     for item in need(response, "output", list):
         kind = item.get("type")
         if kind == "message":
@@ -113,7 +114,7 @@ def _output(response: dict[str, Any]) -> ModelOutput:
                 if part.get("type") == "output_text"
             )
             if text:
-                content.append({"type": "text", "text": text})
+                content.append(text_part(text))
         elif kind == "function_call":
             content.append(tool_use(need(item, "call_id", str), need(item, "name", str),
                                     need(item, "arguments", str)))
@@ -126,7 +127,7 @@ def _output(response: dict[str, Any]) -> ModelOutput:
 
 
 def _stop_reason(
-    status: str, response: dict[str, Any], content: list[dict[str, Any]]
+    status: str, response: dict[str, Any], content: list[OutputPart]
 ) -> StopReason:
     if status == "incomplete":
         reason = (sub(response, "incomplete_details") or {}).get("reason")
