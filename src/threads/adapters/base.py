@@ -17,6 +17,7 @@ from threads.adapters.errors import MalformedResponseError, to_model_call_error
 from threads.adapters.fenced_client import TaskFenceSlot
 from threads.adapters.wire import as_provider_sees_it
 from threads.errors import ConfigError
+from threads.log.json_types import JsonObject
 from threads.models.fence import Fence
 from threads.models.protocol import ModelOutput, ModelRequest, Price, TextDelta
 
@@ -24,7 +25,7 @@ ADAPTER_VERSION = "1"
 
 
 class StreamReader(Protocol):
-    def feed(self, event: dict[str, Any]) -> str | None:
+    def feed(self, event: JsonObject) -> str | None:
         """Take one stream event; return the text it adds, if any."""
         ...
 
@@ -38,16 +39,16 @@ class Dialect(Protocol):
 
     reserved_params: frozenset[str]
 
-    def render(self, request: ModelRequest, *, streaming: bool) -> dict[str, Any]: ...
+    def render(self, request: ModelRequest, *, streaming: bool) -> JsonObject: ...
 
-    async def send(self, client: Any, body: dict[str, Any]) -> Any:
+    async def send(self, client: Any, body: JsonObject) -> Any:
         """Call the SDK with ``body``: an async event stream if ``body['stream']``, else the
         response object."""
         ...
 
     def reader(self) -> StreamReader: ...
 
-    def read_complete(self, response: dict[str, Any]) -> ModelOutput: ...
+    def read_complete(self, response: JsonObject) -> ModelOutput: ...
 
 
 class DialectBase:
@@ -57,7 +58,7 @@ class DialectBase:
         self._model = model
         self._max_output_tokens = max_output_tokens
 
-    def output_cap(self, params: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+    def output_cap(self, params: Mapping[str, Any]) -> tuple[int, JsonObject]:
         """The output cap a request sends, under the provider's own name, and the other params:
         the pinned ``max_tokens`` (what a cost budget bounds an attempt by), or for a thread
         pinned before adapters pinned it, the model's ``max_output_tokens``."""
@@ -66,7 +67,7 @@ class DialectBase:
         return cap, rest
 
 
-def as_dict(obj: object) -> dict[str, Any]:
+def as_dict(obj: object) -> JsonObject:
     """An SDK model object (or mapping) as plain data, without its validation warnings."""
     to_dict = getattr(obj, "to_dict", None)
     data = to_dict(warnings=False) if callable(to_dict) else obj
@@ -89,7 +90,7 @@ def endpoint_host(base_url: str | None, default: str) -> str:
 def check_model_settings(
     name: str, context_window: int, max_output_tokens: int, params: Mapping[str, Any] | None,
     reserved: frozenset[str],
-) -> dict[str, Any]:
+) -> JsonObject:
     if not isinstance(name, str) or not name.strip():
         raise ConfigError("invalid_config", "the model name must be a non-empty string")
     for label, value in (("context_window", context_window),
@@ -127,8 +128,8 @@ class SdkModel:
 
     def __init__(
         self, *, provider: str, name: str, context_window: int, max_output_tokens: int,
-        price: Price | None, params: dict[str, Any], dialect: Dialect, client: Any,
-        slot: TaskFenceSlot, api_key: str, streaming: bool, settings: dict[str, Any],
+        price: Price | None, params: JsonObject, dialect: Dialect, client: Any,
+        slot: TaskFenceSlot, api_key: str, streaming: bool, settings: JsonObject,
     ) -> None:
         self.provider = provider
         self.name = name
@@ -147,13 +148,13 @@ class SdkModel:
         shown = ", ".join(f"{k}={v!r}" for k, v in self._settings.items())
         return f"{type(self).__name__}(name={self.name!r}, {shown})"
 
-    def adapter_ref(self) -> dict[str, Any]:
+    def adapter_ref(self) -> JsonObject:
         """Only the API the requests are written for: the endpoint and streaming say how a
         request travels, not what it asks, so a thread is not pinned to them."""
         settings = {"api": self._settings["api"]}
         return {"name": self.provider, "version": ADAPTER_VERSION, "settings": settings}
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> JsonObject:
         return dict(self._params)
 
     async def aclose(self) -> None:

@@ -14,11 +14,11 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
 
 import httpx
 
 from threads.errors import StoreError
+from threads.log.json_types import JsonObject
 from threads.models.protocol import ModelCallError
 
 MAX_RETRY_AFTER_MS = 10 * 60 * 1000  # a provider asking for longer than this is treated as this
@@ -139,7 +139,7 @@ def _from_status(error: BaseException, status: int, provider: str) -> ModelCallE
     )
 
 
-def _error_detail(body: object) -> dict[str, Any]:
+def _error_detail(body: object) -> JsonObject:
     if isinstance(body, Mapping):
         inner = body.get("error", body)
         if isinstance(inner, Mapping):

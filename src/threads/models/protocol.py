@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from threads.errors import ThreadsError
+from threads.log.json_types import JsonObject
 from threads.log.vocabulary import OutputPart
 from threads.models.fence import Fence
 
@@ -91,7 +92,7 @@ class Usage:
 class ToolDefinition:
     name: str
     description: str
-    input_schema: dict[str, Any]
+    input_schema: JsonObject
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +108,7 @@ class ModelRequest:
     system: str
     messages: Sequence[dict[str, Any]]  # read-only (the run's renderer shares its lines)
     tools: list[ToolDefinition]
-    params: dict[str, Any]
+    params: JsonObject
     attempt: int = 1
     # Call ids threads minted for provider ids outside the call_id pattern → the provider's own
     # id, which the adapter sends back in their place (see threads.models.normalize).
@@ -186,11 +187,11 @@ class Model(Protocol):
     max_output_tokens: int
     price: Price | None
 
-    def adapter_ref(self) -> dict[str, Any]:
+    def adapter_ref(self) -> JsonObject:
         """``{"name", "version", "settings"}`` as pinned in thread_started (no secrets)."""
         ...
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> JsonObject:
         """Model params pinned in thread_started and rendered in every request."""
         ...
 
@@ -260,4 +261,4 @@ class ModelInfo:
     context_window: int
     max_output_tokens: int
     price: Price | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=dict)

@@ -16,6 +16,7 @@ from operator import itemgetter
 from typing import Any
 
 from threads.log.ids import random_bytes
+from threads.log.json_types import JsonObject
 from threads.log.vocabulary import OutputPart
 from threads.models.fence import Fence
 from threads.models.protocol import (
@@ -39,7 +40,7 @@ class ScriptError(AssertionError):
 @dataclass(frozen=True, slots=True)
 class ToolUse:
     name: str
-    input: dict[str, Any]
+    input: JsonObject
     call_id: str | None = None
 
 
@@ -160,10 +161,10 @@ class ScriptedModel:
     async def aclose(self) -> None:
         """Nothing to release."""
 
-    def adapter_ref(self) -> dict[str, Any]:
+    def adapter_ref(self) -> JsonObject:
         return {"name": "scripted", "settings": {}, "version": "1"}
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> JsonObject:
         return {"max_tokens": self.max_output_tokens}
 
     def _plan(self, position: int) -> tuple[list[Fail], Reply]:
@@ -184,7 +185,7 @@ class ScriptedModel:
             )
         return self._plans[position]
 
-    def _replies_in(self, messages: Sequence[dict[str, Any]]) -> int:
+    def _replies_in(self, messages: Sequence[JsonObject]) -> int:
         """How many assistant lines ``messages`` holds: the script's position. A run's next
         request extends its last one, so only the lines added since are counted."""
         seen, last, replies = self._counted

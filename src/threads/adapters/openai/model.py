@@ -18,7 +18,7 @@ resends within its bounds.
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Literal
 
 from threads.adapters.base import SdkModel, check_model_settings, endpoint_host
 from threads.adapters.fenced_client import TaskFenceSlot, fenced_sdk_client
@@ -26,6 +26,7 @@ from threads.adapters.openai.chat import ChatDialect
 from threads.adapters.openai.responses import ResponsesDialect
 from threads.adapters.sdk_import import import_sdk
 from threads.errors import ConfigError
+from threads.log.json_types import JsonObject
 from threads.models.protocol import Price
 
 OpenAIApi = Literal["responses", "chat"]
@@ -38,7 +39,7 @@ class OpenAIModel(SdkModel):
 
 def build_openai_model(
     model: str, *, api_key: str | None, base_url: str | None, context_window: int,
-    max_output_tokens: int, price: Price | None, api: OpenAIApi, params: dict[str, Any] | None,
+    max_output_tokens: int, price: Price | None, api: OpenAIApi, params: JsonObject | None,
     timeout_s: float, streaming: bool, provider: str = "openai",
 ) -> OpenAIModel:
     if api not in ("responses", "chat"):
