@@ -172,6 +172,9 @@ async def test_a_runs_result_stream_says_handed_off_with_the_target(store: Store
                   if line.startswith("data: ")]
         result = frames[-1]
         assert result["kind"] == "result"
+        # the run's own events only, though the target's first turn ran inside it
+        assert {f["event"]["thread_id"] for f in frames[:-1]} == {run["thread_id"]}
+        assert [f["event"]["seq"] for f in frames[:-1]] == list(range(2, len(frames) + 1))
         detail = (await http.get(f"/v1/threads/{run['thread_id']}")).json()
         [target] = detail["children"]
         assert result["result"] == {"status": "handed_off", "to_thread_id": target["thread_id"]}
