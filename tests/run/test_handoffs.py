@@ -21,8 +21,10 @@ from threads import (
     open_thread,
     tool,
 )
-from threads.log.lines import Event
+from threads.errors import LogError
+from threads.log.lines import Draft, Event
 from threads.run.handoff_transcript import transcript
+from threads.run.writer import BranchWriter
 from threads.store.protocol import Store
 from threads.testing import Reply, call, say, scripted_model, use
 
@@ -150,6 +152,34 @@ async def test_rerunning_the_source_returns_the_same_and_refuses_input(store: St
     handoff = of_type(await first.thread.timeline(), "handoff")[0]
     assert refused.error.seq == handoff.seq
     assert len(await first.thread.timeline()) == source_len
+
+
+@pytest.mark.parametrize("kind", ["user_input", "steer", "model_request"])
+async def test_no_writer_appends_input_or_a_request_after_a_handoff(
+    store: Store, kind: str
+) -> None:
+    """Rule 26 on write: the writer's fold refuses the event before anything is stored."""
+    result = await triage(HANDING_OFF).run("Refund order 42", store=store, principal=ALICE)
+    assert isinstance(result, HandedOff)
+    branch = await store.root_branch(result.thread.id)
+    lease = await store.acquire_lease(branch.branch_id, "someone", 60_000)
+    chain = await store.read_chain(branch.branch_id)
+    writer = BranchWriter(store, lease, chain.fold(store.clock.now_ms()))
+    data: dict[str, object] = {"source": "api", "text": "one more"}
+    actor: dict[str, object] = {"kind": "user", "principal": ALICE.to_wire()}
+    if kind == "model_request":
+        data = {"attempt": 1, "declared_prefix": {"bytes": 1, "sha256": "0" * 64},
+                "request_ref": {"bytes": 1, "media_type": "application/json",
+                                "sha256": "0" * 64}}
+        actor = {"kind": "host"}
+    try:
+        with pytest.raises(LogError) as exc:
+            await writer.append([Draft(kind, data, actor)])
+        assert exc.value.code == "invalid_transition"
+        assert "handed off" in exc.value.message
+    finally:
+        await writer.close()
+    assert (await store.get_branch(branch.branch_id)).head_seq == branch.head_seq
 
 
 async def test_an_unlisted_target_is_not_executed(store: Store) -> None:
