@@ -40,6 +40,7 @@ PUBLIC = {
     "Failed",
     "FakeClock",
     "Found",
+    "HandedOff",
     "LogError",
     "LookupOutcome",
     "LookupUnknown",

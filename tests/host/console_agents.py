@@ -7,8 +7,9 @@ separate process (``console_run.py``) on the same store.
 ``send_email`` times out after sending (the thread parks ``effect_unknown``); a resend works.
 ``watcher`` waits at two fake-service gates (``THREADS_HOST_PORT``) the test opens, so a run
 in another process can be watched while it goes. ``asker`` asks a question; ``greeter`` only
-talks; ``demo`` (with a sandbox that restores) owns imported logs to fork. The gate tool and
-the restoring sandbox are ``host_agents``'.
+talks; ``triage`` hands the conversation off to ``helper``; ``demo`` (with a sandbox that
+restores) owns imported logs to fork. The gate tool and the restoring sandbox are
+``host_agents``'.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ async def send_email(args: Mail, ctx: Any) -> str:
 
 
 def agents() -> list[Agent]:
+    helper = agent(name="helper", model=scripted_model([say("The helper took it from here.")]))
     clerk_model = ScriptedModel(
         [
             use(call("look_up_invoice", number="INV-7"), text="Let me look INV-7 up.",
@@ -100,5 +102,8 @@ def agents() -> list[Agent]:
                                            options=["red", "blue"])), say("Blue it is.")]),
         ),
         agent(name="greeter", model=scripted_model([say(f"Hello {n}.") for n in range(1, 40)])),
+        agent(name="triage", handoffs=[helper],
+              model=scripted_model([use(call("handoff", agent="helper"))])),
+        helper,
         agent(name="demo", model=scripted_model([say("forked")]), sandbox=Restorer()),
     ]

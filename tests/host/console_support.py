@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from host_support import HostServer
+from host_support import HostServer, child_pythonpath
 
 HERE = Path(__file__).parent
 
@@ -16,7 +16,8 @@ HERE = Path(__file__).parent
 def library_run(server: HostServer, agent: str, text: str) -> tuple[subprocess.Popen[str], str]:
     """Start ``agent`` on ``text`` as alice in another process; returns it and the thread id
     (printed by the run as soon as its first event is committed)."""
-    env = {**os.environ, "THREADS_HOST_PORT": str(server.service_port), "PYTHONPATH": str(HERE)}
+    env = {**os.environ, "THREADS_HOST_PORT": str(server.service_port),
+           "PYTHONPATH": child_pythonpath()}
     process = subprocess.Popen(
         [sys.executable, str(HERE / "console_run.py"), str(server.store), agent, text],
         cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

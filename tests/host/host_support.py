@@ -19,6 +19,13 @@ from typing import Any
 import httpx
 
 HERE = Path(__file__).parent
+
+
+def child_pythonpath() -> str:
+    """A host or run process's PYTHONPATH: this directory (the agents), then the caller's own
+    (a worktree's absolute ``src``), so the child imports the threads under test."""
+    caller = os.environ.get("PYTHONPATH")
+    return os.pathsep.join([str(HERE), caller]) if caller else str(HERE)
 TOKENS = {
     "alice-token": {"issuer": "test", "tenant": "acme", "subject": "alice"},
     "bob-token": {"issuer": "test", "tenant": "acme", "subject": "bob"},
@@ -52,7 +59,7 @@ class HostServer:
 
     def start(self) -> None:
         env = {**os.environ, "THREADS_HOST_PORT": str(self.service_port),
-               "PYTHONPATH": str(HERE), **self.extra_env}
+               "PYTHONPATH": child_pythonpath(), **self.extra_env}
         argv = self.argv or [
             sys.executable, "-m", "threads.cli", "serve", self.module, "--store",
             str(self.store), "--port", str(self.port), "--tokens", str(self.tokens),

@@ -381,3 +381,23 @@ def test_the_thread_list_filters_pages_and_opens_a_thread(
     assert greeted[-12:] in page.url
     row.get_by_role("link").click()
     expect(page.locator("#conversation")).to_contain_text("Hello from the list")
+
+
+def test_a_handoff_links_the_two_threads_both_ways(
+    console_server: HostServer, watched: Any
+) -> None:
+    source = run_to_rest(console_server, "triage", "Please pass me on")
+    view = watched()
+    expect = view.expect
+    page = view.open(f"/ui/threads/{source}")
+    handoff = page.locator("#conversation li.note.handoff")
+    expect(handoff).to_contain_text("Handed off to helper")
+    link = handoff.locator("a.thread-link")
+    target = link.get_attribute("data-thread")
+    assert target is not None
+    link.click()
+    expect(page.locator("#conversation")).to_contain_text("The helper took it from here.")
+    started = page.locator("#conversation li.note.thread_started")
+    expect(started).to_contain_text("handed off from")
+    expect(started.locator("a.thread-link")).to_have_attribute("data-thread", source)
+    assert target in page.url

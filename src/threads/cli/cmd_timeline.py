@@ -16,6 +16,7 @@ import asyncio
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from threads.cli import render
@@ -45,6 +46,20 @@ _KEYS = (
     "challenge_id",
 )
 _TEXT_KEYS = ("text", "preview", "instructions")
+# Events that name another thread of the tree: the parts shown, that thread's id last.
+_TREE: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+    "agent_spawned": lambda d: [
+        f"call_id={d.get('call_id')}", f"spawned {d.get('agent_name')} ({d.get('mode')})",
+        f"child thread {d.get('child_thread_id')}",
+    ],
+    "agent_finished": lambda d: [
+        f"child {d.get('status')}", f"child thread {d.get('child_thread_id')}",
+    ],
+    "handoff": lambda d: [
+        f"call_id={d.get('call_id')}", f"handed off to {d.get('to_agent')}",
+        f"thread {d.get('to_thread_id')}",
+    ],
+}
 
 
 def register(subparsers: Any) -> None:
@@ -157,6 +172,11 @@ def summary(event: Event) -> str:
             f"model={model.get('provider')}/{model.get('name')}",
             f"tools={len(data.get('tools', []))}",
         ]
+        parent = data.get("parent")
+        if isinstance(parent, dict):
+            parts.append(f"{parent.get('relation')} of thread {parent.get('thread_id')}")
+    elif event.type in _TREE:
+        parts = _TREE[event.type](data)
     elif event.type == "fork":
         parts.append(f"parent={data.get('parent_branch_id')}")
     elif isinstance(data.get("address"), dict):

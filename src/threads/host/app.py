@@ -47,6 +47,7 @@ from threads.host.routes_threads import (
     get_threads,
     get_timeline,
 )
+from threads.host.routes_tree import get_thread
 from threads.host.runs import Runs
 from threads.host.summaries import Summaries
 from threads.host.ui import ui_routes
@@ -62,6 +63,7 @@ API: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/runs", post_run),
     ("GET", "/v1/threads", get_threads),
     ("GET", "/v1/inbox", get_inbox),
+    ("GET", T, get_thread),
     ("GET", T + "/events", get_thread_events),
     ("GET", T + "/overview", get_overview),
     ("GET", T + "/runs/{run_id}/events", get_events),

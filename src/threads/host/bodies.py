@@ -224,6 +224,42 @@ class QuestionWaiting(BaseModel):
     expires_at: int | None
 
 
+class ParentRef(BaseModel):
+    """The thread a thread was started from (its ``thread_started.parent``)."""
+
+    thread_id: str
+    relation: Literal["subagent", "handoff", "team_member"]
+    branch_id: str | None = None
+    event_id: str | None = None  # the parent's agent_spawned or handoff
+
+
+class ChildEntry(BaseModel):
+    """A thread this thread started: a subagent (``agent_spawned``) or a handoff target.
+    ``status``: a subagent's ``running`` until its ``agent_finished``, then that status
+    (``handed_off`` for a target); ``thread_status``: the child thread's own (None while it
+    does not exist yet)."""
+
+    thread_id: str
+    relation: Literal["subagent", "handoff"]
+    agent: str
+    call_id: str
+    event_id: str
+    status: str
+    thread_status: str | None
+
+
+class ThreadDetail(BaseModel):
+    """A thread and its place in the tree: where it came from, what it started."""
+
+    thread_id: str
+    branch_id: str
+    agent: str | None
+    status: str
+    head_seq: int
+    parent: ParentRef | None
+    children: list[ChildEntry]
+
+
 class InboxItem(BaseModel):
     """One thing waiting for a person; exactly the field ``kind`` names is set.
     ``may_decide``: whether the caller may decide it (else the host answers 403)."""
@@ -234,6 +270,7 @@ class InboxItem(BaseModel):
     agent: str | None
     since: int
     may_decide: bool
+    parent: ParentRef | None = None  # set for a subagent's or handoff target's thread
     approval: ApprovalWaiting | None = None
     effect: EffectWaiting | None = None
     question: QuestionWaiting | None = None
@@ -304,5 +341,6 @@ REQUESTS: dict[str, type[BaseModel]] = {
 ANSWERS: dict[str, type[BaseModel]] = {
     m.__name__: m
     for m in (ErrorBody, RunAccepted, Appended, CancelAccepted, BranchRef, BranchEntry,
-              ForkPoint, Timeline, PendingApproval, ThreadSummary, InboxItem, ThreadOverview)
+              ForkPoint, Timeline, PendingApproval, ThreadSummary, InboxItem, ThreadOverview,
+              ThreadDetail)
 }

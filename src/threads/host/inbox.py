@@ -15,6 +15,7 @@ from threads.host.bodies import (
     ApprovalWaiting,
     EffectWaiting,
     InboxItem,
+    ParentRef,
     PrincipalBody,
     QuestionWaiting,
 )
@@ -37,6 +38,7 @@ class Place:
     agent: Agent | None
     starter: Principal | None
     root: bool
+    parent: tuple[str, str] | None = None  # (thread id, relation): a subagent's, a target's
 
 
 def inbox_items(place: Place, waiting: Waiting, caller: Principal, now: int) -> list[InboxItem]:
@@ -48,9 +50,13 @@ def inbox_items(place: Place, waiting: Waiting, caller: Principal, now: int) -> 
         ) is None
     )
 
+    parent = None if place.parent is None else ParentRef.model_validate(
+        {"thread_id": place.parent[0], "relation": place.parent[1]}
+    )
+
     def item(kind: str, since: int, may: bool) -> dict[str, object]:
         return {"kind": kind, "thread_id": place.thread_id, "branch_id": place.branch_id,
-                "agent": place.agent_name, "since": since, "may_decide": may}
+                "agent": place.agent_name, "since": since, "may_decide": may, "parent": parent}
 
     out: list[InboxItem] = []
     for a in waiting.approvals:

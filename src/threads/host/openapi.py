@@ -115,6 +115,9 @@ def document() -> dict[str, Any]:
                                  _ref("RunAccepted"), params=[key], body="StartRunRequest")},
         "/v1/threads": {"get": threads_list},
         "/v1/inbox": {"get": inbox},
+        t: {"get": _op(
+            "The thread, the thread it was started from and the threads it started", "200",
+            _ref("ThreadDetail"), params=[THREAD], errors=("404",))},
         f"{t}/events": {"get": _op(
             "The branch's committed events (SSE) from the resume point on, followed live",
             "200", None, params=[THREAD, BRANCH, *resume], ok_content=sse,

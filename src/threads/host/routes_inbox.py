@@ -38,7 +38,7 @@ async def get_inbox(ctx: Context, request: Request, principal: Principal) -> Res
             thread_id=row.root.thread_id, branch_id=row.root.branch_id,
             tenant_id=row.root.tenant_id, agent_name=summary.agent,
             agent=ctx.runs.agents.get(summary.agent) if summary.agent is not None else None,
-            starter=summary.starter, root=True,
+            starter=summary.starter, root=True, parent=summary.parent,
         )
         items += [
             item for item in inbox_items(place, summary.waiting, principal, now)

@@ -50,6 +50,7 @@ def place_of(ctx: Context, view: ThreadView, summary: Summary) -> Place:
         agent=ctx.runs.agent_for(view.fold),
         starter=summary.starter,
         root=view.branch.branch_id == view.root.branch_id,
+        parent=summary.parent,
     )
 
 

@@ -118,7 +118,9 @@ class Runs:
         self._cancels[branch_id] = cancel
         try:
             async for item in stream:
-                if isinstance(item, Event):
+                # a handoff target's first turn runs inside this run: its events are its own
+                # branch's, which readers of that branch read from the store
+                if isinstance(item, Event) and item.branch_id == branch_id:
                     self.hub.notify(branch_id, [item])
             result = await task
             if isinstance(result, Failed):

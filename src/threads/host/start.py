@@ -28,6 +28,7 @@ from threads.log.lines import WRITER_IMPL, Draft, first_event, make_header, next
 from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.budget import Budget
+from threads.run.handoff import refusal
 from threads.run.pinning import changes, describe
 from threads.run.writer import BranchWriter
 from threads.store.lease_release import release
@@ -230,6 +231,9 @@ def _check_runnable(agent: Agent, writer_impl: str, branch: BranchInfo, fold: Fo
             f"this thread is pinned to another agent config than {agent.name!r}{what}; start"
             " a new thread, or run it with the agent it started with",
         )
+    handed_off = refusal(fold)
+    if handed_off is not None:
+        raise HostError(handed_off.code, handed_off.message)  # rule 26
     if fold.turn is not None or fold.parks:
         raise HostError(
             "branch_not_runnable",

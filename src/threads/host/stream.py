@@ -96,6 +96,10 @@ def _ended(closing: Event, run_events: list[Event]) -> dict[str, Any]:
         return {"status": "completed", "output": text}
     if reason == "cancelled":
         return {"status": "cancelled"}
+    if reason == "handoff":
+        handoff = next((e for e in reversed(run_events) if e.type == "handoff"), None)
+        to_thread = None if handoff is None else handoff.data["to_thread_id"]
+        return {"status": "handed_off", "to_thread_id": to_thread}
     if reason == "budget_exhausted":
         exceeded = next((e for e in reversed(run_events) if e.type == "budget_exceeded"), None)
         return {"status": "budget_exhausted", "budget": exceeded.data if exceeded else {}}

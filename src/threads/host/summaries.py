@@ -45,6 +45,7 @@ class Summary:
     cost: ThreadCost | None  # None: no currency, or a sum past what the format carries
     starter: Principal | None  # who may decide when the agent names no approvers
     waiting: Waiting
+    parent: tuple[str, str] | None = None  # (thread id, relation) it was started from
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +115,7 @@ class Summaries:
             cost=listing.cost,
             starter=listing.starter,
             waiting=waits,
+            parent=listing.parent,
         )
 
     def summarize(self, fold: Fold, gone: frozenset[int] = frozenset()) -> Summary:

@@ -27,6 +27,7 @@ from threads.run.blocking import run_blocking
 from threads.run.budget import Budget
 from threads.run.config import AgentSpec
 from threads.run.context_policy import ContextPolicy
+from threads.run.handoff_tool import handoff_tool
 from threads.run.output_schema import (
     DEFAULT_OUTPUT_RETRIES,
     checked_schema,
@@ -154,6 +155,7 @@ def agent(
     output: type[Out] | None = None,
     output_retries: int = DEFAULT_OUTPUT_RETRIES,
     context: ContextPolicy | None = None,
+    handoffs: Sequence[AgentSpec] = (),
 ) -> Agent[D, Out]:
     """Describe an agent. Everything is checked here: a ``ConfigError`` now, never mid-run.
 
@@ -174,7 +176,10 @@ def agent(
     ``ContextPolicy``; the run then compacts the conversation before a request that would pass
     its threshold, and once when the provider answers ``prompt_too_long``. ``deps_type``: the
     type of ``run``'s ``deps`` for type checkers only (it is inferred from tools defined with a
-    typed ``RunContext[...]``); nothing checks it at run time."""
+    typed ``RunContext[...]``); nothing checks it at run time. ``handoffs``: agents the model
+    may hand the conversation to (the ``handoff`` tool is added): the run then ends
+    ``HandedOff`` and the target continues in a new thread of its own, its first turn run
+    inside the same ``run``."""
     if not isinstance(name, str) or not name or len(name) > AGENT_NAME_MAX:
         raise ConfigError("invalid_config", "agent name must be a non-empty string")
     if not isinstance(model, Model):
@@ -195,8 +200,10 @@ def agent(
                 "tools must be made with threads.tool(...) (or be MCP servers made with"
                 " threads.mcp.mcp(...))",
             )
+    targets = _handoff_targets(name, handoffs)
     all_tools = [*own, *_sandbox_tools(sandbox, own, snapshots), *_memory_tools(memory),
-                 *_output_tools(output_model, output_retries)]
+                 *_output_tools(output_model, output_retries),
+                 *([handoff_tool()] if targets else [])]
     seen: set[str] = set()
     for t in all_tools:
         if t.name in seen:
@@ -227,7 +234,27 @@ def agent(
         output_retries=output_retries,
         sources=sources,
         context=context,
+        handoffs=targets,
     )
+
+
+def _handoff_targets(name: str, handoffs: Sequence[AgentSpec]) -> tuple[AgentSpec, ...]:
+    targets = tuple(handoffs)
+    names = [target.name for target in targets if isinstance(target, AgentSpec)]
+    if len(names) != len(targets):
+        raise ConfigError("invalid_config", "handoffs must be agents made with threads.agent()")
+    for target in targets:
+        if names.count(target.name) > 1:
+            raise ConfigError("duplicate_name", f"two handoff targets are named {target.name!r}")
+        if target.name == name:
+            raise ConfigError("invalid_config", f"agent {name!r} can't hand off to itself")
+        if target.sources:
+            raise ConfigError(
+                "invalid_config",
+                f"handoff target {target.name!r} has tools from MCP servers, which a handoff"
+                " can't connect before the target's thread is made; give it its tools directly",
+            )
+    return targets
 
 
 def _sources(tools: Sequence[Tool | ToolSource]) -> tuple[ToolSource, ...]:

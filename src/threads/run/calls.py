@@ -28,6 +28,7 @@ from threads.run.admit import (
 )
 from threads.run.drafts import HOST, resumed_data, tool_result_data
 from threads.run.execute import InDoubt, dispatch
+from threads.run.handoff import ensure_target, hand_off, is_handoff
 from threads.run.output_schema import is_candidate
 from threads.run.park_info import parked_event
 from threads.run.questions import NO_ANSWER, QUESTION_TTL_MS
@@ -43,7 +44,7 @@ EXPIRED = "denied: the approval request expired (approval_expired)"
 
 async def run_pending(rt: Runtime) -> RunResult | None:
     """Record and decide what the last reply still lacks, then settle or run every pending
-    call in call order; stop at the first park."""
+    call in call order; stop at the first park, or at a handoff."""
     await release_approval_parks(rt)
     unrecorded = complete_recording(rt)
     if unrecorded:
@@ -52,6 +53,8 @@ async def run_pending(rt: Runtime) -> RunResult | None:
     reason: ParkReason = "effect_unknown"
     for call in rt.fold.pending_calls():
         await honour_cancel_request(rt)
+        if rt.fold.features.handoff is not None:
+            break  # the reply's later calls never run
         if call.result is not None:
             continue
         if call.effect is not None:
@@ -67,6 +70,8 @@ async def run_pending(rt: Runtime) -> RunResult | None:
             parked.append(outcome)
     if parked:
         return Parked(rt.thread, reason, parked)
+    if rt.fold.features.handoff is not None:
+        return await ensure_target(rt)
     return None
 
 
@@ -169,9 +174,13 @@ async def _authorized_start(rt: Runtime, call: Call, tool: Tool) -> Pending | No
 
 async def _run(rt: Runtime, call: Call, tool: Tool) -> Pending | None:
     """Dispatch a call for the first time; one left in doubt is settled at once. A question
-    parks the run instead, a final_output candidate is judged instead."""
+    parks the run instead, a final_output candidate is judged instead, a handoff is carried
+    out instead."""
     if call.name == ASK_USER:
         return await _park_on_question(rt, call)
+    if is_handoff(rt.fold, call.name):
+        await hand_off(rt, call)
+        return None
     if is_candidate(rt.fold, call.name):
         await structured.judge(rt, call)
         return None

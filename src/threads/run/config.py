@@ -16,11 +16,13 @@ from pydantic import BaseModel
 
 from threads.errors import ConfigError
 from threads.log.hashing import value_hash
+from threads.log.vocabulary import ThreadStartedDataParent
 from threads.memory.protocol import Memory
 from threads.models.protocol import Model
 from threads.principal import Principal
 from threads.run.budget import Budget
 from threads.run.context_policy import ContextPolicy
+from threads.run.handoff_tool import handoff_line
 from threads.run.output_schema import DEFAULT_OUTPUT_RETRIES, output_policy_of
 from threads.run.permissions import Permissions
 from threads.run.retry_policy import DEFAULT_RETRY, RetryPolicy
@@ -50,6 +52,7 @@ class AgentSpec:
     sources: tuple[ToolSource, ...] = ()
     sources_open: bool = False
     context: ContextPolicy | None = None  # compact long conversations (None: never on its own)
+    handoffs: tuple[AgentSpec, ...] = ()  # agents the conversation may be handed to
 
     def tool_named(self, name: str) -> Tool | None:
         for t in self.tools:
@@ -57,8 +60,10 @@ class AgentSpec:
                 return t
         return None
 
-    def config(self) -> dict[str, Any]:
-        """thread_started's data: what this agent pins a thread to."""
+    def config(self, *, parent: ThreadStartedDataParent | None = None) -> dict[str, Any]:
+        """thread_started's data: what this agent pins a thread to. ``parent``: the thread
+        this one was started from (a handoff's target names its source); hashed with the
+        rest, never compared by a later run (``threads.run.pinning``)."""
         if self.sources and not self.sources_open:
             raise ConfigError(
                 "invalid_config",
@@ -69,7 +74,7 @@ class AgentSpec:
         data: dict[str, Any] = {
             "adapter": self.model.adapter_ref(),
             "agent_name": self.name,
-            "instructions": self.instructions,
+            "instructions": self.pinned_instructions(),
             "model": {"name": self.model.name, "provider": self.model.provider},
             "model_params": self.model.params(),
             "tools": [t.spec() for t in self.tools],
@@ -80,8 +85,17 @@ class AgentSpec:
         policy = self.policy()
         if policy:
             data["policy"] = policy
+        if parent is not None:
+            data["parent"] = dict(parent)
         data["config_hash"] = config_hash(data)
         return data
+
+    def pinned_instructions(self) -> str:
+        """The system text: the instructions, then a line naming the handoff targets."""
+        if not self.handoffs:
+            return self.instructions
+        line = handoff_line([target.name for target in self.handoffs])
+        return f"{self.instructions}\n\n{line}" if self.instructions else line
 
     def policy(self) -> dict[str, Any]:
         policy: dict[str, Any] = {}
@@ -98,6 +112,8 @@ class AgentSpec:
             policy["context"] = self.context.to_wire()
         if self.output is not None:
             policy["output"] = output_policy_of(self.output, self.output_retries)
+        if self.handoffs:
+            policy["handoffs"] = [target.name for target in self.handoffs]
         return policy
 
 

@@ -28,7 +28,7 @@ from threads.run.views import ThreadCost, cost_of
 from threads.store.protocol import Store
 from threads.store.snapshot_row import StoredSnapshot
 
-FORMAT = 1
+FORMAT = 2  # 2: with ``parent``
 FIRST_INPUT_CHARS = 280
 AT_REST: tuple[ThreadStatus, ...] = ("idle", "parked", "cancelled", "inspection_only")
 
@@ -47,6 +47,7 @@ class Listing:
     pending_calls: tuple[str, ...]
     parked: tuple[tuple[str, str], ...]  # (kind, id) of each park
     open_approvals: int  # approval challenges still open
+    parent: tuple[str, str] | None = None  # (thread id, relation) of thread_started.parent
 
     @property
     def waits_on_a_person(self) -> bool:
@@ -75,7 +76,17 @@ def listing_of(fold: Fold) -> Listing:
             if call.approval is not None and call.approval.challenge_id == challenge_id
             and call.approval.state == "open" and call.result is None
         ),
+        parent=parent_of(fold),
     )
+
+
+def parent_of(fold: Fold) -> tuple[str, str] | None:
+    """The thread this one was started from and how (``subagent``, ``handoff``,
+    ``team_member``), from ``thread_started.parent``; None for a thread a person started."""
+    parent = (fold.thread_started or {}).get("parent")
+    if not isinstance(parent, dict):
+        return None
+    return str(parent["thread_id"]), str(parent["relation"])
 
 
 def listed_cost(fold: Fold) -> ThreadCost | None:
@@ -152,4 +163,5 @@ def _decoded(body: bytes, head: tuple[int, str]) -> Listing:
         pending_calls=tuple(value["pending_calls"]),
         parked=tuple((kind, ident) for kind, ident in value["parked"]),
         open_approvals=value["open_approvals"],
+        parent=None if value["parent"] is None else (value["parent"][0], value["parent"][1]),
     )

@@ -20,6 +20,7 @@ from threads.run import budget_check, structured
 from threads.run.calls import release_approval_parks, run_pending
 from threads.run.compaction import serve_request, settle_answered
 from threads.run.drafts import HOST, user_input
+from threads.run.handoff import handed_off
 from threads.run.model_step import model_step
 from threads.run.recovery import recover
 from threads.run.results import Completed, ErrorInfo, Failed, RunResult
@@ -41,6 +42,8 @@ async def drive(rt: Runtime, input: str | None, *, recovering: bool) -> RunResul
     """The run: repair, recover, continue the open turn, then open one for ``input``."""
     try:
         await _repair_torn_tail(rt)
+        if rt.fold.features.handoff is not None:
+            return await handed_off(rt, input)  # rule 26: nothing more happens here
         if recovering:
             stop = await recover(dataclasses.replace(rt, recovering=True))
             if stop is not None:

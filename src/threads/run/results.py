@@ -1,5 +1,6 @@
 """Run outcomes as values: ``Completed``, ``Parked``, ``Failed``, ``BudgetExhausted``,
-``Cancelled``. Each carries ``.status`` and ``.thread`` (a handle to inspect or control it)."""
+``Cancelled``, ``HandedOff``. Each carries ``.status`` and ``.thread`` (a handle to inspect or
+control it)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ if TYPE_CHECKING:
 OutputT = TypeVar("OutputT", default=Any)
 
 ParkReason = Literal["awaiting_approval", "effect_unknown", "awaiting_input"]
-RunStatus = Literal["completed", "parked", "failed", "budget_exhausted", "cancelled"]
+RunStatus = Literal[
+    "completed", "parked", "failed", "budget_exhausted", "cancelled", "handed_off"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +90,22 @@ class Cancelled:
     status: Literal["cancelled"] = field(default="cancelled", init=False)
 
 
-RunResult: TypeAlias = Completed[OutputT] | Parked | Failed | BudgetExhausted | Cancelled
+@dataclass(frozen=True, slots=True)
+class HandedOff:
+    """The agent handed the conversation to ``to_agent``: ``to_thread`` carries it on.
+    ``target``: the result of running the target thread inside the same run (its first turn;
+    ``Failed(branch_busy)`` when another process holds it); None only before it ran."""
+
+    thread: Thread
+    to_thread: Thread
+    to_agent: str
+    target: RunResult[Any] | None = None
+    status: Literal["handed_off"] = field(default="handed_off", init=False)
+
+
+RunResult: TypeAlias = (
+    Completed[OutputT] | Parked | Failed | BudgetExhausted | Cancelled | HandedOff
+)
 
 
 def describe(result: RunResult) -> str:
@@ -101,4 +119,6 @@ def describe(result: RunResult) -> str:
     if isinstance(result, BudgetExhausted):
         budget = result.budget
         return f"{budget.limit} {budget.observed} > {budget.limit_value} ({budget.scope})"
+    if isinstance(result, HandedOff):
+        return f"to {result.to_agent} in thread {result.to_thread.id}"
     return ""

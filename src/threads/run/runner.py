@@ -8,6 +8,7 @@ thread), ``writer_mismatch`` (the other implementation writes this branch), ``br
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from threads.run.drafts import user_input
 from threads.run.loop import drive
 from threads.run.permissions import Permissions
 from threads.run.pinning import check_pinned
-from threads.run.results import ErrorInfo, Failed, RunResult, describe
+from threads.run.results import ErrorInfo, Failed, HandedOff, RunResult, describe
 from threads.run.runtime import CancelSignal, Runtime
 from threads.run.sources import RunSources, changed_sources
 from threads.run.streaming import RunStream
@@ -76,7 +77,30 @@ async def start_run(
     with telemetry.run_span(agent.name) as span:
         result = await _start_run(agent, input, options, span, sink=sink, cancel=cancel)
         telemetry.run_ended(span, result.thread.id, result.status, describe(result))
-        return result
+    if isinstance(result, HandedOff) and result.target is None:
+        result = await _run_target(result, options, sink=sink, cancel=cancel)
+    return result
+
+
+async def _run_target(
+    result: HandedOff, options: RunOptions, *, sink: RunStream | None,
+    cancel: CancelSignal | None,
+) -> HandedOff:
+    """The handoff target's first turn, inside the run that handed off (once the source's
+    lease is released): on behalf of whoever the target's input came from, under the same
+    ceiling, deps and lease settings. Once that turn ended, running it again appends nothing."""
+    target = result.to_thread
+    assert target.agent is not None  # ``ensure_target`` hands the target's agent over
+    ran = await start_run(
+        target.agent, None,
+        RunOptions(
+            thread=target.id, store=target.store, deps=options.deps,
+            principal=target.principal, lease_ttl_ms=options.lease_ttl_ms,
+            ceiling=options.ceiling, wait=options.wait,
+        ),
+        sink=sink, cancel=cancel,
+    )
+    return dataclasses.replace(result, target=ran)
 
 
 async def _start_run(

@@ -5,7 +5,7 @@
 // seq order, each once; each is drawn when it arrives, so a long thread is not redrawn.
 "use strict";
 
-import { actorText, badge, button, duration, el, money, pretty, timeEl, who } from "./dom.js";
+import { actorText, badge, button, duration, el, money, pageLink, pretty, threadPath, timeEl, who } from "./dom.js";
 
 const NOTES = {
   parked: (d) => "Parked: " + d.reason.replaceAll("_", " ") + " (" + d.address.kind + " " + d.address.id + ")",
@@ -79,7 +79,32 @@ export class Conversation {
     for (const t of d.tools || []) this.effectClass.set(t.name, t.effect_class);
     const tools = (d.tools || []).map((t) => t.name + " (" + t.effect_class + ")").join(", ") || "none";
     const model = d.model ? d.model.provider + "/" + d.model.name : "";
-    this.note(event, "Started with agent " + d.agent_name + ", model " + model + "; tools: " + tools);
+    const row = this.note(event, "Started with agent " + d.agent_name + ", model " + model + "; tools: " + tools);
+    if (d.parent) row.append(this.threadLink(d.parent.thread_id, d.parent.relation === "handoff" ? "handed off from" : "started by (" + d.parent.relation + ")"));
+  }
+
+  // ---- the tree: threads this one started, and the thread it came from --------------------
+
+  threadLink(threadId, words) {
+    return el("span", { class: "tree-link" }, " · " + words + " ",
+      pageLink(threadPath(threadId), threadId, { class: "thread-link", "data-thread": threadId }));
+  }
+
+  on_handoff(d, event) {
+    this.callLine(d, event, "handed off to " + d.to_agent, "handed off");
+    const row = this.note(event, "Handed off to " + d.to_agent);
+    row.append(this.threadLink(d.to_thread_id, "continues in"));
+  }
+
+  on_agent_spawned(d, event) {
+    this.callLine(d, event, "started subagent " + d.agent_name + " (" + d.mode + ")", "running");
+    const row = this.note(event, "Started subagent " + d.agent_name + " (" + d.mode + ")");
+    row.append(this.threadLink(d.child_thread_id, "in"));
+  }
+
+  on_agent_finished(d, event) {
+    const row = this.note(event, "Subagent ended: " + d.status.replaceAll("_", " "));
+    row.append(this.threadLink(d.child_thread_id, "in"));
   }
 
   on_tools_changed(d, event) {
