@@ -44,6 +44,8 @@ from threads.store.protocol import PendingArtifact
 from threads.store.rows import artifact_ref
 
 BY_HOST: Actor = {"kind": "host"}
+
+
 def pinned_targets(fold: Fold) -> list[str] | None:
     """``policy.handoffs`` of the thread (None: it pins no handoff)."""
     targets = ((fold.thread_started or {}).get("policy") or {}).get("handoffs")
