@@ -4,10 +4,11 @@ output is, what ``ctx.deps`` is, checks a tool's ``execute`` against its input m
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+
+from mypy_support import strict_mypy
 
 PROGRAM = '''\
 import asyncio
@@ -72,22 +73,9 @@ async def wrong() -> None:
 '''
 
 
-def _mypy(tmp_path: Path, source: str) -> tuple[int, list[str]]:
-    from mypy import api
-
-    program = tmp_path / "user_program.py"
-    program.write_text(source, encoding="utf-8")
-    out, _, status = api.run([
-        "--strict", "--no-incremental", "--cache-dir", str(tmp_path / "cache"),
-        "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
-        str(program),
-    ])
-    return status, out.splitlines()
-
-
 @pytest.mark.timeout(300)
 def test_mypy_knows_the_output_the_deps_and_the_tools_of_a_user_s_agent(tmp_path: Path) -> None:
-    status, lines = _mypy(tmp_path, PROGRAM)
+    status, lines = strict_mypy(tmp_path, PROGRAM)
     errors = [line for line in lines if ": error:" in line]
     assert errors == [], "\n".join(lines)
     revealed = [line.split("Revealed type is ")[1] for line in lines if "Revealed type" in line]
@@ -106,7 +94,7 @@ def test_mypy_knows_the_output_the_deps_and_the_tools_of_a_user_s_agent(tmp_path
 def test_mypy_refuses_wrong_deps_a_mismatched_execute_and_a_misread_output(
     tmp_path: Path,
 ) -> None:
-    status, lines = _mypy(tmp_path, PROGRAM + MISTAKES)
+    status, lines = strict_mypy(tmp_path, PROGRAM + MISTAKES)
     first = PROGRAM.count("\n") + 1
     errors = [line for line in lines if ": error:" in line]
     where = {int(line.split(":")[1]) - first for line in errors}

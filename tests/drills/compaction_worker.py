@@ -13,12 +13,9 @@ and may add ``"purpose": "compaction"`` (only a summarizer's ``model_request``) 
 
 from __future__ import annotations
 
-import asyncio
-import json
-import sys
 from typing import Any
 
-from worker import STARTER, KillingStore, OffsetClock
+from worker import STARTER, KillingStore, OffsetClock, print_outcome
 
 from threads import ContextPolicy, agent, open_thread
 from threads.testing.chat_model import ChatModel
@@ -69,10 +66,5 @@ async def run_once(spec: dict[str, Any]) -> dict[str, Any]:
         await store.close()
 
 
-def main() -> None:
-    spec = json.loads(sys.argv[2])
-    print(json.dumps(asyncio.run(run_once(spec))), flush=True)
-
-
 if __name__ == "__main__":
-    main()
+    print_outcome(run_once)

@@ -10,12 +10,9 @@ handoff call, which must never be sent. SPEC is ``worker.py``'s (``store``, ``po
 
 from __future__ import annotations
 
-import asyncio
-import json
-import sys
 from typing import Any
 
-from worker import STARTER, KillingStore, OffsetClock, build_agent, die
+from worker import STARTER, KillingStore, OffsetClock, build_agent, die, print_outcome
 
 from threads import Failed, HandedOff, agent
 from threads.run.agent import Agent
@@ -61,10 +58,5 @@ async def run_once(spec: dict[str, Any]) -> dict[str, Any]:
         await store.close()
 
 
-def main() -> None:
-    spec = json.loads(sys.argv[2])
-    print(json.dumps(asyncio.run(run_once(spec))), flush=True)
-
-
 if __name__ == "__main__":
-    main()
+    print_outcome(run_once)

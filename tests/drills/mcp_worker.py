@@ -15,7 +15,6 @@ default).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from worker import STARTER, open_store, outcome
+from worker import STARTER, open_store, outcome, print_outcome
 
 from threads import agent
 from threads.mcp import LookupTool, McpServer, ToolEffect, mcp
@@ -76,4 +75,4 @@ async def run_once(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(run_once(json.loads(sys.argv[2])))), flush=True)
+    print_outcome(run_once)

@@ -34,6 +34,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -398,6 +399,12 @@ async def many(spec: dict[str, Any]) -> None:
         await store.close()
 
 
+def print_outcome(run: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]) -> None:
+    """A drill worker's last act: run ``run`` on the spec the drill passed (``argv[2]``) and
+    print its outcome as one JSON line, which the drill reads."""
+    print(json.dumps(asyncio.run(run(json.loads(sys.argv[2])))), flush=True)
+
+
 def main() -> None:
     mode, spec = sys.argv[1], json.loads(sys.argv[2])
     if mode == "racer":
@@ -406,7 +413,7 @@ def main() -> None:
     if mode == "many":
         asyncio.run(many(spec))
         return
-    print(json.dumps(asyncio.run(run_once(spec))), flush=True)
+    print_outcome(run_once)
 
 
 if __name__ == "__main__":

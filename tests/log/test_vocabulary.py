@@ -12,6 +12,7 @@ from typing import Any, get_args
 
 import pytest
 
+from mypy_support import strict_mypy
 from threads.clock import FakeClock
 from threads.errors import LogError
 from threads.log.event_types import EVENT_TYPES, EventType
@@ -94,15 +95,7 @@ def test_mypy_refuses_a_misspelled_type_a_wrong_value_and_a_missing_or_unknown_f
     """The point of the vocabulary: each line of ``MISSPELLED`` is a mypy error (an unknown event
     type, a value outside an enum, a field the type lacks, a required field left out, a
     comparison with a type no event has, a field read as the wrong type)."""
-    from mypy import api
-
-    program = tmp_path / "misspelled.py"
-    program.write_text(MISSPELLED, encoding="utf-8")
-    out, _, status = api.run([
-        "--strict", "--no-incremental", "--cache-dir", str(tmp_path / "cache"),
-        "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
-        str(program),
-    ])
+    status, out = strict_mypy(tmp_path, MISSPELLED, "misspelled")
     assert status == 1, out
-    lines = {int(line.split(":")[1]) for line in out.splitlines() if ": error:" in line}
+    lines = {int(line.split(":")[1]) for line in out if ": error:" in line}
     assert lines == {6, 7, 8, 9, 12, 13}, out
