@@ -50,7 +50,7 @@ async def build(directory: Path, events: int = EVENTS) -> str:
     id_file = directory / "thread_id"
     if id_file.exists():
         return id_file.read_text()
-    log = SampleLog(SystemClock())
+    log = SampleLog(SystemClock(), keep_requests=False)  # the import takes no artifacts
     log.started()
     while len(log.events) < events:
         log.turn(text="Please summarise the open invoices for ACME.", reply="Three are open.")
