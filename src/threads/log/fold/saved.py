@@ -5,12 +5,14 @@ opening a long branch folds only the lines after it (``threads.store.fold_snapsh
 read projections (``state``, ``cost``, ``projections``, usage, fork points) look at, in format
 ``FORMAT``; ``restore(body, now_ms)`` gives a ``RestoredFold`` that folds further lines exactly
 as the full fold would. What grows with the thread and only its rules look up is kept as ids:
-every call (whole), every model attempt (its id, seq, time, number and outcome; the event line
-only of the last and of those in doubt), every response's usage (the last one whole), and the
-transcript's roles and ids. Events themselves are not kept: a restored fold's ``events`` holds
-only the lines folded after it. A rule that needs an older line (a ``woken`` cause, a
-``compacted`` range, an ``output_validated`` source, a ``tool_call`` naming an older response)
-raises ``SnapshotShortError``, and the caller folds the whole chain instead.
+every call (whole), every model attempt (its id, seq, time, number, outcome, usage and
+billing; the event line only of the last and of those in doubt), and the transcript's roles,
+ids and seqs. What no rule or read looks up again is dropped: responses but the last, and the
+runs of turns no longer open that no spawn names (``Wakes``). Events themselves are not kept:
+a restored fold's ``events`` holds only the lines folded after it. A rule that needs an older
+line (a ``woken`` cause, a ``compacted`` range, an ``output_validated`` source, a ``tool_call``
+naming an older response) raises ``SnapshotShortError``, and the caller folds the whole chain
+instead.
 
 Invariant: ``restore(dump(f))`` folds any further lines to the same ``state()``,
 ``projections()`` and ``cost()`` as ``f`` (or raises ``SnapshotShortError``); a body that does not
@@ -48,7 +50,7 @@ __all__ = [
     "restore",
 ]
 
-FORMAT = 2  # the body's layout; a reader of another refuses it
+FORMAT = 3  # the body's layout; a reader of another refuses it
 
 _ROLES = {"user": "u", "assistant": "a", "tool": "t", "context": "c", "summary": "s"}
 _ROLE_NAMES = {letter: role for role, letter in _ROLES.items()}
@@ -212,7 +214,7 @@ def dump(fold: Fold) -> bytes:
     for attempt in fold.attempts.values():
         if attempt.settings not in epochs:
             epochs.append(attempt.settings)
-    responses = [{"usage": r["usage"]} for r in fold.responses[:-1]] + fold.responses[-1:]
+    responses = fold.responses[-1:]  # a rule or a read looks at the last one only
     last_response = None
     if last is not None and last.event.event_id in fold.response_of:
         last_response = _text(fold.response_of[last.event.event_id])
@@ -248,7 +250,7 @@ def dump(fold: Fold) -> bytes:
         "side_responses": fold.side_responses,
         "loaded_tools": sorted(fold.loaded_tools),
         "compaction": _compaction(fold.compaction),
-        "wakes": _wakes(fold.wakes),
+        "wakes": _wakes(fold.wakes, None if fold.turn is None else fold.turn.input_event),
         "responses": responses,
         "knowledge_revision": fold.knowledge_revision,
         "snapshot_revision": [
@@ -436,13 +438,19 @@ def _restore_compaction(value: dict[str, Any]) -> Compaction:
     )
 
 
-def _wakes(state: Wakes) -> dict[str, Any]:
-    runs = list({id(run): run for run in [*state.runs.values(),
+def _wakes(state: Wakes, opener: Event | None) -> dict[str, Any]:
+    """``state`` as the rules can still read it: a turn's run is looked up only by the open
+    turn's opener (``Wakes.spawned``, ``turn_ended``), so of ``runs`` only that one is kept, and
+    the runs the spawns name."""
+    opened = {} if opener is None or opener.event_id not in state.runs else {
+        opener.event_id: state.runs[opener.event_id]
+    }
+    runs = list({id(run): run for run in [*opened.values(),
                                           *(s.run for s in state.spawns.values())]}.values())
     index = {id(run): i for i, run in enumerate(runs)}  # a run is one object many entries share
     return {
         "runs": [[run.principal, run.root] for run in runs],
-        "opened": {opener: index[id(run)] for opener, run in state.runs.items()},
+        "opened": {key: index[id(run)] for key, run in opened.items()},
         "spawns": {
             call_id: [index[id(spawn.run)], spawn.seq, spawn.background]
             for call_id, spawn in state.spawns.items()
