@@ -144,7 +144,10 @@ def test_every_cut_of_a_random_log_folds_on_to_the_full_state(steps: list[str], 
 
 @pytest.mark.parametrize(
     "body",
-    [b"", b"[]", b'{"format":2}', b'{"format":4}', b'{"format":3,"headers":[]}', b"\xff"],
+    [
+        b"", b"[]", b'{"format":3}\n{}', b'{"format":5}\n{}', b'{"format":4,"headers":[]}\n{}',
+        b'{"format":4}', b"\xff",
+    ],
 )
 def test_a_body_this_code_did_not_write_is_refused(body: bytes) -> None:
     with pytest.raises(SnapshotUnusableError):
@@ -159,4 +162,4 @@ def test_the_body_is_json_of_our_own_not_a_pickle() -> None:
     feed(fold, [log.header, *log.events])
     body = dump(fold)
     assert body.startswith(b"{")
-    assert b'"format":3' in body
+    assert b'"format":4' in body

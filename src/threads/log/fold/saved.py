@@ -1,10 +1,12 @@
 """The fold's state at a seq as bytes of our own format, and back: what a store keeps so that
 opening a long branch folds only the lines after it (``threads.store.fold_snapshots``).
 
-``dump(fold)`` writes JSON (sorted keys, no whitespace) of everything the fold's rules and its
-read projections (``state``, ``cost``, ``projections``, usage, fork points) look at, in format
-``FORMAT``; ``restore(body, now_ms)`` gives a ``RestoredFold`` that folds further lines exactly
-as the full fold would. What grows with the thread and only its rules look up is kept as ids:
+``dump(fold)`` writes two lines of JSON (sorted keys, no whitespace) of everything the fold's
+rules and its read projections (``state``, ``cost``, ``projections``, usage, fork points) look
+at, in format ``FORMAT``: the fold, then the rows of its settled model attempts, which a
+restored fold decodes only once one is asked for (a cost, a budget, a rule naming an old one).
+``restore(body, now_ms)`` gives a ``RestoredFold`` that folds further lines exactly as the full
+fold would. What grows with the thread and only its rules look up is kept as ids:
 every call (whole), every model attempt (its id, seq, time, number, outcome, usage and
 billing; the event line only of the last and of those in doubt), and the transcript's roles,
 ids and seqs. What no rule or read looks up again is dropped: responses but the last, and the
@@ -50,7 +52,7 @@ __all__ = [
     "restore",
 ]
 
-FORMAT = 3  # the body's layout; a reader of another refuses it
+FORMAT = 4  # the body's layout; a reader of another refuses it
 
 _ROLES = {"user": "u", "assistant": "a", "tool": "t", "context": "c", "summary": "s"}
 _ROLE_NAMES = {letter: role for role, letter in _ROLES.items()}
@@ -99,27 +101,40 @@ class _Boundaries(set[int]):
 
 
 class _Attempts(dict[str, ModelAttempt]):
-    """``attempts`` with the older settled ones kept as their rows (seq, time, number,
-    outcome, retry) until one is asked for: most opens never look one up."""
+    """``attempts`` with the settled ones whose line is not kept as their rows (seq, time,
+    number, outcome, retry, settings, usage, billing) until one is asked for, and those rows as
+    the body's bytes until any is: most opens never look one up, and the rows are the longest
+    part of a long thread's body. (Their bytes were checked with the body's sha256, so they
+    decode as ``dump`` wrote them.)"""
 
     def __init__(
-        self, rows: dict[str, list[Any]], settings: list[dict[str, Any]], header: Header
+        self, settled: bytes, count: int, settings: list[dict[str, Any]], header: Header
     ) -> None:
         super().__init__()
-        self._rows = rows
+        self._settled = settled
+        self._count = count  # rows in ``_settled``
+        self._decoded: dict[str, list[Any]] | None = None
         self._settings = settings  # each distinct settings epoch once; a row names its index
         self._header = header
 
-    def outcome(self, key: str) -> str | None:
-        row = self._rows.get(key)
-        if row is not None:
-            return cast(str | None, row[3])
-        found = dict.get(self, key)
-        return None if found is None else found.outcome
+    @property
+    def _rows(self) -> dict[str, list[Any]]:
+        if self._decoded is None:
+            try:
+                self._decoded = cast(dict[str, list[Any]], fast_loads(self._settled))
+            except ValueError as exc:
+                raise SnapshotUnusableError(f"settled attempts do not decode ({exc})") from None
+        return self._decoded
 
-    def keep(self, event: Event) -> None:
-        """Make the attempt ``event`` opened a whole one (its line was kept)."""
-        row = self._rows.pop(event.event_id)
+    def outcome(self, key: str) -> str | None:
+        found = dict.get(self, key)
+        if found is not None:
+            return found.outcome
+        row = self._rows.get(key)
+        return None if row is None else cast(str | None, row[3])
+
+    def keep(self, event: Event, row: list[Any]) -> None:
+        """Make the attempt ``event`` opened (of ``row``) a whole one (its line was kept)."""
         dict.__setitem__(self, event.event_id, self._attempt(event, row))
 
     def _attempt(self, event: Event, row: list[Any]) -> ModelAttempt:
@@ -160,7 +175,8 @@ class _Attempts(dict[str, ModelAttempt]):
         return cast(ModelAttempt, found)
 
     def __len__(self) -> int:
-        return dict.__len__(self) + len(self._rows)
+        rows = self._count if self._decoded is None else len(self._decoded)
+        return dict.__len__(self) + rows
 
     def __iter__(self) -> Iterator[str]:
         self._all()
@@ -205,10 +221,7 @@ class _TurnBody(TypedDict):
 def dump(fold: Fold) -> bytes:
     """The body of a snapshot of ``fold`` (see the module docstring)."""
     last = fold.last_attempt
-    kept_lines = [
-        _text(a.event) for a in fold.attempts.values()
-        if a is last or a.outcome in (None, "unknown")
-    ]
+    kept = [a for a in fold.attempts.values() if a is last or a.outcome in (None, "unknown")]
     features = fold.features
     epochs: list[dict[str, Any]] = []
     for attempt in fold.attempts.values():
@@ -230,13 +243,9 @@ def dump(fold: Fold) -> bytes:
                    fold.input_tokens, fold.output_tokens, fold.unknown_responses, fold.open_calls],
         "calls": [_call(fold.calls[c]) for c in fold.call_order],
         "effect_order": fold.effect_order,
-        "attempts": {
-            a.event.event_id: [a.event.seq, a.event.time, a.attempt, a.outcome,
-                               a.retry_not_before, epochs.index(a.settings), a.usage, a.billing]
-            for a in fold.attempts.values()
-        },
+        "attempts": [[_text(a.event), _attempt_row(a, epochs)] for a in kept],
+        "settled_attempts": len(fold.attempts) - len(kept),
         "settings_epochs": epochs,
-        "attempt_lines": kept_lines,
         "open_attempt": None if fold.open_attempt is None else fold.open_attempt.event.event_id,
         "last_attempt": None if last is None else last.event.event_id,
         "last_response": last_response,
@@ -270,23 +279,41 @@ def dump(fold: Fold) -> bytes:
             "accepted": [features.accepted_output, features.accepted_seq],
         },
     }
-    return json.dumps(body, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
+    kept_ids = {id(a) for a in kept}
+    settled = {
+        a.event.event_id: _attempt_row(a, epochs) for a in fold.attempts.values()
+        if id(a) not in kept_ids
+    }
+    return b"\n".join([_json(body), _json(settled)])  # compact JSON holds no raw newline
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
+
+
+def _attempt_row(attempt: ModelAttempt, epochs: list[dict[str, Any]]) -> list[Any]:
+    return [attempt.event.seq, attempt.event.time, attempt.attempt, attempt.outcome,
+            attempt.retry_not_before, epochs.index(attempt.settings), attempt.usage,
+            attempt.billing]
 
 
 def restore(body: bytes, now_ms: int | None) -> RestoredFold:
     """The fold ``body`` holds; ``SnapshotUnusableError`` for a body this code can't take whole."""
     try:
-        value = fast_loads(body)
+        main, newline, settled = body.partition(b"\n")
+        value = fast_loads(main)
         if value.get("format") != FORMAT:
             raise SnapshotUnusableError(f"snapshot format {value.get('format')!r} is not {FORMAT}")
-        return _restore(value, now_ms)
+        if not newline:
+            raise SnapshotUnusableError("snapshot body has no settled attempts part")
+        return _restore(value, settled, now_ms)
     except SnapshotUnusableError:
         raise
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         raise SnapshotUnusableError(f"snapshot body does not decode ({exc!r})") from None
 
 
-def _restore(value: dict[str, Any], now_ms: int | None) -> RestoredFold:
+def _restore(value: dict[str, Any], settled: bytes, now_ms: int | None) -> RestoredFold:
     headers = [_header(line) for line in value["headers"]]
     last_seq, last_hash, epoch = value["head"]
     fold = RestoredFold(now_ms=now_ms, cut=last_seq)
@@ -302,7 +329,7 @@ def _restore(value: dict[str, Any], now_ms: int | None) -> RestoredFold:
     fold.calls = {c.call_id: c for c in map(_restore_call, value["calls"])}
     fold.call_order = list(fold.calls)
     fold.effect_order = value["effect_order"]
-    _restore_attempts(fold, value, headers[-1])
+    _restore_attempts(fold, value, settled, headers[-1])
     fold.parks = {(kind, ident): address for kind, ident, address in value["parks"]}
     fold.approvals = {cid: fold.calls[call_id] for cid, call_id in value["approvals"].items()}
     fold.thread_rules = [(rule, decision) for rule, decision in value["rules"]]
@@ -325,10 +352,12 @@ def _restore(value: dict[str, Any], now_ms: int | None) -> RestoredFold:
     return fold
 
 
-def _restore_attempts(fold: RestoredFold, value: dict[str, Any], header: Header) -> None:
-    attempts = _Attempts(value["attempts"], value["settings_epochs"], header)
-    for line in value["attempt_lines"]:
-        attempts.keep(_event(line))
+def _restore_attempts(
+    fold: RestoredFold, value: dict[str, Any], settled: bytes, header: Header
+) -> None:
+    attempts = _Attempts(settled, value["settled_attempts"], value["settings_epochs"], header)
+    for line, row in value["attempts"]:
+        attempts.keep(_event(line), row)
     fold.attempts = attempts
     open_id, last_id = value["open_attempt"], value["last_attempt"]
     fold.open_attempt = None if open_id is None else attempts[open_id]
