@@ -1,7 +1,9 @@
 """Open + state of a long thread, on its own: ``open_thread`` then ``Thread.state`` on a fresh
 store object, as ``bench/steps.py`` prints it, with the store built once and kept: imported
 (which puts its fold snapshot at the head), then one more turn appended through a run's writer
-(4 lines past the snapshot, and the listing row). Then what a listing reads of it.
+(4 lines past the snapshot, and the listing row), timed in turns with the same state read
+from the whole log (no snapshot: what every open cost before). Then what a listing reads of
+it.
 
 Run: ``python bench/open_state.py [--dir DIR] [--events N] [--rounds N] [--sections]``. With
 ``--dir`` the store (and its thread id, in ``thread_id``) is built there once and reused by
@@ -29,6 +31,7 @@ from typing import Any
 from threads import open_thread, sqlite
 from threads.clock import SystemClock
 from threads.log.canonical import fast_loads, lines_holding_digit_runs
+from threads.log.collector import collector_paused
 from threads.log.hashing import sha256_hexes
 from threads.log.lines import events_from_values
 from threads.run.listing import read_listing
@@ -81,6 +84,21 @@ async def open_and_state_ms(directory: Path, thread_id: str) -> float:
         await store.close()
 
 
+async def full_fold_ms(directory: Path, thread_id: str) -> float:
+    """ms of the same state read from the whole log (what an open cost before the fold
+    snapshot, and what it costs without one): read the chain, fold it, ``state``."""
+    store = sqlite(directory)
+    try:
+        start = time.perf_counter_ns()
+        root = await store.root_branch(thread_id)
+        fold = (await store.read_chain(root.branch_id)).fold(store.clock.now_ms())
+        with collector_paused():
+            state_of(fold)
+        return (time.perf_counter_ns() - start) / 1e6
+    finally:
+        await store.close()
+
+
 async def listing_ms(directory: Path, thread_id: str) -> float:
     """ms of what a listing reads of the thread (``read_listing``) on a fresh store object."""
     store = sqlite(directory)
@@ -93,9 +111,14 @@ async def listing_ms(directory: Path, thread_id: str) -> float:
         await store.close()
 
 
-async def median_ms(directory: Path, thread_id: str, rounds: int) -> float:
-    return statistics.median([await open_and_state_ms(directory, thread_id)
-                              for _ in range(rounds)])
+async def paired_ms(directory: Path, thread_id: str, rounds: int) -> tuple[float, float]:
+    """Medians of ``open_and_state_ms`` and ``full_fold_ms``, timed in turns (a loaded
+    machine slows both alike)."""
+    opened, folded = [], []
+    for _ in range(rounds):
+        opened.append(await open_and_state_ms(directory, thread_id))
+        folded.append(await full_fold_ms(directory, thread_id))
+    return statistics.median(opened), statistics.median(folded)
 
 
 def sections(directory: Path, thread_id: str, rounds: int) -> None:
@@ -151,9 +174,11 @@ async def main() -> None:
         directory = args.dir or Path(tmp)
         directory.mkdir(parents=True, exist_ok=True)
         thread_id = await build(directory, args.events)
-        took = await median_ms(directory, thread_id, args.rounds)
+        took, whole = await paired_ms(directory, thread_id, args.rounds)
         print(f"open + state of a {args.events:,}-event thread: {took:.1f} ms"
               f" (median of {args.rounds})")
+        print(f"the same from the whole log, no snapshot: {whole:.1f} ms"
+              f" ({whole / took:.1f}x the snapshot's, paired rounds)")
         listed = statistics.median([await listing_ms(directory, thread_id)
                                     for _ in range(args.rounds)])
         print(f"listing summary of that thread: {listed:.2f} ms (median of {args.rounds})")
