@@ -3,7 +3,8 @@ store object, as ``bench/steps.py`` prints it, with the store built once and kep
 (which puts its fold snapshot at the head), then one more turn appended through a run's writer
 (4 lines past the snapshot, and the listing row), timed in turns with the same state read
 from the whole log (no snapshot: what every open cost before). Then what a listing reads of
-it.
+it (``threads ls``: its listing row; the host's ``GET /v1/threads``: the roots and their
+summaries).
 
 Run: ``python bench/open_state.py [--dir DIR] [--events N] [--rounds N] [--sections]``. With
 ``--dir`` the store (and its thread id, in ``thread_id``) is built there once and reused by
@@ -30,6 +31,7 @@ from typing import Any
 
 from threads import open_thread, sqlite
 from threads.clock import SystemClock
+from threads.host.summaries import Summaries
 from threads.log.canonical import fast_loads, lines_holding_digit_runs
 from threads.log.collector import collector_paused
 from threads.log.hashing import sha256_hexes
@@ -111,6 +113,20 @@ async def listing_ms(directory: Path, thread_id: str) -> float:
         await store.close()
 
 
+async def host_listing_ms(directory: Path) -> float:
+    """ms of what ``GET /v1/threads`` reads of the store on a fresh store object: the tenant's
+    root branches and each one's summary (``Summaries.listed``, nothing remembered yet)."""
+    store = sqlite(directory)
+    try:
+        start = time.perf_counter_ns()
+        (listed,) = await Summaries().listed(store, "local")
+        took = (time.perf_counter_ns() - start) / 1e6
+        assert listed.summary is not None
+        return took
+    finally:
+        await store.close()
+
+
 async def paired_ms(directory: Path, thread_id: str, rounds: int) -> tuple[float, float]:
     """Medians of ``open_and_state_ms`` and ``full_fold_ms``, timed in turns (a loaded
     machine slows both alike)."""
@@ -182,6 +198,10 @@ async def main() -> None:
         listed = statistics.median([await listing_ms(directory, thread_id)
                                     for _ in range(args.rounds)])
         print(f"listing summary of that thread: {listed:.2f} ms (median of {args.rounds})")
+        hosted = statistics.median([await host_listing_ms(directory)
+                                    for _ in range(args.rounds)])
+        print(f"host listing (GET /v1/threads' summaries) of that store: {hosted:.2f} ms"
+              f" (median of {args.rounds})")
         if args.sections:
             sections(directory, thread_id, args.rounds)
 
