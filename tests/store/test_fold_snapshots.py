@@ -68,7 +68,7 @@ async def test_an_open_folds_only_the_lines_after_the_snapshot(
     ("column", "value"),
     [
         ("body", b'{"format":1}'),  # the bytes changed: their sha256 no longer matches
-        ("format", 3),  # written by another format
+        ("format", 4),  # written by another format
         ("fold_code", "0" * 64),  # written by other fold rules
         ("head_hash", "f" * 64),  # a head the body does not end at
     ],

@@ -48,11 +48,13 @@ __all__ = [
     "SnapshotShortError",
     "SnapshotUnusableError",
     "dump",
+    "first_user_input",
     "fold_code",
+    "last_time",
     "restore",
 ]
 
-FORMAT = 4  # the body's layout; a reader of another refuses it
+FORMAT = 5  # the body's layout; a reader of another refuses it
 
 _ROLES = {"user": "u", "assistant": "a", "tool": "t", "context": "c", "summary": "s"}
 _ROLE_NAMES = {letter: role for role, letter in _ROLES.items()}
@@ -78,15 +80,34 @@ def fold_code() -> str:
 
 @dataclass
 class RestoredFold(Fold):
-    """A fold restored from a snapshot at seq ``cut``: ``events`` holds only later lines."""
+    """A fold restored from a snapshot at seq ``cut``: ``events`` holds only later lines, and
+    of the earlier ones what a listing shows: the chain's first ``user_input``
+    (``first_input``) and the time of the line at the cut (``cut_time``; None for a header)."""
 
     cut: int = 0
+    first_input: Event | None = None
+    cut_time: int | None = None
 
     def event_by_id(self, event_id: str) -> Event | None:
         found = Fold.event_by_id(self, event_id)
         if found is None:
             raise SnapshotShortError(f"event {event_id} is not after the snapshot")
         return found
+
+
+def first_user_input(fold: Fold) -> Event | None:
+    """The chain's first ``user_input`` (None before any), whether ``fold`` holds every event
+    or was restored from a snapshot."""
+    if isinstance(fold, RestoredFold) and fold.first_input is not None:
+        return fold.first_input
+    return next((e for e in fold.events if e.type == "user_input"), None)
+
+
+def last_time(fold: Fold) -> int | None:
+    """The time of the chain's last line (None when it has only headers)."""
+    if fold.events:
+        return fold.events[-1].time
+    return fold.cut_time if isinstance(fold, RestoredFold) else None
 
 
 class _Boundaries(set[int]):
@@ -221,6 +242,7 @@ class _TurnBody(TypedDict):
 def dump(fold: Fold) -> bytes:
     """The body of a snapshot of ``fold`` (see the module docstring)."""
     last = fold.last_attempt
+    first = first_user_input(fold)
     kept = [a for a in fold.attempts.values() if a is last or a.outcome in (None, "unknown")]
     features = fold.features
     epochs: list[dict[str, Any]] = []
@@ -236,7 +258,8 @@ def dump(fold: Fold) -> bytes:
         "headers": [h.line.decode() for h in fold.segment_headers],
         "thread_started": fold.thread_started,
         "tools": fold.tools,
-        "head": [fold.last_seq, fold.last_hash, fold.epoch],
+        "head": [fold.last_seq, fold.last_hash, fold.epoch, last_time(fold)],
+        "first_input": None if first is None else _text(first),
         "flags": [fold.inspection_only, fold.thread_cancelled],
         "turn": None if fold.turn is None else _turn(fold.turn),
         "counts": [fold.turns_completed, fold.settled_calls, fold.model_requests,
@@ -315,8 +338,10 @@ def restore(body: bytes, now_ms: int | None) -> RestoredFold:
 
 def _restore(value: dict[str, Any], settled: bytes, now_ms: int | None) -> RestoredFold:
     headers = [_header(line) for line in value["headers"]]
-    last_seq, last_hash, epoch = value["head"]
-    fold = RestoredFold(now_ms=now_ms, cut=last_seq)
+    last_seq, last_hash, epoch, cut_time = value["head"]
+    first = value["first_input"]
+    fold = RestoredFold(now_ms=now_ms, cut=last_seq, first_input=None if first is None else
+                        _event(first), cut_time=cut_time)
     fold.segment_headers = headers
     fold.root_header, fold.header_ = headers[0], headers[-1]
     fold.thread_started = value["thread_started"]
