@@ -321,7 +321,9 @@ def _attempt_row(attempt: ModelAttempt, epochs: list[dict[str, Any]]) -> list[An
 
 
 def restore(body: bytes, now_ms: int | None) -> RestoredFold:
-    """The fold ``body`` holds; ``SnapshotUnusableError`` for a body this code can't take whole."""
+    """The fold ``body`` holds; ``SnapshotUnusableError`` for a body this code can't take whole.
+    The settled attempts' line is decoded when one is first asked for: ``body`` is bytes whose
+    sha256 was checked against the one written with them (``StoredSnapshot.intact``)."""
     try:
         main, newline, settled = body.partition(b"\n")
         value = fast_loads(main)
