@@ -12,8 +12,9 @@ later runs, so a profiler (``cProfile``, ``valgrind --tool=callgrind``) can time
 with ``--rounds 1``. Prints the median of the rounds in ms. ``--sections`` also times each part
 of the open on its own (collector off, median of the rounds): the SELECT of the lines, their
 JSON parse and sha256 (the parts no reader of these bytes can skip), building the events, the
-safe-integer scan, the chain check, the fold and the state; and the sum of the parts a reader
-of this layout can't do without, which is the floor of this open on this machine.
+safe-integer scan, the chain check, the fold and the state, and what a continuing run does
+next with every line (render its next request); and the sum of the parts a reader of this
+layout can't do without, which is the floor of this open on this machine.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from threads.log.canonical import fast_loads, lines_holding_digit_runs
 from threads.log.collector import collector_paused
 from threads.log.hashing import sha256_hexes
 from threads.log.lines import events_from_values
+from threads.log.render import render
 from threads.run.listing import read_listing
 from threads.run.views import state_of
 from threads.run.writer import BranchWriter
@@ -170,6 +172,10 @@ def sections(directory: Path, thread_id: str, rounds: int) -> None:
         _, check = ms("hash chain check", lambda: check_chain(target, [segment]))
         fold, folded = ms("fold", lambda: Chain(target, [segment]).fold(0))
         _, state = ms("state", lambda: state_of(fold))
+        started = fold.thread_started
+        assert started is not None
+        # what a continuing run does next with every line: render its next request
+        ms("render of the next request (all lines)", lambda: render(started, fold.events))
     finally:
         if resume:
             gc.enable()
