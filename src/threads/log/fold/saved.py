@@ -24,7 +24,6 @@ decode, or was written by another format or another fold code (``FOLD_CODE``), i
 
 from __future__ import annotations
 
-import json
 from _collections_abc import dict_items, dict_keys, dict_values
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any, TypedDict, cast
 
 from threads.log import tool_ext
-from threads.log.canonical import fast_loads
+from threads.log.canonical import compact_dumps, fast_loads
 from threads.log.fold.compaction import Compaction
 from threads.log.fold.features import Child, Features
 from threads.log.fold.records import Approval, Call, ModelAttempt, Turn
@@ -307,11 +306,9 @@ def dump(fold: Fold) -> bytes:
         a.event.event_id: _attempt_row(a, epochs) for a in fold.attempts.values()
         if id(a) not in kept_ids
     }
-    return b"\n".join([_json(body), _json(settled)])  # compact JSON holds no raw newline
+    return b"\n".join([compact_dumps(body), compact_dumps(settled)])  # no raw newline in either
 
 
-def _json(value: object) -> bytes:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
 
 
 def _attempt_row(attempt: ModelAttempt, epochs: list[dict[str, Any]]) -> list[Any]:
