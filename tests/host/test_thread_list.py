@@ -13,6 +13,7 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
+import threads.host.summaries as summaries_module
 import threads.store.fold_open as fold_open
 from threads import Permissions, agent, tool
 from threads.cli.cmd_ls import thread_row
@@ -177,3 +178,12 @@ async def test_a_thread_waiting_on_a_person_is_summarized_from_its_whole_log(
     (approval,) = summary.waiting.approvals
     assert (approval.call_id, approval.requested_by) == ("c1", ALICE)
     assert approval.requested_at > 0
+
+    async def no_listing(store: Store, branch_id: str) -> None:
+        return None
+
+    # without a listing row: the snapshot says it waits on a person, so the log is read too
+    monkeypatch.setattr(summaries_module, "read_listing", no_listing)
+    chain_reads.clear()
+    assert await Summaries().of(store, root) == summary
+    assert chain_reads == [root.branch_id]

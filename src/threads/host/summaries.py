@@ -77,11 +77,14 @@ class Summaries:
         listing = await read_listing(store, root.branch_id)
         if listing is not None and not listing.waits_on_a_person:
             summary, head = self._from_listing(listing, NOTHING), listing.head
-        else:  # no listing at the head (mid-turn): the fold snapshot and the lines after it
+        else:
             now = store.clock.now_ms()
-            fold = await open_fold(store, root.branch_id, now)
-            if isinstance(fold, RestoredFold) and listing_of(fold).waits_on_a_person:
-                # what it waits on is read from the parks' own events: the whole log
+            fold: Fold | None = None
+            if listing is None:  # none at the head (mid-turn): the snapshot and lines after it
+                fold = await open_fold(store, root.branch_id, now)
+                if isinstance(fold, RestoredFold) and listing_of(fold).waits_on_a_person:
+                    fold = None
+            if fold is None:  # what it waits on is read from the parks' own events: the log
                 fold = (await store.read_chain(root.branch_id)).fold(now)
             gone = await gone_holders(store, root.branch_id)
             summary = self.summarize(fold, gone)
