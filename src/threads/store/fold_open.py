@@ -90,9 +90,11 @@ def fold_row(fold: Fold) -> StoredSnapshot:
     """The ``fold`` row of ``fold``'s branch at its head."""
     header = fold.header_
     assert header is not None  # a fold a writer or an import holds has read its header
+    with collector_paused():  # a burst of containers, as a read's: none forms a cycle
+        body = dump(fold)
     return StoredSnapshot.of(
         header.branch_id, "fold", (fold.last_seq, fold.last_hash), format=FORMAT,
-        fold_code=fold_code(), body=dump(fold),
+        fold_code=fold_code(), body=body,
     )
 
 

@@ -242,12 +242,15 @@ def dump(fold: Fold) -> bytes:
     """The body of a snapshot of ``fold`` (see the module docstring)."""
     last = fold.last_attempt
     first = first_user_input(fold)
-    kept = [a for a in fold.attempts.values() if a is last or a.outcome in (None, "unknown")]
+    epochs = _Epochs()
+    rows = {  # every attempt's row; those whose line is kept go with it, the rest apart
+        key: [a.event.seq, a.event.time, a.attempt, a.outcome, a.retry_not_before,
+              epochs.of(a.settings), a.usage, a.billing]
+        for key, a in fold.attempts.items()
+    }
+    kept = [(k, a) for k, a in fold.attempts.items() if a is last or a.outcome in (None, "unknown")]
+    roles, ids = zip(*fold.transcript, strict=True) if fold.transcript else ((), ())
     features = fold.features
-    epochs: list[dict[str, Any]] = []
-    for attempt in fold.attempts.values():
-        if attempt.settings not in epochs:
-            epochs.append(attempt.settings)
     responses = fold.responses[-1:]  # a rule or a read looks at the last one only
     last_response = None
     if last is not None and last.event.event_id in fold.response_of:
@@ -265,9 +268,9 @@ def dump(fold: Fold) -> bytes:
                    fold.input_tokens, fold.output_tokens, fold.unknown_responses, fold.open_calls],
         "calls": [_call(fold.calls[c]) for c in fold.call_order],
         "effect_order": fold.effect_order,
-        "attempts": [[_text(a.event), _attempt_row(a, epochs)] for a in kept],
-        "settled_attempts": len(fold.attempts) - len(kept),
-        "settings_epochs": epochs,
+        "attempts": [[_text(a.event), rows.pop(key)] for key, a in kept],
+        "settled_attempts": len(rows),
+        "settings_epochs": epochs.values,
         "open_attempt": None if fold.open_attempt is None else fold.open_attempt.event.event_id,
         "last_attempt": None if last is None else last.event.event_id,
         "last_response": last_response,
@@ -275,8 +278,8 @@ def dump(fold: Fold) -> bytes:
         "approvals": {cid: call.call_id for cid, call in fold.approvals.items()},
         "rules": fold.thread_rules,
         "snapshots": fold.snapshots,
-        "roles": "".join(_ROLES[role] for role, _ in fold.transcript),
-        "transcript": [eid for _, eid in fold.transcript],
+        "roles": "".join(map(_ROLES.__getitem__, roles)),
+        "transcript": ids,
         "transcript_seqs": fold.transcript_seqs,
         "side_responses": fold.side_responses,
         "loaded_tools": sorted(fold.loaded_tools),
@@ -301,20 +304,28 @@ def dump(fold: Fold) -> bytes:
             "accepted": [features.accepted_output, features.accepted_seq],
         },
     }
-    kept_ids = {id(a) for a in kept}
-    settled = {
-        a.event.event_id: _attempt_row(a, epochs) for a in fold.attempts.values()
-        if id(a) not in kept_ids
-    }
-    return b"\n".join([compact_dumps(body), compact_dumps(settled)])  # no raw newline in either
+    return b"\n".join([compact_dumps(body), compact_dumps(rows)])  # no raw newline in either
 
 
+class _Epochs:
+    """The attempts' settings epochs, each distinct one once in the order first seen
+    (``values``); ``of`` is one's index, looked up by the object before comparing values (a
+    long thread's attempts share a few settings objects)."""
 
+    def __init__(self) -> None:
+        self.values: list[dict[str, Any]] = []
+        self._at: dict[int, int] = {}  # id of a settings object -> its index
 
-def _attempt_row(attempt: ModelAttempt, epochs: list[dict[str, Any]]) -> list[Any]:
-    return [attempt.event.seq, attempt.event.time, attempt.attempt, attempt.outcome,
-            attempt.retry_not_before, epochs.index(attempt.settings), attempt.usage,
-            attempt.billing]
+    def of(self, settings: dict[str, Any]) -> int:
+        at = self._at.get(id(settings))
+        if at is None:
+            try:
+                at = self.values.index(settings)  # equal to one seen in another object
+            except ValueError:
+                at = len(self.values)
+                self.values.append(settings)
+            self._at[id(settings)] = at
+        return at
 
 
 def restore(body: bytes, now_ms: int | None) -> RestoredFold:
