@@ -1,7 +1,10 @@
 """Open + state of a long thread, on its own: ``open_thread`` then ``Thread.state`` on a fresh
 store object, as ``bench/steps.py`` prints it, with the store built once and kept: imported
 (which puts its fold snapshot at the head), then one more turn appended through a run's writer
-(4 lines past the snapshot, and the listing row). Then what a listing reads of it.
+(4 lines past the snapshot, and the listing row), timed in turns with the same state read
+from the whole log (no snapshot: what every open cost before). Then what a listing reads of
+it (``threads ls``: its listing row; the host's ``GET /v1/threads``: the roots and their
+summaries).
 
 Run: ``python bench/open_state.py [--dir DIR] [--events N] [--rounds N] [--sections]``. With
 ``--dir`` the store (and its thread id, in ``thread_id``) is built there once and reused by
@@ -9,8 +12,9 @@ later runs, so a profiler (``cProfile``, ``valgrind --tool=callgrind``) can time
 with ``--rounds 1``. Prints the median of the rounds in ms. ``--sections`` also times each part
 of the open on its own (collector off, median of the rounds): the SELECT of the lines, their
 JSON parse and sha256 (the parts no reader of these bytes can skip), building the events, the
-safe-integer scan, the chain check, the fold and the state; and the sum of the parts a reader
-of this layout can't do without, which is the floor of this open on this machine.
+safe-integer scan, the chain check, the fold and the state, and what a continuing run does
+next with every line (render its next request); and the sum of the parts a reader of this
+layout can't do without, which is the floor of this open on this machine.
 """
 
 from __future__ import annotations
@@ -28,9 +32,12 @@ from typing import Any
 
 from threads import open_thread, sqlite
 from threads.clock import SystemClock
+from threads.host.summaries import Summaries
 from threads.log.canonical import fast_loads, lines_holding_digit_runs
+from threads.log.collector import collector_paused
 from threads.log.hashing import sha256_hexes
 from threads.log.lines import events_from_values
+from threads.log.render import render
 from threads.run.listing import read_listing
 from threads.run.views import state_of
 from threads.run.writer import BranchWriter
@@ -50,7 +57,7 @@ async def build(directory: Path, events: int = EVENTS) -> str:
     id_file = directory / "thread_id"
     if id_file.exists():
         return id_file.read_text()
-    log = SampleLog(SystemClock())
+    log = SampleLog(SystemClock(), keep_requests=False)  # the import takes no artifacts
     log.started()
     while len(log.events) < events:
         log.turn(text="Please summarise the open invoices for ACME.", reply="Three are open.")
@@ -81,6 +88,21 @@ async def open_and_state_ms(directory: Path, thread_id: str) -> float:
         await store.close()
 
 
+async def full_fold_ms(directory: Path, thread_id: str) -> float:
+    """ms of the same state read from the whole log (what an open cost before the fold
+    snapshot, and what it costs without one): read the chain, fold it, ``state``."""
+    store = sqlite(directory)
+    try:
+        start = time.perf_counter_ns()
+        root = await store.root_branch(thread_id)
+        fold = (await store.read_chain(root.branch_id)).fold(store.clock.now_ms())
+        with collector_paused():
+            state_of(fold)
+        return (time.perf_counter_ns() - start) / 1e6
+    finally:
+        await store.close()
+
+
 async def listing_ms(directory: Path, thread_id: str) -> float:
     """ms of what a listing reads of the thread (``read_listing``) on a fresh store object."""
     store = sqlite(directory)
@@ -93,9 +115,28 @@ async def listing_ms(directory: Path, thread_id: str) -> float:
         await store.close()
 
 
-async def median_ms(directory: Path, thread_id: str, rounds: int) -> float:
-    return statistics.median([await open_and_state_ms(directory, thread_id)
-                              for _ in range(rounds)])
+async def host_listing_ms(directory: Path) -> float:
+    """ms of what ``GET /v1/threads`` reads of the store on a fresh store object: the tenant's
+    root branches and each one's summary (``Summaries.listed``, nothing remembered yet)."""
+    store = sqlite(directory)
+    try:
+        start = time.perf_counter_ns()
+        (listed,) = await Summaries().listed(store, "local")
+        took = (time.perf_counter_ns() - start) / 1e6
+        assert listed.summary is not None
+        return took
+    finally:
+        await store.close()
+
+
+async def paired_ms(directory: Path, thread_id: str, rounds: int) -> tuple[float, float]:
+    """Medians of ``open_and_state_ms`` and ``full_fold_ms``, timed in turns (a loaded
+    machine slows both alike)."""
+    opened, folded = [], []
+    for _ in range(rounds):
+        opened.append(await open_and_state_ms(directory, thread_id))
+        folded.append(await full_fold_ms(directory, thread_id))
+    return statistics.median(opened), statistics.median(folded)
 
 
 def sections(directory: Path, thread_id: str, rounds: int) -> None:
@@ -131,6 +172,10 @@ def sections(directory: Path, thread_id: str, rounds: int) -> None:
         _, check = ms("hash chain check", lambda: check_chain(target, [segment]))
         fold, folded = ms("fold", lambda: Chain(target, [segment]).fold(0))
         _, state = ms("state", lambda: state_of(fold))
+        started = fold.thread_started
+        assert started is not None
+        # what a continuing run does next with every line: render its next request
+        ms("render of the next request (all lines)", lambda: render(started, fold.events))
     finally:
         if resume:
             gc.enable()
@@ -151,12 +196,18 @@ async def main() -> None:
         directory = args.dir or Path(tmp)
         directory.mkdir(parents=True, exist_ok=True)
         thread_id = await build(directory, args.events)
-        took = await median_ms(directory, thread_id, args.rounds)
+        took, whole = await paired_ms(directory, thread_id, args.rounds)
         print(f"open + state of a {args.events:,}-event thread: {took:.1f} ms"
               f" (median of {args.rounds})")
+        print(f"the same from the whole log, no snapshot: {whole:.1f} ms"
+              f" ({whole / took:.1f}x the snapshot's, paired rounds)")
         listed = statistics.median([await listing_ms(directory, thread_id)
                                     for _ in range(args.rounds)])
         print(f"listing summary of that thread: {listed:.2f} ms (median of {args.rounds})")
+        hosted = statistics.median([await host_listing_ms(directory)
+                                    for _ in range(args.rounds)])
+        print(f"host listing (GET /v1/threads' summaries) of that store: {hosted:.2f} ms"
+              f" (median of {args.rounds})")
         if args.sections:
             sections(directory, thread_id, args.rounds)
 

@@ -1,8 +1,10 @@
 """Crash drill: a fold snapshot and the events it follows commit together or not at all
-(issue 36). A real process appends a turn with its snapshot and is SIGKILLed after the
-snapshot's row is written and before the transaction commits; a fresh store then holds
-neither. Killed right after the commit instead, it holds both, and opening from the snapshot
-gives the full fold's state."""
+(issue 36), on both engines. A real process appends a turn with its snapshot and is SIGKILLed
+after the snapshot's row is written and before the transaction commits; a fresh store then
+holds neither. Killed right after the commit instead, it holds both, and opening from the
+snapshot gives the full fold's state. On Postgres the row is written either in an append's own
+transaction (the child proves it is there, inside that transaction, before it dies) or by the
+group statement, which is killed a random 0-2 ms after it starts: both or neither."""
 
 from __future__ import annotations
 
@@ -15,8 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from postgres_support import URL, drop_schema, fresh_schema, needs_postgres
 from threads.log.fold.saved import RestoredFold
 from threads.store.fold_open import open_fold
+from threads.store.postgres import postgres
+from threads.store.protocol import Store
 from threads.store.sqlite import sqlite
 
 # The child: a branch with one turn, then a second turn appended with its snapshot, dying at
@@ -59,14 +64,113 @@ CHILD = textwrap.dedent(
 )
 
 
+# The Postgres child: the same turns, the second dying at ``row`` (appended alone, as one with
+# a receipt is: killed once its own transaction reads its snapshot row back, uncommitted),
+# ``statement`` (the group statement, 0-2 ms after it starts) or ``commit`` (after it).
+POSTGRES_CHILD = textwrap.dedent(
+    """
+    import asyncio, os, random, signal, sys, threading
+    import psycopg
+    import threads.store.postgres.group as group_module
+    import threads.store.postgres.store as store_module
+    from threads.clock import FakeClock
+    from threads.log.fold import reduce
+    from threads.store.fold_open import fold_row
+    from threads.store.postgres import postgres
+    from threads.store.receipts import START_RUN, RunReceipt
+    from threads.testing.sample_log import SampleLog
+
+    url, schema, point = sys.argv[1], sys.argv[2], sys.argv[3]
+    armed = False
+
+    def die():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    real_many = psycopg.AsyncCursor.executemany
+
+    async def executemany(self, query, rows, **kwargs):
+        await real_many(self, query, rows, **kwargs)
+        if armed and query == store_module.PUT_SNAPSHOT:
+            seen = await self.connection.execute(
+                "SELECT count(*) FROM fold_snapshots WHERE kind = 'fold'")
+            (count,) = await seen.fetchone()  # in the pipeline: the writes before it ran
+            print("row", count, flush=True)
+            die()
+
+    psycopg.AsyncCursor.executemany = executemany
+    real_commit = group_module.GroupCommitter._commit
+
+    async def commit(self, group):
+        if armed and point == "statement":
+            timer = threading.Timer(random.uniform(0, 0.002), die)
+            timer.start()
+        verdicts = await real_commit(self, group)
+        if armed:
+            if point == "statement":
+                timer.join()
+            die()
+        return verdicts
+
+    group_module.GroupCommitter._commit = commit
+
+    async def main():
+        global armed
+        log = SampleLog(FakeClock())
+        store = postgres(url, clock=log.clock, schema=schema, max_size=2)
+        started = log.started()
+        await store.create_branch(log.header, tenant_id="local", events=[started])
+        lease = await store.acquire_lease(log.header.branch_id, "writer", 30_000)
+        log.epoch = lease.epoch
+        first = log.turn()
+        await store.append(log.header.branch_id, first, expected_seq=1, lease=lease)
+        print(log.header.thread_id, log.header.branch_id, log.last_seq, flush=True)
+        second = log.turn()
+        row = fold_row(reduce(log.header, log.events))
+        receipt = None
+        if point == "row":
+            h = log.header
+            receipt = RunReceipt("local", START_RUN, "key", "who", "digest", h.thread_id,
+                                 h.branch_id, second[0].event_id, 0)
+        armed = True
+        await store.append(log.header.branch_id, second, expected_seq=second[0].seq - 1,
+                           lease=lease, snapshots=[row], receipt=receipt)
+        die()
+
+    asyncio.run(main())
+    """
+)
+
+
 def killed_child(root: Path, point: str) -> tuple[str, int]:
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(root), point],
-        capture_output=True, text=True, timeout=60, check=False,
-    )
+    branch_id, first_head, _ = _killed([sys.executable, "-c", CHILD, str(root), point])
+    return branch_id, first_head
+
+
+def _killed(command: list[str]) -> tuple[str, int, list[str]]:
+    """The branch, its head before the second turn, and what the child said after that."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == -signal.SIGKILL, done.stderr
-    _, branch_id, first_head = done.stdout.split()
-    return branch_id, int(first_head)
+    first, *said = done.stdout.splitlines()
+    _, branch_id, first_head = first.split()
+    return branch_id, int(first_head), said
+
+
+async def holds_both_or_neither(store: Store, branch_id: str, first_head: int) -> bool:
+    """Whether the turn and its snapshot are both there (True) or neither (False); an open
+    from the snapshot then gives the full fold's state."""
+    branch = await store.get_branch(branch_id)
+    read = await store.read_tail(branch_id)
+    full = (await store.read_chain(branch_id)).fold(0)
+    if branch.head_seq == first_head:  # neither the turn nor its snapshot
+        assert read is None
+        return False
+    assert branch.head_seq == first_head + 4
+    assert read is not None
+    assert read.snapshot.seq == branch.head_seq
+    opened = await open_fold(store, branch_id, 0)
+    assert isinstance(opened, RestoredFold)
+    assert opened.state() == full.state()
+    return True
 
 
 @pytest.mark.parametrize("point", ["row", "commit"])
@@ -76,20 +180,35 @@ def test_a_snapshot_and_its_events_commit_together(tmp_path: Path, point: str) -
     async def after() -> None:
         store = sqlite(tmp_path)
         try:
-            branch = await store.get_branch(branch_id)
-            read = await store.read_tail(branch_id)
-            full = (await store.read_chain(branch_id)).fold(0)
-            if point == "row":  # neither the turn nor its snapshot
-                assert branch.head_seq == first_head
-                assert read is None
-            else:  # both, and the open from the snapshot is the full fold
-                assert branch.head_seq == first_head + 4
-                assert read is not None
-                assert read.snapshot.seq == branch.head_seq
-                opened = await open_fold(store, branch_id, 0)
-                assert isinstance(opened, RestoredFold)
-                assert opened.state() == full.state()
+            assert await holds_both_or_neither(store, branch_id, first_head) == (
+                point == "commit"
+            )
         finally:
             await store.close()
 
     asyncio.run(after())
+
+
+@needs_postgres
+@pytest.mark.parametrize("point", ["row", "statement", "commit"])
+def test_a_snapshot_and_its_events_commit_together_on_postgres(point: str) -> None:
+    schema = fresh_schema()
+    try:
+        branch_id, first_head, said = _killed(
+            [sys.executable, "-c", POSTGRES_CHILD, URL, schema, point]
+        )
+        # at ``row`` the append's own transaction read its snapshot row back, then died
+        assert said == (["row 1"] if point == "row" else [])
+
+        async def after() -> None:
+            store = postgres(URL, schema=schema, max_size=2)
+            try:
+                both = await holds_both_or_neither(store, branch_id, first_head)
+                if point != "statement":  # a kill inside the statement may land either way
+                    assert both == (point == "commit")
+            finally:
+                await store.close()
+
+        asyncio.run(after())
+    finally:
+        asyncio.run(drop_schema(schema))

@@ -11,16 +11,21 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import BaseModel
 
-from threads import agent
+import threads.host.summaries as summaries_module
+import threads.store.fold_open as fold_open
+from threads import Permissions, agent, tool
+from threads.cli.cmd_ls import thread_row
 from threads.clock import SystemClock
 from threads.host.app import host
 from threads.host.summaries import Summaries
+from threads.log.fold import reduce
 from threads.principal import Principal
 from threads.store.protocol import Store
 from threads.store.transfer import import_log
 from threads.testing.sample_log import USER, SampleLog
-from threads.testing.scripted import say, scripted_model
+from threads.testing.scripted import call, say, scripted_model, use
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -122,3 +127,63 @@ async def test_the_summaries_keep_a_bounded_number_of_threads(
     await summaries.of(store, roots[2])  # kept
     await summaries.of(store, roots[0])  # the oldest was dropped: read again
     assert chain_reads == [r.branch_id for r in roots] + [roots[0].branch_id]
+
+
+async def test_a_thread_mid_turn_is_listed_from_its_fold_snapshot(
+    store: Store, chain_reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 4)  # the import puts one at its head
+    log = await stored_thread(store)
+    lease = await store.acquire_lease(log.header.branch_id, "writer", 60_000)
+    log.epoch = lease.epoch
+    opened = log.add("user_input", {"source": "api", "text": "one more"}, USER)
+    await store.append(log.header.branch_id, [opened], expected_seq=opened.seq - 1, lease=lease)
+    root = await store.root_branch(log.header.thread_id)
+    chain_reads.clear()
+    summary = await Summaries().of(store, root)
+    row = await thread_row(store, root, store.clock.now_ms())  # ``threads ls``
+    assert chain_reads == []  # no listing row mid-turn: the snapshot and the line after it
+    whole = Summaries().summarize(reduce(log.header, log.events, now_ms=0))
+    assert summary == whole
+    assert (summary.status, summary.first_input, summary.updated_at) == (
+        "in_turn", "What is in README.md?", opened.time
+    )
+    assert row.cells[1:4] == ("demo", "acme", "in_turn")
+
+
+async def test_a_thread_waiting_on_a_person_is_summarized_from_its_whole_log(
+    store: Store, chain_reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 1)  # a fold row with every append
+
+    class Mail(BaseModel):
+        to: str
+
+    async def send(args: Mail) -> str:
+        return "sent"
+
+    send_email = tool(name="send_email", description="Mail.", input=Mail, execute=send)
+    bot = agent(
+        name="demo", model=scripted_model([use(call("send_email", "c1", to="x@example.com"))]),
+        tools=[send_email], permissions=Permissions(ask=("send_email",)),
+    )
+    result = await bot.run("mail x", store=store, principal=ALICE)
+    assert result.status == "parked"
+    root = await store.root_branch(result.thread.id)
+    assert await store.read_tail(root.branch_id) is not None
+    chain_reads.clear()
+    summary = await Summaries().of(store, root)
+    # the approval it waits on is read from its ``approval_requested``: the whole log
+    assert chain_reads == [root.branch_id]
+    (approval,) = summary.waiting.approvals
+    assert (approval.call_id, approval.requested_by) == ("c1", ALICE)
+    assert approval.requested_at > 0
+
+    async def no_listing(store: Store, branch_id: str) -> None:
+        return None
+
+    # without a listing row: the snapshot says it waits on a person, so the log is read too
+    monkeypatch.setattr(summaries_module, "read_listing", no_listing)
+    chain_reads.clear()
+    assert await Summaries().of(store, root) == summary
+    assert chain_reads == [root.branch_id]

@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 
 from threads.errors import LogError
 from threads.log import canonical as canonical_module
-from threads.log.canonical import MAX_SAFE_INT, admit_canonical, canonical, canonical_reference
+from threads.log.canonical import (
+    MAX_SAFE_INT,
+    admit_canonical,
+    canonical,
+    canonical_reference,
+    compact_dumps,
+    fast_loads,
+)
 
 # Lone surrogates have no UTF-8 form, so no line can hold one.
 TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
@@ -201,3 +208,11 @@ def test_known_non_canonical_spellings_are_refused(raw: bytes) -> None:
 )
 def test_canonical_spellings_are_admitted(raw: bytes, value: dict[str, Any]) -> None:
     assert admit_canonical(raw) == value
+
+
+def test_compact_json_sorts_keys_and_writes_any_integer() -> None:
+    """``compact_dumps`` (our own bytes, such as a fold snapshot): sorted keys, UTF-8, no
+    whitespace, and an integer past 64 bits written too (orjson refuses it)."""
+    value = {"b": [1, 2**70], "a": "\u00e9"}
+    assert compact_dumps(value) == '{"a":"\u00e9","b":[1,1180591620717411303424]}'.encode()
+    assert fast_loads(compact_dumps({"b": 1.5, "a": None})) == {"a": None, "b": 1.5}

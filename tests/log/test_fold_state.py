@@ -1,9 +1,9 @@
 """A fold restored from a snapshot folds on to exactly what the full fold reaches (issue 36
 item 1): for every cut of every conformance log (every event type the fold knows, forks, logs a
 rule refuses) and of random logs (turns, snapshots, forks, a crash anywhere mid-write), the
-state, the projections and the cost are equal, or the same error is raised at the same seq, or
-the restored fold says it needs the whole chain (``SnapshotShortError``). A body it did not
-write is refused whole."""
+state, the projections, the cost and the listing are equal, or the same error is raised at the
+same seq, or the restored fold says it needs the whole chain (``SnapshotShortError``). A body
+it did not write is refused whole."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from threads.log.fold.saved import (
 )
 from threads.log.lines import Event, Header
 from threads.log.verify import verify_export
+from threads.run.listing import listing_of
 from threads.testing.sample_log import SampleLog
 
 Item = Header | Event
@@ -59,7 +60,7 @@ def outcome(fold: Fold, items: Sequence[Item]) -> Outcome:
     """What folding ``items`` on reaches: the read projections, or the error and its seq."""
     try:
         feed(fold, items)
-        return ("ok", fold.state(), fold.projections(), fold.cost())
+        return ("ok", fold.state(), fold.projections(), fold.cost(), listing_of(fold))
     except ThreadsError as error:
         return ("error", error.code, getattr(error, "seq", None))
 
@@ -97,7 +98,8 @@ def chain_items(data: bytes) -> list[Item]:
 
 def test_the_format_carries_every_field_of_the_fold() -> None:
     assert {f.name for f in dataclasses.fields(Fold)} == FOLD_FIELDS
-    assert {f.name for f in dataclasses.fields(RestoredFold)} == FOLD_FIELDS | {"cut"}
+    restored_only = {"cut", "first_input", "cut_time"}
+    assert {f.name for f in dataclasses.fields(RestoredFold)} == FOLD_FIELDS | restored_only
 
 
 @needs(CASES, "the conformance cases")
@@ -144,7 +146,10 @@ def test_every_cut_of_a_random_log_folds_on_to_the_full_state(steps: list[str], 
 
 @pytest.mark.parametrize(
     "body",
-    [b"", b"[]", b'{"format":3}', b'{"format":1}', b'{"format":2,"headers":[]}', b"\xff"],
+    [
+        b"", b"[]", b'{"format":4}\n{}', b'{"format":6}\n{}', b'{"format":5,"headers":[]}\n{}',
+        b'{"format":5}', b"\xff",
+    ],
 )
 def test_a_body_this_code_did_not_write_is_refused(body: bytes) -> None:
     with pytest.raises(SnapshotUnusableError):
@@ -159,4 +164,4 @@ def test_the_body_is_json_of_our_own_not_a_pickle() -> None:
     feed(fold, [log.header, *log.events])
     body = dump(fold)
     assert body.startswith(b"{")
-    assert b'"format":2' in body
+    assert b'"format":5' in body

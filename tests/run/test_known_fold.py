@@ -1,18 +1,22 @@
 """A run handed the fold its caller just made (the host's, once it wrote the turn's input:
 ``RunOptions.fold``) takes it instead of reading and folding the branch again, but only while
 the branch's head under the run's lease is still the one that fold ended at: a fold that
-another writer's append made stale is never used."""
+another writer's append made stale is never used, nor one opened from a snapshot (a worker's,
+which told it there is work: the run reads and checks every line itself)."""
 
 from __future__ import annotations
 
 import pytest
 
-from threads import agent
+import threads.store.fold_open as fold_open
+from threads import agent, open_thread
 from threads.log.fold import Fold
+from threads.log.fold.saved import dump, restore
 from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.runner import RunOptions, start_run
 from threads.run.thread import Thread
+from threads.run.worker import Worker
 from threads.run.writer import BranchWriter
 from threads.store.protocol import Store
 from threads.testing.scripted import say, scripted_model
@@ -80,3 +84,33 @@ async def test_a_fold_that_another_append_made_stale_is_not_used(
     thread = await continued(store, spec, thread_id, stale)
     assert chain_reads == [branch_id]
     await second_turn_done(thread)  # the stale fold had no open turn to run
+
+
+async def test_a_fold_opened_from_a_snapshot_is_not_the_runs(
+    store: Store, chain_reads: list[str]
+) -> None:
+    spec, thread_id, branch_id = await first_turn(store)
+    fold = await next_input(store, branch_id, "and again")
+    restored = restore(dump(fold), store.clock.now_ms())  # at the head, but no events
+    chain_reads.clear()
+    thread = await continued(store, spec, thread_id, restored)
+    assert chain_reads == [branch_id]  # the run reads and checks every line itself
+    await second_turn_done(thread)
+
+
+async def test_a_worker_tells_work_from_the_snapshot_and_the_run_reads_the_log(
+    store: Store, chain_reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 1)  # a row with every append
+    spec, thread_id, branch_id = await first_turn(store)
+    await next_input(store, branch_id, "and again")  # an open turn no run drives
+    assert await store.read_tail(branch_id) is not None
+    chain_reads.clear()
+    worker = Worker(store, [spec], poll_ms=10)
+    await worker.run_once()
+    assert worker.stats.runs == 1
+    assert chain_reads == [branch_id]  # the run's read; the worker's look was the snapshot
+    await second_turn_done(await open_thread(store, thread_id))
+    chain_reads.clear()
+    await worker.run_once()  # at rest now: the snapshot says so, no run, no read
+    assert (worker.stats.runs, chain_reads) == (1, [])

@@ -2,21 +2,27 @@
 the full fold's while only the lines after the snapshot are read; a snapshot failing its own
 check is ignored; a damaged line after it is ``log_corrupt`` at its seq, one before it is left
 to ``verify`` (a full read still names it); a writer and an import put the rows in the
-transaction of their events; the listing row answers only at the head."""
+transaction of their events, every N events or bytes; the listing row answers only at the
+head."""
 
 from __future__ import annotations
 
 import pytest
 
 import threads.store.fold_open as fold_open
-import threads.store.transfer as transfer
 from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.log.fold import Fold, reduce
 from threads.log.fold.saved import RestoredFold
 from threads.run.listing import read_listing
 from threads.run.writer import BranchWriter
-from threads.store.fold_open import fold_row, open_fold, snapshot_due
+from threads.store.fold_open import (
+    SnapshotSchedule,
+    fold_row,
+    open_fold,
+    row_at_head_pays,
+    snapshot_due,
+)
 from threads.store.protocol import Store
 from threads.store.transfer import import_log
 from threads.testing.sample_log import USER, SampleLog
@@ -62,7 +68,7 @@ async def test_an_open_folds_only_the_lines_after_the_snapshot(
     ("column", "value"),
     [
         ("body", b'{"format":1}'),  # the bytes changed: their sha256 no longer matches
-        ("format", 3),  # written by another format
+        ("format", 4),  # written by another format
         ("fold_code", "0" * 64),  # written by other fold rules
         ("head_hash", "f" * 64),  # a head the body does not end at
     ],
@@ -175,7 +181,7 @@ async def test_the_listing_answers_only_at_the_head(store: Store, clock: FakeClo
 async def test_an_import_puts_the_snapshot_of_its_branch_at_the_head(
     store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(transfer, "SNAPSHOT_EVERY", 4)
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 4)
     log = SampleLog(clock)
     log.started()
     for _ in range(3):
@@ -194,3 +200,45 @@ def test_a_snapshot_is_due_when_a_batch_reaches_a_multiple() -> None:
     assert snapshot_due(every, every)
     assert snapshot_due(every - 2, every + 3)
     assert not snapshot_due(every + 1, 2 * every - 1)
+
+
+async def test_a_writer_puts_a_snapshot_once_its_lines_reach_the_bytes_before_n_events(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 10_000)
+    log = SampleLog(clock)
+    started = log.started()
+    await store.create_branch(log.header, tenant_id=TENANT, events=[started])
+    lease = await store.acquire_lease(log.header.branch_id, "writer", 30_000)
+    log.epoch = lease.epoch
+    writer = BranchWriter(store, lease, reduce(log.header, log.events))
+    first = log.turn()
+    # the thread_started line and the first turn count; the second turn reaches the bytes
+    monkeypatch.setattr(fold_open, "SNAPSHOT_BYTES", len(started.line) + 1 + sum(
+        len(e.line) + 1 for e in first) + 1)
+    await writer.append_prepared(first)
+    assert await store.read_tail(log.header.branch_id) is None  # short of the bytes
+    await writer.append_prepared(log.turn())
+    await writer.append_prepared(log.turn())  # the count starts again at the row
+    await writer.close()
+    read = await store.read_tail(log.header.branch_id)
+    assert read is not None
+    assert (read.snapshot.seq, len(read.lines)) == (9, 4)
+    opened = await open_fold(store, log.header.branch_id, 0)
+    assert isinstance(opened, RestoredFold)
+    assert opened.state() == full_state(log)
+
+
+def test_a_new_writer_counts_the_bytes_from_the_last_multiple_of_n(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 4)
+    log = SampleLog(FakeClock())
+    log.started()
+    log.turn()
+    log.turn()  # seqs 1..9: the last multiple of 4 is 8
+    schedule = SnapshotSchedule.of(reduce(log.header, log.events))
+    assert schedule.unsaved == len(log.events[-1].line) + 1
+    assert not row_at_head_pays(reduce(log.header, log.events[:3]))
+    monkeypatch.setattr(fold_open, "SNAPSHOT_BYTES", 100)
+    assert row_at_head_pays(reduce(log.header, log.events[:3]))  # short, but long lines

@@ -18,6 +18,7 @@ from threads.cli import render
 from threads.cli.support import add_store_option, add_tenant_option, opened_store
 from threads.errors import ThreadsError
 from threads.run.listing import listing_of, read_listing
+from threads.store.fold_open import open_fold
 from threads.store.protocol import BranchInfo, Store
 
 HEADER = ("THREAD", "AGENT", "TENANT", "STATUS", "UPDATED", "LEASE")
@@ -96,8 +97,8 @@ async def thread_row(store: Store, root: BranchInfo, now: int) -> Row:
     parent: tuple[str, str] | None = None
     listing = await read_listing(store, root.branch_id)  # at the head: one small row
     try:
-        if listing is None:
-            listing = listing_of((await store.read_chain(root.branch_id)).fold(now))
+        if listing is None:  # mid-turn: its fold snapshot and the lines after it
+            listing = listing_of(await open_fold(store, root.branch_id, now))
         agent, status, updated = listing.agent or "?", listing.status, listing.updated_at
         created, parent = listing.created_at, listing.parent
     except ThreadsError as error:

@@ -29,6 +29,7 @@ from threads.run.runner import RunOptions, start_run
 from threads.run.runtime import CancelSignal
 from threads.run.streaming import RunStream
 from threads.run.worker import has_work, turn_principal
+from threads.store.fold_open import open_fold
 from threads.store.protocol import BranchInfo, Store
 
 REOPEN_S = 1.0
@@ -79,7 +80,8 @@ class Runs:
             listing = await read_listing(self.store, branch.branch_id)
             if listing is not None and listing.status == "idle":
                 return  # no turn is open: nothing to resume, and no log to fold for it
-            fold = (await self.store.read_chain(branch.branch_id)).fold(self.store.clock.now_ms())
+            # status, the open turn and its cancel: a snapshot and the lines after it tell
+            fold = await open_fold(self.store, branch.branch_id, self.store.clock.now_ms())
         except ThreadsError as error:
             self.log(f"resume {thread_id}: {error.code}: {error.message}")
             return

@@ -22,12 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from threads.log.fold import Fold
+from threads.log.fold.saved import RestoredFold
 from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.holders import gone_holders
 from threads.run.listing import Listing, listing_of, read_listing
 from threads.run.views import ThreadCost
 from threads.run.waiting import Waiting, waiting
+from threads.store.fold_open import open_fold
 from threads.store.protocol import BranchInfo, Store
 from threads.tools.tool import Tool
 
@@ -76,11 +78,18 @@ class Summaries:
         listing = await read_listing(store, root.branch_id)
         if listing is not None and not listing.waits_on_a_person:
             summary, head = self._from_listing(listing, NOTHING), listing.head
-        else:  # no listing at the head, or what it waits on needs the events: fold the log
-            chain = await store.read_chain(root.branch_id)
+        else:
+            now = store.clock.now_ms()
+            fold: Fold | None = None
+            if listing is None:  # none at the head (mid-turn): the snapshot and lines after it
+                fold = await open_fold(store, root.branch_id, now)
+                if isinstance(fold, RestoredFold) and listing_of(fold).waits_on_a_person:
+                    fold = None
+            if fold is None:  # what it waits on is read from the parks' own events: the log
+                fold = (await store.read_chain(root.branch_id)).fold(now)
             gone = await gone_holders(store, root.branch_id)
-            summary = self.summarize(chain.fold(store.clock.now_ms()), gone)
-            head = (chain.branch.head_seq, chain.branch.head_hash)
+            summary = self.summarize(fold, gone)
+            head = (fold.last_seq, fold.last_hash)
         # keyed by the head the read itself ended at: it may be newer than the listing's
         self._items[root.branch_id] = (*head, summary)
         self._items.move_to_end(root.branch_id)

@@ -187,6 +187,33 @@ def _fast_encoder() -> Callable[[JsonValue], bytes]:
 _fast_encode = _fast_encoder()
 
 
+def _compact_encoder() -> Callable[[object], bytes]:
+    """Compact JSON with sorted keys, as UTF-8: orjson when installed (a few times quicker),
+    else the standard library's C encoder. Not canonical (floats are spelled as each writer
+    spells them; RFC 8785 is ``canonical``): for bytes of our own that only we read back."""
+    standard = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+    def encode_standard(value: object) -> bytes:
+        return standard.encode(value).encode("utf-8")
+
+    try:
+        import orjson
+    except ImportError:
+        return encode_standard
+    option = orjson.OPT_SORT_KEYS
+
+    def encode(value: object) -> bytes:
+        try:
+            return orjson.dumps(value, option=option)
+        except TypeError:  # an integer past 64 bits: the standard library writes it
+            return encode_standard(value)
+
+    return encode
+
+
+compact_dumps = _compact_encoder()
+
+
 def _fast_decoder() -> Callable[[bytes], JsonValue]:
     """orjson's parser when installed, else the standard library's. For a line without an
     integer literal past the safe range (``may_hold_unsafe_integer``) that is valid UTF-8 JSON

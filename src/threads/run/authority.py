@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from threads.log.fold import Fold
+from threads.log.fold.saved import first_user_input
 from threads.log.lines import Event
 from threads.principal import Principal
 
 
 def starter(fold: Fold) -> Principal | None:
     """The principal of the thread's first ``user_input`` (None before any)."""
-    root = next((e for e in fold.events if e.type == "user_input"), None)
+    root = first_user_input(fold)
     wire = root.actor.get("principal") if root is not None else None
     return Principal.from_wire(wire) if isinstance(wire, dict) else None
 

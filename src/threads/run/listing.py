@@ -20,7 +20,7 @@ from typing import Any
 from threads.errors import ThreadsError
 from threads.log.canonical import fast_loads
 from threads.log.fold import Fold, ThreadStatus
-from threads.log.fold.saved import fold_code
+from threads.log.fold.saved import first_user_input, fold_code, last_time
 from threads.log.vocabulary import data_of
 from threads.principal import Principal
 from threads.run.authority import starter
@@ -55,16 +55,17 @@ class Listing:
 
 
 def listing_of(fold: Fold) -> Listing:
-    """The listing of a fully folded branch (its ``events`` all there)."""
+    """The listing of a folded branch (whole, or opened from its fold snapshot)."""
     header = fold.root_header or fold.header_
     created = header.created_at if header is not None else 0
     name = (fold.thread_started or {}).get("agent_name")
+    updated = last_time(fold)
     return Listing(
         head=(fold.last_seq, fold.last_hash),
         status=fold.status,
         agent=None if name is None else str(name),
         created_at=created,
-        updated_at=fold.events[-1].time if fold.events else created,
+        updated_at=created if updated is None else updated,
         first_input=first_input(fold),
         cost=listed_cost(fold),
         starter=starter(fold),
@@ -102,7 +103,7 @@ def listed_cost(fold: Fold) -> ThreadCost | None:
 
 def first_input(fold: Fold) -> str | None:
     """The text of the branch's first ``user_input`` (its text parts joined), cut short."""
-    event = next((e for e in fold.events if e.type == "user_input"), None)
+    event = first_user_input(fold)
     if event is None:
         return None
     said = data_of(event, "user_input")

@@ -15,6 +15,7 @@ from typing import Any
 from threads import telemetry
 from threads.errors import ConfigError, LogError, NotFoundError, StoreError, ThreadsError
 from threads.log.fold import Fold
+from threads.log.fold.saved import RestoredFold
 from threads.log.ids import uuid7
 from threads.log.lines import WRITER_IMPL, Draft, Event, first_event, make_header, next_event
 from threads.memory.protocol import MemoryHandle, MemoryScope
@@ -59,7 +60,8 @@ class RunOptions:
     wait: bool | float = False
     # A fold of the branch its caller made moments before (the host's, once it wrote the turn's
     # input): the run takes it instead of reading the branch again while, under the run's
-    # lease, the branch's head is still the one the fold ended at (``_current``).
+    # lease, the branch's head is still the one the fold ended at (``_current``), and it holds
+    # every event (not one opened from a snapshot).
     fold: Fold | None = None
 
 
@@ -281,8 +283,10 @@ def _run_memory(
 async def _current(store: Store, branch_id: str, known: Fold | None) -> tuple[BranchInfo, Fold]:
     """The branch as it is now, and its fold: ``known`` when the branch's head is still the
     one it ended at (a chain ending at that hash holds exactly the events it was folded from),
-    else a fresh read of the chain, its hash chain checked, folded."""
-    if known is not None:
+    else a fresh read of the chain, its hash chain checked, folded. A fold opened from a
+    snapshot (``RestoredFold``: the host's or a worker's, which told them there is work) is
+    never the run's: the run reads and checks its every line."""
+    if known is not None and not isinstance(known, RestoredFold):
         branch = await store.get_branch(branch_id)
         if folded_at_head(known, branch):
             known.now_ms = store.clock.now_ms()  # which snapshots are fork points is judged now

@@ -23,11 +23,13 @@ from dataclasses import dataclass, field
 
 from threads.errors import ConfigError, ThreadsError
 from threads.log.fold import Fold
+from threads.log.fold.saved import RestoredFold
 from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.holders import window_park_ends
 from threads.run.results import Failed, RunResult
 from threads.run.runner import RunOptions, start_run
+from threads.store.fold_open import open_fold
 from threads.store.protocol import BranchInfo, Store
 
 # Outcomes after which the thread may be tried again at the same head (someone else's lease).
@@ -185,8 +187,12 @@ class Worker:
         run takes it while the head has not moved), or None (no work, or no agent of that name
         here: logged once per head)."""
         try:
-            chain = await self.store.read_chain(branch.branch_id)
-            fold = chain.fold(self.store.clock.now_ms())
+            # status and the open turn: a snapshot and the lines after it tell
+            fold = await open_fold(self.store, branch.branch_id, self.store.clock.now_ms())
+            if isinstance(fold, RestoredFold) and not has_work(fold) and fold.parks:
+                # when the parks reopen is read from their events: the whole log
+                chain = await self.store.read_chain(branch.branch_id)
+                fold = chain.fold(self.store.clock.now_ms())
         except ThreadsError as error:
             self._log(f"skip {branch.thread_id}: {error.code}: {error.message}")
             return None

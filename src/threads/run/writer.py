@@ -29,7 +29,7 @@ from threads.log.fold import Fold
 from threads.log.ids import uuid7
 from threads.log.lines import Draft, Event
 from threads.run.listing import AT_REST, listing_row
-from threads.store.fold_open import fold_row, snapshot_due
+from threads.store.fold_open import SnapshotSchedule, fold_row
 from threads.store.holder import parse as parse_holder
 from threads.store.lease_release import release
 from threads.store.protocol import Lease, PendingArtifact, Store
@@ -78,6 +78,7 @@ class BranchWriter:
         header = fold.header_
         assert header is not None
         self.thread_id = header.thread_id
+        self._snapshots = SnapshotSchedule.of(fold)
         self.branch_id = header.branch_id
 
     @property
@@ -263,11 +264,12 @@ class BranchWriter:
 
     def _snapshot_rows(self, batch: Sequence[Event]) -> list[StoredSnapshot]:
         """The rows this append puts beside its events (the fold is at the batch's end): a
-        fold snapshot every ``SNAPSHOT_EVERY`` events, and the listing whenever the batch
-        leaves the branch at rest (``threads.run.listing``)."""
+        fold snapshot when ``SnapshotSchedule`` says (every ``SNAPSHOT_EVERY`` events, or
+        ``SNAPSHOT_BYTES`` of lines), and the listing whenever the batch leaves the branch at
+        rest (``threads.run.listing``)."""
         fold = self.fold
         rows = []
-        if snapshot_due(batch[0].seq, batch[-1].seq):
+        if self._snapshots.due(batch):
             rows.append(fold_row(fold))
         if fold.status in AT_REST:
             rows.append(listing_row(fold))

@@ -6,7 +6,8 @@ and the tail are decoded, not every line. Anything that does not hold exactly (n
 sha256, format or fold code, a head the body does not end at, a tail that does not chain from
 it to the head, a line after it that needs an event the snapshot dropped) is not an error here:
 the row is ignored and the whole chain is read and folded, which raises what a broken log
-raises. ``snapshot_rows`` are what a writer (or an import) puts with an append.
+raises. ``fold_row`` is what a writer (or an import) puts with an append, when
+``SnapshotSchedule`` (``row_at_head_pays``) says so.
 
 A damaged line before the snapshot is therefore not noticed by an open: ``verify`` and
 ``export`` (and every run, which folds the whole chain) still read and check every line.
@@ -16,7 +17,8 @@ of the full fold of the branch's chain; only its ``events`` may start after the 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from threads.errors import ThreadsError
 from threads.log.collector import collector_paused
@@ -35,8 +37,11 @@ from threads.store.rows import build_segment
 from threads.store.snapshot_row import StoredSnapshot
 
 # A fold snapshot is written with the append that reaches a multiple of this many events, so
-# an open folds fewer lines than this past it (see ``bench/open_state.py`` for the choice).
+# an open folds fewer lines than this past it (see ``bench/open_state.py`` for the choice) ...
 SNAPSHOT_EVERY = 512
+# ... or sooner, once the lines since the last one reach this many bytes (long tool results):
+# an open then reads about this much past it at most.
+SNAPSHOT_BYTES = 1 << 20
 
 
 def snapshot_due(first_seq: int, last_seq: int) -> bool:
@@ -45,13 +50,51 @@ def snapshot_due(first_seq: int, last_seq: int) -> bool:
     return (first_seq - 1) // SNAPSHOT_EVERY != last_seq // SNAPSHOT_EVERY
 
 
+@dataclass(slots=True)
+class SnapshotSchedule:
+    """Which of a writer's appends put a fold row: one reaching a multiple of
+    ``SNAPSHOT_EVERY``, or one that brings the bytes of the lines since the last row
+    (``unsaved``, newline included) to ``SNAPSHOT_BYTES``."""
+
+    unsaved: int
+
+    @classmethod
+    def of(cls, fold: Fold) -> SnapshotSchedule:
+        """Counting the lines of ``fold`` after the last multiple of ``SNAPSHOT_EVERY``: the
+        last row is at or after it (the append that reached it put one), so this counts no
+        fewer bytes than there are past the row, and a row is never later than due."""
+        boundary = fold.last_seq // SNAPSHOT_EVERY * SNAPSHOT_EVERY
+        unsaved = 0
+        for event in reversed(fold.events):
+            if event.seq <= boundary:
+                break
+            unsaved += len(event.line) + 1
+        return cls(unsaved)
+
+    def due(self, batch: Sequence[Event]) -> bool:
+        """Whether the append of ``batch`` (non-empty) puts a row; counts it as put if so."""
+        self.unsaved += sum(len(event.line) + 1 for event in batch)
+        if snapshot_due(batch[0].seq, batch[-1].seq) or self.unsaved >= SNAPSHOT_BYTES:
+            self.unsaved = 0
+            return True
+        return False
+
+
+def row_at_head_pays(fold: Fold) -> bool:
+    """Whether a chain folded whole (an import) is long enough, in events or bytes, for its
+    open to start from a row at its head."""
+    return fold.last_seq >= SNAPSHOT_EVERY or SnapshotSchedule.of(fold).unsaved >= SNAPSHOT_BYTES
+
+
 def fold_row(fold: Fold) -> StoredSnapshot:
     """The ``fold`` row of ``fold``'s branch at its head."""
     header = fold.header_
     assert header is not None  # a fold a writer or an import holds has read its header
+    with collector_paused():  # a burst of containers, as a read's: none forms a cycle
+        body = dump(fold)
     return StoredSnapshot.of(
         header.branch_id, "fold", (fold.last_seq, fold.last_hash), format=FORMAT,
-        fold_code=fold_code(), body=dump(fold),
+        fold_code=fold_code(), body=body,
     )
 
 

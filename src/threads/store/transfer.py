@@ -28,7 +28,7 @@ from threads.log.verify import Segment as VerifiedSegment
 from threads.log.verify import VerifiedExport, verify_export
 from threads.log.vocabulary import data_of
 from threads.store.bundle import is_bundle, read_bundle, write_bundle
-from threads.store.fold_open import SNAPSHOT_EVERY, fold_row
+from threads.store.fold_open import fold_row, row_at_head_pays
 from threads.store.import_checks import check_owner, store_owned, stored_already
 from threads.store.protocol import ArtifactRef, Store
 from threads.store.snapshot_row import StoredSnapshot
@@ -152,7 +152,7 @@ async def import_log(
     if verified.torn is not None and not own_stored:
         dropped_ref = await store.put_artifact(verified.torn.data, TORN_MEDIA_TYPE)
     # the fold of the exported branch's chain at its head goes in with it
-    rows = [fold_row(fold)] if own.events and fold.last_seq >= SNAPSHOT_EVERY else []
+    rows = [fold_row(fold)] if own.events and row_at_head_pays(fold) else []
     stored = await _store_segments(
         store, verified, stored_before, tenant_id, dropped_ref, rows=rows
     )

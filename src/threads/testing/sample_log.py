@@ -45,10 +45,13 @@ _CONFIG: dict[str, Any] = {
 class SampleLog:
     """One branch being written: its header, its own events, and (for a child) its parent
     through the fork point. Call ``turn()`` etc. to add events; ``epoch`` may be raised to the
-    epoch of a store lease before appending."""
+    epoch of a store lease before appending. ``keep_requests=False`` keeps no request's bytes
+    (only their hash and size reach the log): a long log built for a benchmark then needs
+    memory linear in its lines, not in the sum of its requests (quadratic)."""
 
     def __init__(
-        self, clock: Clock, *, epoch: int = 1, parent: SampleLog | None = None
+        self, clock: Clock, *, epoch: int = 1, parent: SampleLog | None = None,
+        keep_requests: bool = True,
     ) -> None:
         self.clock = clock
         self.epoch = epoch
@@ -60,6 +63,7 @@ class SampleLog:
         # sha256 -> bytes: the Render v1 bytes of each request, and any artifact a test's own
         # events reference (put here before the turn that renders them)
         self.artifacts: dict[str, bytes] = {}
+        self.keep_requests = keep_requests
         self._render_cache = RenderCache()  # each turn renders only the events it added
 
     # ---- writing -------------------------------------------------------------------------
@@ -96,11 +100,15 @@ class SampleLog:
     def turn(self, text: str = "What is in README.md?", reply: str = "One heading.") -> list[Event]:
         """A whole turn: user_input, model_request, model_response (end_turn), turn_completed."""
         first = self.add("user_input", {"source": "api", "text": text}, USER)
-        events = [e for _, segment in self.segments() for e in segment]
+        # a root's own list as it grows: the render cache then feeds only the lines it added
+        events = self.events if self.parent is None else [
+            e for _, segment in self.segments() for e in segment
+        ]
         started = next(e.data for e in events if e.type == "thread_started")
         # Render v1 (replay matches); ``artifacts`` holds what an added event references
         rendered = render(started, events, self.artifacts, cache=self._render_cache)
-        self.artifacts[rendered.request_ref()["sha256"]] = rendered.data
+        if self.keep_requests:
+            self.artifacts[rendered.request_ref()["sha256"]] = rendered.data
         request = self.add(
             "model_request",
             {
@@ -147,7 +155,9 @@ class SampleLog:
 
     def branch(self) -> SampleLog:
         """A child branch at this branch's last line: header only, ``fork_event`` still due."""
-        return SampleLog(self.clock, epoch=self.epoch, parent=self)
+        return SampleLog(
+            self.clock, epoch=self.epoch, parent=self, keep_requests=self.keep_requests
+        )
 
     def fork_event(self) -> Event:
         """A child's first event: ``fork`` at ``at_seq + 1`` linking to the parent's line."""

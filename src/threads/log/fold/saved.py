@@ -1,16 +1,20 @@
 """The fold's state at a seq as bytes of our own format, and back: what a store keeps so that
 opening a long branch folds only the lines after it (``threads.store.fold_snapshots``).
 
-``dump(fold)`` writes JSON (sorted keys, no whitespace) of everything the fold's rules and its
-read projections (``state``, ``cost``, ``projections``, usage, fork points) look at, in format
-``FORMAT``; ``restore(body, now_ms)`` gives a ``RestoredFold`` that folds further lines exactly
-as the full fold would. What grows with the thread and only its rules look up is kept as ids:
-every call (whole), every model attempt (its id, seq, time, number and outcome; the event line
-only of the last and of those in doubt), every response's usage (the last one whole), and the
-transcript's roles and ids. Events themselves are not kept: a restored fold's ``events`` holds
-only the lines folded after it. A rule that needs an older line (a ``woken`` cause, a
-``compacted`` range, an ``output_validated`` source, a ``tool_call`` naming an older response)
-raises ``SnapshotShortError``, and the caller folds the whole chain instead.
+``dump(fold)`` writes two lines of JSON (sorted keys, no whitespace) of everything the fold's
+rules and its read projections (``state``, ``cost``, ``projections``, usage, fork points) look
+at, in format ``FORMAT``: the fold, then the rows of its settled model attempts, which a
+restored fold decodes only once one is asked for (a cost, a budget, a rule naming an old one).
+``restore(body, now_ms)`` gives a ``RestoredFold`` that folds further lines exactly as the full
+fold would. What grows with the thread and only its rules look up is kept as ids:
+every call (whole), every model attempt (its id, seq, time, number, outcome, usage and
+billing; the event line only of the last and of those in doubt), and the transcript's roles,
+ids and seqs. What no rule or read looks up again is dropped: responses but the last, and the
+runs of turns no longer open that no spawn names (``Wakes``). Events themselves are not kept:
+a restored fold's ``events`` holds only the lines folded after it. A rule that needs an older
+line (a ``woken`` cause, a ``compacted`` range, an ``output_validated`` source, a ``tool_call``
+naming an older response) raises ``SnapshotShortError``, and the caller folds the whole chain
+instead.
 
 Invariant: ``restore(dump(f))`` folds any further lines to the same ``state()``,
 ``projections()`` and ``cost()`` as ``f`` (or raises ``SnapshotShortError``); a body that does not
@@ -20,7 +24,6 @@ decode, or was written by another format or another fold code (``FOLD_CODE``), i
 
 from __future__ import annotations
 
-import json
 from _collections_abc import dict_items, dict_keys, dict_values
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any, TypedDict, cast
 
 from threads.log import tool_ext
-from threads.log.canonical import fast_loads
+from threads.log.canonical import compact_dumps, fast_loads
 from threads.log.fold.compaction import Compaction
 from threads.log.fold.features import Child, Features
 from threads.log.fold.records import Approval, Call, ModelAttempt, Turn
@@ -44,11 +47,13 @@ __all__ = [
     "SnapshotShortError",
     "SnapshotUnusableError",
     "dump",
+    "first_user_input",
     "fold_code",
+    "last_time",
     "restore",
 ]
 
-FORMAT = 2  # the body's layout; a reader of another refuses it
+FORMAT = 5  # the body's layout; a reader of another refuses it
 
 _ROLES = {"user": "u", "assistant": "a", "tool": "t", "context": "c", "summary": "s"}
 _ROLE_NAMES = {letter: role for role, letter in _ROLES.items()}
@@ -74,15 +79,34 @@ def fold_code() -> str:
 
 @dataclass
 class RestoredFold(Fold):
-    """A fold restored from a snapshot at seq ``cut``: ``events`` holds only later lines."""
+    """A fold restored from a snapshot at seq ``cut``: ``events`` holds only later lines, and
+    of the earlier ones what a listing shows: the chain's first ``user_input``
+    (``first_input``) and the time of the line at the cut (``cut_time``; None for a header)."""
 
     cut: int = 0
+    first_input: Event | None = None
+    cut_time: int | None = None
 
     def event_by_id(self, event_id: str) -> Event | None:
         found = Fold.event_by_id(self, event_id)
         if found is None:
             raise SnapshotShortError(f"event {event_id} is not after the snapshot")
         return found
+
+
+def first_user_input(fold: Fold) -> Event | None:
+    """The chain's first ``user_input`` (None before any), whether ``fold`` holds every event
+    or was restored from a snapshot."""
+    if isinstance(fold, RestoredFold) and fold.first_input is not None:
+        return fold.first_input
+    return next((e for e in fold.events if e.type == "user_input"), None)
+
+
+def last_time(fold: Fold) -> int | None:
+    """The time of the chain's last line (None when it has only headers)."""
+    if fold.events:
+        return fold.events[-1].time
+    return fold.cut_time if isinstance(fold, RestoredFold) else None
 
 
 class _Boundaries(set[int]):
@@ -97,27 +121,40 @@ class _Boundaries(set[int]):
 
 
 class _Attempts(dict[str, ModelAttempt]):
-    """``attempts`` with the older settled ones kept as their rows (seq, time, number,
-    outcome, retry) until one is asked for: most opens never look one up."""
+    """``attempts`` with the settled ones whose line is not kept as their rows (seq, time,
+    number, outcome, retry, settings, usage, billing) until one is asked for, and those rows as
+    the body's bytes until any is: most opens never look one up, and the rows are the longest
+    part of a long thread's body. (Their bytes were checked with the body's sha256, so they
+    decode as ``dump`` wrote them.)"""
 
     def __init__(
-        self, rows: dict[str, list[Any]], settings: list[dict[str, Any]], header: Header
+        self, settled: bytes, count: int, settings: list[dict[str, Any]], header: Header
     ) -> None:
         super().__init__()
-        self._rows = rows
+        self._settled = settled
+        self._count = count  # rows in ``_settled``
+        self._decoded: dict[str, list[Any]] | None = None
         self._settings = settings  # each distinct settings epoch once; a row names its index
         self._header = header
 
-    def outcome(self, key: str) -> str | None:
-        row = self._rows.get(key)
-        if row is not None:
-            return cast(str | None, row[3])
-        found = dict.get(self, key)
-        return None if found is None else found.outcome
+    @property
+    def _rows(self) -> dict[str, list[Any]]:
+        if self._decoded is None:
+            try:
+                self._decoded = cast(dict[str, list[Any]], fast_loads(self._settled))
+            except ValueError as exc:
+                raise SnapshotUnusableError(f"settled attempts do not decode ({exc})") from None
+        return self._decoded
 
-    def keep(self, event: Event) -> None:
-        """Make the attempt ``event`` opened a whole one (its line was kept)."""
-        row = self._rows.pop(event.event_id)
+    def outcome(self, key: str) -> str | None:
+        found = dict.get(self, key)
+        if found is not None:
+            return found.outcome
+        row = self._rows.get(key)
+        return None if row is None else cast(str | None, row[3])
+
+    def keep(self, event: Event, row: list[Any]) -> None:
+        """Make the attempt ``event`` opened (of ``row``) a whole one (its line was kept)."""
         dict.__setitem__(self, event.event_id, self._attempt(event, row))
 
     def _attempt(self, event: Event, row: list[Any]) -> ModelAttempt:
@@ -158,7 +195,8 @@ class _Attempts(dict[str, ModelAttempt]):
         return cast(ModelAttempt, found)
 
     def __len__(self) -> int:
-        return dict.__len__(self) + len(self._rows)
+        rows = self._count if self._decoded is None else len(self._decoded)
+        return dict.__len__(self) + rows
 
     def __iter__(self) -> Iterator[str]:
         self._all()
@@ -203,16 +241,17 @@ class _TurnBody(TypedDict):
 def dump(fold: Fold) -> bytes:
     """The body of a snapshot of ``fold`` (see the module docstring)."""
     last = fold.last_attempt
-    kept_lines = [
-        _text(a.event) for a in fold.attempts.values()
-        if a is last or a.outcome in (None, "unknown")
-    ]
+    first = first_user_input(fold)
+    epochs = _Epochs()
+    rows = {  # every attempt's row; those whose line is kept go with it, the rest apart
+        key: [a.event.seq, a.event.time, a.attempt, a.outcome, a.retry_not_before,
+              epochs.of(a.settings), a.usage, a.billing]
+        for key, a in fold.attempts.items()
+    }
+    kept = [(k, a) for k, a in fold.attempts.items() if a is last or a.outcome in (None, "unknown")]
+    roles, ids = zip(*fold.transcript, strict=True) if fold.transcript else ((), ())
     features = fold.features
-    epochs: list[dict[str, Any]] = []
-    for attempt in fold.attempts.values():
-        if attempt.settings not in epochs:
-            epochs.append(attempt.settings)
-    responses = [{"usage": r["usage"]} for r in fold.responses[:-1]] + fold.responses[-1:]
+    responses = fold.responses[-1:]  # a rule or a read looks at the last one only
     last_response = None
     if last is not None and last.event.event_id in fold.response_of:
         last_response = _text(fold.response_of[last.event.event_id])
@@ -221,20 +260,17 @@ def dump(fold: Fold) -> bytes:
         "headers": [h.line.decode() for h in fold.segment_headers],
         "thread_started": fold.thread_started,
         "tools": fold.tools,
-        "head": [fold.last_seq, fold.last_hash, fold.epoch],
+        "head": [fold.last_seq, fold.last_hash, fold.epoch, last_time(fold)],
+        "first_input": None if first is None else _text(first),
         "flags": [fold.inspection_only, fold.thread_cancelled],
         "turn": None if fold.turn is None else _turn(fold.turn),
         "counts": [fold.turns_completed, fold.settled_calls, fold.model_requests,
                    fold.input_tokens, fold.output_tokens, fold.unknown_responses, fold.open_calls],
         "calls": [_call(fold.calls[c]) for c in fold.call_order],
         "effect_order": fold.effect_order,
-        "attempts": {
-            a.event.event_id: [a.event.seq, a.event.time, a.attempt, a.outcome,
-                               a.retry_not_before, epochs.index(a.settings), a.usage, a.billing]
-            for a in fold.attempts.values()
-        },
-        "settings_epochs": epochs,
-        "attempt_lines": kept_lines,
+        "attempts": [[_text(a.event), rows.pop(key)] for key, a in kept],
+        "settled_attempts": len(rows),
+        "settings_epochs": epochs.values,
         "open_attempt": None if fold.open_attempt is None else fold.open_attempt.event.event_id,
         "last_attempt": None if last is None else last.event.event_id,
         "last_response": last_response,
@@ -242,13 +278,13 @@ def dump(fold: Fold) -> bytes:
         "approvals": {cid: call.call_id for cid, call in fold.approvals.items()},
         "rules": fold.thread_rules,
         "snapshots": fold.snapshots,
-        "roles": "".join(_ROLES[role] for role, _ in fold.transcript),
-        "transcript": [eid for _, eid in fold.transcript],
+        "roles": "".join(map(_ROLES.__getitem__, roles)),
+        "transcript": ids,
         "transcript_seqs": fold.transcript_seqs,
         "side_responses": fold.side_responses,
         "loaded_tools": sorted(fold.loaded_tools),
         "compaction": _compaction(fold.compaction),
-        "wakes": _wakes(fold.wakes),
+        "wakes": _wakes(fold.wakes, None if fold.turn is None else fold.turn.input_event),
         "responses": responses,
         "knowledge_revision": fold.knowledge_revision,
         "snapshot_revision": [
@@ -268,26 +304,54 @@ def dump(fold: Fold) -> bytes:
             "accepted": [features.accepted_output, features.accepted_seq],
         },
     }
-    return json.dumps(body, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
+    return b"\n".join([compact_dumps(body), compact_dumps(rows)])  # no raw newline in either
+
+
+class _Epochs:
+    """The attempts' settings epochs, each distinct one once in the order first seen
+    (``values``); ``of`` is one's index, looked up by the object before comparing values (a
+    long thread's attempts share a few settings objects)."""
+
+    def __init__(self) -> None:
+        self.values: list[dict[str, Any]] = []
+        self._at: dict[int, int] = {}  # id of a settings object -> its index
+
+    def of(self, settings: dict[str, Any]) -> int:
+        at = self._at.get(id(settings))
+        if at is None:
+            try:
+                at = self.values.index(settings)  # equal to one seen in another object
+            except ValueError:
+                at = len(self.values)
+                self.values.append(settings)
+            self._at[id(settings)] = at
+        return at
 
 
 def restore(body: bytes, now_ms: int | None) -> RestoredFold:
-    """The fold ``body`` holds; ``SnapshotUnusableError`` for a body this code can't take whole."""
+    """The fold ``body`` holds; ``SnapshotUnusableError`` for a body this code can't take whole.
+    The settled attempts' line is decoded when one is first asked for: ``body`` is bytes whose
+    sha256 was checked against the one written with them (``StoredSnapshot.intact``)."""
     try:
-        value = fast_loads(body)
+        main, newline, settled = body.partition(b"\n")
+        value = fast_loads(main)
         if value.get("format") != FORMAT:
             raise SnapshotUnusableError(f"snapshot format {value.get('format')!r} is not {FORMAT}")
-        return _restore(value, now_ms)
+        if not newline:
+            raise SnapshotUnusableError("snapshot body has no settled attempts part")
+        return _restore(value, settled, now_ms)
     except SnapshotUnusableError:
         raise
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         raise SnapshotUnusableError(f"snapshot body does not decode ({exc!r})") from None
 
 
-def _restore(value: dict[str, Any], now_ms: int | None) -> RestoredFold:
+def _restore(value: dict[str, Any], settled: bytes, now_ms: int | None) -> RestoredFold:
     headers = [_header(line) for line in value["headers"]]
-    last_seq, last_hash, epoch = value["head"]
-    fold = RestoredFold(now_ms=now_ms, cut=last_seq)
+    last_seq, last_hash, epoch, cut_time = value["head"]
+    first = value["first_input"]
+    fold = RestoredFold(now_ms=now_ms, cut=last_seq, first_input=None if first is None else
+                        _event(first), cut_time=cut_time)
     fold.segment_headers = headers
     fold.root_header, fold.header_ = headers[0], headers[-1]
     fold.thread_started = value["thread_started"]
@@ -300,7 +364,7 @@ def _restore(value: dict[str, Any], now_ms: int | None) -> RestoredFold:
     fold.calls = {c.call_id: c for c in map(_restore_call, value["calls"])}
     fold.call_order = list(fold.calls)
     fold.effect_order = value["effect_order"]
-    _restore_attempts(fold, value, headers[-1])
+    _restore_attempts(fold, value, settled, headers[-1])
     fold.parks = {(kind, ident): address for kind, ident, address in value["parks"]}
     fold.approvals = {cid: fold.calls[call_id] for cid, call_id in value["approvals"].items()}
     fold.thread_rules = [(rule, decision) for rule, decision in value["rules"]]
@@ -323,10 +387,12 @@ def _restore(value: dict[str, Any], now_ms: int | None) -> RestoredFold:
     return fold
 
 
-def _restore_attempts(fold: RestoredFold, value: dict[str, Any], header: Header) -> None:
-    attempts = _Attempts(value["attempts"], value["settings_epochs"], header)
-    for line in value["attempt_lines"]:
-        attempts.keep(_event(line))
+def _restore_attempts(
+    fold: RestoredFold, value: dict[str, Any], settled: bytes, header: Header
+) -> None:
+    attempts = _Attempts(settled, value["settled_attempts"], value["settings_epochs"], header)
+    for line, row in value["attempts"]:
+        attempts.keep(_event(line), row)
     fold.attempts = attempts
     open_id, last_id = value["open_attempt"], value["last_attempt"]
     fold.open_attempt = None if open_id is None else attempts[open_id]
@@ -436,13 +502,19 @@ def _restore_compaction(value: dict[str, Any]) -> Compaction:
     )
 
 
-def _wakes(state: Wakes) -> dict[str, Any]:
-    runs = list({id(run): run for run in [*state.runs.values(),
+def _wakes(state: Wakes, opener: Event | None) -> dict[str, Any]:
+    """``state`` as the rules can still read it: a turn's run is looked up only by the open
+    turn's opener (``Wakes.spawned``, ``turn_ended``), so of ``runs`` only that one is kept, and
+    the runs the spawns name."""
+    opened = {} if opener is None or opener.event_id not in state.runs else {
+        opener.event_id: state.runs[opener.event_id]
+    }
+    runs = list({id(run): run for run in [*opened.values(),
                                           *(s.run for s in state.spawns.values())]}.values())
     index = {id(run): i for i, run in enumerate(runs)}  # a run is one object many entries share
     return {
         "runs": [[run.principal, run.root] for run in runs],
-        "opened": {opener: index[id(run)] for opener, run in state.runs.items()},
+        "opened": {key: index[id(run)] for key, run in opened.items()},
         "spawns": {
             call_id: [index[id(spawn.run)], spawn.seq, spawn.background]
             for call_id, spawn in state.spawns.items()
