@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from threads.run.blocking import run_blocking
 from threads.run.budget import Budget
 from threads.run.config import AgentSpec
 from threads.run.context_policy import ContextPolicy
+from threads.run.hooks import Extension, check_extensions
 from threads.run.output_schema import (
     DEFAULT_OUTPUT_RETRIES,
     checked_schema,
@@ -144,6 +145,8 @@ def agent(
     output: type[BaseModel] | None = None,
     output_retries: int = DEFAULT_OUTPUT_RETRIES,
     context: ContextPolicy | None = None,
+    extensions: Sequence[Extension] = (),
+    output_styles: Mapping[str, str] | None = None,
 ) -> Agent:
     """Describe an agent. Everything is checked here: a ``ConfigError`` now, never mid-run.
 
@@ -162,7 +165,10 @@ def agent(
     ``threads.ask_user`` to ``tools`` to let the model ask a question
     (the run parks ``awaiting_input`` until ``Thread.answer``). ``context``: a
     ``ContextPolicy``; the run then compacts the conversation before a request that would pass
-    its threshold, and once when the provider answers ``prompt_too_long``."""
+    its threshold, and once when the provider answers ``prompt_too_long``. ``extensions``:
+    ``threads.Extension`` hooks (``before_tool_result``, ``before_compact``,
+    ``after_compact``), each decision recorded. ``output_styles``: named instructions a user
+    switches on with ``Thread.set_output_style`` (pinned with the thread's config)."""
     if not isinstance(name, str) or not name or len(name) > AGENT_NAME_MAX:
         raise ConfigError("invalid_config", "agent name must be a non-empty string")
     if not isinstance(model, Model):
@@ -214,7 +220,16 @@ def agent(
         output_retries=output_retries,
         sources=sources,
         context=context,
+        extensions=check_extensions(extensions),
+        output_styles=_styles(output_styles or {}),
     )
+
+
+def _styles(styles: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    if not all(isinstance(k, str) and k and isinstance(v, str) and v for k, v in styles.items()):
+        raise ConfigError("invalid_config", "output_styles maps non-empty names to non-empty"
+                          " instruction texts")
+    return tuple(sorted(styles.items()))
 
 
 def _sources(tools: Sequence[Tool | ToolSource]) -> tuple[ToolSource, ...]:

@@ -21,6 +21,7 @@ from threads.models.protocol import Model
 from threads.principal import Principal
 from threads.run.budget import Budget
 from threads.run.context_policy import ContextPolicy
+from threads.run.hooks import Extension
 from threads.run.output_schema import DEFAULT_OUTPUT_RETRIES, output_policy_of
 from threads.run.permissions import Permissions
 from threads.run.retry_policy import DEFAULT_RETRY, RetryPolicy
@@ -50,6 +51,8 @@ class AgentSpec:
     sources: tuple[ToolSource, ...] = ()
     sources_open: bool = False
     context: ContextPolicy | None = None  # compact long conversations (None: never on its own)
+    extensions: tuple[Extension, ...] = ()  # hooks at named points; not pinned (code, not config)
+    output_styles: tuple[tuple[str, str], ...] = ()  # name -> text, pinned as policy.output_styles
 
     def tool_named(self, name: str) -> Tool | None:
         for t in self.tools:
@@ -98,6 +101,8 @@ class AgentSpec:
             policy["context"] = self.context.to_wire()
         if self.output is not None:
             policy["output"] = output_policy_of(self.output, self.output_retries)
+        if self.output_styles:
+            policy["output_styles"] = dict(self.output_styles)
         return policy
 
 

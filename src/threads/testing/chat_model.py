@@ -1,17 +1,20 @@
 """``chat_model``: a deterministic model for long conversations and compaction, for tests, drills
 and benchmarks.
 
-Each reply is a pure function of the request, so a run restarted in another process gets the
-same answers with no script position to keep: a turn request is answered ``re: <last user
-text>``; a summarizer's request (its last line asks for a summary) is answered ``summary of <n>
-lines``. Usage reports a quarter token per byte of the messages as input, and a request over
+Each reply is a pure function of the request, so a run restarted in another process gets the same
+answers with no script position to keep: a turn request is answered ``re: <last user text>``; a
+summarizer's request (its last line asks for a summary) is answered ``summary of <n> lines``. With
+``calls`` set, a turn request whose last line is the user's is answered first with one call of that
+tool, ``{"query": <last user text>}`` (its call id a hash of the request), and the reply follows
+its result. Usage reports a quarter token per byte of the messages as input, and a request over
 ``context_window`` such tokens fails ``prompt_too_long`` as a provider would. ``failures`` lists
-errors to raise, in order, before the requests whose kind (``"turn"`` or ``"summary"``) they
-name. ``requests`` holds every request sent, for assertions.
+errors to raise, in order, before the requests whose kind (``"turn"`` or ``"summary"``) they name.
+``requests`` holds every request sent, for assertions.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
@@ -47,12 +50,14 @@ class ChatModel:
         context_window: int = 200_000,
         max_output_tokens: int = 256,
         failures: Sequence[tuple[Kind, ModelCallError]] = (),
+        calls: str | None = None,
     ) -> None:
         self.name = name
         self.context_window = context_window
         self.max_output_tokens = max_output_tokens
         self.price: Price | None = None
         self.failures = list(failures)
+        self.calls = calls
         self.requests: list[ModelRequest] = []
 
     def adapter_ref(self) -> dict[str, Any]:
@@ -73,9 +78,17 @@ class ChatModel:
         if self.failures and self.failures[0][0] == kind:
             raise self.failures.pop(0)[1]
         size = sum(len(json.dumps(m, separators=(",", ":"))) for m in request.messages)
+        digest = hashlib.sha256(json.dumps(list(request.messages)).encode()).hexdigest()
         tokens = (size + len(request.system)) // 4
         if tokens > self.context_window:
             raise prompt_too_long()
+        last = request.messages[-1] if request.messages else {}
+        if kind == "turn" and self.calls is not None and last.get("role") == "user":
+            call = {"type": "tool_use", "call_id": "c" + digest[:16], "name": self.calls,
+                    "input": {"query": _last_user_text(request.messages)}}
+            yield ModelOutput(content=[call], stop_reason="tool_use",
+                              usage=Usage(input_tokens=tokens, output_tokens=8))
+            return
         if kind == "summary":
             text = f"summary of {len(request.messages) - 1} lines"
         else:

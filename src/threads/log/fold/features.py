@@ -10,7 +10,7 @@ Invariant: like the rest of reduce, a pure function of the events it was given (
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -18,6 +18,7 @@ from threads.errors import LogError
 from threads.log.hashing import value_hash
 from threads.log.lines import Event
 from threads.log.output_eval import issues_of
+from threads.log.vocabulary import Span
 
 # agent_finished statuses; a spawned child is ``running`` until its one agent_finished
 CHILD_RUNNING = "running"
@@ -200,12 +201,14 @@ def _on_context_edited(features: Features, facts: ChainFacts, event: Event) -> N
         if result is None:
             raise _fail(event, f"context_edited names call {edit['call_id']!r}, which has no"
                         " recorded result")
-        if edit["action"] == "redact" and not _spans_fit(result, edit["part"], edit["spans"]):
+        if edit["action"] == "redact" and not spans_fit(result, edit["part"], edit["spans"]):
             raise _fail(event, f"context_edited redacts spans outside text part {edit['part']}"
                         f" of call {edit['call_id']!r} or off its character boundaries")
 
 
-def _spans_fit(result: dict[str, Any], part: int, spans: list[dict[str, int]]) -> bool:
+def spans_fit(result: Mapping[str, Any], part: int, spans: Sequence[Span]) -> bool:
+    """Rule 19's test of a redaction: text part ``part`` of ``result`` holds every span, each on
+    character boundaries."""
     parts = result.get("content") or [{"type": "text", "text": result["preview"]}]
     if part >= len(parts) or parts[part].get("type") != "text":
         return False
