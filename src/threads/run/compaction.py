@@ -393,7 +393,12 @@ async def record_summary(
     }
     if cause is not None:
         data["cause_event_id"] = cause.event_id
-    await rt.writer.append([Draft("compacted", data, HOST)],
+    style = fold.features.style
+    restore = (
+        [Draft("injected", style.data, HOST)]
+        if style is not None and start <= style.seq <= end else []
+    )  # the latest output style, if the range held it, stays in force (rule 29)
+    await rt.writer.append([Draft("compacted", data, HOST), *restore],
                            artifacts=[PendingArtifact(text, SUMMARY_MEDIA, sha256)])
     view = CompactedView(trigger, start, end, text.decode("utf-8"))
     told = [await ask(e, "after_compact", e.after_compact, view)

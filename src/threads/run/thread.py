@@ -430,6 +430,31 @@ class Thread:
             [event] = await writer.append([Draft("compaction_requested", data, actor)])
             return event.event_id
 
+    async def set_output_style(self, name: str, principal: Principal) -> str:
+        """Switch the thread to the agent's output style ``name`` (``agent(output_styles=...)``):
+        one append, ``injected{source: output_style}``, that later requests show as a trusted
+        context line; it stays in force through compactions. The thread must be idle
+        (``invalid_transition``); an unknown name is ``not_found``. Returns the event id."""
+        branch = await self._branch()
+        async with control_writer(self.store, branch.branch_id) as writer:
+            fold = writer.fold
+            self._authorize(fold, principal, branch)
+            styles = ((fold.thread_started or {}).get("policy") or {}).get("output_styles") or {}
+            text = styles.get(name)
+            if text is None:
+                known = ", ".join(sorted(styles)) or "none"
+                raise ControlError("not_found", f"no output style {name!r}; the agent defines:"
+                                   f" {known}")
+            if fold.turn is not None:
+                raise ControlError("invalid_transition", "a turn is open (running, or parked on"
+                                   " an approval, question or effect); set the style once it"
+                                   " ends; nothing was recorded")
+            data = {"origin": {"id": name}, "source": "output_style",
+                    "text": text, "trust": "trusted_instruction"}
+            actor = {"kind": "user", "principal": principal.to_wire()}
+            [event] = await writer.append([Draft("injected", data, actor)])
+            return event.event_id
+
     async def queue_cancel(self, principal: Principal) -> str:
         """For a thread another process is running (``cancel`` was ``branch_busy``): check the
         authority as ``cancel`` does, then queue the cancel for that process as a control item

@@ -48,7 +48,7 @@ __all__ = [
     "restore",
 ]
 
-FORMAT = 2  # the body's layout; a reader of another refuses it
+FORMAT = 3  # the body's layout; a reader of another refuses it
 
 _ROLES = {"user": "u", "assistant": "a", "tool": "t", "context": "c", "summary": "s"}
 _ROLE_NAMES = {letter: role for role, letter in _ROLES.items()}
@@ -266,6 +266,8 @@ def dump(fold: Fold) -> bytes:
             "omit_reasoning_before": features.omit_reasoning_before,
             "boundary_at_head": _at_boundary(fold),
             "accepted": [features.accepted_output, features.accepted_seq],
+            "style": None if features.style is None else _text(features.style),
+            "restyle_at": features.restyle_at,
         },
     }
     return json.dumps(body, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
@@ -356,6 +358,8 @@ def _restore_features(value: dict[str, Any], cut: int) -> Features:
         boundaries=boundaries,
         accepted_output=accepted_output,
         accepted_seq=accepted_seq,
+        style=None if value["style"] is None else _event(value["style"]),
+        restyle_at=value["restyle_at"],
     )
 
 
