@@ -21,6 +21,7 @@ from typing import Any, Literal
 from threads.errors import ConfigError, NotFoundError, ThreadsError
 from threads.log.collector import collector_paused
 from threads.log.fold import Call, Fold
+from threads.log.fold.cache_breaks import CacheBreak
 from threads.log.fold.questions import match_answer
 from threads.log.fold.saved import RestoredFold
 from threads.log.lines import Draft, Event
@@ -150,6 +151,13 @@ class Thread:
     async def timeline(self) -> list[Event]:
         """The root branch's events, oldest first."""
         return list((await self.fold()).events)
+
+    async def cache_breaks(self) -> list[CacheBreak]:
+        """Which turn requests broke the provider's prompt cache, and the likely cause
+        (``compacted``, ``context_edited``, ``settings_changed``, ``tools_changed``,
+        ``ttl_expired`` or ``unknown``), oldest first. A thread that pins no context policy
+        is judged by the default cache TTL (5 minutes)."""
+        return [CacheBreak(**entry) for entry in (await self.fold()).cache.breaks]
 
     async def state(self) -> ThreadState:
         """The reduced state: status, turns, pending calls, effects, parks, fork points."""

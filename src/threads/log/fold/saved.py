@@ -30,6 +30,7 @@ from typing import Any, TypedDict, cast
 
 from threads.log import tool_ext
 from threads.log.canonical import fast_loads
+from threads.log.fold.cache_breaks import CacheBreaks
 from threads.log.fold.compaction import Compaction
 from threads.log.fold.features import Child, Features
 from threads.log.fold.records import Approval, Call, ModelAttempt, Turn
@@ -254,6 +255,7 @@ def dump(fold: Fold) -> bytes:
         "snapshot_revision": [
             [seq, rev] for seq, rev in fold.snapshot_revisions.items() if seq >= fold.last_seq
         ],
+        "cache": [fold.cache.previous, fold.cache.cause, fold.cache.breaks],
         "features": {
             "children": [asdict(c) for c in features.children.values()],
             "todos": features.todos,
@@ -322,6 +324,9 @@ def _restore(value: dict[str, Any], now_ms: int | None) -> RestoredFold:
     fold.knowledge_revision = value["knowledge_revision"]
     fold.snapshot_revisions = dict(value["snapshot_revision"])
     fold.features = _restore_features(value["features"], last_seq)
+    previous, cause, breaks = value["cache"]
+    fold.cache = CacheBreaks(None if previous is None else (previous[0], previous[1]), cause,
+                             breaks)
     return fold
 
 
