@@ -275,3 +275,28 @@ async def test_before_compact_guides_the_summary_and_after_compact_is_told(
     told = next(v for v in seen if isinstance(v, CompactedView))
     assert (told.from_seq, told.to_seq) == (first.data["from_seq"], first.data["to_seq"])
     assert told.summary.startswith("summary of")
+
+
+async def test_a_requested_compaction_falls_back_the_same_way(store: Store) -> None:
+    model = ChatModel(calls="lookup")
+    thread_id, _ = await chat(store, model, 3, ContextPolicy(**NO_COMPACT))
+    thread = await open_thread(store, thread_id, principal=ALICE)
+    requested = await thread.compact(ALICE)
+    model.failures.append(("summary", prompt_too_long()))
+    _, log = await chat(store, model, 1, ContextPolicy(**NO_COMPACT), thread=thread_id)
+    at = next(i for i, e in enumerate(log) if e.event_id == requested)
+    assert [e.type for e in log[at: at + 7]] == [
+        "compaction_requested", "model_request", "model_attempt_abandoned", "context_edited",
+        "model_request", "model_response", "compacted",
+    ]
+    edit, retry, compacted = log[at + 3], log[at + 4], log[at + 6]
+    assert edit.data["reason"] == "compaction_fallback"
+    assert len(edit.data["edits"]) == 3  # every result shown, none kept
+    assert retry.data["cause_event_id"] == requested
+    assert retry.data["attempt"] == 2
+    assert compacted.data["trigger"] == "manual"
+    assert compacted.data["summary_request_event_id"] == retry.event_id
+    cleared = model.requests[model.kinds().index("summary") + 1]
+    texts = [m["content"][0].get("text", "") for m in cleared.messages if m["role"] == "tool"]
+    assert texts
+    assert all(t.startswith("[tool result cleared") for t in texts)

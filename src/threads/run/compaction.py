@@ -109,7 +109,8 @@ async def before_request(rt: Runtime, rendered: Rendered) -> RunResult | bool:
     fold = rt.fold
     limit = window(rt, policy)
     tokens = estimate(fold, rendered.body.size)
-    reason = clear_reason(rt, policy, tokens, limit)
+    barred = fold.turn is not None and fold.turn.cancel_event is not None  # nothing is cleared
+    reason = None if barred else clear_reason(rt, policy, tokens, limit)
     calls = clearable(fold, policy) if reason is not None else []
     if reason is not None and calls:
         await rt.writer.append([clear_draft(calls, reason)])
@@ -117,7 +118,7 @@ async def before_request(rt: Runtime, rendered: Rendered) -> RunResult | bool:
     if tokens >= policy.threshold(limit) and not _blocked(fold, policy):
         await summarize(rt, policy, "threshold")
         return True
-    if tokens < limit or (fold.turn is not None and fold.turn.cancel_event is not None):
+    if tokens < limit or barred:
         return False
     blocked = _blocked(fold, policy)
     data = {"action": "fail" if blocked else "compact", "estimated_tokens": tokens,
