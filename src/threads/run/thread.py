@@ -26,6 +26,8 @@ from threads.log.fold.questions import match_answer
 from threads.log.fold.saved import RestoredFold
 from threads.log.lines import Draft, Event
 from threads.log.replay import Replayed
+from threads.log.vocabulary import Actor, InjectedData, draft
+from threads.log.vocabulary import Principal as WirePrincipal
 from threads.principal import Principal
 from threads.run.authority import refusal
 from threads.run.config import AgentSpec
@@ -457,10 +459,12 @@ class Thread:
                 raise ControlError("invalid_transition", "a turn is open (running, or parked on"
                                    " an approval, question or effect); set the style once it"
                                    " ends; nothing was recorded")
-            data = {"origin": {"id": name}, "source": "output_style",
-                    "text": text, "trust": "trusted_instruction"}
-            actor = {"kind": "user", "principal": principal.to_wire()}
-            [event] = await writer.append([Draft("injected", data, actor)])
+            data: InjectedData = {"origin": {"id": name}, "source": "output_style",
+                                  "text": text, "trust": "trusted_instruction"}
+            who: WirePrincipal = {"issuer": principal.issuer, "subject": principal.subject,
+                                  "tenant": principal.tenant}
+            actor: Actor = {"kind": "user", "principal": who}
+            [event] = await writer.append([draft("injected", data, actor)])
             return event.event_id
 
     async def queue_cancel(self, principal: Principal) -> str:
