@@ -68,6 +68,11 @@ class CompactedView:
 
 @dataclass(frozen=True, slots=True)
 class Extension:
+    """Hooks an agent runs (``agent(extensions=[...])``), under a name its decisions are
+    recorded by. Each hook is an async function of its point's view (``ToolResultView``,
+    ``CompactView``, ``CompactedView`` in ``threads.run.hooks``) answering a ``HookDecision``.
+    Hooks are code, not config: they are not pinned with the thread."""
+
     name: str
     before_tool_result: Callable[[ToolResultView], Awaitable[HookDecision]] | None = None
     before_compact: Callable[[CompactView], Awaitable[HookDecision]] | None = None
