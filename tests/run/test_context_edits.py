@@ -300,3 +300,31 @@ async def test_a_requested_compaction_falls_back_the_same_way(store: Store) -> N
     texts = [m["content"][0].get("text", "") for m in cleared.messages if m["role"] == "tool"]
     assert texts
     assert all(t.startswith("[tool result cleared") for t in texts)
+
+
+async def test_a_failing_after_compact_hook_ends_the_turn(store: Store) -> None:
+    async def broken(view: CompactedView) -> HookDecision:
+        raise RuntimeError("index offline")
+
+    ext = Extension(name="indexer", after_compact=broken)
+    bot = agent(name="chat", model=ChatModel(context_window=1200), context=TIGHT,
+                extensions=[ext])
+    thread: str | None = None
+    results = []
+    for i in range(12):
+        result = await bot.run(f"message {i} " + "words " * 20, store=store, principal=ALICE,
+                               thread=thread)
+        thread = result.thread.id
+        results.append(result)
+    failed = [r for r in results if not isinstance(r, Completed)]
+    assert failed
+    assert failed[0].error.code == "hook_failed"  # type: ignore[attr-defined]
+    assert "indexer: RuntimeError: index offline" in failed[0].error.message  # type: ignore[attr-defined]
+    log = await (await open_thread(store, thread, principal=ALICE)).timeline()
+    compacted = of(log, "compacted")[0]
+    after = log[log.index(compacted) + 1: log.index(compacted) + 3]
+    assert [e.type for e in after] == ["hook_decision", "turn_completed"]
+    assert after[0].data["decision"] == "failed"
+    assert after[1].data == {"reason": "error"}
+    after_failure = results[results.index(failed[0]) + 1]
+    assert isinstance(after_failure, Completed)  # the next turn goes on, the compaction kept

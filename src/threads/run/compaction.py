@@ -35,7 +35,7 @@ from threads.run.context_policy import ContextPolicy, context_window, pinned_con
 from threads.run.drafts import HOST, HOST_ACTOR, MODEL
 from threads.run.hooks import CompactedView, CompactView, ask, recorded
 from threads.run.model_call import abandoned_data, call_model, record_response, render_artifacts
-from threads.run.results import RunResult
+from threads.run.results import ErrorInfo, Failed, RunResult
 from threads.run.runtime import Runtime
 from threads.run.settings_epoch import current_model
 from threads.run.turn import fail_turn
@@ -117,7 +117,7 @@ async def before_request(rt: Runtime, rendered: Rendered) -> RunResult | bool:
         return True
     if tokens >= policy.threshold(limit) and not _blocked(fold, policy):
         await summarize(rt, policy, "threshold")
-        return True
+        return ended_by_hook(rt) or True
     if tokens < limit or barred:
         return False
     blocked = _blocked(fold, policy)
@@ -131,17 +131,19 @@ async def before_request(rt: Runtime, rendered: Rendered) -> RunResult | bool:
             "context_exhausted",
         )
     await summarize(rt, policy, "reactive")
-    return True
+    return ended_by_hook(rt) or True
 
 
-async def after_prompt_too_long(rt: Runtime) -> bool:
+async def after_prompt_too_long(rt: Runtime) -> Failed | bool:
     """Once per step, a provider's ``prompt_too_long`` is answered by a reactive compaction
     (True: the turn goes on); else (no policy, already compacted in this step, breaker open,
-    or the compaction failed) the turn ends as before."""
+    or the compaction failed) the turn ends as before (False), or an ``after_compact`` hook's
+    failure ended it (that outcome)."""
     policy = pinned_context(rt.fold.thread_started)
     if policy is None or _blocked(rt.fold, policy):
         return False
-    return await summarize(rt, policy, "reactive")
+    compacted = await summarize(rt, policy, "reactive")
+    return ended_by_hook(rt) or compacted
 
 
 async def serve_request(rt: Runtime) -> None:
@@ -404,9 +406,24 @@ async def record_summary(
     view = CompactedView(trigger, start, end, text.decode("utf-8"))
     told = [await ask(e, "after_compact", e.after_compact, view)
             for e in rt.spec.extensions if e.after_compact is not None]
-    if told:
-        await rt.writer.append([outcome.draft for outcome in told])
+    failed = rt.fold.turn is not None and any(o.verdict == "failed" for o in told)
+    end_turn = [draft("turn_completed", {"reason": "error"}, HOST_ACTOR)] if failed else []
+    if told:  # a failing hook ends the open turn in the same append (digest §1.5)
+        await rt.writer.append([*(outcome.draft for outcome in told), *end_turn])
     return True
+
+
+def ended_by_hook(rt: Runtime) -> Failed | None:
+    """The outcome of a turn an ``after_compact`` hook's failure just ended, else None."""
+    if rt.fold.turn is not None:
+        return None
+    failed = next(e for e in reversed(rt.fold.events)
+                  if e.type == "hook_decision" and e.data["decision"] == "failed")
+    reason = f"{failed.data['extension']}: {failed.data.get('reason', 'no reason given')}"
+    return Failed(rt.thread, ErrorInfo(
+        "hook_failed", f"an after_compact hook failed ({reason}), which ends the turn; the"
+        " compaction is kept. Fix the extension, then run the thread again",
+    ))
 
 
 async def _failed(
