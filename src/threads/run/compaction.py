@@ -415,10 +415,13 @@ async def record_summary(
 
 def ended_by_hook(rt: Runtime) -> Failed | None:
     """The outcome of a turn an ``after_compact`` hook's failure just ended, else None."""
-    if rt.fold.turn is not None:
+    last = rt.fold.events[-1] if rt.fold.events else None
+    if rt.fold.turn is not None or last is None or last.type != "turn_completed":
         return None
-    failed = next(e for e in reversed(rt.fold.events)
-                  if e.type == "hook_decision" and e.data["decision"] == "failed")
+    failed = next((e for e in reversed(rt.fold.events[-len(rt.spec.extensions) - 1:])
+                   if e.type == "hook_decision" and e.data["decision"] == "failed"), None)
+    if failed is None:
+        return None
     reason = f"{failed.data['extension']}: {failed.data.get('reason', 'no reason given')}"
     return Failed(rt.thread, ErrorInfo(
         "hook_failed", f"an after_compact hook failed ({reason}), which ends the turn; the"
