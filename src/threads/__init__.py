@@ -15,6 +15,7 @@ from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.agent import Agent, agent
 from threads.run.budget import Budget
 from threads.run.context_policy import ContextPolicy
+from threads.run.hooks import Extension, HookDecision
 from threads.run.permissions import Permissions
 from threads.run.questions import ask_user
 from threads.run.results import (
@@ -65,11 +66,13 @@ __all__ = [
     "EffectStatus",
     "EffectUnknown",
     "Event",
+    "Extension",
     "Failed",
     "FakeClock",
     "ForkPoint",
     "Found",
     "HandedOff",
+    "HookDecision",
     "LogError",
     "LookupOutcome",
     "LookupUnknown",

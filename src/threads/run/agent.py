@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic
 
@@ -28,6 +28,7 @@ from threads.run.budget import Budget
 from threads.run.config import AgentSpec
 from threads.run.context_policy import ContextPolicy
 from threads.run.handoff_tool import handoff_tool
+from threads.run.hooks import Extension, check_extensions
 from threads.run.output_schema import (
     DEFAULT_OUTPUT_RETRIES,
     checked_schema,
@@ -156,6 +157,8 @@ def agent(
     output_retries: int = DEFAULT_OUTPUT_RETRIES,
     context: ContextPolicy | None = None,
     handoffs: Sequence[AgentSpec] = (),
+    extensions: Sequence[Extension] = (),
+    output_styles: Mapping[str, str] | None = None,
 ) -> Agent[D, Out]:
     """Describe an agent. Everything is checked here: a ``ConfigError`` now, never mid-run.
 
@@ -179,7 +182,10 @@ def agent(
     typed ``RunContext[...]``); nothing checks it at run time. ``handoffs``: agents the model
     may hand the conversation to (the ``handoff`` tool is added): the run then ends
     ``HandedOff`` and the target continues in a new thread of its own, its first turn run
-    inside the same ``run``."""
+    inside the same ``run``. ``extensions``: ``threads.Extension`` hooks
+    (``before_tool_result``, ``before_compact``, ``after_compact``), each decision recorded.
+    ``output_styles``: named instructions a user switches on with ``Thread.set_output_style``
+    (pinned with the thread's config)."""
     if not isinstance(name, str) or not name or len(name) > AGENT_NAME_MAX:
         raise ConfigError("invalid_config", "agent name must be a non-empty string")
     if not isinstance(model, Model):
@@ -235,6 +241,8 @@ def agent(
         sources=sources,
         context=context,
         handoffs=targets,
+        extensions=check_extensions(extensions),
+        output_styles=_styles(output_styles or {}),
     )
 
 
@@ -255,6 +263,13 @@ def _handoff_targets(name: str, handoffs: Sequence[AgentSpec]) -> tuple[AgentSpe
                 " can't connect before the target's thread is made; give it its tools directly",
             )
     return targets
+
+
+def _styles(styles: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    if not all(isinstance(k, str) and k and isinstance(v, str) and v for k, v in styles.items()):
+        raise ConfigError("invalid_config", "output_styles maps non-empty names to non-empty"
+                          " instruction texts")
+    return tuple(sorted(styles.items()))
 
 
 def _sources(tools: Sequence[Tool | ToolSource]) -> tuple[ToolSource, ...]:

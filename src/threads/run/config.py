@@ -23,6 +23,7 @@ from threads.principal import Principal
 from threads.run.budget import Budget
 from threads.run.context_policy import ContextPolicy
 from threads.run.handoff_tool import handoff_line
+from threads.run.hooks import Extension
 from threads.run.output_schema import DEFAULT_OUTPUT_RETRIES, output_policy_of
 from threads.run.permissions import Permissions
 from threads.run.retry_policy import DEFAULT_RETRY, RetryPolicy
@@ -53,6 +54,8 @@ class AgentSpec:
     sources_open: bool = False
     context: ContextPolicy | None = None  # compact long conversations (None: never on its own)
     handoffs: tuple[AgentSpec, ...] = ()  # agents the conversation may be handed to
+    extensions: tuple[Extension, ...] = ()  # hooks at named points; not pinned (code, not config)
+    output_styles: tuple[tuple[str, str], ...] = ()  # name -> text, pinned as policy.output_styles
 
     def tool_named(self, name: str) -> Tool | None:
         for t in self.tools:
@@ -114,6 +117,8 @@ class AgentSpec:
             policy["output"] = output_policy_of(self.output, self.output_retries)
         if self.handoffs:
             policy["handoffs"] = [target.name for target in self.handoffs]
+        if self.output_styles:
+            policy["output_styles"] = dict(self.output_styles)
         return policy
 
 

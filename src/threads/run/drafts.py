@@ -12,9 +12,11 @@ from typing import Any
 
 from threads.log.fold import Fold
 from threads.log.lines import Draft
+from threads.log.vocabulary import Actor
 from threads.principal import Principal
 
 HOST: dict[str, Any] = {"kind": "host"}
+HOST_ACTOR: Actor = {"kind": "host"}  # HOST, typed for ``threads.log.vocabulary.draft``
 MODEL: dict[str, Any] = {"kind": "model"}
 RECOVERY: dict[str, Any] = {"kind": "recovery"}
 TOOL: dict[str, Any] = {"kind": "tool"}

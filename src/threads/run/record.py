@@ -1,6 +1,7 @@
 """Recording a call's outcome: ``effect_commit`` (the effect happened, its result stored as an
 artifact) and ``tool_result`` (inline, or by artifact when over ``INLINE_RESULT_BYTES``), and
-reading a stored result back.
+reading a stored result back. A result a tool produced passes the agent's ``before_tool_result``
+hooks first; their decisions (and a guardrail edit) are appended with it.
 
 Every text is made valid UTF-8 first (``valid_text``), so no result can fail to encode here.
 A result is recorded at most once per call (the reducer refuses a second); every path that ends
@@ -13,6 +14,7 @@ from typing import Any
 
 from threads.log.fold import Call
 from threads.log.lines import Draft
+from threads.run.context_edits import guard_result
 from threads.run.drafts import HOST, INLINE_RESULT_BYTES, tool_result_data
 from threads.run.runtime import Runtime
 from threads.store.protocol import PendingArtifact
@@ -61,7 +63,10 @@ async def close(
         ref = artifact_ref(blob, "text/plain")
         artifacts.append(PendingArtifact(blob, "text/plain"))
     data = tool_result_data(call.call_id, text, origin=origin, is_error=error, ref=ref)
-    await rt.writer.append([Draft("tool_result", data, actor)], artifacts=artifacts, hold=hold)
+    drafts = [Draft("tool_result", data, actor)]
+    if origin in ("executed", "materialized_from_commit"):
+        drafts += await guard_result(rt, call.call_id, call.name, data)
+    await rt.writer.append(drafts, artifacts=artifacts, hold=hold)
 
 
 async def stored_text(rt: Runtime, ref: dict[str, Any] | None) -> str:

@@ -21,10 +21,13 @@ from typing import Any, Literal
 from threads.errors import ConfigError, NotFoundError, ThreadsError
 from threads.log.collector import collector_paused
 from threads.log.fold import Call, Fold
+from threads.log.fold.cache_breaks import CacheBreak
 from threads.log.fold.questions import match_answer
 from threads.log.fold.saved import RestoredFold
 from threads.log.lines import Draft, Event
 from threads.log.replay import Replayed
+from threads.log.vocabulary import Actor, InjectedData, draft
+from threads.log.vocabulary import Principal as WirePrincipal
 from threads.principal import Principal
 from threads.run.authority import refusal
 from threads.run.config import AgentSpec
@@ -150,6 +153,13 @@ class Thread:
     async def timeline(self) -> list[Event]:
         """The root branch's events, oldest first."""
         return list((await self.fold()).events)
+
+    async def cache_breaks(self) -> list[CacheBreak]:
+        """Which turn requests broke the provider's prompt cache, and the likely cause
+        (``compacted``, ``context_edited``, ``settings_changed``, ``tools_changed``,
+        ``ttl_expired`` or ``unknown``), oldest first. A thread that pins no context policy
+        is judged by the default cache TTL (5 minutes)."""
+        return [CacheBreak(**entry) for entry in (await self.fold()).cache.breaks]
 
     async def state(self) -> ThreadState:
         """The reduced state: status, turns, pending calls, effects, parks, fork points."""
@@ -428,6 +438,33 @@ class Thread:
             data = {"instructions": instructions} if instructions is not None else {}
             actor = {"kind": "user", "principal": principal.to_wire()}
             [event] = await writer.append([Draft("compaction_requested", data, actor)])
+            return event.event_id
+
+    async def set_output_style(self, name: str, principal: Principal) -> str:
+        """Switch the thread to the agent's output style ``name`` (``agent(output_styles=...)``):
+        one append, ``injected{source: output_style}``, that later requests show as a trusted
+        context line; it stays in force through compactions. The thread must be idle
+        (``invalid_transition``); an unknown name is ``not_found``. Returns the event id."""
+        branch = await self._branch()
+        async with control_writer(self.store, branch.branch_id) as writer:
+            fold = writer.fold
+            self._authorize(fold, principal, branch)
+            styles = ((fold.thread_started or {}).get("policy") or {}).get("output_styles") or {}
+            text = styles.get(name)
+            if text is None:
+                known = ", ".join(sorted(styles)) or "none"
+                raise ControlError("not_found", f"no output style {name!r}; the agent defines:"
+                                   f" {known}")
+            if fold.turn is not None:
+                raise ControlError("invalid_transition", "a turn is open (running, or parked on"
+                                   " an approval, question or effect); set the style once it"
+                                   " ends; nothing was recorded")
+            data: InjectedData = {"origin": {"id": name}, "source": "output_style",
+                                  "text": text, "trust": "trusted_instruction"}
+            who: WirePrincipal = {"issuer": principal.issuer, "subject": principal.subject,
+                                  "tenant": principal.tenant}
+            actor: Actor = {"kind": "user", "principal": who}
+            [event] = await writer.append([draft("injected", data, actor)])
             return event.event_id
 
     async def queue_cancel(self, principal: Principal) -> str:

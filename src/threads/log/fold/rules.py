@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from threads.errors import LogError
+from threads.log.fold.cache_breaks import CAUSES as CACHE_CAUSES
+from threads.log.fold.cache_breaks import ttl_of
 from threads.log.fold.compaction import is_side_request
 from threads.log.fold.cost import MAX_INT
 from threads.log.fold.features import HANDLERS as FEATURE_HANDLERS
@@ -205,6 +207,11 @@ def _on_model_response(fold: Fold, event: Event) -> None:
         fold.output_tokens += out
     if not side:  # a summarizer's reply is no assistant turn
         _said(fold, "assistant", event)
+        request = fold.event_by_id(data["request_event_id"])
+        fold.cache.on_response(
+            usage, data["request_event_id"], request.time if request is not None else event.time,
+            event.time, ttl_of(fold.thread_started),
+        )
 
 
 def _on_model_attempt_abandoned(fold: Fold, event: Event) -> None:
@@ -553,14 +560,27 @@ def _and_feature(core: _Rule | None, feature: FeatureHandler) -> _Rule:
     return both
 
 
+def _and_cache_cause(core: _Rule | None) -> _Rule:
+    def both(fold: Fold, event: Event) -> None:
+        if core is not None:
+            core(fold, event)
+        fold.cache.on_cause(event.type)  # type: ignore[arg-type]  # one of CACHE_CAUSES
+
+    return both
+
+
 # What ``extend`` runs per type, looked up once per event: the rule above, then the feature rule
-# of that type (``threads.log.fold.features``), if any.
-DISPATCH: dict[str, _Rule] = {
+# of that type (``threads.log.fold.features``), if any, then (for what may break a provider's
+# prompt cache) the ``cache_breaks`` projection's note of it.
+_RULES: dict[str, _Rule] = {
     **_HANDLERS,
     **{
         type_: _and_feature(_HANDLERS.get(type_), feature)
         for type_, feature in FEATURE_HANDLERS.items()
     },
+}
+DISPATCH: dict[str, _Rule] = {
+    **_RULES, **{type_: _and_cache_cause(_RULES.get(type_)) for type_ in CACHE_CAUSES},
 }
 
 
