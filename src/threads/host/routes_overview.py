@@ -27,8 +27,7 @@ from threads.host.summaries import Summary
 from threads.log.cost import PriceTable
 from threads.log.reduce import Fold, ModelAttempt
 from threads.principal import Principal
-from threads.run.holders import gone_holders
-from threads.run.views import ThreadCost, usage_of
+from threads.run import ThreadCost, gone_holders, usage_of
 
 
 def cost_body(cost: ThreadCost | None) -> CostBody | None:
