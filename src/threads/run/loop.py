@@ -31,6 +31,7 @@ from threads.run.turn import (
     honour_cancel_request,
     last_text,
     parked_result,
+    recorded_ending,
 )
 from threads.run.turn_open import TurnRequest, open_turn
 
@@ -57,7 +58,7 @@ async def drive(rt: Runtime, input: str | None, *, recovering: bool) -> RunResul
             if input is None or not isinstance(result, Completed):
                 return result
         if input is None:
-            return Completed(rt.thread, last_text(rt.fold))
+            return recorded_ending(rt)
         opened = await open_turn(rt.writer, rt.spec, TurnRequest(input, rt.principal,
                                                                  rt.run_budget))
         if isinstance(opened, BudgetInfo):

@@ -1,18 +1,33 @@
 """The open turn, read and ended: what the model last said, whether it asked for tools, and the
 drafts that end a turn (``turn_completed`` for an error, a carried-out cancel) or record a
-Ctrl-C as the durable cancel barrier. Each ending returns the run's outcome as a value.
+Ctrl-C as the durable cancel barrier. Each ending returns the run's outcome as a value, and a
+later run with nothing to do returns the same outcome read back from the recorded ending
+(``recorded_ending``): the result and the log never disagree on how a turn ended.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, get_args, get_type_hints
 
-from threads.log.lines import Draft
+from threads.log.lines import Draft, Event
 from threads.log.reduce import Fold, ParkKind
+from threads.log.vocabulary import TurnCompletedData, data_of
 from threads.run.drafts import HOST
 from threads.run.park_info import effect_park_detail
 from threads.run.queued_controls import apply_queued_cancels
-from threads.run.results import Cancelled, ErrorInfo, Failed, Parked, ParkReason, Pending
+from threads.run.results import (
+    BudgetExhausted,
+    BudgetInfo,
+    Cancelled,
+    Completed,
+    ErrorInfo,
+    Failed,
+    Parked,
+    ParkReason,
+    Pending,
+    RunResult,
+)
 from threads.run.runtime import Runtime
 
 PARK_REASONS: dict[str, ParkReason] = {
@@ -20,7 +35,10 @@ PARK_REASONS: dict[str, ParkReason] = {
     "effect": "effect_unknown",
     "input": "awaiting_input",
 }
-CODED_ERRORS = ("transport_fence_unsupported", "content_unsupported", "continuation_unsupported")
+# The codes a turn_completed{error} may carry (the schema's, through the generated vocabulary).
+CODED_ERRORS: tuple[str, ...] = get_args(get_type_hints(TurnCompletedData)["code"])
+UNCODED = "model_error"  # a turn that ended error without a code, as a run's result reads it
+FAILED_ENDINGS = ("context_exhausted", "model_unavailable", "output_invalid")
 
 
 def last_text(fold: Fold) -> str:
@@ -88,9 +106,58 @@ async def finish_cancelled(rt: Runtime) -> Cancelled:
 
 
 async def fail_turn(rt: Runtime, code: str, message: str, reason: str = "error") -> Failed:
+    """End the open turn ``reason`` and return the run's ``Failed``; the two agree. For
+    ``reason: error`` the ending records ``code`` when the format has it (``CODED_ERRORS``);
+    any other code is reported as ``model_error`` (what a turn that ended ``error`` without a
+    code reads as, ``recorded_ending``), its own code kept at the head of the message."""
     data: dict[str, Any] = {"reason": reason}
-    if reason == "error" and code in CODED_ERRORS:
-        data["code"] = code
+    if reason == "error":
+        if code in CODED_ERRORS:
+            data["code"] = code
+        elif code != UNCODED:
+            code, message = UNCODED, f"{code}: {message}"
     if rt.fold.turn is not None and rt.fold.open_attempt is None:
         await rt.writer.append([Draft("turn_completed", data, HOST)])
     return Failed(rt.thread, ErrorInfo(code, message))
+
+
+def recorded_ending(rt: Runtime) -> RunResult:
+    """What a run that found no turn to drive and no input returns: the last turn's recorded
+    ending, never a success for a turn that failed. ``error`` is ``Failed`` with the recorded
+    code (``model_error`` without one, as the reference reads it); ``context_exhausted``,
+    ``model_unavailable`` and ``output_invalid`` are ``Failed`` with that code, as the run that
+    ended it returned; ``cancelled`` and ``budget_exhausted`` are what that run returned; any
+    other ending (``end_turn``, ``max_output``, ``interrupted``, ...) is ``Completed``."""
+    fold = rt.fold
+    for event in reversed(fold.events):
+        if event.type != "turn_completed":
+            continue
+        ending = data_of(event, "turn_completed")
+        reason = ending["reason"]
+        if reason == "error" or reason in FAILED_ENDINGS:
+            code = ending.get("code", UNCODED) if reason == "error" else reason
+            return Failed(rt.thread, ErrorInfo(
+                code, f"the thread's last turn ended {reason} (seq {event.seq}); run it with a"
+                " new input to start another turn", event.seq,
+            ))
+        if reason == "cancelled":
+            return Cancelled(rt.thread)
+        if reason == "budget_exhausted":
+            exceeded = _last_exceeded(fold.events, event.seq)
+            if exceeded is not None:
+                return BudgetExhausted(rt.thread, exceeded)
+        break
+    return Completed(rt.thread, last_text(fold))
+
+
+def _last_exceeded(events: Sequence[Event], before_seq: int) -> BudgetInfo | None:
+    for event in reversed(events):
+        if event.seq < before_seq and event.type == "budget_exceeded":
+            data = data_of(event, "budget_exceeded")
+            return BudgetInfo(
+                data["limit"], data["limit_value"], data["observed"], data["scope"],
+                data["observed_is_upper_bound"],
+            )
+        if event.type == "user_input":
+            return None
+    return None
