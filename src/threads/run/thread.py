@@ -493,11 +493,9 @@ class Thread:
             except LogError as error:
                 if error.code == "invalid_transition":
                     raise ControlError("invalid_transition", error.message) from None
-                raise ControlError(  # the line itself can't be written, e.g. an integer past 2^53-1
-                    "invalid_argument",
-                    f"this change can't be recorded in the log ({error.code}): keep integers"
-                    " within ±(2^53-1) and use plain JSON values",
-                ) from None
+                raise _unwritable(error.code) from None
+            except ValueError:  # no JSON form at all (NaN, Infinity)
+                raise _unwritable("not JSON") from None
             return event
 
     async def compact(self, principal: Principal, *, instructions: str | None = None) -> str:
@@ -551,6 +549,15 @@ def compaction_refusal(fold: Fold) -> str | None:
     if fold.compaction.first_input_seq is None:
         return "the thread has had no input to compact"
     return None
+
+
+def _unwritable(why: str) -> ControlError:
+    """A change whose line the log can't hold, e.g. an integer past 2^53-1."""
+    return ControlError(
+        "invalid_argument",
+        f"this change can't be recorded in the log ({why}): keep integers within ±(2^53-1)"
+        " and use plain JSON values; nothing was recorded",
+    )
 
 
 def _user(principal: Principal) -> Actor:
