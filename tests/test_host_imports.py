@@ -18,9 +18,9 @@ HOST_ROOT = Path(threads.host.__file__).parent
 ALLOWED = frozenset({
     "Agent", "Budget", "CancelSignal", "ErrorInfo", "Failed", "Listing", "Permissions",
     "RunKey", "RunOptions", "RunStream", "Thread", "ThreadCost", "TurnRequest", "Waiting",
-    "agents_by_name", "create_thread", "explain", "fork_at", "gone_holders", "has_work",
-    "listing_of", "open_next_turn", "read_listing", "refusal", "refusal_given", "start_run",
-    "turn_principal", "usage_of", "waiting_on",
+    "agents_by_name", "create_thread", "explain", "failed_code", "fork_at", "gone_holders",
+    "has_work", "listing_of", "open_next_turn", "read_listing", "refusal", "refusal_given",
+    "start_run", "turn_principal", "usage_of", "waiting_on",
 })
 
 

@@ -9,11 +9,12 @@ For a host that serves agents over HTTP (``threads.host`` imports nothing else o
 a test holds it to that): the runner (``start_run``, ``RunOptions``, ``CancelSignal``,
 ``RunStream``), opening a turn whose run starts after it is durable (``open_next_turn``,
 ``create_thread``, ``TurnRequest``, ``RunKey``), which threads have work and whose turn it is
-(``agents_by_name``, ``has_work``, ``turn_principal``), and the reads its listings, inbox and
-overview show (``Listing``/``listing_of``/``read_listing``, ``Waiting``/``waiting_on``,
-``explain``, ``gone_holders``, ``ThreadCost``, ``usage_of``, ``refusal``/``refusal_given``: the
-authority rule). The loop's own modules (``runner``, ``loop``, ``model_step``, ``calls``,
-``settle``, ...) are drawn in ``docs/internals/architecture.md``.
+(``agents_by_name``, ``has_work``, ``turn_principal``), how a recorded turn ending reads as a
+result (``failed_code``), and the reads its listings, inbox and overview show
+(``Listing``/``listing_of``/``read_listing``, ``Waiting``/``waiting_on``, ``explain``,
+``gone_holders``, ``ThreadCost``, ``usage_of``, ``refusal``/``refusal_given``: the authority
+rule). The loop's own modules (``runner``, ``loop``, ``model_step``, ``calls``, ``settle``, ...)
+are drawn in ``docs/internals/architecture.md``.
 """
 
 from threads.run.agent import Agent
@@ -40,6 +41,7 @@ from threads.run.runner import RunOptions, start_run
 from threads.run.runtime import CancelSignal
 from threads.run.streaming import RunStream
 from threads.run.thread import ControlError, Thread, open_thread
+from threads.run.turn import failed_code
 from threads.run.turn_open import RunKey, TurnRequest, create_thread, open_next_turn
 from threads.run.views import ThreadCost, usage_of
 from threads.run.waiting import Waiting, waiting_on
@@ -72,6 +74,7 @@ __all__ = [
     "ask_user",
     "create_thread",
     "explain",
+    "failed_code",
     "fork_at",
     "gone_holders",
     "has_work",

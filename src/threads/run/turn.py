@@ -134,8 +134,8 @@ def recorded_ending(rt: Runtime) -> RunResult:
             continue
         ending = data_of(event, "turn_completed")
         reason = ending["reason"]
-        if reason == "error" or reason in FAILED_ENDINGS:
-            code = ending.get("code", UNCODED) if reason == "error" else reason
+        code = failed_code(ending)
+        if code is not None:
             return Failed(rt.thread, ErrorInfo(
                 code, f"the thread's last turn ended {reason} (seq {event.seq}); run it with a"
                 " new input to start another turn", event.seq,
@@ -148,6 +148,16 @@ def recorded_ending(rt: Runtime) -> RunResult:
                 return BudgetExhausted(rt.thread, exceeded)
         break
     return Completed(rt.thread, last_text(fold))
+
+
+def failed_code(ending: TurnCompletedData) -> str | None:
+    """The code of the ``Failed`` a turn's recorded ending stands for, or None when the turn
+    did not fail: ``error`` gives its code (``model_error`` without one), ``context_exhausted``,
+    ``model_unavailable`` and ``output_invalid`` give themselves."""
+    reason = ending["reason"]
+    if reason == "error":
+        return ending.get("code", UNCODED)
+    return reason if reason in FAILED_ENDINGS else None
 
 
 def _last_exceeded(events: Sequence[Event], before_seq: int) -> BudgetInfo | None:
