@@ -7,18 +7,15 @@ later run with nothing to do returns the same outcome read back from the recorde
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, get_args, get_type_hints
 
-from threads.log.lines import Draft, Event
+from threads.log.lines import Draft
 from threads.log.reduce import Fold, ParkKind
 from threads.log.vocabulary import TurnCompletedData, data_of
 from threads.run.drafts import HOST
 from threads.run.park_info import effect_park_detail
 from threads.run.queued_controls import apply_queued_cancels
 from threads.run.results import (
-    BudgetExhausted,
-    BudgetInfo,
     Cancelled,
     Completed,
     ErrorInfo,
@@ -122,30 +119,21 @@ async def fail_turn(rt: Runtime, code: str, message: str, reason: str = "error")
 
 
 def recorded_ending(rt: Runtime) -> RunResult:
-    """What a run that found no turn to drive and no input returns: the last turn's recorded
-    ending, never a success for a turn that failed. ``error`` is ``Failed`` with the recorded
-    code (``model_error`` without one, as the reference reads it); ``context_exhausted``,
-    ``model_unavailable`` and ``output_invalid`` are ``Failed`` with that code, as the run that
-    ended it returned; ``cancelled`` and ``budget_exhausted`` are what that run returned; any
-    other ending (``end_turn``, ``max_output``, ``interrupted``, ...) is ``Completed``."""
+    """What a run that found no turn to drive and no input returns: ``Failed`` when the last
+    turn failed, with the code its recorded ending stands for (``failed_code``), never a
+    success for a failed turn; else ``Completed`` with the last reply's text (nothing was left
+    to do: a cancelled turn's cancel was carried out, an exhausted budget was recorded)."""
     fold = rt.fold
     for event in reversed(fold.events):
         if event.type != "turn_completed":
             continue
         ending = data_of(event, "turn_completed")
-        reason = ending["reason"]
         code = failed_code(ending)
         if code is not None:
             return Failed(rt.thread, ErrorInfo(
-                code, f"the thread's last turn ended {reason} (seq {event.seq}); run it with a"
-                " new input to start another turn", event.seq,
+                code, f"the thread's last turn ended {ending['reason']} (seq {event.seq}); run"
+                " it with a new input to start another turn", event.seq,
             ))
-        if reason == "cancelled":
-            return Cancelled(rt.thread)
-        if reason == "budget_exhausted":
-            exceeded = _last_exceeded(fold.events, event.seq)
-            if exceeded is not None:
-                return BudgetExhausted(rt.thread, exceeded)
         break
     return Completed(rt.thread, last_text(fold))
 
@@ -158,16 +146,3 @@ def failed_code(ending: TurnCompletedData) -> str | None:
     if reason == "error":
         return ending.get("code", UNCODED)
     return reason if reason in FAILED_ENDINGS else None
-
-
-def _last_exceeded(events: Sequence[Event], before_seq: int) -> BudgetInfo | None:
-    for event in reversed(events):
-        if event.seq < before_seq and event.type == "budget_exceeded":
-            data = data_of(event, "budget_exceeded")
-            return BudgetInfo(
-                data["limit"], data["limit_value"], data["observed"], data["scope"],
-                data["observed_is_upper_bound"],
-            )
-        if event.type == "user_input":
-            return None
-    return None
