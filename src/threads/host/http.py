@@ -25,7 +25,7 @@ from threads.host.summaries import Summaries
 from threads.log.fold import Fold
 from threads.log.input_json import InputRefused, parse_input
 from threads.principal import LOCAL_OPERATOR, Principal
-from threads.run.agent import Agent
+from threads.run import Agent
 from threads.store.protocol import BranchInfo, Chain
 
 M = TypeVar("M", bound=BaseModel)

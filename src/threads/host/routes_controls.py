@@ -26,9 +26,7 @@ from threads.host.failure import HostError
 from threads.host.http import Context, ThreadView, body_of, branch_param, owning_agent, thread_view
 from threads.log.lines import Event
 from threads.principal import Principal
-from threads.run.authority import refusal
-from threads.run.fork import fork_at
-from threads.run.thread import Thread
+from threads.run import Thread, fork_at, refusal
 
 
 async def _root_view(ctx: Context, request: Request, principal: Principal) -> ThreadView:

@@ -28,8 +28,7 @@ from threads.log.fold import Fold, ModelAttempt
 from threads.log.fold.cost import PriceTable
 from threads.log.vocabulary import data_of
 from threads.principal import Principal
-from threads.run.holders import gone_holders
-from threads.run.views import ThreadCost, usage_of
+from threads.run import ThreadCost, gone_holders, usage_of
 
 
 def cost_body(cost: ThreadCost | None) -> CostBody | None:

@@ -59,8 +59,9 @@ class Budget:
 
     def turns_refusal(self, turns_completed: int) -> dict[str, Any] | None:
         """The ``budget_exceeded`` data (thread scope) refusing one more turn after
-        ``turns_completed``, or None while ``max_turns`` allows it. Whoever writes a new
-        ``user_input`` (a run, a host) checks this first and writes no input when refused."""
+        ``turns_completed``, or None while ``max_turns`` allows it. ``threads.run.turn_open``,
+        which writes every new ``user_input`` (a run's, a host's), checks this first and writes
+        no input when refused."""
         observed = turns_completed + 1
         if self.max_turns is None or observed <= self.max_turns:
             return None

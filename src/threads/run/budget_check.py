@@ -1,6 +1,7 @@
-"""The budget guard: before a turn opens and before each model request, compare spend read
-back from the log plus a worst-case reservation for the next request with every limit in force
-(the agent's, for the thread's lifetime; the run's, carried on its ``user_input``).
+"""The budget guard: before each model request, compare spend read back from the log plus a
+worst-case reservation for the next request with every limit in force (the agent's, for the
+thread's lifetime; the run's, carried on its ``user_input``). ``max_turns`` is checked where a
+turn is opened (``threads.run.turn_open``).
 
 A request that could cross a limit is never sent: ``budget_exceeded`` is recorded, the turn ends
 ``budget_exhausted`` and the run returns ``BudgetExhausted``. Usage a provider did not report,
@@ -80,16 +81,6 @@ def _scopes(rt: Runtime) -> list[tuple[BudgetScope, Budget, list[ModelAttempt]]]
         run = [a for a in attempts if a.event.seq > start]
         scopes.append(("run", Budget.from_wire(turn.budget), run))
     return scopes
-
-
-async def before_turn(rt: Runtime) -> BudgetExhausted | None:
-    budget = rt.spec.budget
-    refused = None if budget is None else budget.turns_refusal(rt.fold.turns_completed)
-    if refused is None:
-        return None
-    return await _exceeded(
-        rt, "thread", "max_turns", refused["limit_value"], refused["observed"], upper=False
-    )
 
 
 async def before_request(rt: Runtime) -> BudgetExhausted | None:

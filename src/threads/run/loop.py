@@ -16,14 +16,14 @@ import dataclasses
 
 from threads.errors import StoreError
 from threads.log.lines import Draft
-from threads.run import budget_check, structured
+from threads.run import structured
 from threads.run.calls import release_approval_parks, run_pending
 from threads.run.compaction import serve_request, settle_answered
-from threads.run.drafts import HOST, user_input
+from threads.run.drafts import HOST
 from threads.run.handoff import handed_off
 from threads.run.model_step import model_step
 from threads.run.recovery import recover
-from threads.run.results import Completed, ErrorInfo, Failed, RunResult
+from threads.run.results import BudgetExhausted, BudgetInfo, Completed, ErrorInfo, Failed, RunResult
 from threads.run.runtime import Runtime
 from threads.run.stops import after_reply
 from threads.run.turn import (
@@ -32,7 +32,9 @@ from threads.run.turn import (
     honour_cancel_request,
     last_text,
     parked_result,
+    recorded_ending,
 )
+from threads.run.turn_open import TurnRequest, open_turn
 
 LOST_BRANCH = ("stale_epoch", "seq_conflict", "branch_busy")
 MISSING_BYTES = ("artifact_missing", "artifact_corrupt")
@@ -59,12 +61,11 @@ async def drive(rt: Runtime, input: str | None, *, recovering: bool) -> RunResul
             if input is None or not isinstance(result, Completed):
                 return result
         if input is None:
-            return Completed(rt.thread, last_text(rt.fold))
-        exhausted = await budget_check.before_turn(rt)
-        if exhausted is not None:
-            return exhausted
-        budget = rt.run_budget.to_wire() if rt.run_budget is not None else None
-        await rt.writer.append([user_input(input, rt.principal, budget)])
+            return recorded_ending(rt)
+        opened = await open_turn(rt.writer, rt.spec, TurnRequest(input, rt.principal,
+                                                                 rt.run_budget))
+        if isinstance(opened, BudgetInfo):
+            return BudgetExhausted(rt.thread, opened)
         return await run_turn(rt)
     except StoreError as exc:
         # A lost branch, or an artifact the log needs that the store lacks (a result to

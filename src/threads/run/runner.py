@@ -2,8 +2,10 @@
 over to the turn loop. Whatever happens, the lease is released when the run ends.
 
 Refusals happen here, before anything is appended: ``branch_busy`` (another process holds the
-thread), ``writer_mismatch`` (the other implementation writes this branch), ``branch_not_runnable``
-(inspection-only repair fork), ``log_corrupt``, and a config change (``ConfigError``).
+thread), ``log_corrupt``, and what ``threads.run.turn_open`` checks before any turn is opened:
+``writer_mismatch`` (the other implementation writes this branch), ``branch_not_runnable``
+(inspection-only repair fork) and a config change (``ConfigError``). A new thread is created
+with its first input by ``turn_open.create_thread``; a later input is opened by the loop.
 """
 
 from __future__ import annotations
@@ -13,24 +15,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from threads import telemetry
-from threads.errors import ConfigError, LogError, NotFoundError, StoreError, ThreadsError
+from threads.errors import ConfigError, NotFoundError, StoreError, ThreadsError
 from threads.log.fold import Fold
 from threads.log.fold.saved import RestoredFold
 from threads.log.ids import uuid7
-from threads.log.lines import WRITER_IMPL, Draft, Event, first_event, make_header, next_event
+from threads.log.lines import Draft, Event
 from threads.memory.protocol import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.budget import Budget
 from threads.run.config import AgentSpec
-from threads.run.drafts import user_input
 from threads.run.loop import drive
 from threads.run.permissions import Permissions
-from threads.run.pinning import check_pinned
 from threads.run.results import ErrorInfo, Failed, HandedOff, RunResult, describe
 from threads.run.runtime import CancelSignal, Runtime
-from threads.run.sources import RunSources, changed_sources
+from threads.run.sources import RunSources
 from threads.run.streaming import RunStream
 from threads.run.thread import Thread, folded_at_head
+from threads.run.turn_open import TurnRequest, check_pinned, create_thread, refusal
 from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter, fence_time
 from threads.sandbox.binding import RunSandbox
 from threads.sandbox.protocol import Sandbox
@@ -157,18 +158,13 @@ async def _run_connected(
         sources.fence.setup()
         agent = await sources.open(agent)
         sources.fence.refuse()
-        thread_id = uuid7(now)
-        header = make_header(thread_id, uuid7(now), now)
-        # The branch, its thread_started and the first user_input are one transaction: no
-        # crash leaves a header alone, or a thread no input reached (max_turns is >= 1, so a
-        # first turn is always allowed).
-        started = first_event(header, "thread_started", agent.config(), {"kind": "host"})
-        draft = user_input(input, principal, budget.to_wire() if budget is not None else None)
-        created += [started, next_event(started, *draft, time=now)]
+        # The branch, its thread_started and the first user_input are one transaction.
+        made = await create_thread(store, agent, TurnRequest(input, principal, budget))
+        created += made.events
         input = None  # written: the run goes on with the turn it opened
-        await store.create_branch(header, tenant_id=principal.tenant, events=created)
+        thread_id = made.header.thread_id
         telemetry.committed(thread_id, created)
-        branch_id = header.branch_id
+        branch_id = made.header.branch_id
     else:
         try:
             branch = await store.root_branch(thread_id)
@@ -195,11 +191,11 @@ async def _run_connected(
     try:
         try:
             branch, fold = await _current(store, branch_id, options.fold)
-            refusal = _refusal(branch, fold)
+            refused = refusal(branch.state, fold)
         except ThreadsError as exc:
             return Failed(handle, ErrorInfo(exc.code, exc.message))
-        if refusal is not None:
-            return Failed(handle, refusal)
+        if refused is not None:
+            return Failed(handle, refused)
         writer = BranchWriter(
             store,
             lease,
@@ -213,7 +209,7 @@ async def _run_connected(
         if not new:
             agent = await sources.open(agent)
             handle.agent = agent
-            _check_pinned(agent, fold)
+            check_pinned(agent, fold)
         http = ToolHttp(writer)
         if sink is not None:
             for event in created:
@@ -293,33 +289,3 @@ async def _current(store: Store, branch_id: str, known: Fold | None) -> tuple[Br
             return branch, known
     chain = await store.read_chain(branch_id)
     return chain.branch, chain.fold(store.clock.now_ms())
-
-
-def _refusal(branch: BranchInfo, fold: Fold) -> ErrorInfo | None:
-    own = fold.header_
-    if own is None:  # a folded chain read its own segment's header last
-        raise LogError("invalid_transition", "no header was read", seq=0)
-    if own.writer_impl != WRITER_IMPL or not own.writer_version.startswith("0."):
-        return ErrorInfo(
-            "writer_mismatch",
-            f"this branch is written by {own.writer_impl} {own.writer_version}; threads-py can"
-            " read, export and fork it, but not append to it",
-            0,
-        )
-    if fold.inspection_only or branch.state != "ready":
-        return ErrorInfo(
-            "branch_not_runnable",
-            "this branch is inspection-only (a repair fork, or not ready); fork it at an"
-            " eligible snapshot to continue work",
-            next((e.seq for e in fold.events if e.type == "fork"), None),
-        )
-    return None
-
-
-def _check_pinned(agent: AgentSpec, fold: Fold) -> None:
-    started = fold.thread_started
-    if started is None:
-        return
-    config = agent.config()
-    sources = changed_sources(started.get("tools"), config["tools"], agent.sources)
-    check_pinned(started, config, "; ".join(sources))
