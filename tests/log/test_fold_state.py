@@ -45,7 +45,7 @@ FOLD_FIELDS = {
     "model_requests", "input_tokens", "output_tokens", "unknown_responses", "events",
     "segment_headers", "features", "knowledge_revision", "snapshot_revisions", "_by_event_id",
     "_indexed", "open_calls", "response_of", "_prefix", "transcript_seqs", "side_responses",
-    "loaded_tools", "compaction", "wakes",
+    "loaded_tools", "compaction", "wakes", "cache",
 }
 
 

@@ -190,7 +190,8 @@ def _close_attempt(fold: Fold, event: Event, outcome: str) -> ModelAttempt:
 def _on_model_response(fold: Fold, event: Event) -> None:
     data = event.data
     usage = data["usage"]
-    _close_attempt(fold, event, "response").usage = usage
+    attempt = _close_attempt(fold, event, "response")
+    attempt.usage = usage
     fold.response_of[data["request_event_id"]] = event
     side = fold.compaction.is_side(data["request_event_id"])
     (fold.side_responses if side else fold.responses).append(data)
@@ -207,10 +208,11 @@ def _on_model_response(fold: Fold, event: Event) -> None:
         fold.output_tokens += out
     if not side:  # a summarizer's reply is no assistant turn
         _said(fold, "assistant", event)
-        request = fold.event_by_id(data["request_event_id"])
+        # the request's time from its attempt, which a fold restored from a snapshot keeps
+        # while the request's line itself may sit before the snapshot's cut
         fold.cache.on_response(
-            usage, data["request_event_id"], request.time if request is not None else event.time,
-            event.time, ttl_of(fold.thread_started),
+            usage, data["request_event_id"], attempt.event.time, event.time,
+            ttl_of(fold.thread_started),
         )
 
 
