@@ -35,6 +35,7 @@ from threads.run.permissions import Permissions
 from threads.run.results import RunResult
 from threads.run.retry_policy import DEFAULT_RETRY, RetryPolicy
 from threads.run.runner import RunOptions, start_run
+from threads.run.spawn import spawn_agent, subagents_line
 from threads.run.streaming import RunStream
 from threads.sandbox.protocol import Sandbox
 from threads.sandbox.tools import sandbox_tools
@@ -144,6 +145,7 @@ def agent(
     output: type[BaseModel] | None = None,
     output_retries: int = DEFAULT_OUTPUT_RETRIES,
     context: ContextPolicy | None = None,
+    subagents: Sequence[AgentSpec] = (),
 ) -> Agent:
     """Describe an agent. Everything is checked here: a ``ConfigError`` now, never mid-run.
 
@@ -162,7 +164,10 @@ def agent(
     ``threads.ask_user`` to ``tools`` to let the model ask a question
     (the run parks ``awaiting_input`` until ``Thread.answer``). ``context``: a
     ``ContextPolicy``; the run then compacts the conversation before a request that would pass
-    its threshold, and once when the provider answers ``prompt_too_long``."""
+    its threshold, and once when the provider answers ``prompt_too_long``. ``subagents``:
+    agents the model may start with the ``spawn_agent`` tool (added, with a line naming them at
+    the end of the instructions), each in a thread of its own whose final answer is the call's
+    result (``threads.run.spawn``)."""
     if not isinstance(name, str) or not name or len(name) > AGENT_NAME_MAX:
         raise ConfigError("invalid_config", "agent name must be a non-empty string")
     if not isinstance(model, Model):
@@ -183,7 +188,7 @@ def agent(
                 " threads.mcp.mcp(...))",
             )
     all_tools = [*own, *_sandbox_tools(sandbox, own, snapshots), *_memory_tools(memory),
-                 *_output_tools(output, output_retries)]
+                 *_output_tools(output, output_retries), *_spawn_tools(subagents)]
     seen: set[str] = set()
     for t in all_tools:
         if t.name in seen:
@@ -197,6 +202,9 @@ def agent(
         raise ConfigError("invalid_config", "context must be a threads.ContextPolicy")
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise ConfigError("invalid_config", "retry must be a threads.RetryPolicy")
+    if subagents:
+        line = subagents_line([spec.name for spec in subagents])
+        instructions = f"{instructions}\n\n{line}" if instructions else line
     return Agent(
         name=name,
         model=model,
@@ -214,6 +222,7 @@ def agent(
         output_retries=output_retries,
         sources=sources,
         context=context,
+        subagents=tuple(subagents),
     )
 
 
@@ -224,6 +233,23 @@ def _sources(tools: Sequence[Tool | ToolSource]) -> tuple[ToolSource, ...]:
         if labels.count(label) > 1:
             raise ConfigError("duplicate_name", f"{label} is given twice: give each its own name")
     return sources
+
+
+def _spawn_tools(subagents: Sequence[AgentSpec]) -> tuple[Tool, ...]:
+    names: list[str] = []
+    for spec in subagents:
+        if not isinstance(spec, AgentSpec):
+            raise ConfigError("invalid_config", "subagents must be agents made with agent(...)")
+        if spec.sources:
+            raise ConfigError(
+                "invalid_config",
+                f"subagent {spec.name!r} has tools from MCP servers: a subagent's tools must be"
+                " known before it starts (give it plain tools)",
+            )
+        if spec.name in names:
+            raise ConfigError("duplicate_name", f"two subagents are named {spec.name!r}")
+        names.append(spec.name)
+    return (spawn_agent,) if names else ()
 
 
 def _output_tools(output: type[BaseModel] | None, retries: int) -> tuple[Tool, ...]:

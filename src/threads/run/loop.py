@@ -24,6 +24,7 @@ from threads.run.model_step import model_step
 from threads.run.recovery import recover
 from threads.run.results import Completed, ErrorInfo, Failed, RunResult
 from threads.run.runtime import Runtime
+from threads.run.spawn import resume_parked_children
 from threads.run.stops import after_reply
 from threads.run.turn import (
     answered,
@@ -46,6 +47,7 @@ async def drive(rt: Runtime, input: str | None, *, recovering: bool) -> RunResul
             if stop is not None:
                 return stop
         await release_approval_parks(rt)  # expired, or cancelled
+        await resume_parked_children(rt)
         if rt.fold.parks:
             return parked_result(rt)
         await settle_answered(rt)  # a summary a crash left recorded but not yet applied

@@ -19,6 +19,7 @@ from threads.log.lines import WRITER_IMPL, Draft, Event, first_event, make_heade
 from threads.memory.protocol import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.budget import Budget
+from threads.run.child_run import ChildRun
 from threads.run.config import AgentSpec
 from threads.run.drafts import user_input
 from threads.run.loop import drive
@@ -211,6 +212,7 @@ async def _run_connected(
             cancel=cancel or CancelSignal(),
             sandbox=_run_sandbox(agent, store, principal, writer),
             memory=_run_memory(agent, store, principal, writer),
+            start_child=lambda child: run_child(store, child),
         )
         return await drive(rt, input, recovering=not new)
     finally:
@@ -226,6 +228,30 @@ async def _run_connected(
                 await writer.close()
             else:
                 await release(store, lease)
+
+
+async def run_child(store: Store, child: ChildRun) -> RunResult:
+    """Run a subagent's thread on the parent's store: created first when it does not exist yet
+    (one transaction: its header, ``thread_started`` naming the parent's ``agent_spawned``, and
+    the prompt as its first input), then run with no new input, so a crash anywhere is resumed
+    by running it again, never by starting a second child."""
+    try:
+        await store.root_branch(child.thread_id)
+    except NotFoundError:
+        now = store.clock.now_ms()
+        header = make_header(child.thread_id, uuid7(now), now)
+        started = first_event(
+            header, "thread_started", {**child.spec.config(), "parent": child.parent},
+            {"kind": "host"},
+        )
+        prompt = user_input(child.prompt, child.principal, None, source="parent_agent")
+        events = [started, next_event(started, *prompt, time=now)]
+        await store.create_branch(header, tenant_id=child.principal.tenant, events=events)
+        telemetry.committed(child.thread_id, events)
+    options = RunOptions(
+        child.thread_id, store, child.deps, principal=child.principal, ceiling=child.ceiling
+    )
+    return await start_run(child.spec, None, options)
 
 
 def _check_store_serves(agent: AgentSpec, store: Store) -> None:

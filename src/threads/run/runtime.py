@@ -20,6 +20,7 @@ from threads.log.render import RenderCache
 from threads.memory.protocol import MemoryHandle
 from threads.principal import Principal
 from threads.run.budget import Budget
+from threads.run.child_run import StartChild
 from threads.run.config import AgentSpec
 from threads.run.drafts import RECOVERY
 from threads.run.permissions import Permissions
@@ -99,6 +100,7 @@ class Runtime:
     sink: RunStream | None
     dropped_ref: dict[str, Any] | None
     http: ToolHttp  # ctx.http, fenced by ``writer``
+    start_child: StartChild  # runs a subagent's thread (``threads.run.spawn``)
     cancel: CancelSignal = field(default_factory=CancelSignal)
     memo: RenderMemo = field(default_factory=RenderMemo)
     call_ids: CallIdMemo = field(default_factory=CallIdMemo)

@@ -37,10 +37,12 @@ from threads.run.permissions import check_rule, rule_matches
 from threads.run.questions import answer_draft
 from threads.run.replay import replay_branch
 from threads.run.views import (
+    Child,
     ForkPoint,
     ThreadCost,
     ThreadState,
     ThreadUsage,
+    children_of,
     cost_of,
     fork_points_of,
     state_of,
@@ -183,6 +185,10 @@ class Thread:
             new_branch_id=new_branch_id,
             knowledge_policy=knowledge_policy,
         )
+
+    async def children(self) -> tuple[Child, ...]:
+        """The subagent threads this thread spawned, in spawn order, each with its status."""
+        return children_of(await self._view())
 
     async def usage(self) -> ThreadUsage:
         """Tokens, model requests and turns, read back from the log."""

@@ -10,7 +10,7 @@ from typing import Any
 from threads.log.fold import Fold, ParkKind
 from threads.log.lines import Draft
 from threads.run.drafts import HOST
-from threads.run.park_info import effect_park_detail
+from threads.run.park_info import effect_park_detail, parked_event
 from threads.run.queued_controls import apply_queued_cancels
 from threads.run.results import Cancelled, ErrorInfo, Failed, Parked, ParkReason, Pending
 from threads.run.runtime import Runtime
@@ -20,6 +20,7 @@ PARK_REASONS: dict[str, ParkReason] = {
     "effect": "effect_unknown",
     "input": "awaiting_input",
 }
+CHILD_REASONS: dict[str, ParkReason] = {r: r for r in PARK_REASONS.values()}
 CODED_ERRORS = ("transport_fence_unsupported", "content_unsupported", "continuation_unsupported")
 
 
@@ -56,8 +57,17 @@ def pending_for(rt: Runtime, kind: ParkKind, ident: str) -> Pending:
 
 def parked_result(rt: Runtime) -> Parked:
     pending = [pending_for(rt, kind, ident) for kind, ident in rt.fold.parks]
-    first_kind = next(iter(rt.fold.parks))[0]
-    return Parked(rt.thread, PARK_REASONS.get(first_kind, "effect_unknown"), pending)
+    return Parked(rt.thread, park_reason(rt.fold, pending[0]), pending)
+
+
+def park_reason(fold: Fold, pending: Pending) -> ParkReason:
+    """Why a run parked on ``pending``: by its kind, or for a child, the child's own reason
+    (its parent's ``parked`` records it)."""
+    if pending.kind != "child":
+        return PARK_REASONS.get(pending.kind, "effect_unknown")
+    park = parked_event(fold, {"id": pending.id, "kind": "child"})
+    reason = park.data["reason"] if park is not None else None
+    return CHILD_REASONS.get(str(reason), "effect_unknown")
 
 
 async def honour_cancel_request(rt: Runtime, *, queued: bool = True) -> None:

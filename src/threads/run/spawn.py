@@ -1,0 +1,260 @@
+"""``spawn_agent``: the framework tool with which an agent starts one of its subagents, each in
+a thread of its own, and the records that tie the child's thread to the parent's call.
+
+An allowed ``spawn_agent`` call is never executed as a plain tool. When its turn comes (in call
+order): a call that can't spawn (an agent not listed, an isolation not supported, an earlier
+child of that name still running) is closed ``not_executed`` and nothing is spawned. Otherwise
+``agent_spawned`` (the child's thread id, minted here) is made durable first, then the runner
+creates the child's thread (``thread_started.parent`` naming that event, the prompt as its first
+input) and runs it; its end is recorded in one append as ``agent_finished`` and the call's
+``tool_result``. A child that parks parks the parent (``parked{kind: child}``), and a later run
+of the parent runs the child again first.
+
+Invariant: a call has at most one child. A crash anywhere is resumed by the re-dispatched call,
+which finds its ``agent_spawned`` by ``call_id`` and runs that child again, never a second one;
+a child another process holds halts the parent (``branch_busy``) with nothing recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from threads.errors import StoreError
+from threads.log.canonical import canonical
+from threads.log.fold import Fold
+from threads.log.fold.features import CHILD_RUNNING
+from threads.log.ids import uuid7
+from threads.log.lines import Draft, Event
+from threads.log.vocabulary import AgentSpawnedData, ThreadStartedDataParent, Usage, draft
+from threads.run.child_run import ChildRun
+from threads.run.drafts import HOST, TOOL
+from threads.run.record import close, result_draft
+from threads.run.results import (
+    BudgetExhausted,
+    Cancelled,
+    Completed,
+    Failed,
+    Parked,
+    Pending,
+    RunResult,
+)
+from threads.run.runtime import Runtime
+from threads.store.protocol import PendingArtifact
+from threads.store.rows import artifact_ref
+from threads.tools.tool import RunContext, Tool, tool
+
+SPAWN_AGENT = "spawn_agent"
+# A child run that ends this way recorded nothing the parent could report: the parent halts
+# too, and a later run tries again.
+HALTING = ("branch_busy", "stale_epoch", "seq_conflict", "artifact_missing", "artifact_corrupt")
+SUPPORTED_ISOLATION = ("none",)
+
+Isolation = Literal["none", "shared_sandbox", "worktree", "forked_sandbox"]
+
+
+class SpawnAgent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str = Field(min_length=1, description="The subagent to start: one of the names the"
+                       " instructions list.")
+    prompt: str = Field(min_length=1, description="Its task. The subagent sees only this, not"
+                        " this conversation: say everything it needs.")
+    background: bool = Field(default=False, description="Return at once; the result arrives"
+                             " later.")
+    isolation: Isolation = "none"
+
+
+async def _runs_as_a_thread(args: SpawnAgent, ctx: RunContext) -> str:
+    raise RuntimeError("spawn_agent starts a child thread (threads.run.spawn), never executed")
+
+
+spawn_agent: Tool = tool(
+    name=SPAWN_AGENT,
+    description="Start a subagent on a task in its own conversation and get its final answer"
+    " back as this call's result.",
+    input=SpawnAgent,
+    execute=_runs_as_a_thread,
+    effect="read_only",
+)
+
+
+def subagents_line(names: Sequence[str]) -> str:
+    """The line the parent's instructions carry (pinned with them)."""
+    return f"Subagents you can start with spawn_agent: {', '.join(names)}."
+
+
+def spawned_by(fold: Fold, call_id: str) -> Event | None:
+    """The ``agent_spawned`` a call recorded, if it got that far."""
+    child = next((c for c in fold.features.children.values() if c.call_id == call_id), None)
+    if child is None:
+        return None
+    return _spawn_event(fold, child.child_thread_id)
+
+
+def _spawn_event(fold: Fold, child_thread_id: str) -> Event:
+    return next(
+        e for e in reversed(fold.events)
+        if e.type == "agent_spawned" and e.data["child_thread_id"] == child_thread_id
+    )
+
+
+def spawn_refusal(rt: Runtime, args: SpawnAgent) -> str | None:
+    """Why the call spawns nothing, in the words the model is shown (None: it may spawn)."""
+    names = [spec.name for spec in rt.spec.subagents]
+    if args.agent not in names:
+        return f"unknown agent {args.agent}: not one of this agent's subagents"
+    if args.isolation not in SUPPORTED_ISOLATION:
+        return f"isolation {args.isolation} is not supported yet"
+    if args.background:
+        return "background is not supported yet"
+    for child in rt.fold.features.children.values():
+        if child.agent_name == args.agent and child.status == CHILD_RUNNING:
+            return f"member_active: {args.agent} is still running"
+    return None
+
+
+async def run_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Pending | None:
+    """The call's child, recorded first when the call has none yet, run to its end (or to a
+    park, which parks the parent too)."""
+    spawned = spawned_by(rt.fold, call_id)
+    if spawned is None:
+        refusal = spawn_refusal(rt, input)
+        if refusal is not None:
+            call = rt.fold.calls[call_id]
+            await close(rt, call, f"not executed: {refusal}", origin="not_executed", actor=HOST)
+            return None
+        spawned = await _record_spawn(rt, call_id, input)
+    result = await _run_child(rt, spawned, input.prompt)
+    if isinstance(result, Parked):
+        return await _park_on_child(rt, spawned, result)
+    await _record_end(rt, call_id, spawned, result)
+    return None
+
+
+async def resume_parked_children(rt: Runtime) -> None:
+    """Before anything else, a parent parked on children runs each of them again; one that no
+    longer parks ends the parent's park on it (``resumed``, caused by its ``agent_spawned``),
+    and the call that spawned it, re-dispatched, then records its end."""
+    for kind, child_id in list(rt.fold.parks):
+        if kind != "child":
+            continue
+        spawned = _spawn_event(rt.fold, child_id)
+        call = rt.fold.calls[spawned.data["call_id"]]
+        result = await _run_child(rt, spawned, str(call.input["prompt"]))
+        if isinstance(result, Parked):
+            continue
+        address = {"id": child_id, "kind": "child"}
+        data = {"address": address, "cause_event_id": spawned.event_id}
+        await rt.writer.append([Draft("resumed", data, rt.actor())])
+
+
+async def _record_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Event:
+    spec = rt.spec.subagent_named(input.agent)
+    assert spec is not None  # spawn_refusal checked the name
+    data: AgentSpawnedData = {
+        "agent_name": spec.name,
+        "call_id": call_id,
+        "child_thread_id": uuid7(rt.now()),
+        "isolation": input.isolation,
+        "mode": "background" if input.background else "foreground",
+    }
+    if spec.budget is not None:
+        data["budget"] = spec.budget.to_wire()  # type: ignore[typeddict-item]
+    await rt.writer.append([draft("agent_spawned", data, {"kind": "host"})])
+    return rt.fold.events[-1]
+
+
+async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
+    spec = rt.spec.subagent_named(spawned.data["agent_name"])
+    assert spec is not None  # the pinned config lists it (a run with another is refused)
+    parent: ThreadStartedDataParent = {
+        "branch_id": rt.writer.branch_id,
+        "event_id": spawned.event_id,
+        "relation": "subagent",
+        "thread_id": rt.writer.thread_id,
+    }
+    child = ChildRun(
+        spec=spec.under_parent(rt.spec),
+        thread_id=spawned.data["child_thread_id"],
+        parent=parent,
+        prompt=prompt,
+        principal=rt.principal,
+        deps=rt.deps,
+        ceiling=rt.permissions,
+    )
+    result = await rt.start_child(child)
+    if isinstance(result, Failed) and result.error.code in HALTING:
+        raise StoreError(
+            result.error.code,
+            f"subagent thread {child.thread_id} could not run ({result.error.message});"
+            " run this thread again once it can",
+        )
+    return result
+
+
+async def _park_on_child(rt: Runtime, spawned: Event, result: Parked) -> Pending:
+    child_id = spawned.data["child_thread_id"]
+    if ("child", child_id) not in rt.fold.parks:
+        data = {"address": {"id": child_id, "kind": "child"}, "reason": result.reason}
+        await rt.writer.append([Draft("parked", data, rt.actor())])
+    return Pending("child", child_id, f"subagent {spawned.data['agent_name']}: {result.reason}")
+
+
+async def _record_end(rt: Runtime, call_id: str, spawned: Event, result: RunResult) -> None:
+    """``agent_finished`` and the call's ``tool_result``, one append."""
+    fold = await result.thread.fold()
+    status, output = _outcome(result, fold)
+    media_type = "application/json" if status == "completed" and _structured(fold) else "text/plain"
+    blob = output.encode("utf-8")
+    finished = {
+        "child_thread_id": spawned.data["child_thread_id"],
+        "output_ref": artifact_ref(blob, media_type),
+        "status": status,
+        "usage": tree_usage(fold),
+    }
+    text = output if status == "completed" else f"{status}: {output}"
+    shown, artifacts = result_draft(call_id, text, origin="executed", actor=TOOL,
+                                    is_error=status != "completed")
+    await rt.writer.append(
+        [Draft("agent_finished", finished, HOST), shown],
+        artifacts=[PendingArtifact(blob, media_type), *artifacts],
+    )
+
+
+def _structured(fold: Fold) -> bool:
+    return "output" in ((fold.thread_started or {}).get("policy") or {})
+
+
+def _outcome(result: RunResult, fold: Fold) -> tuple[str, str]:
+    """(agent_finished status, the child's output as the parent is told it)."""
+    if isinstance(result, Completed):
+        if _structured(fold):  # the accepted value, as canonical JSON
+            return "completed", canonical(fold.features.accepted_output).decode("utf-8")
+        return "completed", str(result.output)
+    if isinstance(result, BudgetExhausted):
+        return "budget_exhausted", f"budget exhausted: {result.budget.limit}"
+    if isinstance(result, Cancelled):
+        return "cancelled", "cancelled"
+    assert isinstance(result, Failed)  # a park is never an end
+    return "failed", result.error.message
+
+
+def tree_usage(fold: Fold) -> Usage:
+    """A child's tokens: its own and its children's, or both null when any is unknown."""
+    unknown: Usage = {"input_tokens": None, "output_tokens": None}
+    if fold.unknown_responses or fold.open_attempt is not None:
+        return unknown
+    usage: Usage = {"input_tokens": fold.input_tokens, "output_tokens": fold.output_tokens}
+    for child in fold.features.children.values():
+        theirs = child.usage
+        if theirs is None:
+            return unknown
+        for key in ("input_tokens", "output_tokens"):
+            value = theirs.get(key)
+            if value is None:
+                return unknown
+            usage[key] = (usage[key] or 0) + value
+    return usage

@@ -1,0 +1,227 @@
+"""Subagents in the real loop (``agent(..., subagents=[...])``, ``threads.run.spawn``): the
+``spawn_agent`` tool and its system line are pinned; a call that can't spawn is closed
+``not_executed`` with the digest's words and nothing is spawned; a spawn records
+``agent_spawned`` before the child's thread exists, the child's thread names it as parent,
+starts from the prompt (``source: parent_agent``) and has only tools its parent has; the
+child's end comes back in one append (``agent_finished`` + ``tool_result``), its output (or
+structured output as canonical JSON) as the call's result, usage summed; ``Thread.children()``
+lists the children. Both engines."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from threads import (
+    Budget,
+    Completed,
+    Permissions,
+    Principal,
+    agent,
+    open_thread,
+    tool,
+)
+from threads.errors import ConfigError
+from threads.log.lines import Event
+from threads.run.agent import Agent
+from threads.store.protocol import Store
+from threads.testing import call, say, scripted_model, use
+
+ALICE = Principal("api", "acme", "alice")
+
+
+class Note(BaseModel):
+    text: str
+
+
+class Verdict(BaseModel):
+    fixed: bool
+
+
+applied: list[str] = []
+
+
+async def write_note(args: Note, ctx: object) -> str:
+    applied.append(args.text)
+    return f"noted {args.text}"
+
+
+async def secret(args: Note, ctx: object) -> str:
+    return "never"
+
+
+NOTE = tool(name="write_note", description="Write a note.", input=Note, execute=write_note,
+            effect="idempotent", dedup_window_ms=60_000)
+SECRET = tool(name="secret", description="Only the child has it.", input=Note, execute=secret)
+
+
+def of_type(events: list[Event], type_: str) -> list[Event]:
+    return [e for e in events if e.type == type_]
+
+
+def clerk(*replies: object, **kwargs: object) -> Agent:
+    return agent(name="clerk", model=scripted_model(list(replies)), tools=[NOTE, SECRET],
+                 **kwargs)  # type: ignore[arg-type]
+
+
+def boss(child: Agent, *replies: object, **kwargs: object) -> Agent:
+    return agent(name="boss", model=scripted_model(list(replies)), instructions="Delegate.",
+                 tools=[NOTE], subagents=[child], **kwargs)  # type: ignore[arg-type]
+
+
+async def test_a_foreground_child_runs_in_its_own_thread_and_answers_the_call(
+    store: Store,
+) -> None:
+    applied.clear()
+    child = clerk(use(call("write_note", text="hi")), say("wrote hi"))
+    parent = boss(child, use(call("spawn_agent", agent="clerk", prompt="write hi")), say("done"))
+    result = await parent.run("go", store=store, principal=ALICE)
+    assert isinstance(result, Completed)
+    assert result.output == "done"
+    assert applied == ["hi"]
+    events = await result.thread.timeline()
+    started = events[0].data
+    assert started["instructions"] == (
+        "Delegate.\n\nSubagents you can start with spawn_agent: clerk."
+    )
+    spawn_spec = next(t for t in started["tools"] if t["name"] == "spawn_agent")
+    assert spawn_spec["effect_class"] == "read_only"
+    [spawned] = of_type(events, "agent_spawned")
+    assert spawned.data["mode"] == "foreground"
+    assert spawned.data["isolation"] == "none"
+    assert spawned.data["agent_name"] == "clerk"
+    child_id = spawned.data["child_thread_id"]
+    finished_at = next(i for i, e in enumerate(events) if e.type == "agent_finished")
+    finished, shown = events[finished_at], events[finished_at + 1]
+    assert shown.type == "tool_result"
+    assert shown.seq == finished.seq + 1
+    assert finished.data["status"] == "completed"
+    assert finished.data["usage"] == {"input_tokens": 20, "output_tokens": 10}
+    assert shown.data["preview"] == "wrote hi"
+    assert not shown.data["is_error"]
+    assert shown.data["origin"] == "executed"
+    output = await store.get_artifact(finished.data["output_ref"]["sha256"])
+    assert output == b"wrote hi"
+
+    kid = await open_thread(store, child_id, principal=ALICE)
+    kid_events = await kid.timeline()
+    assert kid_events[0].data["parent"] == {
+        "branch_id": (await result.thread.branches())[0].branch_id,
+        "event_id": spawned.event_id, "relation": "subagent", "thread_id": result.thread.id,
+    }
+    # the child's only tools are those its parent has too (``secret`` is dropped)
+    assert [t["name"] for t in kid_events[0].data["tools"]] == ["write_note"]
+    first = kid_events[1]
+    assert first.type == "user_input"
+    assert first.data == {"source": "parent_agent",
+                                                         "text": "write hi"}
+    assert first.actor["principal"] == ALICE.to_wire()
+    # the child's header came after the spawn was durable
+    assert kid_events[0].time >= spawned.time
+    children = await result.thread.children()
+    assert [(c.thread_id, c.agent_name, c.status) for c in children] == [
+        (child_id, "clerk", "completed")
+    ]
+    assert (await result.thread.state()).status == "idle"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ({"agent": "nobody", "prompt": "x"},
+         "not executed: unknown agent nobody: not one of this agent's subagents"),
+        ({"agent": "clerk", "prompt": "x", "isolation": "worktree"},
+         "not executed: isolation worktree is not supported yet"),
+        ({"agent": "clerk", "prompt": "x", "isolation": "forked_sandbox"},
+         "not executed: isolation forked_sandbox is not supported yet"),
+    ],
+)
+async def test_a_call_that_cannot_spawn_is_closed_and_spawns_nothing(
+    store: Store, arguments: dict[str, str], words: str
+) -> None:
+    parent = boss(clerk(say("unused")), use(call("spawn_agent", **arguments)), say("ok"))
+    result = await parent.run("go", store=store, principal=ALICE)
+    assert isinstance(result, Completed)
+    events = await result.thread.timeline()
+    assert of_type(events, "agent_spawned") == []
+    [closed] = of_type(events, "tool_result")
+    assert closed.data["origin"] == "not_executed"
+    assert closed.data["is_error"]
+    assert closed.data["preview"] == words
+    assert await result.thread.children() == ()
+
+
+async def test_member_active_refuses_a_second_child_of_a_running_name(store: Store) -> None:
+    """A child that parked is still running: a second spawn of its name is refused."""
+    child = clerk(use(call("write_note", text="x")), say("ok"),
+                  permissions=Permissions(ask=["write_note"]))
+    parent = boss(child,
+                  use(call("spawn_agent", agent="clerk", prompt="a"),
+                      call("spawn_agent", agent="clerk", prompt="b")),
+                  say("ok"))
+    result = await parent.run("go", store=store, principal=ALICE)
+    assert result.status == "parked"
+    kid = (await result.thread.children())[0]
+    # the parked child still runs; the parent's next run finds the second call refused
+    events = await result.thread.timeline()
+    assert len(of_type(events, "agent_spawned")) == 1
+    assert kid.status == "running"
+
+
+async def test_structured_output_comes_back_as_canonical_json(store: Store) -> None:
+    child = agent(name="judge", model=scripted_model([use(call("final_output", fixed=True))]),
+                  output=Verdict)
+    parent = agent(name="boss", model=scripted_model([
+        use(call("spawn_agent", agent="judge", prompt="is it fixed?")), say("ok")]),
+        subagents=[child])
+    result = await parent.run("go", store=store, principal=ALICE)
+    assert isinstance(result, Completed)
+    events = await result.thread.timeline()
+    [finished] = of_type(events, "agent_finished")
+    [shown] = [e for e in of_type(events, "tool_result") if e.seq == finished.seq + 1]
+    assert shown.data["preview"] == '{"fixed":true}'
+    assert finished.data["output_ref"]["media_type"] == "application/json"
+
+
+async def test_a_child_out_of_its_own_budget_ends_only_the_child(store: Store) -> None:
+    child = clerk(use(call("write_note", text="a")), use(call("write_note", text="b")),
+                  say("never"), budget=Budget(max_model_requests=1))
+    parent = boss(child, use(call("spawn_agent", agent="clerk", prompt="go")), say("ok"))
+    result = await parent.run("go", store=store, principal=ALICE)
+    assert isinstance(result, Completed)
+    assert result.output == "ok"
+    events = await result.thread.timeline()
+    [spawned] = of_type(events, "agent_spawned")
+    assert spawned.data["budget"] == {"max_model_requests": 1}
+    [finished] = of_type(events, "agent_finished")
+    assert finished.data["status"] == "budget_exhausted"
+    shown = next(e for e in events if e.seq == finished.seq + 1)
+    assert shown.data["is_error"]
+    assert shown.data["preview"] == "budget_exhausted: budget exhausted: max_model_requests"
+    [kid] = await result.thread.children()
+    assert kid.status == "budget_exhausted"
+
+
+async def test_the_child_is_decided_under_its_parents_permissions_too(store: Store) -> None:
+    """Stricter wins: the parent denies write_note, so the child's call is denied."""
+    applied.clear()
+    child = clerk(use(call("write_note", text="x")), say("could not"))
+    parent = boss(child, use(call("spawn_agent", agent="clerk", prompt="go")), say("ok"),
+                  permissions=Permissions(deny=["write_note"]))
+    result = await parent.run("go", store=store, principal=ALICE)
+    assert isinstance(result, Completed)
+    assert applied == []
+    [kid] = await result.thread.children()
+    events = await (await open_thread(store, kid.thread_id, principal=ALICE)).timeline()
+    [denied] = of_type(events, "tool_result")
+    assert denied.data["origin"] == "denied"
+
+
+def test_subagents_are_checked_when_the_agent_is_described() -> None:
+    child = clerk(say("x"))
+    with pytest.raises(ConfigError) as twice:
+        agent(name="boss", model=scripted_model([]), subagents=[child, child])
+    assert twice.value.code == "duplicate_name"
+    with pytest.raises(ConfigError) as wrong:
+        agent(name="boss", model=scripted_model([]), subagents=["clerk"])  # type: ignore[list-item]
+    assert wrong.value.code == "invalid_config"
