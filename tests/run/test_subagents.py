@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from threads import (
     Budget,
     Completed,
+    Parked,
     Permissions,
     Principal,
     agent,
@@ -151,21 +152,61 @@ async def test_a_call_that_cannot_spawn_is_closed_and_spawns_nothing(
     assert await result.thread.children() == ()
 
 
-async def test_member_active_refuses_a_second_child_of_a_running_name(store: Store) -> None:
-    """A child that parked is still running: a second spawn of its name is refused."""
-    child = clerk(use(call("write_note", text="x")), say("ok"),
+async def test_a_parked_child_parks_its_parent_until_it_is_approved(store: Store) -> None:
+    """The child asks for an approval: the parent parks on it (``kind: child``, the child's
+    reason), the call stays pending and nothing more starts; approving on the child's thread
+    and running the parent again continues both, the park ended by ``resumed`` caused by the
+    ``agent_spawned``."""
+    applied.clear()
+    child = clerk(use(call("write_note", text="x")), say("wrote x"),
                   permissions=Permissions(ask=["write_note"]))
     parent = boss(child,
                   use(call("spawn_agent", agent="clerk", prompt="a"),
                       call("spawn_agent", agent="clerk", prompt="b")),
-                  say("ok"))
+                  say("both done"))
     result = await parent.run("go", store=store, principal=ALICE)
-    assert result.status == "parked"
-    kid = (await result.thread.children())[0]
-    # the parked child still runs; the parent's next run finds the second call refused
-    events = await result.thread.timeline()
-    assert len(of_type(events, "agent_spawned")) == 1
+    assert isinstance(result, Parked)
+    assert result.reason == "awaiting_approval"
+    [kid] = await result.thread.children()
     assert kid.status == "running"
+    assert [(p.kind, p.id) for p in result.pending] == [("child", kid.thread_id)]
+    events = await result.thread.timeline()
+    assert len(of_type(events, "agent_spawned")) == 1  # the second call waits
+    [park] = of_type(events, "parked")
+    assert park.data == {"address": {"id": kid.thread_id, "kind": "child"},
+                         "reason": "awaiting_approval"}
+    state = await result.thread.state()
+    assert [(p.kind, p.id) for p in state.parked] == [("child", kid.thread_id)]
+
+    again = await parent.run(None, thread=result.thread.id, store=store, principal=ALICE)
+    assert isinstance(again, Parked)  # still waiting: nothing new recorded
+    assert len(await again.thread.timeline()) == len(events)
+
+    await approve_child(store, kid.thread_id)
+    second = await parent.run(None, thread=result.thread.id, store=store, principal=ALICE)
+    assert isinstance(second, Parked)  # the second child asks too
+    [kid, kid2] = await second.thread.children()
+    assert kid.status == "completed"
+    assert [(p.kind, p.id) for p in second.pending] == [("child", kid2.thread_id)]
+    await approve_child(store, kid2.thread_id)
+    done = await parent.run(None, thread=result.thread.id, store=store, principal=ALICE)
+    assert isinstance(done, Completed)
+    assert done.output == "both done"
+    assert applied == ["x", "x"]
+    events = await done.thread.timeline()
+    spawned = of_type(events, "agent_spawned")
+    resumed = of_type(events, "resumed")
+    assert [r.data for r in resumed] == [
+        {"address": {"id": k.thread_id, "kind": "child"}, "cause_event_id": s.event_id}
+        for k, s in zip((kid, kid2), spawned, strict=True)
+    ]
+    assert [c.status for c in await done.thread.children()] == ["completed", "completed"]
+
+
+async def approve_child(store: Store, thread_id: str) -> None:
+    kid = await open_thread(store, thread_id, principal=ALICE)
+    [pending] = await kid.pending_approvals()
+    await kid.approve(pending.challenge_id, ALICE)
 
 
 async def test_structured_output_comes_back_as_canonical_json(store: Store) -> None:
