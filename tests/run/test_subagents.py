@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from threads import (
     Budget,
+    Cancelled,
     Completed,
     Parked,
     Permissions,
@@ -266,3 +267,76 @@ def test_subagents_are_checked_when_the_agent_is_described() -> None:
     with pytest.raises(ConfigError) as wrong:
         agent(name="boss", model=scripted_model([]), subagents=["clerk"])  # type: ignore[list-item]
     assert wrong.value.code == "invalid_config"
+
+
+async def test_cancel_reaches_every_unfinished_child_and_the_parent_records_its_end(
+    store: Store,
+) -> None:
+    """Cancel on a parent parked on its child: the child is barred (``scope: tree``, ``ancestor
+    cancelled``, actor host with the canceller's principal); the parent's next run runs the
+    child to its cancelled end, records it, then ends ``cancelled``."""
+    applied.clear()
+    child = clerk(use(call("write_note", text="x")), say("never"),
+                  permissions=Permissions(ask=["write_note"]))
+    parent = boss(child, use(call("spawn_agent", agent="clerk", prompt="a")), say("never"))
+    parked = await parent.run("go", store=store, principal=ALICE)
+    assert isinstance(parked, Parked)
+    [kid] = await parked.thread.children()
+    thread = await open_thread(store, parked.thread.id, principal=ALICE)
+    await thread.cancel(ALICE)
+    kid_thread = await open_thread(store, kid.thread_id, principal=ALICE)
+    barrier = (await kid_thread.timeline())[-1]
+    assert barrier.type == "cancel_requested"
+    assert barrier.data == {"reason": "ancestor cancelled", "scope": "tree"}
+    assert barrier.actor == {"kind": "host", "principal": ALICE.to_wire()}
+    await thread.cancel(ALICE)  # cancelled again: the barred child gets nothing new
+    assert (await kid_thread.timeline())[-1].seq == barrier.seq
+
+    ended = await parent.run(None, thread=parked.thread.id, store=store, principal=ALICE)
+    assert isinstance(ended, Cancelled)
+    assert applied == []
+    events = await ended.thread.timeline()
+    [finished] = of_type(events, "agent_finished")
+    assert finished.data["status"] == "cancelled"
+    shown = next(e for e in events if e.seq == finished.seq + 1)
+    assert shown.data["preview"] == "cancelled: cancelled"
+    assert [e.type for e in events[-2:]] == ["cancelled", "turn_completed"]
+    [kid] = await ended.thread.children()
+    assert kid.status == "cancelled"
+    kid_events = await kid_thread.timeline()
+    assert kid_events[-1].type == "turn_completed"
+    assert kid_events[-1].data == {"reason": "cancelled"}
+
+
+async def test_a_spawn_cancelled_before_its_child_existed_never_starts_it(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The process died after ``agent_spawned``, before the child's thread was created; the
+    parent is cancelled: its next run records the child ``cancelled`` with unknown usage and
+    never creates the thread."""
+    child = clerk(say("never"))
+    parent = boss(child, use(call("spawn_agent", agent="clerk", prompt="a")), say("never"))
+    create = store.create_branch
+    made = 0
+
+    async def dies_at_the_child(header: object, **kwargs: object) -> None:
+        nonlocal made
+        made += 1
+        if made == 2:
+            raise RuntimeError("the process died here")
+        await create(header, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "create_branch", dies_at_the_child)
+    with pytest.raises(RuntimeError):
+        await parent.run("go", store=store, principal=ALICE)
+    monkeypatch.setattr(store, "create_branch", create)
+    [thread_info] = await store.list_threads(ALICE.tenant)
+    thread = await open_thread(store, thread_info.thread_id, principal=ALICE)
+    [kid] = await thread.children()
+    await thread.cancel(ALICE)
+    ended = await parent.run(None, thread=thread.id, store=store, principal=ALICE)
+    assert isinstance(ended, Cancelled)
+    [finished] = of_type(await ended.thread.timeline(), "agent_finished")
+    assert finished.data == {"child_thread_id": kid.thread_id, "status": "cancelled",
+                             "usage": {"input_tokens": None, "output_tokens": None}}
+    assert [t.thread_id for t in await store.list_threads(ALICE.tenant)] == [thread.id]

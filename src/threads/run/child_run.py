@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from threads.log.vocabulary import ThreadStartedDataParent
+from threads.log.vocabulary import JsonObject, ThreadStartedDataParent
 from threads.principal import Principal
 from threads.run.config import AgentSpec
 from threads.run.permissions import Permissions
@@ -25,7 +25,8 @@ class ChildRun:
     ``parent``, the prompt as ``user_input{source: parent_agent}``) when it does not exist yet,
     then run with no new input under the parent run's principal. ``ceiling``: the parent's
     permissions in force, so each of the child's calls is decided under both (the stricter
-    wins)."""
+    wins). ``cancelled_by``: set when the parent's turn is cancelled; an existing child is then
+    barred (``cancel_requested{scope: tree}``) before it runs."""
 
     spec: AgentSpec
     thread_id: str
@@ -34,6 +35,8 @@ class ChildRun:
     principal: Principal
     deps: Any
     ceiling: Permissions
+    # the principal of the parent's cancel barrier: the child is barred (scope tree) first
+    cancelled_by: JsonObject | None = None
 
 
 StartChild = Callable[[ChildRun], Awaitable[RunResult]]

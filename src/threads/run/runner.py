@@ -30,6 +30,7 @@ from threads.run.runtime import CancelSignal, Runtime
 from threads.run.sources import RunSources, changed_sources
 from threads.run.streaming import RunStream
 from threads.run.thread import Thread, folded_at_head
+from threads.run.tree_cancel import bar
 from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter, fence_time
 from threads.sandbox.binding import RunSandbox
 from threads.sandbox.protocol import Sandbox
@@ -236,7 +237,9 @@ async def run_child(store: Store, child: ChildRun) -> RunResult:
     the prompt as its first input), then run with no new input, so a crash anywhere is resumed
     by running it again, never by starting a second child."""
     try:
-        await store.root_branch(child.thread_id)
+        branch = await store.root_branch(child.thread_id)
+        if child.cancelled_by is not None:
+            await bar(store, branch.branch_id, child.cancelled_by)
     except NotFoundError:
         now = store.clock.now_ms()
         header = make_header(child.thread_id, uuid7(now), now)

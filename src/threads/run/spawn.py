@@ -22,13 +22,19 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from threads.errors import StoreError
+from threads.errors import NotFoundError, StoreError
 from threads.log.canonical import canonical
 from threads.log.fold import Fold
 from threads.log.fold.features import CHILD_RUNNING
 from threads.log.ids import uuid7
 from threads.log.lines import Draft, Event
-from threads.log.vocabulary import AgentSpawnedData, ThreadStartedDataParent, Usage, draft
+from threads.log.vocabulary import (
+    AgentSpawnedData,
+    JsonObject,
+    ThreadStartedDataParent,
+    Usage,
+    draft,
+)
 from threads.run.child_run import ChildRun
 from threads.run.drafts import HOST, TOOL
 from threads.run.record import close, result_draft
@@ -127,6 +133,10 @@ async def run_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Pending | N
             await close(rt, call, f"not executed: {refusal}", origin="not_executed", actor=HOST)
             return None
         spawned = await _record_spawn(rt, call_id, input)
+    barrier = _barrier(rt)
+    if barrier is not None and not await _created(rt, spawned):
+        await _record_never_started(rt, call_id, spawned)
+        return None
     result = await _run_child(rt, spawned, input.prompt)
     if isinstance(result, Parked):
         return await _park_on_child(rt, spawned, result)
@@ -149,6 +159,36 @@ async def resume_parked_children(rt: Runtime) -> None:
         address = {"id": child_id, "kind": "child"}
         data = {"address": address, "cause_event_id": spawned.event_id}
         await rt.writer.append([Draft("resumed", data, rt.actor())])
+
+
+def _barrier(rt: Runtime) -> JsonObject | None:
+    """The principal of the open turn's cancel barrier (``{}`` when it names none), or None
+    when the turn is not cancelled."""
+    turn = rt.fold.turn
+    if turn is None or turn.cancel_event is None:
+        return None
+    principal: JsonObject = turn.cancel_event.actor.get("principal") or {}
+    return principal
+
+
+async def _created(rt: Runtime, spawned: Event) -> bool:
+    try:
+        await rt.writer.store.root_branch(spawned.data["child_thread_id"])
+    except NotFoundError:
+        return False
+    return True
+
+
+async def _record_never_started(rt: Runtime, call_id: str, spawned: Event) -> None:
+    """A spawn the parent's cancel came before the child's thread: it is never created."""
+    finished = {
+        "child_thread_id": spawned.data["child_thread_id"],
+        "status": "cancelled",
+        "usage": {"input_tokens": None, "output_tokens": None},
+    }
+    shown, artifacts = result_draft(call_id, "cancelled: cancelled", origin="executed",
+                                    actor=HOST, is_error=True)
+    await rt.writer.append([Draft("agent_finished", finished, HOST), shown], artifacts=artifacts)
 
 
 async def _record_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Event:
@@ -184,6 +224,7 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
         principal=rt.principal,
         deps=rt.deps,
         ceiling=rt.permissions,
+        cancelled_by=_barrier(rt),
     )
     result = await rt.start_child(child)
     if isinstance(result, Failed) and result.error.code in HALTING:
@@ -229,8 +270,13 @@ def _structured(fold: Fold) -> bool:
 
 
 def _outcome(result: RunResult, fold: Fold) -> tuple[str, str]:
-    """(agent_finished status, the child's output as the parent is told it)."""
+    """(agent_finished status, the child's output as the parent is told it). A run of a child
+    that had already ended (a crash came before the parent recorded it) returns ``Completed``
+    whatever the end was, so then the child's last ``turn_completed`` says how it ended."""
     if isinstance(result, Completed):
+        ended = _last_end(fold)
+        if ended is not None and ended.data["reason"] != "end_turn":
+            return _ended_as(fold, ended)
         if _structured(fold):  # the accepted value, as canonical JSON
             return "completed", canonical(fold.features.accepted_output).decode("utf-8")
         return "completed", str(result.output)
@@ -240,6 +286,21 @@ def _outcome(result: RunResult, fold: Fold) -> tuple[str, str]:
         return "cancelled", "cancelled"
     assert isinstance(result, Failed)  # a park is never an end
     return "failed", result.error.message
+
+
+def _last_end(fold: Fold) -> Event | None:
+    return next((e for e in reversed(fold.events) if e.type == "turn_completed"), None)
+
+
+def _ended_as(fold: Fold, ended: Event) -> tuple[str, str]:
+    reason = ended.data["reason"]
+    if reason == "cancelled":
+        return "cancelled", "cancelled"
+    if reason == "budget_exhausted":
+        exceeded = next(e for e in reversed(fold.events) if e.type == "budget_exceeded")
+        return "budget_exhausted", f"budget exhausted: {exceeded.data['limit']}"
+    code = ended.data.get("code")
+    return "failed", f"the turn ended {reason}" + (f" ({code})" if code else "")
 
 
 def tree_usage(fold: Fold) -> Usage:

@@ -36,6 +36,7 @@ from threads.run.park_info import detail
 from threads.run.permissions import check_rule, rule_matches
 from threads.run.questions import answer_draft
 from threads.run.replay import replay_branch
+from threads.run.tree_cancel import cancel_descendants
 from threads.run.views import (
     Child,
     ForkPoint,
@@ -400,7 +401,8 @@ class Thread:
             await writer.append([answer_draft(call_id, text, actor)])
 
     async def cancel(self, principal: Principal, reason: str | None = None) -> None:
-        """Record a durable cancel barrier; the next run of the thread carries it out."""
+        """Record a durable cancel barrier; the next run of the thread carries it out. Every
+        unfinished subagent thread below it is barred too (``threads.run.tree_cancel``)."""
         branch = await self._branch()
         async with control_writer(self.store, branch.branch_id) as writer:
             fold = writer.fold
@@ -414,6 +416,8 @@ class Thread:
                 data["reason"] = reason
             actor = {"kind": "user", "principal": principal.to_wire()}
             await writer.append([Draft("cancel_requested", data, actor)])
+            fold = writer.fold
+        await cancel_descendants(self.store, fold, principal.to_wire())
 
 
     async def compact(self, principal: Principal, *, instructions: str | None = None) -> str:
