@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from threads import (
     Budget,
+    BudgetExhausted,
     Cancelled,
     Completed,
     Parked,
@@ -340,3 +341,36 @@ async def test_a_spawn_cancelled_before_its_child_existed_never_starts_it(
     assert finished.data == {"child_thread_id": kid.thread_id, "status": "cancelled",
                              "usage": {"input_tokens": None, "output_tokens": None}}
     assert [t.thread_id for t in await store.list_threads(ALICE.tenant)] == [thread.id]
+
+
+@pytest.mark.parametrize("level", ["thread", "run"])
+async def test_the_parents_budget_covers_the_whole_tree(store: Store, level: str) -> None:
+    """3 model requests for the tree: the parent's first, the child's first two; the child's
+    third is refused under its ancestor's budget (``scope: ancestor``, the owner named), the
+    child ends ``budget_exhausted``, and the parent's next request is refused too."""
+    applied.clear()
+    limit = Budget(max_model_requests=3)
+    child = clerk(use(call("write_note", text="a")), use(call("write_note", text="b")),
+                  say("never"))
+    parent = boss(child, use(call("spawn_agent", agent="clerk", prompt="go")), say("never"),
+                  **({"budget": limit} if level == "thread" else {}))
+    result = await parent.run("go", store=store, principal=ALICE,
+                              budget=limit if level == "run" else None)
+    assert isinstance(result, BudgetExhausted)
+    assert (result.budget.scope, result.budget.limit) == (level, "max_model_requests")
+    assert (result.budget.observed, result.budget.limit_value) == (4, 3)
+    assert applied == ["a", "b"]
+    events = await result.thread.timeline()
+    [finished] = of_type(events, "agent_finished")
+    assert finished.data["status"] == "budget_exhausted"
+    [kid] = await result.thread.children()
+    kid_events = await (await open_thread(store, kid.thread_id, principal=ALICE)).timeline()
+    [exceeded] = of_type(kid_events, "budget_exceeded")
+    assert exceeded.data == {
+        "limit": "max_model_requests", "limit_value": 3, "observed": 4,
+        "observed_is_upper_bound": False, "owner_thread_id": result.thread.id,
+        "scope": "ancestor",
+    }
+    assert len(of_type(kid_events, "model_request")) == 2
+    [parent_exceeded] = of_type(events, "budget_exceeded")
+    assert parent_exceeded.data["scope"] == level

@@ -14,6 +14,7 @@ from typing import Any
 
 from threads.log.vocabulary import JsonObject, ThreadStartedDataParent
 from threads.principal import Principal
+from threads.run.budget import AncestorBudget
 from threads.run.config import AgentSpec
 from threads.run.permissions import Permissions
 from threads.run.results import RunResult
@@ -37,6 +38,7 @@ class ChildRun:
     ceiling: Permissions
     # the principal of the parent's cancel barrier: the child is barred (scope tree) first
     cancelled_by: JsonObject | None = None
+    ancestors: tuple[AncestorBudget, ...] = ()  # every budget above the child, and its spend
 
 
 StartChild = Callable[[ChildRun], Awaitable[RunResult]]

@@ -18,7 +18,7 @@ from threads.log.ids import uuid7
 from threads.log.lines import WRITER_IMPL, Draft, Event, first_event, make_header, next_event
 from threads.memory.protocol import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
-from threads.run.budget import Budget
+from threads.run.budget import AncestorBudget, Budget
 from threads.run.child_run import ChildRun
 from threads.run.config import AgentSpec
 from threads.run.drafts import user_input
@@ -62,6 +62,8 @@ class RunOptions:
     # input): the run takes it instead of reading the branch again while, under the run's
     # lease, the branch's head is still the one the fold ended at (``_current``).
     fold: Fold | None = None
+    # A subagent's run: the budgets of the threads above it (``threads.run.spawn``).
+    ancestors: tuple[AncestorBudget, ...] = ()
 
 
 async def start_run(
@@ -214,6 +216,7 @@ async def _run_connected(
             sandbox=_run_sandbox(agent, store, principal, writer),
             memory=_run_memory(agent, store, principal, writer),
             start_child=lambda child: run_child(store, child),
+            ancestors=options.ancestors,
         )
         return await drive(rt, input, recovering=not new)
     finally:
@@ -252,7 +255,8 @@ async def run_child(store: Store, child: ChildRun) -> RunResult:
         await store.create_branch(header, tenant_id=child.principal.tenant, events=events)
         telemetry.committed(child.thread_id, events)
     options = RunOptions(
-        child.thread_id, store, child.deps, principal=child.principal, ceiling=child.ceiling
+        child.thread_id, store, child.deps, principal=child.principal, ceiling=child.ceiling,
+        ancestors=child.ancestors,
     )
     return await start_run(child.spec, None, options)
 

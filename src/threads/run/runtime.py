@@ -19,7 +19,7 @@ from threads.log.fold import Call, Fold
 from threads.log.render import RenderCache
 from threads.memory.protocol import MemoryHandle
 from threads.principal import Principal
-from threads.run.budget import Budget
+from threads.run.budget import AncestorBudget, Budget
 from threads.run.child_run import StartChild
 from threads.run.config import AgentSpec
 from threads.run.drafts import RECOVERY
@@ -107,6 +107,7 @@ class Runtime:
     recovering: bool = False  # settling what a crash left: steps act as ``recovery``
     sandbox: RunSandbox | None = None  # the branch's sandbox, opened on first use
     memory: MemoryHandle | None = None  # the agent's memory, scoped to this run's user
+    ancestors: tuple[AncestorBudget, ...] = ()  # budgets of the threads above (a subagent's)
 
     @property
     def fold(self) -> Fold:

@@ -35,6 +35,7 @@ from threads.log.vocabulary import (
     Usage,
     draft,
 )
+from threads.run.budget_check import ancestors_below
 from threads.run.child_run import ChildRun
 from threads.run.drafts import HOST, TOOL
 from threads.run.record import close, result_draft
@@ -225,6 +226,7 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
         deps=rt.deps,
         ceiling=rt.permissions,
         cancelled_by=_barrier(rt),
+        ancestors=await ancestors_below(rt, spawned.data["child_thread_id"]),
     )
     result = await rt.start_child(child)
     if isinstance(result, Failed) and result.error.code in HALTING:
