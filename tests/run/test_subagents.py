@@ -9,6 +9,8 @@ lists the children. Both engines."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from pydantic import BaseModel
 
@@ -17,6 +19,7 @@ from threads import (
     BudgetExhausted,
     Cancelled,
     Completed,
+    Failed,
     Parked,
     Permissions,
     Principal,
@@ -374,3 +377,124 @@ async def test_the_parents_budget_covers_the_whole_tree(store: Store, level: str
     assert len(of_type(kid_events, "model_request")) == 2
     [parent_exceeded] = of_type(events, "budget_exceeded")
     assert parent_exceeded.data["scope"] == level
+
+
+async def test_a_background_child_reports_later_and_wakes_the_parent(store: Store) -> None:
+    """``background: true`` returns at once (a deferred placeholder); the child's end comes
+    later as ``agent_finished`` + ``tool_result_late``, with ``woken`` when the parent's turn is
+    over, and ``run()`` returns once the parent reacted: its output is that reaction."""
+    applied.clear()
+    child = clerk(use(call("write_note", text="bg")), say("wrote bg"))
+    parent = boss(child,
+                  use(call("spawn_agent", agent="clerk", prompt="write bg", background=True)),
+                  say("started it"),
+                  say("the clerk is done"))
+    result = await parent.run("go", store=store, principal=ALICE)
+    assert isinstance(result, Completed)
+    assert result.output == "the clerk is done"
+    assert applied == ["bg"]
+    events = await result.thread.timeline()
+    [spawned] = of_type(events, "agent_spawned")
+    assert spawned.data["mode"] == "background"
+    placeholder = events[events.index(spawned) + 1]
+    assert placeholder.type == "tool_result"
+    assert placeholder.data["origin"] == "deferred"
+    assert placeholder.data["preview"] == "started in background"
+    at = next(i for i, e in enumerate(events) if e.type == "agent_finished")
+    finished, late, woken = events[at:at + 3]
+    assert finished.data["status"] == "completed"
+    assert late.type == "tool_result_late"
+    assert late.data["preview"] == "wrote bg"
+    assert "origin" not in late.data
+    assert woken.type == "woken"
+    assert woken.data == {"causes": [late.event_id]}
+    assert woken.actor == {"kind": "host", "principal": ALICE.to_wire()}
+    assert events[at - 1].type == "turn_completed"  # the parent's first turn was over
+    assert [e.type for e in events[-1:]] == ["turn_completed"]
+    [kid] = await result.thread.children()
+    assert (kid.mode, kid.status) == ("background", "completed")
+
+
+async def test_a_late_result_during_an_open_turn_is_ordinary_input(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The child ends while the parent's turn still works (its tool waits until the child's
+    turn is over): the end is recorded at the parent's next step boundary, no ``woken``."""
+    child_done = asyncio.Event()
+    append = store.append
+
+    async def watching(branch_id: str, events: list[Event], **kwargs: object) -> None:
+        await append(branch_id, events, **kwargs)  # type: ignore[arg-type]
+        if any(e.type == "turn_completed" and e.actor == {"kind": "host"} for e in events):
+            child_done.set()
+
+    monkeypatch.setattr(store, "append", watching)
+
+    async def waits_for_the_child(args: Note, ctx: object) -> str:
+        await asyncio.wait_for(child_done.wait(), 30)
+        return "waited"
+
+    waits = tool(name="write_note", description="Write a note.", input=Note,
+                 execute=waits_for_the_child)
+    parent = agent(name="boss", model=scripted_model([
+        use(call("spawn_agent", agent="clerk", prompt="q", background=True),
+            call("write_note", text="meanwhile")),
+        say("done"),
+    ]), tools=[waits], subagents=[clerk(say("quick"))])
+    result = await parent.run("go", store=store, principal=ALICE)
+    assert isinstance(result, Completed)
+    assert result.output == "done"
+    events = await result.thread.timeline()
+    assert of_type(events, "woken") == []
+    [late] = of_type(events, "tool_result_late")
+    assert late.data["preview"] == "quick"
+    assert late.seq < of_type(events, "turn_completed")[0].seq
+
+
+async def test_a_failed_parent_run_stops_its_unreported_background_children(
+    store: Store,
+) -> None:
+    """The parent's run ends ``failed`` (``output_invalid``) while its child is inside a tool
+    that never returns: the child is stopped and barred (``parent run ended``), run to its
+    cancelled end (the call closed ``not executed: cancelled``), and that end is recorded
+    without ``woken``."""
+
+    inside = asyncio.Event()
+
+    async def forever(args: Note, ctx: object) -> str:
+        inside.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    async def until_inside(args: Note, ctx: object) -> str:
+        await asyncio.wait_for(inside.wait(), 30)
+        return "it is working"
+
+    stuck = tool(name="write_note", description="Write a note.", input=Note, execute=forever,
+                 effect="read_only")
+    watch = tool(name="watch", description="Wait.", input=Note, execute=until_inside,
+                 effect="read_only")
+    child = agent(name="clerk", model=scripted_model([use(call("write_note", text="x")),
+                                                      say("never")]), tools=[stuck])
+    parent = agent(name="boss", model=scripted_model([
+        use(call("spawn_agent", agent="clerk", prompt="slow", background=True),
+            call("watch", text="child")),
+        say("plain text, not a verdict"),
+    ]), tools=[stuck, watch], subagents=[child], output=Verdict, output_retries=1)
+    result = await parent.run("go", store=store, principal=ALICE)
+    assert isinstance(result, Failed)
+    assert result.error.code == "output_invalid"
+    events = await result.thread.timeline()
+    assert of_type(events, "woken") == []
+    [finished] = of_type(events, "agent_finished")
+    assert finished.data["status"] == "cancelled"
+    [late] = of_type(events, "tool_result_late")
+    assert late.seq == finished.seq + 1
+    assert late.data["preview"] == "cancelled: cancelled"
+    [kid] = await result.thread.children()
+    assert kid.status == "cancelled"
+    kid_events = await (await open_thread(store, kid.thread_id, principal=ALICE)).timeline()
+    [barrier] = of_type(kid_events, "cancel_requested")
+    assert barrier.data == {"reason": "parent run ended", "scope": "tree"}
+    [closed] = of_type(kid_events, "tool_result")
+    assert closed.data["preview"] == "not executed: cancelled"

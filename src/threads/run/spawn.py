@@ -37,7 +37,7 @@ from threads.log.vocabulary import (
 )
 from threads.run.budget_check import ancestors_below
 from threads.run.child_run import ChildRun
-from threads.run.drafts import HOST, TOOL
+from threads.run.drafts import HOST, TOOL, tool_result_data
 from threads.run.record import close, result_draft
 from threads.run.results import (
     BudgetExhausted,
@@ -54,6 +54,7 @@ from threads.store.rows import artifact_ref
 from threads.tools.tool import RunContext, Tool, tool
 
 SPAWN_AGENT = "spawn_agent"
+STARTED = "started in background"  # a background spawn's placeholder result
 # A child run that ends this way recorded nothing the parent could report: the parent halts
 # too, and a later run tries again.
 HALTING = ("branch_busy", "stale_epoch", "seq_conflict", "artifact_missing", "artifact_corrupt")
@@ -98,10 +99,11 @@ def spawned_by(fold: Fold, call_id: str) -> Event | None:
     child = next((c for c in fold.features.children.values() if c.call_id == call_id), None)
     if child is None:
         return None
-    return _spawn_event(fold, child.child_thread_id)
+    return spawned_event(fold, child.child_thread_id)
 
 
-def _spawn_event(fold: Fold, child_thread_id: str) -> Event:
+def spawned_event(fold: Fold, child_thread_id: str) -> Event:
+    """The ``agent_spawned`` that created the child."""
     return next(
         e for e in reversed(fold.events)
         if e.type == "agent_spawned" and e.data["child_thread_id"] == child_thread_id
@@ -115,8 +117,6 @@ def spawn_refusal(rt: Runtime, args: SpawnAgent) -> str | None:
         return f"unknown agent {args.agent}: not one of this agent's subagents"
     if args.isolation not in SUPPORTED_ISOLATION:
         return f"isolation {args.isolation} is not supported yet"
-    if args.background:
-        return "background is not supported yet"
     for child in rt.fold.features.children.values():
         if child.agent_name == args.agent and child.status == CHILD_RUNNING:
             return f"member_active: {args.agent} is still running"
@@ -134,13 +134,16 @@ async def run_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Pending | N
             await close(rt, call, f"not executed: {refusal}", origin="not_executed", actor=HOST)
             return None
         spawned = await _record_spawn(rt, call_id, input)
+        if input.background:  # its end is recorded later (``threads.run.background``)
+            start_background(rt, spawned, input.prompt)
+            return None
     barrier = _barrier(rt)
     if barrier is not None and not await _created(rt, spawned):
         await _record_never_started(rt, call_id, spawned)
         return None
     result = await _run_child(rt, spawned, input.prompt)
     if isinstance(result, Parked):
-        return await _park_on_child(rt, spawned, result)
+        return await park_on_child(rt, spawned, result)
     await _record_end(rt, call_id, spawned, result)
     return None
 
@@ -152,7 +155,7 @@ async def resume_parked_children(rt: Runtime) -> None:
     for kind, child_id in list(rt.fold.parks):
         if kind != "child":
             continue
-        spawned = _spawn_event(rt.fold, child_id)
+        spawned = spawned_event(rt.fold, child_id)
         call = rt.fold.calls[spawned.data["call_id"]]
         result = await _run_child(rt, spawned, str(call.input["prompt"]))
         if isinstance(result, Parked):
@@ -182,14 +185,34 @@ async def _created(rt: Runtime, spawned: Event) -> bool:
 
 async def _record_never_started(rt: Runtime, call_id: str, spawned: Event) -> None:
     """A spawn the parent's cancel came before the child's thread: it is never created."""
+    drafts, artifacts = never_started_drafts(call_id, spawned, late=False)
+    await rt.writer.append(drafts, artifacts=artifacts)
+
+
+def never_started_drafts(
+    call_id: str, spawned: Event, *, late: bool
+) -> tuple[list[Draft], list[PendingArtifact]]:
+    """The end of a child whose thread was never created: cancelled, usage unknown."""
     finished = {
         "child_thread_id": spawned.data["child_thread_id"],
         "status": "cancelled",
         "usage": {"input_tokens": None, "output_tokens": None},
     }
-    shown, artifacts = result_draft(call_id, "cancelled: cancelled", origin="executed",
-                                    actor=HOST, is_error=True)
-    await rt.writer.append([Draft("agent_finished", finished, HOST), shown], artifacts=artifacts)
+    shown, artifacts = _shown(call_id, "cancelled: cancelled", is_error=True, late=late)
+    return [Draft("agent_finished", finished, HOST), shown], artifacts
+
+
+def _shown(
+    call_id: str, text: str, *, is_error: bool, late: bool
+) -> tuple[Draft, list[PendingArtifact]]:
+    """The call's result: a ``tool_result``, or after a deferred placeholder the same as a
+    ``tool_result_late`` (no origin)."""
+    shown, artifacts = result_draft(call_id, text, origin="executed", actor=TOOL,
+                                    is_error=is_error)
+    if late:
+        data = {k: v for k, v in shown.data.items() if k != "origin"}
+        shown = Draft("tool_result_late", data, HOST)
+    return shown, artifacts
 
 
 async def _record_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Event:
@@ -204,8 +227,31 @@ async def _record_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Event:
     }
     if spec.budget is not None:
         data["budget"] = spec.budget.to_wire()  # type: ignore[typeddict-item]
-    await rt.writer.append([draft("agent_spawned", data, {"kind": "host"})])
-    return rt.fold.events[-1]
+    drafts = [draft("agent_spawned", data, {"kind": "host"})]
+    if input.background:
+        placeholder = tool_result_data(call_id, STARTED, origin="deferred", is_error=False)
+        drafts.append(Draft("tool_result", placeholder, HOST))
+    events = await rt.writer.append(drafts)
+    return events[0]
+
+
+def start_background(rt: Runtime, spawned: Event, prompt: str) -> None:
+    """Run a background child beside the parent's run; its end is recorded at a later step
+    boundary (``threads.run.background``)."""
+    rt.background.start(spawned.data["child_thread_id"], _run_child(rt, spawned, prompt))
+
+
+def adopt_background(rt: Runtime) -> None:
+    """A run of the parent takes over every background child that has not ended (spawned by
+    an earlier run that crashed or stopped, or by this one) and does not park it."""
+    fold = rt.fold
+    for child in fold.features.children.values():
+        if child.mode != "background" or child.status != CHILD_RUNNING:
+            continue
+        if ("child", child.child_thread_id) in fold.parks:
+            continue
+        spawned = spawned_event(fold, child.child_thread_id)
+        start_background(rt, spawned, str(fold.calls[child.call_id].input["prompt"]))
 
 
 async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
@@ -238,7 +284,7 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
     return result
 
 
-async def _park_on_child(rt: Runtime, spawned: Event, result: Parked) -> Pending:
+async def park_on_child(rt: Runtime, spawned: Event, result: Parked) -> Pending:
     child_id = spawned.data["child_thread_id"]
     if ("child", child_id) not in rt.fold.parks:
         data = {"address": {"id": child_id, "kind": "child"}, "reason": result.reason}
@@ -248,6 +294,15 @@ async def _park_on_child(rt: Runtime, spawned: Event, result: Parked) -> Pending
 
 async def _record_end(rt: Runtime, call_id: str, spawned: Event, result: RunResult) -> None:
     """``agent_finished`` and the call's ``tool_result``, one append."""
+    drafts, artifacts = await end_drafts(call_id, spawned, result, late=False)
+    await rt.writer.append(drafts, artifacts=artifacts)
+
+
+async def end_drafts(
+    call_id: str, spawned: Event, result: RunResult, *, late: bool
+) -> tuple[list[Draft], list[PendingArtifact]]:
+    """How a child ended, for its parent's log: ``agent_finished`` and the call's result (a
+    ``tool_result``, or for a background child a ``tool_result_late``)."""
     fold = await result.thread.fold()
     status, output = _outcome(result, fold)
     media_type = "application/json" if status == "completed" and _structured(fold) else "text/plain"
@@ -259,12 +314,10 @@ async def _record_end(rt: Runtime, call_id: str, spawned: Event, result: RunResu
         "usage": tree_usage(fold),
     }
     text = output if status == "completed" else f"{status}: {output}"
-    shown, artifacts = result_draft(call_id, text, origin="executed", actor=TOOL,
-                                    is_error=status != "completed")
-    await rt.writer.append(
-        [Draft("agent_finished", finished, HOST), shown],
-        artifacts=[PendingArtifact(blob, media_type), *artifacts],
-    )
+    shown, artifacts = _shown(call_id, text, is_error=status != "completed", late=late)
+    return [Draft("agent_finished", finished, HOST), shown], [
+        PendingArtifact(blob, media_type), *artifacts
+    ]
 
 
 def _structured(fold: Fold) -> bool:

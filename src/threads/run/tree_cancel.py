@@ -32,11 +32,13 @@ def barred(fold: Fold) -> bool:
     return fold.wakes.cancel_seq > 0
 
 
-async def bar(store: Store, branch_id: str, principal: JsonObject) -> Fold:
+async def bar(
+    store: Store, branch_id: str, principal: JsonObject, *, reason: str = TREE_REASON
+) -> Fold:
     """Append the tree cancel to a child's branch unless it is barred already; its fold."""
     async with control_writer(store, branch_id) as writer:
         if not barred(writer.fold):
-            data = {"reason": TREE_REASON, "scope": "tree"}
+            data = {"reason": reason, "scope": "tree"}
             await writer.append([Draft("cancel_requested", data,
                                        {"kind": "host", "principal": principal})])
         return writer.fold
