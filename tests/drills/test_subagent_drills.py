@@ -21,6 +21,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -188,8 +189,6 @@ def test_crash_in_the_spawn_path_resumes_the_same_child(
     verified(drill.spec(), child[0]["thread_id"])
     assert drill.rerun_adds_nothing(**PROFILE), "a restart after the recovery appended events"
     RECORDED.append(f"{boundary}: {drill.runs} runs, {drill.kills} kill, 1 child, effects x1")
-    if len(RECORDED) == len(KILLS):
-        SUMMARY.append("subagent drills: " + "; ".join(RECORDED))
 
 
 @needs_postgres
@@ -287,3 +286,110 @@ async def _branches(spec: dict[str, Any], thread_id: str) -> list[str]:
         await store.close()
 
 
+
+
+# Background: the clerk's look-up waits at a gate the test opens once the parent's turn is
+# over, so its end always wakes the parent (never arrives as input during the first turn).
+BG_KILLS: dict[str, dict[str, Any]] = {
+    "bg_after_spawn": {"type": "agent_spawned", "nth": 1},
+    "bg_mid_child": {"in_execute": "charge_card", "nth": 1},
+    "bg_after_child_finished": {"type": "turn_completed", "nth": 1, "in_created": 2},
+    "bg_during_wake": {"type": "woken", "nth": 1},
+    "bg_in_woken_turn": {"type": "model_request", "nth": 3, "in_created": 1},
+}
+BG = {"profile": "subagent_bg"}
+DEADLINE_S = 60.0
+
+
+def parent_idle(store_dir: Path) -> bool:
+    """The parent's log has a closed turn and none open."""
+    if not branch_lines(store_dir):
+        return False
+    parent, _child = threads_in(store_dir)
+    opened = len(of_type(parent, "user_input")) + len(of_type(parent, "woken"))
+    closed = len(of_type(parent, "turn_completed"))
+    return closed >= 1 and closed >= opened
+
+
+def run_gated(drill: Drill, **fields: Any) -> dict[str, Any]:
+    """One worker run whose clerk waits at a fresh gate until the parent's turn is over."""
+    gate = f"{drill.root.name}-{drill.runs}"
+    proc = drill.spawn(child_gate=gate, **BG, **fields)
+    opened = False
+    started = time.monotonic()
+    while proc.poll() is None:
+        if not opened and parent_idle(drill.store_dir):
+            drill.service.client().open_gate(gate)
+            opened = True
+        assert time.monotonic() - started < DEADLINE_S, "the worker did not finish"
+        time.sleep(0.05)  # watching another process's log; no lease is waited on
+    out, err = proc.communicate()
+    if proc.returncode == KILLED:
+        drill.kills += 1
+        drill.at_kill.append(drill.kill_state())
+        drill.advance(LEASE_PAST_MS)
+        return {"status": "killed"}
+    assert proc.returncode == 0, err.decode()
+    return dict(json.loads(out.decode().strip().splitlines()[-1]))
+
+
+@pytest.fixture(scope="module")
+def bg_baseline(
+    service: FakeService, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    drill = Drill(tmp_path_factory.mktemp("bg-baseline"), service)
+    result = run_gated(drill, input="go")
+    assert result["status"] == "completed"
+    assert result["output"] == "the clerk is done"
+    parent, child = threads_in(drill.store_dir)
+    assert len(of_type(parent, "woken")) == 1
+    return transcript(parent), transcript(child)
+
+
+@pytest.mark.parametrize("boundary", list(BG_KILLS))
+def test_crash_with_a_background_child_resumes_it_and_wakes_once(
+    boundary: str, service: FakeService,
+    bg_baseline: tuple[list[tuple[str, str]], list[tuple[str, str]]], tmp_path: Path,
+) -> None:
+    drill = Drill(tmp_path, service)
+    assert run_gated(drill, input="go", kill=BG_KILLS[boundary])["status"] == "killed"
+    lines_at_kill = branch_lines(drill.store_dir)
+    parent, child = threads_in(drill.store_dir)
+    if boundary == "bg_during_wake":
+        assert parent[-1]["type"] == "woken"
+    for _ in range(6):
+        result = run_gated(drill, thread=parent[0]["thread_id"], input=None)
+        if result["status"] == "completed":
+            break
+        assert result["status"] != "killed", result
+    else:
+        raise AssertionError("the parent did not complete")
+    assert result["output"] == "the clerk is done"
+    parent, child = threads_in(drill.store_dir)
+    [spawned] = of_type(parent, "agent_spawned")
+    [finished] = of_type(parent, "agent_finished")
+    [late] = of_type(parent, "tool_result_late")
+    [woken] = of_type(parent, "woken")
+    assert woken["data"]["causes"] == [late["event_id"]]
+    assert finished["data"]["status"] == "completed"
+    assert child[0]["data"]["parent"]["event_id"] == spawned["event_id"]
+    lines = branch_lines(drill.store_dir)
+    for branch_id, kept in lines_at_kill.items():
+        assert lines[branch_id][: len(kept)] == kept, "a rerun rewrote or dropped events"
+    snapshot = service.client().snapshot()
+    branch = child[0]["branch_id"]
+    effects = {k: n for k, n in snapshot["counts"].items() if k.startswith(f"{branch}:")}
+    assert sorted(effects.values()) == [1, 1], effects
+    assert tool_message_problems(child, snapshot) == []
+    expected_parent, expected_child = bg_baseline
+    assert transcript(child) == expected_child
+    assert transcript(parent) == expected_parent
+    verified(drill.spec(), parent[0]["thread_id"])
+    verified(drill.spec(), child[0]["thread_id"])
+    before = branch_lines(drill.store_dir)
+    again = run_gated(drill, thread=parent[0]["thread_id"], input=None)
+    assert again["status"] == "completed"
+    assert branch_lines(drill.store_dir) == before, "a restart after the recovery appended"
+    RECORDED.append(f"{boundary}: {drill.runs} runs, 1 kill, 1 child, 1 woken, effects x1")
+    if len(RECORDED) == len(KILLS) + len(BG_KILLS):
+        SUMMARY.append("subagent drills: " + "; ".join(RECORDED))

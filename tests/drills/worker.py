@@ -8,7 +8,8 @@
 SPEC is JSON: ``store`` (directory; or ``url`` and ``schema`` for Postgres), ``port`` (fake
 service), ``profile`` (the script: ``drill``, ``every_class``, ``result_last`` with ``tool``,
 ``rate_limited`` (a 429 first when ``retry_after_ms`` is given), ``race``, or ``subagent``: a
-parent that spawns a clerk), ``thread`` (id or null), ``input`` (text or null), ``label`` (who,
+parent that spawns a clerk; ``subagent_bg``: in the background, ``child_gate`` the gate its
+look-up waits at), ``thread`` (id or null), ``input`` (text or null), ``label`` (who,
 for the service), ``kill`` (where to SIGKILL ourselves, or null), ``gate`` (a service gate a tool
 waits on, or null), ``clock_file`` (a file holding a millisecond offset the parent moves, or
 null); for the control drills ``ask`` (permission rules that need an approval), ``budget`` (the
@@ -20,6 +21,8 @@ append holding an event of type T (for that tool's call, when ``tool`` is given;
 ``"last": true`` only an append whose last event it is);
 ``{"append_no": n}`` dies right after the nth committed append of this process;
 ``{"created": true}`` dies right after a new thread's branch is created (``n``: the nth);
+``"in_created": n`` with a ``type`` kill point counts only events of the nth branch this
+process created (a subagent's);
 ``{"in_execute": name, "nth": n}`` dies inside ``execute`` once the service applied the effect.
 ``model`` (``{"provider": "openai"|"anthropic", "base_url": URL, "api": ...}``, or null for the
 scripted model) runs the agent on a real adapter against a fake provider server.
@@ -95,6 +98,14 @@ SUBAGENT_SCRIPT = [
     say("all done"),
     say("bye"),
 ]
+# ``subagent_bg``: the same clerk started in the background; the parent's turn ends, then the
+# clerk's end wakes it and it answers again.
+SUBAGENT_BG_SCRIPT = [
+    use(call("spawn_agent", agent="clerk", prompt="charge a1 and email c", background=True)),
+    say("started the clerk"),
+    say("the clerk is done"),
+    say("bye"),
+]
 CLERK_SCRIPT = [
     use(call("look_up", account="a1")),
     use(call("charge_card", amount=5)),
@@ -155,6 +166,7 @@ class Killing:
         self.kill = kill or {}
         self.appends = 0
         self.created = 0
+        self.created_branches: list[str] = []
         self.hits = 0
         self.names: dict[str, str] | None = None
         self.refused: list[str] = []
@@ -172,7 +184,7 @@ class Killing:
             for event in events:
                 if event.type == "tool_call":
                     self.names[event.data["call_id"]] = event.data["name"]
-        if self._should_die(events):
+        if self._should_die(branch_id, events):
             if self.kill.get("hold_at_gate"):
                 ServiceClient(self.kill["port"]).wait_gate(self.kill["hold_at_gate"])
             else:
@@ -181,6 +193,7 @@ class Killing:
     async def create_branch(self, header: Any, **kwargs: Any) -> None:
         await super().create_branch(header, **kwargs)  # type: ignore[misc]
         self.created += 1
+        self.created_branches.append(header.branch_id)
         key = RUN_KEY.get()
         if key is not None:  # ``many``: tell the parent which thread this run just created
             print(json.dumps({"key": key, "created": header.thread_id}), flush=True)
@@ -194,8 +207,12 @@ class Killing:
             for s in chain.segments for e in s.events if e.type == "tool_call"
         }
 
-    def _should_die(self, events: Any) -> bool:
+    def _should_die(self, branch_id: str, events: Any) -> bool:
         kill = self.kill
+        if "in_created" in kill and branch_id not in self.created_branches[
+            kill["in_created"] - 1 : kill["in_created"]
+        ]:
+            return False
         if "append_no" in kill:
             return self.appends == kill["append_no"]
         if "type" not in kill:
@@ -289,6 +306,8 @@ def build_agent(spec: dict[str, Any]) -> Agent:
         await read(ctx, f"balance:{args.account}")
         if spec.get("gate"):
             client.wait_gate(spec["gate"])
+        if spec.get("child_gate"):  # waits without stopping the run's other tasks
+            await asyncio.to_thread(client.wait_gate, spec["child_gate"])
         after_apply("look_up")
         return f"account {args.account} is open"
 
@@ -337,10 +356,11 @@ def build_agent(spec: dict[str, Any]) -> Agent:
         tool(name="send_email", description="Email the customer.", input=Email,
              execute=send_email),
     ]
-    if spec.get("profile") == "subagent":
+    if spec.get("profile") in ("subagent", "subagent_bg"):
         clerk = agent(name="clerk", model=scripted_model(list(CLERK_SCRIPT)),
                       instructions="Do the task.", tools=tools)
-        return agent(name="drill", model=scripted_model(list(SUBAGENT_SCRIPT)),
+        script = SUBAGENT_SCRIPT if spec["profile"] == "subagent" else SUBAGENT_BG_SCRIPT
+        return agent(name="drill", model=scripted_model(list(script)),
                      instructions="Delegate.", tools=tools, subagents=[clerk])
     model = (
         provider_model(spec["model"]) if spec.get("model")
