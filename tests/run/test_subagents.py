@@ -30,6 +30,7 @@ from threads import (
 from threads.errors import ConfigError
 from threads.log.lines import Event
 from threads.run.agent import Agent
+from threads.run.worker import Worker
 from threads.store.protocol import Store
 from threads.testing import call, say, scripted_model, use
 
@@ -498,3 +499,57 @@ async def test_a_failed_parent_run_stops_its_unreported_background_children(
     assert barrier.data == {"reason": "parent run ended", "scope": "tree"}
     [closed] = of_type(kid_events, "tool_result")
     assert closed.data["preview"] == "not executed: cancelled"
+
+
+async def test_a_worker_resumes_the_parent_of_an_unreported_background_child(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The parent's run died before it recorded its background child's end: a worker continues
+    the parent (never the child's thread on its own), which records the end and reacts."""
+    child = clerk(say("hi"))
+    parent = boss(child,
+                  use(call("spawn_agent", agent="clerk", prompt="hi", background=True)),
+                  say("started"), say("reacted"))
+    append = store.append
+
+    async def dies_at_the_report(branch_id: str, events: list[Event], **kwargs: object) -> None:
+        if any(e.type == "tool_result_late" for e in events):
+            raise RuntimeError("the process died here")
+        await append(branch_id, events, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "append", dies_at_the_report)
+    with pytest.raises(RuntimeError):
+        await parent.run("go", store=store, principal=ALICE)
+    monkeypatch.setattr(store, "append", append)
+    [info] = [t for t in await store.list_threads(ALICE.tenant)
+              if (await (await open_thread(store, t.thread_id, principal=ALICE)).children())]
+    thread = await open_thread(store, info.thread_id, principal=ALICE)
+    assert [c.status for c in await thread.children()] == ["running"]
+    worker = Worker(store, [parent, child], poll_ms=10)
+    await worker.run_once()
+    assert worker.stats.runs == 1  # the parent; the child's thread is not run on its own
+    events = await thread.timeline()
+    assert [e.type for e in events[-6:]] == [
+        "agent_finished", "tool_result_late", "woken", "model_request", "model_response",
+        "turn_completed",
+    ]
+    assert [c.status for c in await thread.children()] == ["completed"]
+
+
+async def test_one_running_child_per_name(store: Store) -> None:
+    """A second spawn of a name whose background child has not ended is refused
+    (``member_active``), nothing spawned; once it ended, the name may be spawned again."""
+    child = clerk(say("one"), say("two"))
+    parent = boss(child,
+                  use(call("spawn_agent", agent="clerk", prompt="a", background=True),
+                      call("spawn_agent", agent="clerk", prompt="b")),
+                  say("waiting"),
+                  use(call("spawn_agent", agent="clerk", prompt="c")),
+                  say("done"))
+    result = await parent.run("go", store=store, principal=ALICE)
+    assert isinstance(result, Completed)
+    events = await result.thread.timeline()
+    results = of_type(events, "tool_result")
+    assert results[1].data["preview"] == "not executed: member_active: clerk is still running"
+    assert results[1].data["origin"] == "not_executed"
+    assert [c.status for c in await result.thread.children()] == ["completed", "completed"]
