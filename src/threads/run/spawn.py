@@ -8,11 +8,14 @@ child of that name still running) is closed ``not_executed`` and nothing is spaw
 creates the child's thread (``thread_started.parent`` naming that event, the prompt as its first
 input) and runs it; its end is recorded in one append as ``agent_finished`` and the call's
 ``tool_result``. A child that parks parks the parent (``parked{kind: child}``), and a later run
-of the parent runs the child again first.
+of the parent runs the child again first. A background spawn records its placeholder result
+with ``agent_spawned`` and runs the child beside the parent's run (``threads.run.background``
+records its end).
 
-Invariant: a call has at most one child. A crash anywhere is resumed by the re-dispatched call,
-which finds its ``agent_spawned`` by ``call_id`` and runs that child again, never a second one;
-a child another process holds halts the parent (``branch_busy``) with nothing recorded.
+Invariant: a call has at most one child. A crash anywhere is resumed by the re-dispatched call
+(or, for a background child, by the parent's next run adopting it), which finds its
+``agent_spawned`` and runs that child again, never a second one; a child another process holds
+halts the parent (``branch_busy``) with nothing recorded.
 """
 
 from __future__ import annotations
