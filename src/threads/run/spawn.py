@@ -21,7 +21,7 @@ halts the parent (``branch_busy``) with nothing recorded.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,6 +38,7 @@ from threads.log.vocabulary import (
     Usage,
     draft,
 )
+from threads.log.vocabulary import Budget as WireBudget
 from threads.run.budget_check import ancestors_below
 from threads.run.child_run import ChildRun
 from threads.run.drafts import HOST, TOOL, tool_result_data
@@ -229,7 +230,7 @@ async def _record_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Event:
         "mode": "background" if input.background else "foreground",
     }
     if spec.budget is not None:
-        data["budget"] = spec.budget.to_wire()  # type: ignore[typeddict-item]
+        data["budget"] = cast(WireBudget, spec.budget.to_wire())
     drafts = [draft("agent_spawned", data, {"kind": "host"})]
     if input.background:
         placeholder = tool_result_data(call_id, STARTED, origin="deferred", is_error=False)
