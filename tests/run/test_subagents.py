@@ -19,6 +19,7 @@ from threads import (
     BudgetExhausted,
     Cancelled,
     Completed,
+    ControlError,
     Failed,
     Parked,
     Permissions,
@@ -35,6 +36,7 @@ from threads.store.protocol import Store
 from threads.testing import call, say, scripted_model, use
 
 ALICE = Principal("api", "acme", "alice")
+BOB = Principal("api", "acme", "bob")
 
 
 class Note(BaseModel):
@@ -553,3 +555,32 @@ async def test_one_running_child_per_name(store: Store) -> None:
     assert results[1].data["preview"] == "not executed: member_active: clerk is still running"
     assert results[1].data["origin"] == "not_executed"
     assert [c.status for c in await result.thread.children()] == ["completed", "completed"]
+
+
+async def test_the_roots_approvers_decide_for_a_child(store: Store) -> None:
+    """The parent names BOB its approver: on the child's thread (opened with the root agent,
+    which names its approvers) BOB's grant stands; ALICE's (who started the run) does not, so
+    the child's next run asks again."""
+    applied.clear()
+    child = clerk(use(call("write_note", text="x")), say("ok"),
+                  permissions=Permissions(ask=["write_note"]))
+    parent = boss(child, use(call("spawn_agent", agent="clerk", prompt="a")), say("done"),
+                  approvers=[BOB])
+    parked = await parent.run("go", store=store, principal=ALICE)
+    assert isinstance(parked, Parked)
+    [kid] = await parked.thread.children()
+    kid_thread = await open_thread(store, kid.thread_id, principal=ALICE)
+    [first] = await kid_thread.pending_approvals()
+    await kid_thread.approve(first.challenge_id, ALICE)  # the starter, not the root's approver
+    again = await parent.run(None, thread=parked.thread.id, store=store, principal=ALICE)
+    assert isinstance(again, Parked)
+    assert applied == []
+    [second] = await kid_thread.pending_approvals()
+    assert second.challenge_id != first.challenge_id
+    with pytest.raises(ControlError):  # a handle that knows no agent: only the starter
+        await kid_thread.approve(second.challenge_id, BOB)
+    as_root = await open_thread(store, kid.thread_id, principal=BOB, agent=parent)
+    await as_root.approve(second.challenge_id, BOB)
+    done = await parent.run(None, thread=parked.thread.id, store=store, principal=ALICE)
+    assert isinstance(done, Completed)
+    assert applied == ["x"]

@@ -63,10 +63,11 @@ class AgentSpec:
 
     def under_parent(self, parent: AgentSpec) -> AgentSpec:
         """This agent as ``parent``'s subagent: only the tools the parent has too (its
-        ``final_output`` excepted), so a child can never do what its parent can't."""
+        ``final_output`` excepted), so a child can never do what its parent can't; and the
+        parent's approvers (so, down a tree, the root's) decide for it."""
         names = {t.name for t in parent.tools}
         kept = tuple(t for t in self.tools if t.name in names or t.name == FINAL_OUTPUT)
-        return replace(self, tools=kept)
+        return replace(self, tools=kept, approvers=parent.approvers)
 
     def config(self) -> dict[str, Any]:
         """thread_started's data: what this agent pins a thread to."""
