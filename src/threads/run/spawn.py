@@ -170,12 +170,12 @@ async def resume_parked_children(rt: Runtime) -> None:
 
 
 def _barrier(rt: Runtime) -> JsonObject | None:
-    """The principal of the open turn's cancel barrier (``{}`` when it names none), or None
-    when the turn is not cancelled."""
+    """The principal of the open turn's cancel barrier (the run's when it names none), or
+    None when the turn is not cancelled."""
     turn = rt.fold.turn
     if turn is None or turn.cancel_event is None:
         return None
-    principal: JsonObject = turn.cancel_event.actor.get("principal") or {}
+    principal: JsonObject = turn.cancel_event.actor.get("principal") or rt.principal.to_wire()
     return principal
 
 
