@@ -48,10 +48,8 @@ from typing import Literal, NotRequired, TypeAlias, TypedDict, overload
 
 from threads.errors import LogError
 from threads.log.event_types import EventType
+from threads.log.json_types import JsonObject, JsonValue
 from threads.log.lines import Draft, Event
-
-JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
-JsonObject: TypeAlias = "dict[str, JsonValue]"
 '''
 
 _SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
@@ -220,7 +218,7 @@ def generate(schema: dict[str, Any]) -> str:
         data_names[event_type] = name
     writer.ref("Actor")
     writer.ref("ActorWithPrincipal")
-    parts = [HEADER, "\n"]
+    parts = [HEADER]
     parts.extend(f"\n{writer.emitted[name]}\n" for name in writer.order)
     parts.append(_overloads(data_names))
     return "".join(parts).rstrip("\n") + "\n"

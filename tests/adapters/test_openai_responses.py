@@ -81,7 +81,7 @@ def test_adapter_ref_and_params() -> None:
         "name": "openai", "version": "1",
         "settings": {"api": "responses"},  # no endpoint, no streaming: transport
     }
-    assert model.params() == {"temperature": 0.5}
+    assert model.params() == {"temperature": 0.5, "max_tokens": 10}
     assert isinstance(model, Model)
     assert repr(model) == (
         "OpenAIModel(name='gpt-test', api='responses', endpoint='api.openai.com', streaming=False)"

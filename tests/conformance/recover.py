@@ -426,6 +426,9 @@ class FakeModel:
         self.responses: list[dict[str, Any]] = list((script or {}).get("responses", []))
         self._lookup: dict[str, dict[str, Any]] = dict((script or {}).get("lookup", {}))
 
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
     def adapter_ref(self) -> dict[str, Any]:
         return self._adapter
 

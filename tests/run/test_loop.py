@@ -38,9 +38,6 @@ from threads.log.render import prefix_digest, prefix_line
 from threads.store.protocol import Store
 from threads.testing.scripted import call, say, scripted_model, use
 
-# The Postgres runs of this module are not checked yet: it stays on SQLite, as before.
-pytestmark = pytest.mark.engines("sqlite")
-
 ALICE = Principal("api", "acme", "alice")
 MALLORY = Principal("api", "other", "mallory")
 
@@ -385,6 +382,9 @@ class _HangingModel:
         self.context_window, self.max_output_tokens = inner.context_window, inner.max_output_tokens
         self.price = inner.price
         self.sent = asyncio.Event()
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
 
     def adapter_ref(self) -> dict[str, Any]:
         return self.inner.adapter_ref()  # type: ignore[no-any-return]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from pydantic import BaseModel
 
 from threads import Failed, Principal, agent, tool
@@ -14,9 +13,6 @@ from threads.log.render import prefix_digest, prefix_line
 from threads.run.writer import BranchWriter
 from threads.store.protocol import Store
 from threads.testing import say, scripted_model
-
-# The Postgres runs of this module are not checked yet: it stays on SQLite, as before.
-pytestmark = pytest.mark.engines("sqlite")
 
 ALICE = Principal("api", "acme", "alice")
 

@@ -30,9 +30,6 @@ from threads.log.lines import Event
 from threads.store.protocol import Store
 from threads.testing import call, say, scripted_model, use
 
-# The Postgres runs of this module are not checked yet: it stays on SQLite, as before.
-pytestmark = pytest.mark.engines("sqlite")
-
 ALICE = Principal("api", "acme", "alice")
 BOB = Principal("api", "acme", "bob")
 

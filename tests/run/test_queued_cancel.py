@@ -12,15 +12,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
+from postgres_support import POSTGRES_MARKS, drop_store, fetch_all, open_postgres
 from threads import Cancelled, Completed, FakeClock, Principal, agent, sqlite, tool
 from threads.store.capabilities import controls_of
 from threads.store.postgres import PostgresStore
 from threads.store.protocol import Store
 from threads.testing.scripted import call, say, scripted_model, use
-
-# The Postgres runs of this module are not checked yet: it stays on SQLite, as before.
-pytestmark = pytest.mark.engines("sqlite")
 
 ENGINES = [pytest.param("sqlite"), pytest.param("postgres", marks=POSTGRES_MARKS)]
 
@@ -44,10 +41,13 @@ def bot(during: Callable[[Any], Any]) -> Any:
 
 
 def inbox(store: Store) -> list[tuple[Any, ...]]:
+    query = "SELECT item_key, consumed_seq FROM inbox"
+    if isinstance(store, PostgresStore):
+        return fetch_all(store.schema, query)
     assert store.root is not None
     conn = sqlite3.connect(store.root / "threads.db")
     try:
-        return conn.execute("SELECT item_key, consumed_seq FROM inbox").fetchall()
+        return conn.execute(query).fetchall()
     finally:
         conn.close()
 

@@ -26,9 +26,6 @@ from threads.run.writer import BranchWriter
 from threads.store.protocol import Store
 from threads.testing import overloaded, rate_limited, say, scripted_model
 
-# The Postgres runs of this module are not checked yet: it stays on SQLite, as before.
-pytestmark = pytest.mark.engines("sqlite")
-
 ALICE = Principal("api", "acme", "alice")
 
 

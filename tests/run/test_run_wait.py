@@ -13,9 +13,6 @@ from threads.store.holder import this_host
 from threads.store.protocol import Store
 from threads.testing.scripted import say, scripted_model
 
-# The Postgres runs of this module are not checked yet: it stays on SQLite, as before.
-pytestmark = pytest.mark.engines("sqlite")
-
 ALICE = Principal("api", "acme", "alice")
 TTL = 30_000
 

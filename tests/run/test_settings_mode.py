@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from test_loop import ALICE, make_tools
 
 from threads import Completed, Parked, Permissions, agent
@@ -14,9 +13,6 @@ from threads.run.control import control_writer
 from threads.store.protocol import Store
 from threads.store.transfer import export_branch
 from threads.testing.scripted import call, say, scripted_model, use
-
-# The Postgres runs of this module are not checked yet: it stays on SQLite, as before.
-pytestmark = pytest.mark.engines("sqlite")
 
 USER = {"kind": "user", "principal": ALICE.to_wire()}
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from threads import Completed, Failed, Principal, agent
 from threads.log.lines import Event
 from threads.log.render import prefix_digest, prefix_line
@@ -18,9 +16,6 @@ from threads.run.stops import CONTINUE_TEXT
 from threads.run.writer import BranchWriter
 from threads.store.protocol import Store
 from threads.testing.scripted import say, scripted_model
-
-# The Postgres runs of this module are not checked yet: it stays on SQLite, as before.
-pytestmark = pytest.mark.engines("sqlite")
 
 ALICE = Principal("api", "acme", "alice")
 

@@ -23,9 +23,6 @@ from threads.log.verify import verify_export
 from threads.store.protocol import Store
 from threads.testing.scripted import call, say, scripted_model, use
 
-# The Postgres runs of this module are not checked yet: it stays on SQLite, as before.
-pytestmark = pytest.mark.engines("sqlite")
-
 ALICE = Principal("api", "acme", "alice")
 
 

@@ -39,9 +39,6 @@ from threads.store import holder
 from threads.store.protocol import Store
 from threads.testing.scripted import Fail, call, say, scripted_model, use
 
-# The Postgres runs of this module are not checked yet: it stays on SQLite, as before.
-pytestmark = pytest.mark.engines("sqlite")
-
 ALICE = Principal("api", "acme", "alice")
 TTL_MS = 30_000
 SETTLE_MS = 60_000

@@ -64,6 +64,28 @@ def test_decorator_and_explicit_form_make_the_same_tool() -> None:
     assert one["config_hash"] == two["config_hash"]
 
 
+class Deps(BaseModel):
+    shop: str
+
+
+async def test_a_parameterized_run_context_is_the_context_not_a_field(store: Store) -> None:
+    """``ctx: RunContext[Deps]`` (what a typed program writes) receives the run's context, as a
+    bare ``RunContext`` does; it is not a field the model fills."""
+
+    @tool(effect="read_only")
+    def shop_name(ctx: RunContext[Deps]) -> str:
+        """Name the shop."""
+        return ctx.deps.shop
+
+    assert shop_name.spec()["input_schema"].get("properties", {}) == {}
+    bot = agent(name="a", model=scripted_model([use(call("shop_name")), say("ok")]),
+                tools=[shop_name])
+    done = await bot.run("go", store=store, deps=Deps(shop="Kettles"))
+    assert isinstance(done, Completed)
+    [result] = [e.data for e in await done.thread.timeline() if e.type == "tool_result"]
+    assert result["preview"] == "Kettles"
+
+
 async def test_a_decorated_tool_runs_with_validated_arguments_and_its_context(
     store: Store,
 ) -> None:

@@ -57,6 +57,14 @@ class DialectBase:
         self._model = model
         self._max_output_tokens = max_output_tokens
 
+    def output_cap(self, params: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+        """The output cap a request sends, under the provider's own name, and the other params:
+        the pinned ``max_tokens`` (what a cost budget bounds an attempt by), or for a thread
+        pinned before adapters pinned it, the model's ``max_output_tokens``."""
+        rest = dict(params)
+        cap = rest.pop("max_tokens", self._max_output_tokens)
+        return cap, rest
+
 
 def as_dict(obj: object) -> dict[str, Any]:
     """An SDK model object (or mapping) as plain data, without its validation warnings."""
@@ -95,6 +103,15 @@ def check_model_settings(
         raise ConfigError(
             "invalid_config",
             f"params {clash} are set by threads from the request itself; remove them",
+        )
+    # Pinned, so a cost budget can bound every attempt (a stream cut before its usage arrived
+    # costs at most max_tokens of output), and sent as the provider's own output cap.
+    cap = chosen.setdefault("max_tokens", max_output_tokens)
+    if isinstance(cap, bool) or not isinstance(cap, int) or not 0 < cap <= max_output_tokens:
+        raise ConfigError(
+            "invalid_config",
+            f"params max_tokens must be an integer from 1 to max_output_tokens"
+            f" ({max_output_tokens}); it is the output cap each request sends",
         )
     return chosen
 

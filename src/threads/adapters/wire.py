@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from threads.adapters.errors import MalformedResponseError
+from threads.log.vocabulary import TextPart, ToolUsePart
 from threads.models.protocol import ModelRequest, Usage
 
 T = TypeVar("T")
@@ -45,7 +46,7 @@ def sub(mapping: Mapping[str, Any] | None, key: str) -> Mapping[str, Any] | None
     return value if isinstance(value, Mapping) else None
 
 
-def tool_use(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+def tool_use(call_id: str, name: str, arguments: str) -> ToolUsePart:
     """A wire ``tool_use`` part from a call whose arguments arrived as JSON text."""
     try:
         parsed = json.loads(arguments) if arguments.strip() else {}
@@ -54,6 +55,10 @@ def tool_use(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     if not isinstance(parsed, dict):
         raise MalformedResponseError(f"tool call {name!r} has arguments that are not an object")
     return {"type": "tool_use", "call_id": call_id, "name": name, "input": parsed}
+
+
+def text_part(text: str) -> TextPart:
+    return {"type": "text", "text": text}
 
 
 def no_usage() -> Usage:
@@ -86,7 +91,7 @@ class ToolCallAssembler:
     def has(self, index: int) -> bool:
         return index in self._calls
 
-    def parts(self) -> dict[int, dict[str, Any]]:
+    def parts(self) -> dict[int, ToolUsePart]:
         return {
             index: tool_use(call.call_id, call.name, "".join(call.fragments))
             for index, call in self._calls.items()

@@ -20,6 +20,7 @@ from threads.cli.hints import command, quoted
 from threads.demo.models import MODEL_ENV
 from threads.demo.service import DemoService
 from threads.demo.support import KILL_ENV, REQUEST
+from threads.log.vocabulary import data_of
 from threads.store.sqlite import SQLiteStore
 
 OPERATOR = Principal(issuer="api", tenant="local", subject="operator")
@@ -156,9 +157,9 @@ async def _lease_left(store: SQLiteStore, branch_id: str) -> str:
 
 def _finished_calls(events: list[Any]) -> list[str]:
     """Names of the tool calls whose result is recorded, in call order."""
-    results = {e.data["call_id"] for e in events if e.type == "tool_result"}
-    return [e.data["name"] for e in events
-            if e.type == "tool_call" and e.data["call_id"] in results]
+    results = {data_of(e, "tool_result")["call_id"] for e in events if e.type == "tool_result"}
+    calls = [data_of(e, "tool_call") for e in events if e.type == "tool_call"]
+    return [call["name"] for call in calls if call["call_id"] in results]
 
 
 def _summary(data: dict[str, Any]) -> str:

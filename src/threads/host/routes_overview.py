@@ -26,6 +26,7 @@ from threads.host.inbox import Place, inbox_items
 from threads.host.summaries import Summary
 from threads.log.fold import Fold, ModelAttempt
 from threads.log.fold.cost import PriceTable
+from threads.log.vocabulary import data_of
 from threads.principal import Principal
 from threads.run.holders import gone_holders
 from threads.run.views import ThreadCost, usage_of
@@ -89,16 +90,15 @@ async def get_overview(ctx: Context, request: Request, principal: Principal) -> 
 
 def model_calls(fold: Fold) -> list[ModelCall]:
     table = fold.price_table()
-    closing = {
-        e.data["request_event_id"]: e for e in fold.events
-        if e.type in ("model_response", "model_response_recovered", "model_attempt_abandoned")
+    abandoned = {
+        data_of(e, "model_attempt_abandoned")["request_event_id"]: e
+        for e in fold.events if e.type == "model_attempt_abandoned"
     }
     out = []
     for request_id, attempt in fold.attempts.items():
         started = attempt.event.time
-        end = closing.get(request_id)
-        usage = end.data.get("usage") if end is not None and end.type != (
-            "model_attempt_abandoned") else None
+        end = fold.response_to(request_id) or abandoned.get(request_id)
+        usage = attempt.usage  # its response's, when it has one
         out.append(ModelCall(
             request_event_id=request_id,
             attempt=attempt.attempt,

@@ -32,6 +32,7 @@ from threads.log.lines import Event
 from threads.log.render_context import Edits, summary_body, summary_instruction
 from threads.log.request_bytes import Extends, RequestBytes
 from threads.log.snapshot import Snapshot
+from threads.log.vocabulary import data_of
 
 MEDIA_TYPE = "application/x-ndjson"
 TOOLS_ROLE = "tools"  # the line a tools_changed renders: the complete new set
@@ -192,7 +193,7 @@ def _result(event: Event, *, late: bool) -> dict[str, Any]:
 
 
 def _summary(event: Event, artifacts: Artifacts) -> dict[str, Any]:
-    ref = event.data["summary_ref"]
+    ref = data_of(event, "compacted")["summary_ref"]
     return _user(summary_body(_text(event, ref, artifacts), ref["sha256"]))
 
 
@@ -444,7 +445,9 @@ def render_summary_request(
     for event in events:
         lines.feed(event, artifacts or {})
     flat = _flat(started, lines, None)
-    instructions = cause.data.get("instructions") if cause is not None else None
+    instructions = (
+        data_of(cause, "compaction_requested").get("instructions") if cause is not None else None
+    )
     ask = _user(summary_instruction(guides, instructions))
     flat.extend(canonical(ask) + b"\n", ask)
     return _rendered(flat)

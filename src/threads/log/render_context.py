@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from threads.log.lines import Event
+from threads.log.vocabulary import data_of
 
 SUMMARIZE = (
     "Summarize the conversation so far for your own continuation. Keep the user's goals and"
@@ -73,7 +74,7 @@ class Edits:
         return bool(self.cleared or self.spans)
 
     def add(self, event: Event) -> None:
-        for edit in event.data["edits"]:
+        for edit in data_of(event, "context_edited")["edits"]:
             if edit["action"] == "clear":
                 self.cleared.add(edit["call_id"])
                 continue

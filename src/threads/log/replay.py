@@ -27,6 +27,7 @@ from threads.log.render import (
     render_summary_request,
 )
 from threads.log.render_context import summary_guides
+from threads.log.vocabulary import data_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,18 +112,19 @@ def replay(events: Sequence[Event], artifacts: Artifacts) -> Replayed:
             return Replayed(matched, ReplayMismatch(
                 err.code, err.seq if err.seq is not None else event.seq, err.message
             ))
-        if rendered.declared_prefix() != event.data["declared_prefix"]:
+        recorded = data_of(event, "model_request")
+        if rendered.declared_prefix() != recorded["declared_prefix"]:
             return Replayed(matched, ReplayMismatch(
                 "prefix_changed", event.seq,
-                f"the request declares prefix {event.data['declared_prefix']}, but its line 0"
+                f"the request declares prefix {recorded['declared_prefix']}, but its line 0"
                 f" renders as {rendered.declared_prefix()}",
             ))
         ref = rendered.request_ref()
-        if ref != event.data["request_ref"]:
+        if ref != recorded["request_ref"]:
             return Replayed(matched, ReplayMismatch(
                 "request_hash_mismatch", event.seq,
-                f"the recorded request is {event.data['request_ref']['sha256']}"
-                f" ({event.data['request_ref']['bytes']} bytes), but the log before it renders"
+                f"the recorded request is {recorded['request_ref']['sha256']}"
+                f" ({recorded['request_ref']['bytes']} bytes), but the log before it renders"
                 f" {ref['sha256']} ({ref['bytes']} bytes)",
             ))
         matched += 1
@@ -138,8 +140,9 @@ def _rerender(
     *,
     requested: Mapping[str, Event],
 ) -> Rendered:
-    if request.data.get("purpose") != "compaction":
+    recorded = data_of(request, "model_request")
+    if recorded.get("purpose") != "compaction":
         return render(started, before, artifacts, cache)
-    cause = requested.get(request.data.get("cause_event_id") or "")
+    cause = requested.get(recorded.get("cause_event_id") or "")
     guides = summary_guides(before, cause)
     return render_summary_request(started, before, artifacts, guides, cause)

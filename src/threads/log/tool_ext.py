@@ -18,6 +18,7 @@ from typing import Any
 
 from threads.errors import LogError
 from threads.log.lines import Event
+from threads.log.vocabulary import data_of
 
 SpecOf = Callable[[str], Mapping[str, Any] | None]
 
@@ -28,7 +29,7 @@ def is_deferred(spec: Mapping[str, Any]) -> bool:
 
 def check_tools_loaded(event: Event, spec_of: SpecOf, loaded: set[str]) -> None:
     """Rule 47; on success ``loaded`` gains the names."""
-    names: list[str] = event.data["names"]
+    names = data_of(event, "tools_loaded")["names"]
     if len(set(names)) != len(names):
         raise _fail(event, "tools_loaded names a tool twice")
     for name in names:
@@ -45,8 +46,9 @@ def check_remote_result(event: Event, spec: Mapping[str, Any] | None, begun: boo
     """A remote tool's executed result follows its ``effect_begin``."""
     if spec is None or "remote_card" not in spec:
         return
-    if event.data["origin"] == "executed" and not begun:
-        raise _fail(event, f"remote call {event.data['call_id']!r} has an executed result but "
+    result = data_of(event, "tool_result")
+    if result["origin"] == "executed" and not begun:
+        raise _fail(event, f"remote call {result['call_id']!r} has an executed result but "
                     "no effect_begin")
 
 

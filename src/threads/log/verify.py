@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from threads.errors import LogError
 from threads.log.admission import admit_line
 from threads.log.lines import Event, Head, Header
+from threads.log.vocabulary import data_of
 
 ApplyEvent = Callable[[Event], None]
 ApplyHeader = Callable[[Header], None]
@@ -149,12 +150,13 @@ class ChainChecker:
         parent = self.segments[-2]
         parent_last = parent.events[-1] if parent.events else None
         at_hash = parent_last.hash if parent_last is not None else parent.header.hash
-        if fork.data.get("at_hash") != at_hash:
+        link = data_of(fork, "fork")
+        if link.get("at_hash") != at_hash:
             raise LogError(
                 "prev_hash_mismatch", f"fork at_hash does not match the parent's line at seq "
                 f"{fork.seq - 1}", seq=fork.seq,
             )
-        if fork.data.get("parent_branch_id") != parent.header.branch_id:
+        if link.get("parent_branch_id") != parent.header.branch_id:
             raise LogError(
                 "invalid_transition", "fork parent_branch_id is not the previous segment's "
                 "branch", seq=fork.seq,

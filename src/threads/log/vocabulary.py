@@ -16,11 +16,8 @@ from typing import Literal, NotRequired, TypeAlias, TypedDict, overload
 
 from threads.errors import LogError
 from threads.log.event_types import EventType
+from threads.log.json_types import JsonObject, JsonValue
 from threads.log.lines import Draft, Event
-
-JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
-JsonObject: TypeAlias = "dict[str, JsonValue]"
-
 
 Uuid: TypeAlias = 'str'
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
-from typing import Any, get_args
+from typing import Any, cast, get_args
 
 from threads.log.canonical import MAX_DEPTH, MAX_SAFE_INT, canonical
 from threads.log.hashing import sha256_hex
 from threads.log.refs import PROVIDER_CALL_ID, PROVIDER_CALL_ID_MEDIA_TYPE
+from threads.log.vocabulary import OutputPart, TextPart, ToolUsePart
 from threads.models.protocol import ModelCallError, ModelOutput, StopReason, Usage
 
 CALL_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -47,16 +48,19 @@ def normalize_output(output: ModelOutput, taken_call_ids: Set[str]) -> Normalize
     (a call id is unique along the chain; only read)."""
     taken = _Taken(taken_call_ids)
     artifacts: list[tuple[bytes, str]] = []
-    content = []
-    for part in output.content:
+    content: list[OutputPart] = []
+    given: Sequence[object] = output.content  # a Model may hand anything: it is checked here
+    for part in given:
         if not isinstance(part, Mapping):
             raise Unrecordable(f"a reply part is not an object: {part!r:.80}")
+        # Each part leaves as the OutputPart its type names; line admission then checks it
+        # against the schema before anything is written.
         if part.get("type") == "tool_use":
             content.append(_tool_use(part, taken, artifacts))
-        elif part.get("type") == "text" and isinstance(part.get("text"), str):
-            content.append({**part, "text": valid_text(part["text"])})
+        elif part.get("type") == "text" and isinstance(text := part.get("text"), str):
+            content.append(cast(TextPart, {**part, "text": valid_text(text)}))
         else:
-            content.append({k: _json(v, f"part {k}") for k, v in part.items()})
+            content.append(cast(OutputPart, {k: _json(v, f"part {k}") for k, v in part.items()}))
     stop = output.stop_reason if output.stop_reason in _STOP_REASONS else "other"
     usage = Usage(*(_tokens(getattr(output.usage, f)) for f in _USAGE_FIELDS))
     normalized = replace(output, content=content, stop_reason=stop, usage=usage)
@@ -102,7 +106,7 @@ _USAGE_FIELDS = (
 
 def _tool_use(
     part: Mapping[str, Any], taken: _Taken, artifacts: list[tuple[bytes, str]]
-) -> dict[str, Any]:
+) -> ToolUsePart:
     name = part.get("name")
     if not isinstance(name, str) or not TOOL_NAME.match(name):
         raise Unrecordable(f"the model called a tool named {name!r:.80}, which no tool can have")
@@ -115,7 +119,8 @@ def _tool_use(
     if not CALL_ID.match(call_id) or call_id in taken or minted_sha256(call_id) is not None:
         call_id = _mint(provider_id, taken, artifacts)
     taken.add(call_id)
-    return {**part, "call_id": call_id, "input": _json(dict(arguments), f"{name} arguments")}
+    arguments = _json(dict(arguments), f"{name} arguments")
+    return cast(ToolUsePart, {**part, "call_id": call_id, "input": arguments})
 
 
 def _mint(provider_id: str, taken: _Taken, artifacts: list[tuple[bytes, str]]) -> str:

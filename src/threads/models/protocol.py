@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from threads.errors import ThreadsError
+from threads.log.vocabulary import OutputPart
 from threads.models.fence import Fence
 
 StopReason = Literal[
@@ -120,10 +121,11 @@ class TextDelta:
 
 @dataclass(frozen=True, slots=True)
 class ModelOutput:
-    """The complete response. ``content`` holds wire OutputParts: ``{"type": "text", "text"}``
-    and ``{"type": "tool_use", "call_id", "name", "input"}``."""
+    """The complete response. ``content`` holds the log format's OutputParts (typed in
+    ``threads.log.vocabulary``): ``{"type": "text", "text"}``, ``{"type": "tool_use", "call_id",
+    "name", "input"}``, reasoning, hosted-tool, citation and image parts."""
 
-    content: list[dict[str, Any]]
+    content: list[OutputPart]
     stop_reason: StopReason
     usage: Usage
     provider_request_id: str | None = None
@@ -194,6 +196,11 @@ class Model(Protocol):
 
     def stream(self, request: ModelRequest, fence: Fence) -> AsyncIterator[TextDelta | ModelOutput]:
         """Yield text deltas live, then exactly one ``ModelOutput``; raise ``ModelCallError``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the model holds open (an SDK client's connection pool); a model that
+        holds nothing returns at once. Call it when you are done with the agent."""
         ...
 
 

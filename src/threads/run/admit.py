@@ -10,6 +10,7 @@ Everything here returns drafts or a reason; nothing is appended or dispatched he
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 from threads.log.fold import Approval, Call
 from threads.log.ids import uuid7
 from threads.log.lines import Draft
+from threads.log.vocabulary import OutputPart, ToolCallData, ToolUsePart
 from threads.run.authority import recorded_refusal
 from threads.run.drafts import HOST, tool_result_data
 from threads.run.output_schema import is_candidate
@@ -28,28 +30,30 @@ APPROVAL_TTL_MS = 60 * 60 * 1000  # an approval challenge is open for 1 h
 CANCELLED = "not executed: cancelled"
 
 
-def record_calls(rt: Runtime, content: list[dict[str, Any]], request_event_id: str) -> list[Draft]:
+def record_calls(
+    rt: Runtime, content: Sequence[OutputPart], request_event_id: str
+) -> list[Draft]:
     """``tool_call`` drafts for every ``tool_use`` part, each followed by its decision (an
     error result for an unknown tool or invalid input, else the permission decision). What a
     decision leads to (a denied result, an approval challenge) is recorded later, in call order,
     once every call of the reply is recorded and decided."""
     drafts: list[Draft] = []
     for part in content:
-        if part.get("type") != "tool_use":
+        if part["type"] != "tool_use":
             continue
         drafts.append(_call_draft(part, request_event_id))
         drafts.extend(admit(rt, part["call_id"], part["name"], part["input"]))
     return drafts
 
 
-def _call_draft(part: dict[str, Any], request_event_id: str) -> Draft:
-    data = {
+def _call_draft(part: ToolUsePart, request_event_id: str) -> Draft:
+    data: ToolCallData = {
         "call_id": part["call_id"],
         "input": part["input"],
         "name": part["name"],
         "request_event_id": request_event_id,
     }
-    return Draft("tool_call", data, HOST)
+    return Draft("tool_call", dict(data), HOST)
 
 
 def complete_recording(rt: Runtime) -> list[Draft]:

@@ -12,9 +12,10 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic
 
 from pydantic import BaseModel
+from typing_extensions import TypeVar
 
 from threads.errors import ConfigError
 from threads.log.canonical import MAX_SAFE_INT
@@ -32,7 +33,7 @@ from threads.run.output_schema import (
     final_output_tool,
 )
 from threads.run.permissions import Permissions
-from threads.run.results import RunResult
+from threads.run.results import OutputT, RunResult
 from threads.run.retry_policy import DEFAULT_RETRY, RetryPolicy
 from threads.run.runner import RunOptions, start_run
 from threads.run.spawn import spawn_agent, subagents_line
@@ -40,15 +41,23 @@ from threads.run.streaming import RunStream
 from threads.sandbox.protocol import Sandbox
 from threads.sandbox.tools import sandbox_tools
 from threads.store.protocol import Store
+from threads.tools.context import DepsT
 from threads.tools.source import ToolSource
 from threads.tools.tool import Tool
 
 AGENT_NAME_MAX = 128
 
+# ``agent(...)``'s type parameters: the deps its tools read (from ``deps_type`` or the tools'
+# ``RunContext[...]``; else ``Any``) and its output (``output=``'s model; else ``str``).
+D = TypeVar("D", default=Any)
+Out = TypeVar("Out", default=str)
+
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Agent(AgentSpec):
-    """An ``AgentSpec`` that can start runs. Made by ``agent(...)``."""
+class Agent(AgentSpec, Generic[DepsT, OutputT]):
+    """An ``AgentSpec`` that can start runs. Made by ``agent(...)``. ``Agent[Deps, Output]``:
+    ``run``'s ``deps`` are a ``Deps`` (what its tools' ``ctx.deps`` read) and a completed run's
+    ``output`` is an ``Output``."""
 
     async def run(
         self,
@@ -56,13 +65,13 @@ class Agent(AgentSpec):
         *,
         thread: str | None = None,
         store: Store | None = None,
-        deps: Any = None,
+        deps: DepsT | None = None,
         budget: Budget | None = None,
         principal: Principal | None = None,
         lease_ttl_ms: int | None = None,
         ceiling: Permissions | None = None,
         wait: bool | float = False,
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Run one turn on a new thread, or continue ``thread`` (a thread id, or the branch id
         ``Thread.fork`` returned; recovery runs first). With
         ``input=None`` an existing thread is only settled and continued, no new turn is opened.
@@ -84,13 +93,13 @@ class Agent(AgentSpec):
         *,
         thread: str | None = None,
         store: Store | None = None,
-        deps: Any = None,
+        deps: DepsT | None = None,
         budget: Budget | None = None,
         principal: Principal | None = None,
         lease_ttl_ms: int | None = None,
         ceiling: Permissions | None = None,
         wait: bool | float = False,
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Blocking ``run``. Ctrl-C cancels the run durably (``cancel_requested`` is recorded)."""
         options = RunOptions(
             thread, store, deps, budget, principal, lease_ttl_ms, ceiling, wait=wait
@@ -104,7 +113,7 @@ class Agent(AgentSpec):
         *,
         thread: str | None = None,
         store: Store | None = None,
-        deps: Any = None,
+        deps: DepsT | None = None,
         budget: Budget | None = None,
         principal: Principal | None = None,
         lease_ttl_ms: int | None = None,
@@ -133,7 +142,8 @@ def agent(
     name: str,
     model: Model,
     instructions: str = "",
-    tools: Sequence[Tool | ToolSource] = (),
+    tools: Sequence[Tool[D] | ToolSource] = (),
+    deps_type: type[D] | None = None,
     budget: Budget | None = None,
     permissions: Permissions | None = None,
     approvers: Sequence[Principal] | None = None,
@@ -142,11 +152,11 @@ def agent(
     snapshots: bool = False,
     fallback: Sequence[Model] = (),
     retry: RetryPolicy | None = None,
-    output: type[BaseModel] | None = None,
+    output: type[Out] | None = None,
     output_retries: int = DEFAULT_OUTPUT_RETRIES,
     context: ContextPolicy | None = None,
     subagents: Sequence[AgentSpec] = (),
-) -> Agent:
+) -> Agent[D, Out]:
     """Describe an agent. Everything is checked here: a ``ConfigError`` now, never mid-run.
 
     ``sandbox`` (e.g. ``threads.sandbox.local()``) adds the built-in tools ``bash``,
@@ -164,10 +174,12 @@ def agent(
     ``threads.ask_user`` to ``tools`` to let the model ask a question
     (the run parks ``awaiting_input`` until ``Thread.answer``). ``context``: a
     ``ContextPolicy``; the run then compacts the conversation before a request that would pass
-    its threshold, and once when the provider answers ``prompt_too_long``. ``subagents``:
-    agents the model may start with the ``spawn_agent`` tool (added, with a line naming them at
-    the end of the instructions), each in a thread of its own whose final answer is the call's
-    result (``threads.run.spawn``)."""
+    its threshold, and once when the provider answers ``prompt_too_long``. ``deps_type``: the
+    type of ``run``'s ``deps`` for type checkers only (it is inferred from tools defined with a
+    typed ``RunContext[...]``); nothing checks it at run time. ``subagents``: agents the model
+    may start with the ``spawn_agent`` tool (added, with a line naming them at the end of the
+    instructions), each in a thread of its own whose final answer is the call's result
+    (``threads.run.spawn``)."""
     if not isinstance(name, str) or not name or len(name) > AGENT_NAME_MAX:
         raise ConfigError("invalid_config", "agent name must be a non-empty string")
     if not isinstance(model, Model):
@@ -177,6 +189,7 @@ def agent(
             " threads.testing.scripted_model(...))",
         )
     sources = _sources(tools)
+    output_model = _output_model(output)
     own: list[Tool] = []
     for given in tools:
         if isinstance(given, Tool):
@@ -188,7 +201,7 @@ def agent(
                 " threads.mcp.mcp(...))",
             )
     all_tools = [*own, *_sandbox_tools(sandbox, own, snapshots), *_memory_tools(memory),
-                 *_output_tools(output, output_retries), *_spawn_tools(subagents)]
+                 *_output_tools(output_model, output_retries), *_spawn_tools(subagents)]
     seen: set[str] = set()
     for t in all_tools:
         if t.name in seen:
@@ -218,7 +231,7 @@ def agent(
         snapshots=snapshots,
         fallback=tuple(fallback),
         retry=retry or DEFAULT_RETRY,
-        output=output,
+        output=output_model,
         output_retries=output_retries,
         sources=sources,
         context=context,
@@ -252,11 +265,17 @@ def _spawn_tools(subagents: Sequence[AgentSpec]) -> tuple[Tool, ...]:
     return (spawn_agent,) if names else ()
 
 
+def _output_model(output: type[object] | None) -> type[BaseModel] | None:
+    if output is None:
+        return None
+    if not (isinstance(output, type) and issubclass(output, BaseModel)):
+        raise ConfigError("invalid_config", "output must be a Pydantic model class")
+    return output
+
+
 def _output_tools(output: type[BaseModel] | None, retries: int) -> tuple[Tool, ...]:
     if output is None:
         return ()
-    if not (isinstance(output, type) and issubclass(output, BaseModel)):
-        raise ConfigError("invalid_config", "output must be a Pydantic model class")
     if isinstance(retries, bool) or not isinstance(retries, int) or not (
         0 <= retries <= MAX_SAFE_INT
     ):

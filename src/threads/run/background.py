@@ -22,8 +22,8 @@ from collections.abc import Awaitable, Callable
 
 from threads.errors import NotFoundError
 from threads.log.fold.wakes import RunRef
+from threads.log.json_types import JsonObject
 from threads.log.lines import Draft
-from threads.log.vocabulary import JsonObject
 from threads.run.results import Cancelled, Completed, Parked, RunResult
 from threads.run.runtime import Runtime
 from threads.run.spawn import (

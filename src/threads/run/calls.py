@@ -14,6 +14,7 @@ import logging
 from threads.log.fold import Call
 from threads.log.fold.questions import ASK_USER, input_problem
 from threads.log.lines import Draft
+from threads.log.vocabulary import data_of
 from threads.run import settle, structured
 from threads.run.admit import (
     CANCELLED,
@@ -190,7 +191,7 @@ async def close_expired_questions(rt: Runtime) -> None:
     fold = rt.fold
     for (kind, call_id), address in list(fold.parks.items()):
         park = parked_event(fold, dict(address)) if kind == "input" else None
-        expires_at = park.data.get("expires_at") if park is not None else None
+        expires_at = data_of(park, "parked").get("expires_at") if park is not None else None
         if expires_at is None or expires_at > rt.now():
             continue
         result = tool_result_data(call_id, NO_ANSWER, origin="not_executed", is_error=True)

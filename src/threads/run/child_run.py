@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from threads.log.vocabulary import JsonObject, ThreadStartedDataParent
+from threads.log.json_types import JsonObject
+from threads.log.vocabulary import ThreadStartedDataParent
 from threads.principal import Principal
 from threads.run.budget import AncestorBudget
 from threads.run.config import AgentSpec

@@ -21,6 +21,7 @@ from threads.errors import ThreadsError
 from threads.log.canonical import fast_loads
 from threads.log.fold import Fold, ThreadStatus
 from threads.log.fold.saved import fold_code
+from threads.log.vocabulary import data_of
 from threads.principal import Principal
 from threads.run.authority import starter
 from threads.run.views import ThreadCost, cost_of
@@ -93,9 +94,10 @@ def first_input(fold: Fold) -> str | None:
     event = next((e for e in fold.events if e.type == "user_input"), None)
     if event is None:
         return None
-    text = event.data.get("text")
+    said = data_of(event, "user_input")
+    text = said.get("text")
     if not isinstance(text, str):
-        parts = event.data.get("content") or []
+        parts = said.get("content") or []
         text = "\n".join(
             str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text"
         )

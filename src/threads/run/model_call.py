@@ -10,8 +10,9 @@ import json
 from typing import Any, Literal
 
 from threads.errors import LogError, StoreError
-from threads.log.lines import Draft
+from threads.log.lines import Draft, Event
 from threads.log.render import event_refs
+from threads.log.vocabulary import OutputPart, data_of
 from threads.models.normalize import (
     Unrecordable,
     minted_sha256,
@@ -126,10 +127,10 @@ async def record_response(
     await rt.writer.append_prepared(events, artifacts=artifacts, hold=hold)
 
 
-def _calls_effectful(rt: Runtime, content: list[dict[str, Any]]) -> bool:
+def _calls_effectful(rt: Runtime, content: list[OutputPart]) -> bool:
     """Whether a reply calls a tool of an effectful class (one ``effect_begin`` precedes)."""
     for part in content:
-        if part.get("type") == "tool_use":
+        if part["type"] == "tool_use":
             tool = rt.spec.tool_named(part["name"])
             if tool is not None and tool.effect != "read_only":
                 return True
@@ -142,10 +143,10 @@ async def known_call_ids(rt: Runtime) -> CallIdMemo:
     events = rt.fold.events
     for event in events[memo.seen :]:
         if event.type == "tool_call":
-            memo.taken.add(event.data["call_id"])
+            memo.taken.add(data_of(event, "tool_call")["call_id"])
         elif event.type in ("model_response", "model_response_recovered"):
-            for part in event.data["content"]:
-                if part.get("type") != "tool_use":
+            for part in _response_content(event):
+                if part["type"] != "tool_use":
                     continue
                 memo.taken.add(part["call_id"])
                 sha256 = minted_sha256(part["call_id"])
@@ -154,3 +155,9 @@ async def known_call_ids(rt: Runtime) -> CallIdMemo:
                     memo.provider[part["call_id"]] = issued["provider_call_id"]
     memo.seen = len(events)
     return memo
+
+
+def _response_content(event: Event) -> list[OutputPart]:
+    if event.type == "model_response_recovered":
+        return data_of(event, "model_response_recovered")["content"]
+    return data_of(event, "model_response")["content"]

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from threads import telemetry
 from threads.log.lines import Draft, Event
+from threads.log.vocabulary import data_of
 from threads.models.protocol import ModelCallError
 from threads.run.compaction import after_prompt_too_long
 from threads.run.drafts import HOST
@@ -92,7 +93,7 @@ async def wait_for_scheduled_retry(rt: Runtime) -> None:
 def failures_in_step(rt: Runtime, reasons: tuple[str, ...]) -> int:
     """Abandoned attempts with one of ``reasons`` since the turn's last model reply."""
     return sum(1 for e in _step(rt) if e.type == "model_attempt_abandoned"
-               and e.data["reason"] in reasons)
+               and data_of(e, "model_attempt_abandoned")["reason"] in reasons)
 
 
 def _overloads(rt: Runtime) -> int:
@@ -102,14 +103,16 @@ def _overloads(rt: Runtime) -> int:
         if event.type == "settings_changed":
             break
         if event.type == "model_attempt_abandoned":
-            if event.data["reason"] != "overloaded":
+            if data_of(event, "model_attempt_abandoned")["reason"] != "overloaded":
                 break
             count += 1
     return count
 
 
 def _waited_in_step(rt: Runtime) -> int:
-    return sum(e.data["delay_ms"] for e in _step(rt) if e.type == "retry_scheduled")
+    return sum(
+        data_of(e, "retry_scheduled")["delay_ms"] for e in _step(rt) if e.type == "retry_scheduled"
+    )
 
 
 def _step(rt: Runtime) -> Iterator[Event]:

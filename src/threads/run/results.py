@@ -4,13 +4,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
+
+from typing_extensions import TypeVar
 
 from threads.log.fold import ParkKind
 from threads.run.budget import BudgetLimit, BudgetScope
 
 if TYPE_CHECKING:
     from threads.run.thread import Thread
+
+# What a completed run's output is: ``str`` for an agent without ``output=``, else its model
+# (``Agent[Deps, Output]`` carries it to ``run``'s result). Unparameterized, it reads ``Any``.
+OutputT = TypeVar("OutputT", default=Any)
 
 ParkReason = Literal["awaiting_approval", "effect_unknown", "awaiting_input"]
 RunStatus = Literal["completed", "parked", "failed", "budget_exhausted", "cancelled"]
@@ -44,12 +50,12 @@ class BudgetInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class Completed:
+class Completed(Generic[OutputT]):
     """``output``: the last reply's text, or for an agent with ``output=Model`` the validated
-    model instance."""
+    model instance (``Agent[Deps, Model]``'s runs return ``Completed[Model]``)."""
 
     thread: Thread
-    output: Any
+    output: OutputT
     status: Literal["completed"] = field(default="completed", init=False)
 
 
@@ -81,7 +87,7 @@ class Cancelled:
     status: Literal["cancelled"] = field(default="cancelled", init=False)
 
 
-RunResult = Completed | Parked | Failed | BudgetExhausted | Cancelled
+RunResult: TypeAlias = Completed[OutputT] | Parked | Failed | BudgetExhausted | Cancelled
 
 
 def describe(result: RunResult) -> str:

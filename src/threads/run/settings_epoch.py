@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from threads.log.lines import Draft
+from threads.log.vocabulary import data_of
 from threads.models.protocol import Model
 from threads.run.drafts import HOST
 from threads.run.retry_policy import pinned_retry
@@ -46,7 +47,11 @@ def revert(rt: Runtime) -> list[Draft]:
     """Back to the pinned settings when a turn-scoped fallback began before the open turn."""
     fold = rt.fold
     event, turn = fold.features.settings_event, fold.turn
-    if event is None or turn is None or event.data["reason"] != "fallback":
+    if (
+        event is None
+        or turn is None
+        or data_of(event, "settings_changed")["reason"] != "fallback"
+    ):
         return []
     if event.seq > turn.input_event.seq or pinned_retry(fold.thread_started).fallback_scope != (
         "turn"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 
 from threads.log.lines import Draft
+from threads.log.vocabulary import data_of
 from threads.run.drafts import HOST
 from threads.run.runtime import Runtime
 from threads.sandbox.protocol import SandboxError
@@ -27,7 +28,9 @@ async def snapshot_turn(rt: Runtime) -> None:
         return
     if sandbox.last_manifest is None:
         chain = await rt.writer.store.read_chain(rt.writer.branch_id)
-        recorded = [e.data["manifest_hash"] for e in chain.events if e.type == "snapshot"]
+        recorded = [
+            data_of(e, "snapshot")["manifest_hash"] for e in chain.events if e.type == "snapshot"
+        ]
         sandbox.last_manifest = recorded[-1] if recorded else ""
     try:
         snapshot = await sandbox.snapshot_if_changed(sandbox.last_manifest)

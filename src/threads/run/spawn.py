@@ -30,10 +30,10 @@ from threads.log.canonical import canonical
 from threads.log.fold import Fold
 from threads.log.fold.features import CHILD_RUNNING
 from threads.log.ids import uuid7
+from threads.log.json_types import JsonObject
 from threads.log.lines import Draft, Event
 from threads.log.vocabulary import (
     AgentSpawnedData,
-    JsonObject,
     ThreadStartedDataParent,
     Usage,
     draft,

@@ -14,8 +14,8 @@ from __future__ import annotations
 from threads.errors import NotFoundError, StoreError
 from threads.log.fold import Fold
 from threads.log.fold.features import CHILD_RUNNING
+from threads.log.json_types import JsonObject
 from threads.log.lines import Draft
-from threads.log.vocabulary import JsonObject
 from threads.run.control import control_writer
 from threads.store.protocol import Store
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from threads.log.fold import Fold
 from threads.log.lines import Event
+from threads.log.vocabulary import data_of
 from threads.principal import Principal
 from threads.run.park_info import ParkFacts, park_facts, parked_event
 from threads.tools.tool import Tool
@@ -127,7 +128,7 @@ def open_questions(fold: Fold) -> list[OpenQuestion]:
                 bool(call.input.get("multi_select", False)),
                 asked_by(fold, call.seq),
                 park.time if park is not None else 0,
-                park.data.get("expires_at") if park is not None else None,
+                data_of(park, "parked").get("expires_at") if park is not None else None,
             )
         )
     return out

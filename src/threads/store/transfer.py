@@ -26,6 +26,7 @@ from threads.log.refs import first_reference, referenced_artifacts
 from threads.log.replay import missing_before
 from threads.log.verify import Segment as VerifiedSegment
 from threads.log.verify import VerifiedExport, verify_export
+from threads.log.vocabulary import data_of
 from threads.store.bundle import is_bundle, read_bundle, write_bundle
 from threads.store.fold_open import SNAPSHOT_EVERY, fold_row
 from threads.store.import_checks import check_owner, store_owned, stored_already
@@ -266,5 +267,9 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
 
 def _is_repair_fork(segment: VerifiedSegment) -> bool:
     first = segment.events[0] if segment.events else None
-    return first is not None and first.type == "fork" and first.data.get("reason") == "repair"
+    return (
+        first is not None
+        and first.type == "fork"
+        and data_of(first, "fork").get("reason") == "repair"
+    )
 

@@ -55,6 +55,9 @@ class ChatModel:
         self.failures = list(failures)
         self.requests: list[ModelRequest] = []
 
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
     def adapter_ref(self) -> dict[str, Any]:
         return {"name": "scripted", "settings": {}, "version": "1"}
 

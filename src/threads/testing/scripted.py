@@ -16,6 +16,7 @@ from operator import itemgetter
 from typing import Any
 
 from threads.log.ids import random_bytes
+from threads.log.vocabulary import OutputPart
 from threads.models.fence import Fence
 from threads.models.protocol import (
     LookupResult,
@@ -156,6 +157,9 @@ class ScriptedModel:
     def __repr__(self) -> str:
         return f"ScriptedModel({self.name!r}, {len(self._script)} items)"
 
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
     def adapter_ref(self) -> dict[str, Any]:
         return {"name": "scripted", "settings": {}, "version": "1"}
 
@@ -203,7 +207,7 @@ class ScriptedModel:
             raise errors[raised].error
         if reply.expect is not None and not reply.expect(request):
             raise ScriptError(f"request #{position + 1} does not match the script's expectation")
-        content: list[dict[str, Any]] = []
+        content: list[OutputPart] = []
         if reply.text:
             size = max(1, -(-len(reply.text) // reply.chunks))
             for start in range(0, len(reply.text), size):

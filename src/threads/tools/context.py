@@ -8,13 +8,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic
 
 import httpx
+from typing_extensions import TypeVar
 
 from threads.memory.protocol import MemoryHandle
 from threads.principal import Principal
 from threads.sandbox.handle import SandboxHandle
+
+# The caller's ``deps`` type: an ``Agent[Deps, ...]`` hands its tools a ``RunContext[Deps]``.
+# Unparameterized, it reads ``Any``.
+DepsT = TypeVar("DepsT", default=Any)
 
 
 def _no_http() -> httpx.AsyncClient:
@@ -22,7 +27,7 @@ def _no_http() -> httpx.AsyncClient:
 
 
 @dataclass(frozen=True, slots=True)
-class RunContext:
+class RunContext(Generic[DepsT]):
     """What a tool's ``execute`` (and a reconcile ``lookup``) may see of the run. ``deps`` are
     the caller's and are never logged. ``effect_key`` is stable across retries of this call:
     pass it to your provider as its idempotency key. ``epoch`` is the run's lease epoch: it only
@@ -30,7 +35,7 @@ class RunContext:
     holder. ``http`` is an ``httpx.AsyncClient`` that checks the run still holds its lease before
     every request it sends (``stale_epoch`` otherwise): send your effect through it."""
 
-    deps: Any
+    deps: DepsT
     thread_id: str
     branch_id: str
     principal: Principal

@@ -19,7 +19,7 @@ import typing
 import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_origin
 
 from pydantic import BaseModel, create_model
 
@@ -58,7 +58,7 @@ def from_function(fn: Callable[..., object], tool_name: str) -> FunctionTool:
                 " (no *args, **kwargs or positional-only): each one is a field the model fills",
             )
         annotation = hints.get(param.name, inspect.Parameter.empty)
-        if annotation is RunContext:
+        if annotation is RunContext or get_origin(annotation) is RunContext:
             if context_param is not None:
                 raise ConfigError(
                     "invalid_config", f"tool {tool_name}: only one parameter may be a RunContext"

@@ -22,7 +22,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 from pydantic import BaseModel
 
 from threads.errors import ConfigError
-from threads.tools.context import RunContext
+from threads.tools.context import DepsT, RunContext
 from threads.tools.signature import Execute, as_async, from_function
 
 __all__ = [
@@ -53,6 +53,8 @@ DEFAULT_RETRY_BACKOFF_MS = 1000
 DEFAULT_SETTLE_MS = 60_000
 
 V = TypeVar("V")
+M = TypeVar("M", bound=BaseModel)
+D = TypeVar("D")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +99,10 @@ class EffectUnknown(Exception):  # noqa: N818 - it names the outcome, like the w
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Tool:
+class Tool(Generic[DepsT]):
     """A defined tool. ``execute`` is always async here: a sync function given to ``tool``
-    runs in a worker thread behind it."""
+    runs in a worker thread behind it. ``DepsT`` is the ``ctx.deps`` type its ``execute`` reads
+    (``Any`` for a decorated function): an ``Agent[Deps, ...]`` takes ``Tool[Deps]``s."""
 
     name: str
     description: str
@@ -139,8 +142,8 @@ def tool(
     *,
     name: str,
     description: str,
-    input: type[BaseModel],
-    execute: Callable[[Any, RunContext], object],
+    input: type[M],
+    execute: Callable[[M, RunContext[D]], object],
     runs: Runs = "host",
     effect: EffectClass = "unguarded",
     dedup_window_ms: int | None = None,
@@ -148,7 +151,7 @@ def tool(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
     settle_ms: int = DEFAULT_SETTLE_MS,
-) -> Tool: ...
+) -> Tool[D]: ...
 
 
 @overload
@@ -173,7 +176,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     input: type[BaseModel] | None = None,
-    execute: Callable[[Any, RunContext], object] | None = None,
+    execute: Callable[[Any, RunContext[Any]], object] | None = None,
     runs: Runs = "host",
     effect: EffectClass = "unguarded",
     dedup_window_ms: int | None = None,

@@ -14,7 +14,8 @@ from typing import Any
 
 from threads.adapters.base import DialectBase
 from threads.adapters.errors import MalformedResponseError
-from threads.adapters.wire import ToolCallAssembler, maybe, need, no_usage, sub
+from threads.adapters.wire import ToolCallAssembler, maybe, need, no_usage, sub, text_part
+from threads.log.vocabulary import OutputPart
 from threads.models.protocol import ModelOutput, ModelRequest, StopReason, Usage
 
 _STOP: dict[str, StopReason] = {
@@ -28,9 +29,10 @@ class MessagesDialect(DialectBase):
     reserved_params = frozenset({"model", "messages", "system", "tools", "stream"})
 
     def render(self, request: ModelRequest, *, streaming: bool) -> dict[str, Any]:
+        cap, params = self.output_cap(request.params)
         body: dict[str, Any] = {
             "model": self._model,
-            "max_tokens": self._max_output_tokens,
+            "max_tokens": cap,
             "messages": _messages(request.messages),
             "stream": streaming,
         }
@@ -41,7 +43,7 @@ class MessagesDialect(DialectBase):
                 {"name": t.name, "description": t.description, "input_schema": t.input_schema}
                 for t in request.tools
             ]
-        body.update(request.params)
+        body.update(params)
         return body
 
     async def send(self, client: Any, body: dict[str, Any]) -> Any:
@@ -53,10 +55,10 @@ class MessagesDialect(DialectBase):
         return MessagesStreamReader()
 
     def read_complete(self, response: dict[str, Any]) -> ModelOutput:
-        content: list[dict[str, Any]] = []
+        content: list[OutputPart] = []
         for block in need(response, "content", list):
             if block.get("type") == "text":
-                content.append({"type": "text", "text": need(block, "text", str)})
+                content.append(text_part(need(block, "text", str)))
             elif block.get("type") == "tool_use":
                 content.append({"type": "tool_use", "call_id": need(block, "id", str),
                                 "name": need(block, "name", str),
@@ -114,9 +116,8 @@ class MessagesStreamReader:
     def finish(self) -> ModelOutput:
         if not self._stopped:
             raise MalformedResponseError("the stream ended before message_stop")
-        blocks: dict[int, dict[str, Any]] = {
-            index: {"type": "text", "text": "".join(parts)}
-            for index, parts in self._texts.items()
+        blocks: dict[int, OutputPart] = {
+            index: text_part("".join(parts)) for index, parts in self._texts.items()
         }
         blocks.update(self._calls.parts())
         return ModelOutput(

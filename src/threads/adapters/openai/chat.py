@@ -14,7 +14,17 @@ from typing import Any
 
 from threads.adapters.base import DialectBase
 from threads.adapters.errors import MalformedResponseError
-from threads.adapters.wire import ToolCallAssembler, maybe, need, no_usage, sub, text_of, tool_use
+from threads.adapters.wire import (
+    ToolCallAssembler,
+    maybe,
+    need,
+    no_usage,
+    sub,
+    text_of,
+    text_part,
+    tool_use,
+)
+from threads.log.vocabulary import OutputPart
 from threads.models.protocol import ModelOutput, ModelRequest, StopReason, Usage
 
 _FINISH: dict[str, StopReason] = {
@@ -27,9 +37,12 @@ _FINISH: dict[str, StopReason] = {
 
 
 class ChatDialect(DialectBase):
-    reserved_params = frozenset({"model", "messages", "tools", "stream", "stream_options"})
+    reserved_params = frozenset(
+        {"model", "messages", "tools", "stream", "stream_options", "max_completion_tokens"}
+    )
 
     def render(self, request: ModelRequest, *, streaming: bool) -> dict[str, Any]:
+        cap, params = self.output_cap(request.params)
         messages: list[dict[str, Any]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
@@ -37,7 +50,7 @@ class ChatDialect(DialectBase):
         body: dict[str, Any] = {
             "model": self._model,
             "messages": messages,
-            "max_completion_tokens": self._max_output_tokens,
+            "max_completion_tokens": cap,
             "stream": streaming,
         }
         if streaming:
@@ -49,7 +62,7 @@ class ChatDialect(DialectBase):
                 }}
                 for t in request.tools
             ]
-        body.update(request.params)
+        body.update(params)
         return body
 
     async def send(self, client: Any, body: dict[str, Any]) -> Any:
@@ -64,9 +77,9 @@ class ChatDialect(DialectBase):
     def read_complete(self, response: dict[str, Any]) -> ModelOutput:
         choice = _first_choice(response)
         message = need(choice, "message", dict)
-        content: list[dict[str, Any]] = []
+        content: list[OutputPart] = []
         if text := message.get("content"):
-            content.append({"type": "text", "text": str(text)})
+            content.append(text_part(str(text)))
         for call in message.get("tool_calls") or []:
             function = need(call, "function", dict)
             content.append(tool_use(need(call, "id", str), need(function, "name", str),
@@ -114,9 +127,9 @@ class ChatStreamReader:
     def finish(self) -> ModelOutput:
         if self._finish is None:
             raise MalformedResponseError("the stream ended before a finish_reason")
-        content: list[dict[str, Any]] = []
+        content: list[OutputPart] = []
         if text := "".join(self._text):
-            content.append({"type": "text", "text": text})
+            content.append(text_part(text))
         calls = self._calls.parts()
         content += [calls[i] for i in sorted(calls)]
         return ModelOutput(content=content, stop_reason=_with_calls(self._finish, content),
@@ -158,7 +171,7 @@ def _stop_reason(choice: Mapping[str, Any]) -> StopReason:
     return _FINISH.get(str(choice.get("finish_reason")), "other")
 
 
-def _with_calls(stop: StopReason, content: list[dict[str, Any]]) -> StopReason:
+def _with_calls(stop: StopReason, content: list[OutputPart]) -> StopReason:
     """Some compatible servers finish tool calls with ``stop``; the calls still await results."""
     if stop == "end_turn" and any(part["type"] == "tool_use" for part in content):
         return "tool_use"

@@ -13,7 +13,8 @@ from typing import Any
 
 from threads.adapters.base import DialectBase
 from threads.adapters.errors import MalformedResponseError
-from threads.adapters.wire import maybe, need, no_usage, sub, text_of, tool_use
+from threads.adapters.wire import maybe, need, no_usage, sub, text_of, text_part, tool_use
+from threads.log.vocabulary import OutputPart
 from threads.models.protocol import ModelCallError, ModelOutput, ModelRequest, StopReason, Usage
 
 _INCOMPLETE_STOP: dict[str, StopReason] = {
@@ -23,14 +24,17 @@ _INCOMPLETE_STOP: dict[str, StopReason] = {
 
 
 class ResponsesDialect(DialectBase):
-    reserved_params = frozenset({"model", "input", "instructions", "tools", "stream"})
+    reserved_params = frozenset(
+        {"model", "input", "instructions", "tools", "stream", "max_output_tokens"}
+    )
 
     def render(self, request: ModelRequest, *, streaming: bool) -> dict[str, Any]:
+        cap, params = self.output_cap(request.params)
         body: dict[str, Any] = {
             "model": self._model,
             "instructions": request.system,
             "input": [item for message in request.messages for item in _input_items(message)],
-            "max_output_tokens": self._max_output_tokens,
+            "max_output_tokens": cap,
             "stream": streaming,
         }
         if request.tools:
@@ -39,7 +43,7 @@ class ResponsesDialect(DialectBase):
                  "parameters": t.input_schema, "strict": False}
                 for t in request.tools
             ]
-        body.update(request.params)
+        body.update(params)
         return body
 
     async def send(self, client: Any, body: dict[str, Any]) -> Any:
@@ -101,7 +105,7 @@ def _output(response: dict[str, Any]) -> ModelOutput:
     status = need(response, "status", str)
     if status == "failed":
         raise _failed({"response": response})
-    content: list[dict[str, Any]] = []
+    content: list[OutputPart] = []
     for item in need(response, "output", list):
         kind = item.get("type")
         if kind == "message":
@@ -110,7 +114,7 @@ def _output(response: dict[str, Any]) -> ModelOutput:
                 if part.get("type") == "output_text"
             )
             if text:
-                content.append({"type": "text", "text": text})
+                content.append(text_part(text))
         elif kind == "function_call":
             content.append(tool_use(need(item, "call_id", str), need(item, "name", str),
                                     need(item, "arguments", str)))
@@ -123,7 +127,7 @@ def _output(response: dict[str, Any]) -> ModelOutput:
 
 
 def _stop_reason(
-    status: str, response: dict[str, Any], content: list[dict[str, Any]]
+    status: str, response: dict[str, Any], content: list[OutputPart]
 ) -> StopReason:
     if status == "incomplete":
         reason = (sub(response, "incomplete_details") or {}).get("reason")
