@@ -16,6 +16,7 @@ import threads.testing
 PUBLIC = {
     "EffectClass",
     "EffectStatus",
+    "Child",
     "ForkPoint",
     "ParkKind",
     "ParkReason",

@@ -32,7 +32,7 @@ from threads.run.results import (
 )
 from threads.run.retry_policy import RetryPolicy
 from threads.run.thread import ControlError, Resolution, Thread, open_thread
-from threads.run.views import ForkPoint, ThreadCost, ThreadState, ThreadUsage
+from threads.run.views import Child, ForkPoint, ThreadCost, ThreadState, ThreadUsage
 from threads.run.waiting import PendingApproval
 from threads.store.protocol import Store
 from threads.store.sqlite import sqlite
@@ -57,6 +57,7 @@ __all__ = [
     "Budget",
     "BudgetExhausted",
     "Cancelled",
+    "Child",
     "Clock",
     "Completed",
     "ConfigError",

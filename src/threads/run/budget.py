@@ -88,3 +88,39 @@ class Budget:
                 " max_tokens (a positive integer) in its params; pass params={'max_tokens': N}"
                 " or drop the cost limit",
             )
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """What a scope's attempts spent, each unreported or in-doubt amount at its bound; None
+    where some amount has no bound (or its sum passes 2^53-1)."""
+
+    model_requests: int
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_nanos: int | None
+
+    def plus(self, other: Spend) -> Spend:
+        return Spend(
+            self.model_requests + other.model_requests,
+            plus(self.input_tokens, other.input_tokens),
+            plus(self.output_tokens, other.output_tokens),
+            plus(self.cost_nanos, other.cost_nanos),
+        )
+
+
+NOTHING_SPENT = Spend(0, 0, 0, 0)
+
+
+def plus(total: int | None, amount: int | None) -> int | None:
+    return None if total is None or amount is None else total + amount
+
+
+@dataclass(frozen=True, slots=True)
+class AncestorBudget:
+    """A budget of a thread above this one in a subagent tree (its thread budget or its run's)
+    and what the tree spent under it outside this thread's subtree when this thread started."""
+
+    owner_thread_id: str
+    budget: Budget
+    spent: Spend

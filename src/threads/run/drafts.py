@@ -25,9 +25,12 @@ PREVIEW_CHARS = 512
 INLINE_RESULT_BYTES = 64 * 1024
 
 
-def user_input(text: str, principal: Principal, budget: dict[str, Any] | None) -> Draft:
-    """The ``user_input`` that opens a turn for ``text``; ``budget``: the run's, on the wire."""
-    data: dict[str, Any] = {"source": "api", "text": text}
+def user_input(
+    text: str, principal: Principal, budget: dict[str, Any] | None, *, source: str = "api"
+) -> Draft:
+    """The ``user_input`` that opens a turn for ``text``; ``budget``: the run's, on the wire;
+    ``source``: ``parent_agent`` for a subagent's prompt."""
+    data: dict[str, Any] = {"source": source, "text": text}
     if budget is not None:
         data["budget"] = budget
     return Draft("user_input", data, {"kind": "user", "principal": principal.to_wire()})

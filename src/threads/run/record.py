@@ -21,6 +21,8 @@ from threads.store.protocol import PendingArtifact
 from threads.store.rows import artifact_ref
 from threads.tools.encode import valid_text
 
+SUCCESS_ORIGINS = ("executed", "materialized_from_commit")
+
 
 async def commit(rt: Runtime, call: Call, text: str, *, hold: bool = False) -> None:
     """Record that the call's effect happened, its result stored as an artifact. ``hold``:
@@ -46,15 +48,20 @@ async def close(
 ) -> None:
     """Append the call's ``tool_result``. ``is_error`` defaults by origin (only an executed or
     materialized result is a success). ``hold``: see ``BranchWriter.append``."""
-    error = (
-        is_error
-        if is_error is not None
-        else origin
-        not in (
-            "executed",
-            "materialized_from_commit",
-        )
-    )
+    draft, artifacts = result_draft(call.call_id, text, origin=origin, actor=actor,
+                                    is_error=is_error)
+    drafts = [draft]
+    if origin in ("executed", "materialized_from_commit"):  # the result hooks see it first
+        drafts += await guard_result(rt, call.call_id, call.name, draft.data)
+    await rt.writer.append(drafts, artifacts=artifacts, hold=hold)
+
+
+def result_draft(
+    call_id: str, text: str, *, origin: str, actor: dict[str, Any], is_error: bool | None = None
+) -> tuple[Draft, list[PendingArtifact]]:
+    """A call's ``tool_result`` draft and the artifact its text needs when it is stored by
+    reference (over ``INLINE_RESULT_BYTES``): for a step that appends it with other events."""
+    error = is_error if is_error is not None else origin not in SUCCESS_ORIGINS
     artifacts: list[PendingArtifact] = []
     ref = None
     text = valid_text(text)
@@ -62,11 +69,8 @@ async def close(
     if len(blob) > INLINE_RESULT_BYTES:
         ref = artifact_ref(blob, "text/plain")
         artifacts.append(PendingArtifact(blob, "text/plain"))
-    data = tool_result_data(call.call_id, text, origin=origin, is_error=error, ref=ref)
-    drafts = [Draft("tool_result", data, actor)]
-    if origin in ("executed", "materialized_from_commit"):
-        drafts += await guard_result(rt, call.call_id, call.name, data)
-    await rt.writer.append(drafts, artifacts=artifacts, hold=hold)
+    data = tool_result_data(call_id, text, origin=origin, is_error=error, ref=ref)
+    return Draft("tool_result", data, actor), artifacts
 
 
 async def stored_text(rt: Runtime, ref: dict[str, Any] | None) -> str:

@@ -19,11 +19,13 @@ from threads.errors import ConfigError, NotFoundError, StoreError, ThreadsError
 from threads.log.fold import Fold
 from threads.log.fold.saved import RestoredFold
 from threads.log.ids import uuid7
-from threads.log.lines import Draft, Event
+from threads.log.lines import Draft, Event, first_event, make_header, next_event
 from threads.memory.protocol import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
-from threads.run.budget import Budget
+from threads.run.budget import AncestorBudget, Budget
+from threads.run.child_run import ChildRun
 from threads.run.config import AgentSpec
+from threads.run.drafts import user_input
 from threads.run.loop import drive
 from threads.run.permissions import Permissions
 from threads.run.results import ErrorInfo, Failed, HandedOff, RunResult, describe
@@ -31,6 +33,7 @@ from threads.run.runtime import CancelSignal, Runtime
 from threads.run.sources import RunSources
 from threads.run.streaming import RunStream
 from threads.run.thread import Thread, folded_at_head
+from threads.run.tree_cancel import bar
 from threads.run.turn_open import TurnRequest, check_pinned, create_thread, refusal
 from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter, fence_time
 from threads.sandbox.binding import RunSandbox
@@ -64,6 +67,8 @@ class RunOptions:
     # lease, the branch's head is still the one the fold ended at (``_current``), and it holds
     # every event (not one opened from a snapshot).
     fold: Fold | None = None
+    # A subagent's run: the budgets of the threads above it (``threads.run.spawn``).
+    ancestors: tuple[AncestorBudget, ...] = ()
 
 
 async def start_run(
@@ -233,6 +238,8 @@ async def _run_connected(
             cancel=cancel or CancelSignal(),
             sandbox=_run_sandbox(agent, store, principal, writer),
             memory=_run_memory(agent, store, principal, writer),
+            start_child=lambda child: run_child(store, child),
+            ancestors=options.ancestors,
         )
         return await drive(rt, input, recovering=not new)
     finally:
@@ -248,6 +255,33 @@ async def _run_connected(
                 await writer.close()
             else:
                 await release(store, lease)
+
+
+async def run_child(store: Store, child: ChildRun) -> RunResult:
+    """Run a subagent's thread on the parent's store: created first when it does not exist yet
+    (one transaction: its header, ``thread_started`` naming the parent's ``agent_spawned``, and
+    the prompt as its first input), then run with no new input, so a crash anywhere is resumed
+    by running it again, never by starting a second child."""
+    try:
+        branch = await store.root_branch(child.thread_id)
+        if child.cancelled_by is not None:
+            await bar(store, branch.branch_id, child.cancelled_by)
+    except NotFoundError:
+        now = store.clock.now_ms()
+        header = make_header(child.thread_id, uuid7(now), now)
+        started = first_event(
+            header, "thread_started", child.spec.config(parent=child.parent),
+            {"kind": "host"},
+        )
+        prompt = user_input(child.prompt, child.principal, None, source="parent_agent")
+        events = [started, next_event(started, *prompt, time=now)]
+        await store.create_branch(header, tenant_id=child.principal.tenant, events=events)
+        telemetry.committed(child.thread_id, events)
+    options = RunOptions(
+        child.thread_id, store, child.deps, principal=child.principal, ceiling=child.ceiling,
+        ancestors=child.ancestors,
+    )
+    return await start_run(child.spec, None, options)
 
 
 def _check_store_serves(agent: AgentSpec, store: Store) -> None:

@@ -49,11 +49,14 @@ from threads.run.park_info import detail
 from threads.run.permissions import check_rule, rule_matches
 from threads.run.questions import answer_draft
 from threads.run.replay import replay_branch
+from threads.run.tree_cancel import cancel_descendants
 from threads.run.views import (
+    Child,
     ForkPoint,
     ThreadCost,
     ThreadState,
     ThreadUsage,
+    children_of,
     cost_of,
     fork_points_of,
     state_of,
@@ -203,6 +206,10 @@ class Thread:
             new_branch_id=new_branch_id,
             knowledge_policy=knowledge_policy,
         )
+
+    async def children(self) -> tuple[Child, ...]:
+        """The subagent threads this thread spawned, in spawn order, each with its status."""
+        return children_of(await self._view())
 
     async def usage(self) -> ThreadUsage:
         """Tokens, model requests and turns, read back from the log."""
@@ -414,7 +421,8 @@ class Thread:
             await writer.append([answer_draft(call_id, text, actor)])
 
     async def cancel(self, principal: Principal, reason: str | None = None) -> None:
-        """Record a durable cancel barrier; the next run of the thread carries it out."""
+        """Record a durable cancel barrier; the next run of the thread carries it out. Every
+        unfinished subagent thread below it is barred too (``threads.run.tree_cancel``)."""
         branch = await self._branch()
         async with control_writer(self.store, branch.branch_id) as writer:
             fold = writer.fold
@@ -428,6 +436,8 @@ class Thread:
                 data["reason"] = reason
             actor = {"kind": "user", "principal": principal.to_wire()}
             await writer.append([Draft("cancel_requested", data, actor)])
+            fold = writer.fold
+        await cancel_descendants(self.store, fold, principal.to_wire())
 
 
     async def change_settings(

@@ -13,7 +13,7 @@ from threads.log.fold import Fold, ParkKind
 from threads.log.lines import Draft
 from threads.log.vocabulary import TurnCompletedData, data_of
 from threads.run.drafts import HOST
-from threads.run.park_info import effect_park_detail
+from threads.run.park_info import effect_park_detail, parked_event
 from threads.run.queued_controls import apply_queued_cancels
 from threads.run.results import (
     Cancelled,
@@ -36,6 +36,7 @@ PARK_REASONS: dict[str, ParkReason] = {
 CODED_ERRORS: tuple[str, ...] = get_args(get_type_hints(TurnCompletedData)["code"])
 UNCODED = "model_error"  # a turn that ended error without a code, as a run's result reads it
 FAILED_ENDINGS = ("context_exhausted", "model_unavailable", "output_invalid")
+CHILD_REASONS: dict[str, ParkReason] = {r: r for r in PARK_REASONS.values()}
 
 
 def last_text(fold: Fold) -> str:
@@ -71,8 +72,17 @@ def pending_for(rt: Runtime, kind: ParkKind, ident: str) -> Pending:
 
 def parked_result(rt: Runtime) -> Parked:
     pending = [pending_for(rt, kind, ident) for kind, ident in rt.fold.parks]
-    first_kind = next(iter(rt.fold.parks))[0]
-    return Parked(rt.thread, PARK_REASONS.get(first_kind, "effect_unknown"), pending)
+    return Parked(rt.thread, park_reason(rt.fold, pending[0]), pending)
+
+
+def park_reason(fold: Fold, pending: Pending) -> ParkReason:
+    """Why a run parked on ``pending``: by its kind, or for a child, the child's own reason
+    (its parent's ``parked`` records it)."""
+    if pending.kind != "child":
+        return PARK_REASONS.get(pending.kind, "effect_unknown")
+    park = parked_event(fold, {"id": pending.id, "kind": "child"})
+    reason = park.data["reason"] if park is not None else None
+    return CHILD_REASONS.get(str(reason), "effect_unknown")
 
 
 async def honour_cancel_request(rt: Runtime, *, queued: bool = True) -> None:
