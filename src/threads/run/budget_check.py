@@ -121,6 +121,35 @@ async def ancestors_below(rt: Runtime, child_thread_id: str) -> tuple[AncestorBu
     return tuple(out)
 
 
+async def handoff_ancestors(
+    store: Store,
+    source_thread_id: str,
+    agent_budget: Budget | None,
+    run_budget: Budget | None,
+    inherited: tuple[AncestorBudget, ...],
+) -> tuple[AncestorBudget, ...]:
+    """The budgets a handoff target runs under besides its own: every budget that covered the
+    thread that handed off (its agent's, the handing-off run's, and those above it), each with
+    what was spent under it before the handoff. The source takes no more requests after a
+    handoff (rule 26), so those amounts are final."""
+    branch = await store.root_branch(source_thread_id)
+    fold = (await store.read_chain(branch.branch_id)).fold(store.clock.now_ms())
+    table = fold.price_table()
+    attempts = list(fold.attempts.values())
+    spent = spend(table, attempts).plus(await tree_spend(store, fold))
+    out: list[AncestorBudget] = []
+    if agent_budget is not None:
+        out.append(AncestorBudget(source_thread_id, agent_budget, spent))
+    opener = next((e for e in reversed(fold.events) if e.type == "user_input"), None)
+    if run_budget is not None and opener is not None:
+        run = spend(table, [a for a in attempts if a.event.seq > opener.seq]).plus(
+            await tree_spend(store, fold, since_seq=opener.seq)
+        )
+        out.append(AncestorBudget(source_thread_id, run_budget, run))
+    out.extend(AncestorBudget(a.owner_thread_id, a.budget, a.spent.plus(spent)) for a in inherited)
+    return tuple(out)
+
+
 async def tree_spend(
     store: Store, fold: Fold, *, since_seq: int = 0, excluding: str | None = None
 ) -> Spend:

@@ -23,6 +23,7 @@ from threads.log.lines import Draft, Event, first_event, make_header, next_event
 from threads.memory.protocol import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.budget import AncestorBudget, Budget
+from threads.run.budget_check import handoff_ancestors
 from threads.run.child_run import ChildRun
 from threads.run.config import AgentSpec
 from threads.run.drafts import user_input
@@ -99,12 +100,17 @@ async def _run_target(
     ceiling, deps and lease settings. Once that turn ended, running it again appends nothing."""
     target = result.to_thread
     assert target.agent is not None  # ``ensure_target`` hands the target's agent over
+    source = result.thread
+    assert source.agent is not None
+    ancestors = await handoff_ancestors(
+        target.store, source.id, source.agent.budget, options.budget, options.ancestors
+    )
     ran = await start_run(
         target.agent, None,
         RunOptions(
             thread=target.id, store=target.store, deps=options.deps,
             principal=target.principal, lease_ttl_ms=options.lease_ttl_ms,
-            ceiling=options.ceiling, wait=options.wait,
+            ceiling=options.ceiling, wait=options.wait, ancestors=ancestors,
         ),
         sink=sink, cancel=cancel,
     )
