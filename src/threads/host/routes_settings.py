@@ -22,7 +22,14 @@ from starlette.responses import JSONResponse, Response
 from threads.errors import ThreadsError
 from threads.host.bodies import ModeChange, SettingsChange
 from threads.host.failure import HostError
-from threads.host.http import Context, ThreadView, body_of, branch_param, owning_agent, thread_view
+from threads.host.http import (
+    Context,
+    ThreadView,
+    body_of,
+    branch_param,
+    deciding_agent,
+    thread_view,
+)
 from threads.log.lines import Event
 from threads.principal import Principal
 from threads.run import Thread
@@ -36,7 +43,7 @@ async def _changed(
         ctx, principal, request.path_params["thread_id"], branch_param(request)
     )
     handle = Thread(ctx.runs.store, view.thread_id, principal=principal,
-                    agent=owning_agent(ctx, view))
+                    agent=await deciding_agent(ctx, view))
     try:
         event = await change(handle, view.branch.branch_id)
     except ThreadsError as error:
