@@ -53,7 +53,7 @@ class CompactionKillingStore(KillingStore):
         super().__init__(path, clock=clock, kill=kill)
         self.side_ids: set[str] = set()
 
-    def _should_die(self, events: Any) -> bool:
+    def _should_die(self, branch_id: str, events: Any) -> bool:
         kill = self.kill
         for event in events:
             if event.type == "model_request" and event.data.get("purpose") == "compaction":
@@ -72,7 +72,7 @@ class CompactionKillingStore(KillingStore):
             for e in events
         ):
             return False
-        return super()._should_die(events)
+        return super()._should_die(branch_id, events)
 
 
 async def run_once(spec: dict[str, Any]) -> dict[str, Any]:
