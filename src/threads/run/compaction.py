@@ -5,11 +5,12 @@ provider answers ``prompt_too_long``, and between turns for an operator's
 A compaction picks a range (the oldest conversation, ending at a step boundary, leaving at least
 ``keep_tail_tokens`` verbatim), sends the summarizer a request that is durable first
 (``model_request{purpose: compaction}``), records its reply, then either ``compacted`` with the
-summary stored as a ``text/plain`` artifact, or ``compaction_failed`` (no range, an empty reply, a
-failed request, an extension's ``before_compact`` hook denying it). A summarizer that answers
-``prompt_too_long`` gets one more attempt after every shown tool result is cleared
-(``context_edited{compaction_fallback}``). A failure never ends the turn by itself: the request
-goes on as it is, and the pre-dispatch guard ends the turn ``context_exhausted`` (after
+summary stored as a ``text/plain`` artifact and, in the same append, what the model must keep
+of the dropped range (``threads.run.compaction_restore``), or ``compaction_failed`` (no range,
+an empty reply, a failed request, an extension's ``before_compact`` hook denying it). A
+summarizer that answers ``prompt_too_long`` gets one more attempt after every shown tool result
+is cleared (``context_edited{compaction_fallback}``). A failure never ends the turn by itself:
+the request goes on as it is, and the pre-dispatch guard ends the turn ``context_exhausted`` (after
 ``context_preflight_blocked{fail}``) only when the request can't fit the window and this step may
 not compact again. After ``max_failures`` failures in a row the breaker stays open until a
 compaction succeeds. Before either, the ladder's first rung clears tool results the model has
@@ -30,6 +31,7 @@ from threads.log.render import MEDIA_TYPE, Rendered, render_summary_request
 from threads.log.render_context import summary_guides
 from threads.log.vocabulary import CompactionFailedData, draft
 from threads.models.protocol import ModelCallError, ModelRequest
+from threads.run.compaction_restore import restore_drafts
 from threads.run.context_edits import clear_draft, clear_reason, clearable
 from threads.run.context_policy import ContextPolicy, context_window, pinned_context
 from threads.run.drafts import HOST, HOST_ACTOR, MODEL
@@ -177,7 +179,7 @@ async def settle_answered(rt: Runtime) -> None:
     if span is None:
         await _failed(rt, "still_over_threshold", cause, side)
         return
-    await record_summary(rt, side, span, trigger, cause)
+    await record_summary(rt, policy, side, span, trigger=trigger, cause=cause)
 
 
 def _trigger_of(fold: Fold, side: Event) -> Trigger:
@@ -358,7 +360,7 @@ async def _answer(
         )
         await rt.writer.append([abandoned, _failed_draft(reason, cause, request)])
         return False
-    return await record_summary(rt, request, span, trigger, cause)
+    return await record_summary(rt, policy, request, span, trigger=trigger, cause=cause)
 
 
 def _too_long_before(fold: Fold) -> bool:
@@ -374,7 +376,8 @@ def _too_long_before(fold: Fold) -> bool:
 
 
 async def record_summary(
-    rt: Runtime, request: Event, span: tuple[int, int], trigger: Trigger, cause: Event | None,
+    rt: Runtime, policy: ContextPolicy, request: Event, span: tuple[int, int], *,
+    trigger: Trigger, cause: Event | None,
 ) -> bool:
     """The outcome of a side request whose reply is recorded: ``compacted`` with the summary
     artifact, or ``compaction_failed{empty_summary}``."""
@@ -396,11 +399,7 @@ async def record_summary(
     }
     if cause is not None:
         data["cause_event_id"] = cause.event_id
-    style = fold.features.style
-    restore = (
-        [Draft("injected", style.data, HOST)]
-        if style is not None and start <= style.seq <= end else []
-    )  # the latest output style, if the range held it, stays in force (rule 29)
+    restore = await restore_drafts(rt, policy, span)  # L3: the same batch as the compacted
     await rt.writer.append([Draft("compacted", data, HOST), *restore],
                            artifacts=[PendingArtifact(text, SUMMARY_MEDIA, sha256)])
     view = CompactedView(trigger, start, end, text.decode("utf-8"))

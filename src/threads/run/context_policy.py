@@ -9,8 +9,10 @@ silence, when set) first clears the tool results the model has already seen, all
 model sees a placeholder). One whose estimate reaches ``compact_permille`` is preceded by a
 compaction that keeps at least ``keep_tail_tokens`` of the newest conversation verbatim; after
 ``max_failures`` failed compactions in a row (the breaker) the run stops trying until one
-succeeds. A thread that pins no context policy never clears or compacts on its own (an
-operator's ``Thread.compact`` still compacts). The wire form carries the format's whole
+succeeds. A compaction re-attaches the newest ``restore_max_files`` files the sandbox file tools
+touched in its range, each up to ``restore_file_tokens`` (a quarter token per byte). A thread
+that pins no context policy never clears or compacts on its own (an operator's
+``Thread.compact`` still compacts). The wire form carries the format's whole
 ``Policy.context`` object; fields this implementation does not act on keep the reference's
 defaults.
 """
@@ -36,11 +38,13 @@ class ContextPolicy:
     exclude_tools: tuple[str, ...] = ()
     idle_ms: int | None = None
     cache_ttl_ms: int = 300_000
+    restore_max_files: int = 5
+    restore_file_tokens: int = 5_000
 
     def __post_init__(self) -> None:
         floors = {"reserve_tokens": 0, "keep_tail_tokens": 1, "keep_recent": 0,
                   "compact_permille": 1, "max_failures": 1, "clear_permille": 1,
-                  "cache_ttl_ms": 1}
+                  "cache_ttl_ms": 1, "restore_max_files": 0, "restore_file_tokens": 0}
         if self.idle_ms is not None:
             floors["idle_ms"] = 1
         for name, floor in floors.items():
@@ -75,7 +79,8 @@ class ContextPolicy:
             "max_output_continuations": 3,
             "reserve_tokens": self.reserve_tokens,
             "restore": {
-                "file_tokens": 5_000, "max_files": 5, "skill_tokens": 5_000,
+                "file_tokens": self.restore_file_tokens, "max_files": self.restore_max_files,
+                "skill_tokens": 5_000,
                 "skills_total_tokens": 25_000,
             },
             "server_edits": "disabled",
@@ -126,6 +131,8 @@ def pinned_context(started: dict[str, Any] | None) -> ContextPolicy | None:
         exclude_tools=tuple(clear["exclude_tools"]),
         idle_ms=clear.get("idle_ms"),
         cache_ttl_ms=wire["cache_ttl_ms"],
+        restore_max_files=wire["restore"]["max_files"],
+        restore_file_tokens=wire["restore"]["file_tokens"],
     )
 
 

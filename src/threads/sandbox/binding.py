@@ -57,6 +57,10 @@ class RunSandbox:
         await self.owner.settle_pending()
         await self.owner.release_unrecorded(recorded)
 
+    async def read_file(self, path: str) -> bytes:
+        """A workspace file's bytes, read outside any tool call (a compaction's restore)."""
+        return await (await self.session()).read_file(path, self.ctx)
+
     def handle(self, effect_key: str) -> SandboxHandle:
         return SandboxHandle(self.session, self.ctx, effect_key)
 
