@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from threads.errors import ThreadsError
 from threads.log.json_types import JsonObject
+from threads.log.render_lines import Message
 from threads.log.vocabulary import OutputPart
 from threads.models.fence import Fence
 
@@ -106,7 +107,7 @@ class ModelRequest:
 
     request_key: str
     system: str
-    messages: Sequence[dict[str, Any]]  # read-only (the run's renderer shares its lines)
+    messages: Sequence[Message]  # read-only (the run's renderer shares its lines)
     tools: list[ToolDefinition]
     params: JsonObject
     attempt: int = 1
