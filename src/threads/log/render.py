@@ -43,7 +43,7 @@ from threads.log.render_lines import (
 )
 from threads.log.request_bytes import Extends, RequestBytes
 from threads.log.snapshot import Snapshot
-from threads.log.vocabulary import ArtifactRef, data_of
+from threads.log.vocabulary import ArtifactRef, ToolSpec, data_of
 from threads.log.vocabulary import ModelRequestDataDeclaredPrefix as PrefixDigest
 
 MEDIA_TYPE = "application/x-ndjson"
@@ -89,7 +89,7 @@ class Rendered:
         return {"bytes": self.prefix_bytes, "sha256": self.prefix_sha256}
 
 
-def prefix_tool(spec: Mapping[str, Any]) -> PrefixTool:
+def prefix_tool(spec: ToolSpec) -> PrefixTool:
     """How a ToolSpec shows in Render v1: a deferred tool only by name and description."""
     if spec.get("defer_loading"):
         return {"deferred": True, "description": spec["description"], "name": spec["name"]}
@@ -147,7 +147,7 @@ def event_refs(event: Event) -> list[ArtifactRef]:
     return []
 
 
-def _verified(event: Event, ref: Mapping[str, Any], artifacts: Artifacts) -> bytes:
+def _verified(event: Event, ref: ArtifactRef, artifacts: Artifacts) -> bytes:
     data = artifacts.get(ref["sha256"])
     if data is None:
         raise LogError(
@@ -162,7 +162,7 @@ def _verified(event: Event, ref: Mapping[str, Any], artifacts: Artifacts) -> byt
     return data
 
 
-def _text(event: Event, ref: Mapping[str, Any], artifacts: Artifacts) -> str:
+def _text(event: Event, ref: ArtifactRef, artifacts: Artifacts) -> str:
     try:
         return _verified(event, ref, artifacts).decode("utf-8")
     except UnicodeDecodeError:
