@@ -15,6 +15,7 @@ from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.agent import Agent, agent
 from threads.run.budget import Budget
 from threads.run.context_policy import ContextPolicy
+from threads.run.hooks import Extension, HookDecision
 from threads.run.permissions import Permissions
 from threads.run.questions import ask_user
 from threads.run.results import (
@@ -31,7 +32,7 @@ from threads.run.results import (
 )
 from threads.run.retry_policy import RetryPolicy
 from threads.run.thread import ControlError, Resolution, Thread, open_thread
-from threads.run.views import ForkPoint, ThreadCost, ThreadState, ThreadUsage
+from threads.run.views import Child, ForkPoint, ThreadCost, ThreadState, ThreadUsage
 from threads.run.waiting import PendingApproval
 from threads.store.protocol import Store
 from threads.store.sqlite import sqlite
@@ -56,6 +57,7 @@ __all__ = [
     "Budget",
     "BudgetExhausted",
     "Cancelled",
+    "Child",
     "Clock",
     "Completed",
     "ConfigError",
@@ -65,11 +67,13 @@ __all__ = [
     "EffectStatus",
     "EffectUnknown",
     "Event",
+    "Extension",
     "Failed",
     "FakeClock",
     "ForkPoint",
     "Found",
     "HandedOff",
+    "HookDecision",
     "LogError",
     "LookupOutcome",
     "LookupUnknown",

@@ -38,8 +38,8 @@ from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.agent import Agent
 from threads.run.permissions import Decision, Permissions
 from threads.run.results import Failed, RunResult
-from threads.run.runner import _refusal
 from threads.run.thread import Thread
+from threads.run.turn_open import refusal
 from threads.store.sqlite import sqlite
 from threads.store.transfer import export_branch, import_log
 from threads.tools.tool import Found, LookupUnknown, NotFound, Reconcile, RunContext, Tool
@@ -170,12 +170,12 @@ async def _recover(
     lease = await store.acquire_lease(branch_id, "conformance", 60_000)
     try:
         chain = await store.read_chain(branch_id)
-        refusal = _refusal(chain.branch, chain.fold(store.clock.now_ms()))
+        refused = refusal(chain.branch.state, chain.fold(store.clock.now_ms()))
     finally:
         await store.release_lease(lease)
-    if refusal is None:
+    if refused is None:
         raise CaseSkipped("the log's branch is a child branch; Agent.run runs a thread's root only")
-    return Failed(Thread(store, thread_id, principal=principal), refusal)
+    return Failed(Thread(store, thread_id, principal=principal), refused)
 
 
 async def _put_case_artifacts(store: Any, case: Case, events: list[dict[str, Any]]) -> None:

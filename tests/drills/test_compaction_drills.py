@@ -1,7 +1,9 @@
 """Compaction crash drills (issue 32 item 3): a worker process is SIGKILLed right after each
 durable boundary of a compaction (the operator's ``compaction_requested``, the summarizer's
 ``model_request``, its ``model_response``, the ``compacted`` that stores the summary), for a
-threshold compaction and a requested one, then the thread is run again in a fresh process.
+threshold compaction and a requested one, and (in a chat whose tool results an extension
+redacts and the run clears) after a result's append with its guardrail edit and after the first
+clear; then the thread is run again in a fresh process.
 
 Each case pins where the kill landed (the last durable event, read right after the SIGKILL),
 then asserts: the old log is a byte prefix of the new one; every summarizer reply is used by
@@ -13,6 +15,8 @@ conversation equals an uncrashed run's; and one more run appends nothing.
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +42,25 @@ KILLS: dict[str, tuple[dict[str, Any], str]] = {  # kill point, the last durable
     "after_summarizer_response": ({"type": "model_response", "side": True, "nth": 1},
                                   "model_response"),
     "after_summary": ({"type": "compacted", "nth": 1}, "compacted"),
+    # with tools: the first result's append, whose guardrail edit is in it (a result is held
+    # for the next append, so the next request closes that batch); the first clear
+    "after_guardrail_edit": ({"type": "context_edited", "reason": "guardrail", "nth": 1},
+                             "model_request"),
+    "after_clear": ({"type": "context_edited", "reason": "threshold", "nth": 1},
+                    "context_edited"),
 }
+EDITS = ("after_guardrail_edit", "after_clear")
 MATRIX = [
-    *[("threshold", b) for b in KILLS if b != "after_compaction_requested"],
-    *[("requested", b) for b in KILLS],
+    *[("threshold", b) for b in KILLS if b not in ("after_compaction_requested", *EDITS)],
+    *[("requested", b) for b in KILLS if b not in EDITS],
+    *[("tools", b) for b in (*EDITS, "after_summarizer_response", "after_summary")],
 ]
 
 
 def chat(drill: Drill, mode: str, kill: dict[str, Any] | None) -> None:
     """The whole chat, one worker run per turn (a requested compaction in a run of its own);
     the kill point is armed until it fires, and a killed run is simply run again."""
-    fields: dict[str, Any] = {"threshold": mode == "threshold"}
+    fields: dict[str, Any] = {"threshold": mode != "requested", "tools": mode == "tools"}
     armed = kill
     steps: list[tuple[str | None, bool]] = [(text, False) for text in INPUTS]
     if mode == "requested":
@@ -70,7 +82,9 @@ def conversation(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
         if e["type"] == "user_input":
             out.append(("user", e["data"]["text"]))
         elif e["type"] == "model_response" and e["data"]["request_event_id"] not in side:
-            out.append(("assistant", e["data"]["content"][0]["text"]))
+            out.append(("assistant", e["data"]["content"][0].get("text", "tool_use")))
+        elif e["type"] == "context_edited":
+            out.append(("edit", json.dumps(e["data"], sort_keys=True)))
     return out
 
 
@@ -102,25 +116,34 @@ async def _replays(drill: Drill) -> bool:
         await store.close()
 
 
+Baseline = Callable[[str], list[tuple[str, str]]]
+
+
 @pytest.fixture(scope="module")
-def baselines(service: FakeService, tmp_path_factory: pytest.TempPathFactory
-              ) -> dict[str, list[tuple[str, str]]]:
-    out = {}
-    for mode in ("threshold", "requested"):
-        drill = Drill(tmp_path_factory.mktemp("baseline"), service, worker=WORKER)
-        chat(drill, mode, None)
-        events = log_events(drill.store_dir)
-        assert any(e["type"] == "compacted" for e in events)
-        out[mode] = conversation(events)
-    return out
+def baseline(service: FakeService, tmp_path_factory: pytest.TempPathFactory) -> Baseline:
+    """The uncrashed conversation of a mode, run once per module when a case first needs it."""
+    out: dict[str, list[tuple[str, str]]] = {}
+
+    def of(mode: str) -> list[tuple[str, str]]:
+        if mode not in out:
+            drill = Drill(tmp_path_factory.mktemp("baseline"), service, worker=WORKER)
+            chat(drill, mode, None)
+            events = log_events(drill.store_dir)
+            assert any(e["type"] == "compacted" for e in events)
+            out[mode] = conversation(events)
+        return out[mode]
+
+    return of
 
 
+@pytest.mark.timeout(300)  # the first case of a mode also runs its baseline
 @pytest.mark.parametrize(("mode", "boundary"), MATRIX)
 def test_a_kill_at_each_compaction_boundary(
     mode: str, boundary: str, service: FakeService, tmp_path: Path,
-    baselines: dict[str, list[tuple[str, str]]],
+    baseline: Baseline,
 ) -> None:
     kill, last = KILLS[boundary]
+    expected = baseline(mode)
     drill = Drill(tmp_path, service, worker=WORKER)
     chat(drill, mode, kill)
     assert drill.kills == 1
@@ -135,7 +158,16 @@ def test_a_kill_at_each_compaction_boundary(
         assert compacted[0]["data"]["trigger"] == "manual"
     one_outcome_per_reply(events)
     assert asyncio.run(_replays(drill))
-    assert conversation(events) == baselines[mode]
-    assert drill.rerun_adds_nothing(threshold=mode == "threshold")
+    assert conversation(events) == expected
+    if mode == "tools":  # every result redacted in its own append; old ones cleared
+        results = [e for e in events if e["type"] == "tool_result"]
+        guarded = [e for e in events if e["type"] == "context_edited"
+                   and e["data"]["reason"] == "guardrail"]
+        assert len(guarded) == len(results) == TURNS
+        assert all(events[r["seq"] + 1]["data"]["edits"][0]["call_id"] == r["data"]["call_id"]
+                   for r in results)  # the hook's decision, then the edit, after each result
+        assert any(e["type"] == "context_edited" and e["data"]["reason"] == "threshold"
+                   for e in events)
+    assert drill.rerun_adds_nothing(threshold=mode != "requested", tools=mode == "tools")
     SUMMARY.append(f"compaction drill {mode}/{boundary}: {len(events)} events,"
                    f" {len(compacted)} compactions, 1 kill, replay ok")

@@ -1,23 +1,28 @@
-"""Drill worker: runs a real agent on a real SQLite store in its own process.
+"""Drill worker: runs a real agent on a real store (SQLite, or Postgres) in its own process.
 
 ``python worker.py run SPEC`` runs one ``Agent.run`` and prints its outcome as a JSON line;
 ``python worker.py racer SPEC`` stays up and runs the thread once per ``go <race>`` stdin line;
-``python worker.py many SPEC`` runs several threads at once on one store (see ``many``).
+``python worker.py many SPEC`` runs several threads at once on one store (see ``many``);
+``python worker.py child SPEC`` runs the ``subagent`` profile's child thread ``thread`` alone.
 
-SPEC is JSON: ``store`` (directory), ``port`` (fake service), ``profile`` (the script:
-``drill``, ``every_class``, ``result_last`` with ``tool``, ``rate_limited`` (a 429 first
-when ``retry_after_ms`` is given), or ``race``), ``thread`` (id or
-null), ``input`` (text or null), ``label`` (who, for the service), ``kill`` (where to SIGKILL
-ourselves, or null), ``gate`` (a service gate a tool waits on, or null), ``clock_file`` (a file
-holding a millisecond offset the parent moves, or null); for the control drills ``ask``
-(permission rules that need an approval), ``budget`` (the agent's ``Budget`` fields) and
+SPEC is JSON: ``store`` (directory; or ``url`` and ``schema`` for Postgres), ``port`` (fake
+service), ``profile`` (the script: ``drill``, ``every_class``, ``result_last`` with ``tool``,
+``rate_limited`` (a 429 first when ``retry_after_ms`` is given), ``race``, or ``subagent``: a
+parent that spawns a clerk; ``subagent_bg``: in the background, ``child_gate`` the gate its
+look-up waits at), ``thread`` (id or null), ``input`` (text or null), ``label`` (who,
+for the service), ``kill`` (where to SIGKILL ourselves, or null), ``gate`` (a service gate a tool
+waits on, or null), ``clock_file`` (a file holding a millisecond offset the parent moves, or
+null); for the control drills ``ask`` (permission rules that need an approval), ``budget`` (the
+agent's ``Budget`` fields) and
 ``price`` (``[input, output]``); for ``many``, ``runs``.
 
 Kill points: ``{"type": T, "tool": name|null, "nth": n}`` dies right after the nth committed
 append holding an event of type T (for that tool's call, when ``tool`` is given; with
 ``"last": true`` only an append whose last event it is);
 ``{"append_no": n}`` dies right after the nth committed append of this process;
-``{"created": true}`` dies right after a new thread's branch is created;
+``{"created": true}`` dies right after a new thread's branch is created (``n``: the nth);
+``"in_created": n`` with a ``type`` kill point counts only events of the nth branch this
+process created (a subagent's);
 ``{"in_execute": name, "nth": n}`` dies inside ``execute`` once the service applied the effect.
 ``model`` (``{"provider": "openai"|"anthropic", "base_url": URL, "api": ...}``, or null for the
 scripted model) runs the agent on a real adapter against a fake provider server.
@@ -54,6 +59,8 @@ from threads import (
 from threads.errors import StoreError
 from threads.models.protocol import Model
 from threads.run.agent import Agent
+from threads.run.runner import RunOptions, start_run
+from threads.store.postgres import PostgresStore
 from threads.store.sqlite import SQLiteStore
 from threads.testing.fake_service import ServiceClient
 from threads.testing.scripted import call, rate_limited, say, scripted_model, use
@@ -82,6 +89,29 @@ EVERY_CLASS_SCRIPT = [
     *(use(call(name, **args)) for name, args in TOOL_ARGS.items()),
     say("all done"),
     say("bye"),
+]
+
+
+# ``subagent``: the parent spawns one clerk, which looks up, charges (idempotent) and emails
+# (unguarded) in its own thread; the parent then answers.
+SUBAGENT_SCRIPT = [
+    use(call("spawn_agent", agent="clerk", prompt="charge a1 and email c")),
+    say("all done"),
+    say("bye"),
+]
+# ``subagent_bg``: the same clerk started in the background; the parent's turn ends, then the
+# clerk's end wakes it and it answers again.
+SUBAGENT_BG_SCRIPT = [
+    use(call("spawn_agent", agent="clerk", prompt="charge a1 and email c", background=True)),
+    say("started the clerk"),
+    say("the clerk is done"),
+    say("bye"),
+]
+CLERK_SCRIPT = [
+    use(call("look_up", account="a1")),
+    use(call("charge_card", amount=5)),
+    use(call("send_email", to="c@example.com")),
+    say("charged and emailed"),
 ]
 
 
@@ -129,13 +159,15 @@ class OffsetClock:
 RUN_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("run_key", default=None)
 
 
-class KillingStore(SQLiteStore):
-    """A SQLite store that SIGKILLs its process right after a chosen append commits."""
+class Killing:
+    """Kill points on a store: SIGKILLs its process right after a chosen append (or branch
+    creation) commits. Mixed into a SQLite and a Postgres store below."""
 
-    def __init__(self, path: str, *, clock: Any, kill: dict[str, Any] | None) -> None:
-        super().__init__(path, clock=clock)
+    def setup_kill(self, kill: dict[str, Any] | None) -> None:
         self.kill = kill or {}
         self.appends = 0
+        self.created = 0
+        self.created_branches: list[str] = []
         self.hits = 0
         self.names: dict[str, str] | None = None
         self.refused: list[str] = []
@@ -144,7 +176,7 @@ class KillingStore(SQLiteStore):
         if self.names is None and self.kill.get("tool"):
             await self._load_names(branch_id)
         try:
-            await super().append(branch_id, events, **kwargs)
+            await super().append(branch_id, events, **kwargs)  # type: ignore[misc]
         except StoreError as exc:
             self.refused.append(exc.code)
             raise
@@ -153,29 +185,35 @@ class KillingStore(SQLiteStore):
             for event in events:
                 if event.type == "tool_call":
                     self.names[event.data["call_id"]] = event.data["name"]
-        if self._should_die(events):
+        if self._should_die(branch_id, events):
             if self.kill.get("hold_at_gate"):
                 ServiceClient(self.kill["port"]).wait_gate(self.kill["hold_at_gate"])
             else:
                 die()
 
     async def create_branch(self, header: Any, **kwargs: Any) -> None:
-        await super().create_branch(header, **kwargs)
+        await super().create_branch(header, **kwargs)  # type: ignore[misc]
+        self.created += 1
+        self.created_branches.append(header.branch_id)
         key = RUN_KEY.get()
         if key is not None:  # ``many``: tell the parent which thread this run just created
             print(json.dumps({"key": key, "created": header.thread_id}), flush=True)
-        if self.kill.get("created"):
-            die()
+        if self.kill.get("created") is not None and self.created == self.kill["created"]:
+            die()  # ``created``: True (the first creation) or n (the nth)
 
     async def _load_names(self, branch_id: str) -> None:
-        chain = await self.read_chain(branch_id)
+        chain = await self.read_chain(branch_id)  # type: ignore[attr-defined]
         self.names = {
             e.data["call_id"]: e.data["name"]
             for s in chain.segments for e in s.events if e.type == "tool_call"
         }
 
-    def _should_die(self, events: Any) -> bool:
+    def _should_die(self, branch_id: str, events: Any) -> bool:
         kill = self.kill
+        if "in_created" in kill and branch_id not in self.created_branches[
+            kill["in_created"] - 1 : kill["in_created"]
+        ]:
+            return False
         if "append_no" in kill:
             return self.appends == kill["append_no"]
         if "type" not in kill:
@@ -190,6 +228,23 @@ class KillingStore(SQLiteStore):
             if self.hits == kill["nth"]:
                 return True
         return False
+
+
+
+class KillingStore(Killing, SQLiteStore):
+    """A SQLite store with kill points."""
+
+    def __init__(self, path: str, *, clock: Any, kill: dict[str, Any] | None) -> None:
+        SQLiteStore.__init__(self, path, clock=clock)
+        self.setup_kill(kill)
+
+
+class KillingPostgresStore(Killing, PostgresStore):
+    """A Postgres store (in ``schema``) with kill points."""
+
+    def __init__(self, url: str, *, clock: Any, schema: str, kill: dict[str, Any] | None) -> None:
+        PostgresStore.__init__(self, url, clock=clock, schema=schema, max_size=4)
+        self.setup_kill(kill)
 
 
 class Account(BaseModel):
@@ -252,6 +307,8 @@ def build_agent(spec: dict[str, Any]) -> Agent:
         await read(ctx, f"balance:{args.account}")
         if spec.get("gate"):
             client.wait_gate(spec["gate"])
+        if spec.get("child_gate"):  # waits without stopping the run's other tasks
+            await asyncio.to_thread(client.wait_gate, spec["child_gate"])
         after_apply("look_up")
         return f"account {args.account} is open"
 
@@ -300,6 +357,12 @@ def build_agent(spec: dict[str, Any]) -> Agent:
         tool(name="send_email", description="Email the customer.", input=Email,
              execute=send_email),
     ]
+    if spec.get("profile") in ("subagent", "subagent_bg"):
+        clerk = agent(name="clerk", model=scripted_model(list(CLERK_SCRIPT)),
+                      instructions="Do the task.", tools=tools)
+        script = SUBAGENT_SCRIPT if spec["profile"] == "subagent" else SUBAGENT_BG_SCRIPT
+        return agent(name="drill", model=scripted_model(list(script)),
+                     instructions="Delegate.", tools=tools, subagents=[clerk])
     model = (
         provider_model(spec["model"]) if spec.get("model")
         else scripted_model(drill_script(spec), price=drill_price(spec))
@@ -329,12 +392,16 @@ def provider_model(chosen: dict[str, Any]) -> Model:
                   max_output_tokens=1024)
 
 
-def open_store(spec: dict[str, Any]) -> KillingStore:
+def open_store(spec: dict[str, Any]) -> KillingStore | KillingPostgresStore:
+    """``url`` + ``schema``: a Postgres store; else a SQLite store in ``store``."""
     clock = OffsetClock(spec["clock_file"]) if spec.get("clock_file") else None
+    if spec.get("url"):
+        return KillingPostgresStore(spec["url"], clock=clock, schema=spec["schema"],
+                                    kill=spec.get("kill"))
     return KillingStore(spec["store"], clock=clock, kill=spec.get("kill"))
 
 
-def outcome(result: Any, store: KillingStore) -> dict[str, Any]:
+def outcome(result: Any, store: Killing) -> dict[str, Any]:
     out: dict[str, Any] = {"status": result.status, "thread": result.thread.id,
                            "refused_appends": list(store.refused)}
     store.refused.clear()
@@ -354,6 +421,21 @@ async def run_once(spec: dict[str, Any]) -> dict[str, Any]:
     try:
         result = await bot.run(spec.get("input"), thread=spec.get("thread"), store=store,
                                principal=STARTER)
+        return outcome(result, store)
+    finally:
+        await store.close()
+
+
+async def run_child(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run the ``subagent`` profile's child thread ``thread`` alone, as another worker would:
+    the clerk as its parent pins it, decided under the parent's permissions too."""
+    store = open_store(spec)
+    parent = build_agent(spec)
+    clerk = parent.subagent_named("clerk")
+    assert clerk is not None
+    try:
+        result = await start_run(clerk.under_parent(parent), None, RunOptions(
+            spec["thread"], store, principal=STARTER, ceiling=parent.permissions))
         return outcome(result, store)
     finally:
         await store.close()
@@ -412,6 +494,9 @@ def main() -> None:
         return
     if mode == "many":
         asyncio.run(many(spec))
+        return
+    if mode == "child":
+        print_outcome(run_child)
         return
     print_outcome(run_once)
 

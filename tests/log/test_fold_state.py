@@ -20,6 +20,7 @@ from threads.clock import FakeClock
 from threads.errors import ThreadsError
 from threads.log.fold import Fold
 from threads.log.fold.saved import (
+    FORMAT,
     RestoredFold,
     SnapshotShortError,
     SnapshotUnusableError,
@@ -44,7 +45,7 @@ FOLD_FIELDS = {
     "model_requests", "input_tokens", "output_tokens", "unknown_responses", "events",
     "segment_headers", "features", "knowledge_revision", "snapshot_revisions", "_by_event_id",
     "_indexed", "open_calls", "response_of", "_prefix", "transcript_seqs", "side_responses",
-    "loaded_tools", "compaction", "wakes",
+    "loaded_tools", "compaction", "wakes", "cache",
 }
 
 
@@ -164,4 +165,4 @@ def test_the_body_is_json_of_our_own_not_a_pickle() -> None:
     feed(fold, [log.header, *log.events])
     body = dump(fold)
     assert body.startswith(b"{")
-    assert b'"format":5' in body
+    assert b'"format":%d' % FORMAT in body

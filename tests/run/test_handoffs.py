@@ -11,6 +11,8 @@ import pytest
 
 from threads import (
     Agent,
+    Budget,
+    BudgetExhausted,
     Completed,
     ConfigError,
     Failed,
@@ -260,3 +262,26 @@ def test_tool_lines_are_capped_oldest_first() -> None:
     assert capped.splitlines() == [
         "user: hi", "[2 earlier tool lines dropped]", "tool_call b x: {}", "tool_result b: 2",
     ]
+
+
+async def test_the_budgets_that_covered_the_source_cover_the_target(store: Store) -> None:
+    """The source's agent budget and the handing-off run's budget cover the target as ancestor
+    budgets, with what the source spent before the handoff counted: the target's request past
+    either is refused ``budget_exceeded{scope: ancestor}`` naming the source thread."""
+    for limits in ({"agent": Budget(max_model_requests=3)},
+                   {"run": Budget(max_model_requests=3)}):
+        target = billing(use(call("refund", "r1", order=42)), say("Refunded."))
+        bot = agent(name="triage", model=scripted_model(HANDING_OFF), tools=[lookup_order],
+                    handoffs=[target], budget=limits.get("agent"))
+        result = await bot.run("Refund order 42", store=store, principal=ALICE,
+                               budget=limits.get("run"))
+        assert isinstance(result, HandedOff)
+        # the source made 2 requests; the target's first (3rd in the tree) is allowed, its
+        # second would be the 4th
+        assert isinstance(result.target, BudgetExhausted), limits
+        assert result.target.budget.scope == "ancestor"
+        events = await result.to_thread.timeline()
+        [refused] = of_type(events, "budget_exceeded")
+        assert refused.data["scope"] == "ancestor"
+        assert refused.data["owner_thread_id"] == result.thread.id
+        assert len(of_type(events, "model_request")) == 1

@@ -1,12 +1,13 @@
 """What a run does with each stop reason of a reply that asked for no tool, and with a request
 it must not send: pause_turn is requested again as-is (bounded), max_tokens is continued with
 the trusted continuation instruction (bounded, then ``max_output``), context_window_exceeded
-ends the turn ``context_exhausted``, and content the model can't take (or an artifact the
-request needs and the store lacks) ends the turn before any model_request: a coded ``Failed``,
-never a raise."""
+ends the turn ``context_exhausted``, and content the model can't take ends the turn before any
+model_request: a coded ``Failed``, never a raise (an artifact the request needs and the store
+lacks is a coded ``Failed`` too, with the turn left open for when the bytes are back)."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from threads import Completed, Failed, Principal, agent
@@ -18,6 +19,7 @@ from threads.store.protocol import Store
 from threads.testing.scripted import say, scripted_model
 
 ALICE = Principal("api", "acme", "alice")
+PNG = b"\x89PNG not really an image"
 
 
 def turn_events(events: list[Event]) -> list[tuple[str, Any]]:
@@ -97,9 +99,10 @@ async def _thread_with_image_input(
     lease = await store.acquire_lease(branch.branch_id, "other-writer", 60_000)
     chain = await store.read_chain(branch.branch_id)
     writer = BranchWriter(store, lease, chain.fold(store.clock.now_ms()))
-    image = {"bytes": 38, "media_type": "image/png", "sha256": "53" * 32}
+    digest = hashlib.sha256(PNG).hexdigest()
+    image = {"bytes": len(PNG), "media_type": "image/png", "sha256": digest}
     if stored:
-        image = await store.put_artifact(b"\x89PNG not really an image", "image/png")
+        image = await store.put_artifact(PNG, "image/png")
     content = [{"type": "text", "text": "What is this?"},
                {"type": "image_ref", "ref": image, "width": 10, "height": 10}]
     user = {"kind": "user", "principal": ALICE.to_wire()}
@@ -122,15 +125,26 @@ async def test_content_the_model_cannot_take_is_refused_before_dispatch(
     assert len(model.requests) == 1  # only the first turn's request was sent
 
 
-async def test_a_missing_artifact_fails_the_turn_instead_of_raising(store: Store) -> None:
-    model = scripted_model([say("hello")], input_modalities=("text", "image"))
+async def test_a_missing_artifact_is_a_coded_failure_that_leaves_the_turn_open(
+    store: Store,
+) -> None:
+    """An artifact the request needs is not in the store: ``Failed(artifact_missing)``, nothing
+    recorded (the turn stays open, as the loop leaves it for any missing bytes), no request
+    sent; once the bytes are stored, the next run continues the same turn."""
+    model = scripted_model([say("hello"), say("a picture")], input_modalities=("text", "image"))
     bot, thread_id = await _thread_with_image_input(store, model, stored=False)
+    head = (await store.root_branch(thread_id)).head_seq
     result = await bot.run(None, store=store, thread=thread_id, principal=ALICE)
     assert isinstance(result, Failed)
     assert result.error.code == "artifact_missing"
-    [ended] = [e for e in await result.thread.timeline() if e.type == "turn_completed"][-1:]
-    assert ended.data == {"reason": "error"}
+    assert result.error.seq == head  # the user_input that references it
+    assert (await store.root_branch(thread_id)).head_seq == head  # nothing recorded
     assert len(model.requests) == 1  # only the first turn's request was sent
+    await store.put_artifact(PNG, "image/png")
+    again = await bot.run(None, store=store, thread=thread_id, principal=ALICE)
+    assert isinstance(again, Completed), again
+    assert again.output == "a picture"
+    assert turn_events(await again.thread.timeline())[-1] == ("turn_completed", "end_turn")
 
 
 async def test_a_paused_reply_left_by_a_crash_is_continued_not_interrupted(

@@ -13,7 +13,7 @@ import threads.store.fold_open as fold_open
 from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.log.fold import Fold, reduce
-from threads.log.fold.saved import RestoredFold
+from threads.log.fold.saved import FORMAT, RestoredFold
 from threads.run.listing import read_listing
 from threads.run.writer import BranchWriter
 from threads.store.fold_open import (
@@ -68,7 +68,7 @@ async def test_an_open_folds_only_the_lines_after_the_snapshot(
     ("column", "value"),
     [
         ("body", b'{"format":1}'),  # the bytes changed: their sha256 no longer matches
-        ("format", 4),  # written by another format
+        ("format", FORMAT + 1),  # written by another format
         ("fold_code", "0" * 64),  # written by other fold rules
         ("head_hash", "f" * 64),  # a head the body does not end at
     ],

@@ -31,8 +31,8 @@ from threads.cli.main import main
 from threads.log.canonical import canonical
 from threads.log.hashing import sha256_hex
 from threads.log.verify import verify_export
-from threads.run.runner import _refusal
 from threads.run.thread import Thread
+from threads.run.turn_open import refusal
 from threads.testing.scripted import call, say, scripted_model, use
 
 # The v6 tables and the columns the specs give them (``reference_schema``); the tables named
@@ -294,7 +294,7 @@ async def test_a_thread_threads_ts_wrote_forks_here_and_only_the_fork_takes_appe
         assert await store.stored_lines(root_branch.branch_id) == before
         lease = await store.acquire_lease(child, "runner", 60_000)  # the fork is ours to run
         child_chain = await store.read_chain(child)
-        assert _refusal(child_chain.branch, child_chain.fold(store.clock.now_ms())) is None
+        assert refusal(child_chain.branch.state, child_chain.fold(store.clock.now_ms())) is None
         await store.release_lease(lease)
     finally:
         await store.close()

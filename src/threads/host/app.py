@@ -51,9 +51,7 @@ from threads.host.routes_tree import get_thread
 from threads.host.runs import Runs
 from threads.host.summaries import Summaries
 from threads.host.ui import ui_routes
-from threads.run.agent import Agent
-from threads.run.permissions import Permissions
-from threads.run.worker import agents_by_name
+from threads.run import Agent, Permissions, agents_by_name
 from threads.store.protocol import Store
 
 GRACE_S = 10.0

@@ -8,6 +8,7 @@ caller learns nothing of threads it may not see; no 5xx carries an internal deta
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -25,11 +26,13 @@ from threads.host.summaries import Summaries
 from threads.log.fold import Fold
 from threads.log.input_json import InputRefused, parse_input
 from threads.principal import LOCAL_OPERATOR, Principal
-from threads.run.agent import Agent
+from threads.run import Agent
+from threads.store.fold_open import open_fold
 from threads.store.protocol import BranchInfo, Chain
 
 M = TypeVar("M", bound=BaseModel)
 MAX_BODY_BYTES = 1024 * 1024
+MAX_TREE_DEPTH = 64  # subagent levels a host follows up to the root of a tree
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,10 +158,51 @@ def branch_param(request: Request) -> str | None:
 
 
 def owning_agent(ctx: Context, view: ThreadView) -> Agent:
-    """The host agent a thread is pinned to: it names who may decide (its approvers)."""
+    """The host agent a thread is pinned to."""
     agent = ctx.runs.agent_for(view.fold)
     if agent is None:
         raise HostError(
             "forbidden", "no agent of this host owns this thread, so nobody may decide for it here"
         )
     return agent
+
+
+async def deciding_agent(ctx: Context, view: ThreadView) -> Agent:
+    """The thread's agent as it decides: with its own approvers, or, on a subagent's thread,
+    with the approvers of its tree's root (who approves for every child)."""
+    parent = (view.fold.thread_started or {}).get("parent")
+    link = (str(parent["thread_id"]), str(parent["relation"])) if parent else None
+    agent = await as_deciding(ctx, owning_agent(ctx, view), link)
+    if agent is None:
+        raise HostError(
+            "forbidden", "this host does not serve the agent at the root of this subagent's"
+            " tree, whose approvers decide for it, so nobody may decide for it here",
+        )
+    return agent
+
+
+async def as_deciding(ctx: Context, agent: Agent, parent: tuple[str, str] | None) -> Agent | None:
+    """``agent`` with the approvers that decide on its thread: its own, or for a subagent's
+    thread (``parent``: its ``thread_started.parent``'s thread and relation) the root's; None
+    when this host does not serve the root."""
+    if parent is None or parent[1] != "subagent":
+        return agent
+    root = await tree_root_agent(ctx, parent)
+    return None if root is None else dataclasses.replace(agent, approvers=root.approvers)
+
+
+async def tree_root_agent(ctx: Context, parent: tuple[str, str] | None) -> Agent | None:
+    """For a thread started as a subagent (``parent`` = its ``thread_started.parent``'s thread
+    and relation), the host agent of its tree's root; None when this host does not serve it.
+    A thread that is no subagent is its own root: its ``parent`` gives None here too."""
+    store = ctx.runs.store
+    root: Agent | None = None
+    for _ in range(MAX_TREE_DEPTH):
+        if parent is None or parent[1] != "subagent":
+            return root
+        branch = await store.root_branch(parent[0])
+        fold = await open_fold(store, branch.branch_id, store.clock.now_ms())
+        root = ctx.runs.agent_for(fold)
+        above = (fold.thread_started or {}).get("parent")
+        parent = (str(above["thread_id"]), str(above["relation"])) if above else None
+    return None  # deeper than any tree this host serves: nobody decides

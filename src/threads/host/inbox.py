@@ -20,10 +20,7 @@ from threads.host.bodies import (
     QuestionWaiting,
 )
 from threads.principal import Principal
-from threads.run.agent import Agent
-from threads.run.authority import refusal_given
-from threads.run.park_info import explain
-from threads.run.waiting import Waiting
+from threads.run import Agent, Waiting, explain, refusal_given
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,12 +23,17 @@ from threads.host.bodies import (
     ParkedResolution,
 )
 from threads.host.failure import HostError
-from threads.host.http import Context, ThreadView, body_of, branch_param, owning_agent, thread_view
+from threads.host.http import (
+    Context,
+    ThreadView,
+    body_of,
+    branch_param,
+    deciding_agent,
+    thread_view,
+)
 from threads.log.lines import Event
 from threads.principal import Principal
-from threads.run.authority import refusal
-from threads.run.fork import fork_at
-from threads.run.thread import Thread
+from threads.run import Thread, fork_at, refusal
 
 
 async def _root_view(ctx: Context, request: Request, principal: Principal) -> ThreadView:
@@ -43,8 +48,8 @@ async def _root_view(ctx: Context, request: Request, principal: Principal) -> Th
     return view
 
 
-def _handle(ctx: Context, view: ThreadView, principal: Principal) -> Thread:
-    agent = owning_agent(ctx, view)
+async def _handle(ctx: Context, view: ThreadView, principal: Principal) -> Thread:
+    agent = await deciding_agent(ctx, view)
     return Thread(ctx.runs.store, view.thread_id, principal=principal, agent=agent)
 
 
@@ -71,7 +76,7 @@ async def _appended(
 async def post_approval(ctx: Context, request: Request, principal: Principal) -> Response:
     body = await body_of(ctx, request, ApprovalDecision)
     view = await _root_view(ctx, request, principal)
-    handle = _handle(ctx, view, principal)
+    handle = await _handle(ctx, view, principal)
     challenge_id = request.path_params["challenge_id"]
     call = view.fold.approvals.get(challenge_id)
     if call is None:
@@ -103,7 +108,7 @@ async def post_approval(ctx: Context, request: Request, principal: Principal) ->
 async def post_resolve(ctx: Context, request: Request, principal: Principal) -> Response:
     body = await body_of(ctx, request, ParkedResolution)
     view = await _root_view(ctx, request, principal)
-    handle = _handle(ctx, view, principal)
+    handle = await _handle(ctx, view, principal)
     effect_key = request.path_params["effect_key"]
     call = next((c for c in view.fold.calls.values() if c.effect_key == effect_key), None)
 
@@ -123,7 +128,7 @@ async def post_answer(ctx: Context, request: Request, principal: Principal) -> R
     call_id = request.path_params["call_id"]
     if ("input", call_id) not in view.fold.parks:
         raise HostError("no_open_question", f"no question {call_id} is waiting for an answer")
-    handle = _handle(ctx, view, principal)
+    handle = await _handle(ctx, view, principal)
 
     async def decide() -> None:
         await handle.answer(call_id, body.answer, principal)
@@ -136,14 +141,14 @@ async def post_answer(ctx: Context, request: Request, principal: Principal) -> R
 
 async def post_cancel(ctx: Context, request: Request, principal: Principal) -> Response:
     view = await _root_view(ctx, request, principal)
-    agent = owning_agent(ctx, view)
+    agent = await deciding_agent(ctx, view)
     branch_id = view.branch.branch_id
     refused = refusal(
         view.fold, principal, tenant=view.root.tenant_id, agent_approvers=agent.approvers
     )
     if refused is not None:
         raise HostError("forbidden", refused)
-    handle = _handle(ctx, view, principal)
+    handle = await _handle(ctx, view, principal)
 
     async def decide() -> None:
         await handle.cancel(principal)

@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from threads.host.bodies import InboxItem
 from threads.host.failure import HostError
-from threads.host.http import Context
+from threads.host.http import Context, as_deciding
 from threads.host.inbox import Place, inbox_items, item_id
 from threads.host.paging import Key, page, page_request, paged_response
 from threads.principal import Principal
@@ -34,10 +34,11 @@ async def get_inbox(ctx: Context, request: Request, principal: Principal) -> Res
         summary = row.summary
         if summary is None or not summary.waiting:
             continue
+        served = ctx.runs.agents.get(summary.agent) if summary.agent is not None else None
         place = Place(
             thread_id=row.root.thread_id, branch_id=row.root.branch_id,
             tenant_id=row.root.tenant_id, agent_name=summary.agent,
-            agent=ctx.runs.agents.get(summary.agent) if summary.agent is not None else None,
+            agent=None if served is None else await as_deciding(ctx, served, summary.parent),
             starter=summary.starter, root=True, parent=summary.parent,
         )
         items += [

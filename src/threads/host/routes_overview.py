@@ -21,15 +21,14 @@ from threads.host.bodies import (
     ThreadOverview,
     UsageBody,
 )
-from threads.host.http import Context, ThreadView, branch_param, thread_view
+from threads.host.http import Context, ThreadView, as_deciding, branch_param, thread_view
 from threads.host.inbox import Place, inbox_items
 from threads.host.summaries import Summary
 from threads.log.fold import Fold, ModelAttempt
 from threads.log.fold.cost import PriceTable
 from threads.log.vocabulary import data_of
 from threads.principal import Principal
-from threads.run.holders import gone_holders
-from threads.run.views import ThreadCost, usage_of
+from threads.run import ThreadCost, gone_holders, usage_of
 
 
 def cost_body(cost: ThreadCost | None) -> CostBody | None:
@@ -41,13 +40,14 @@ def cost_body(cost: ThreadCost | None) -> CostBody | None:
     )
 
 
-def place_of(ctx: Context, view: ThreadView, summary: Summary) -> Place:
+async def place_of(ctx: Context, view: ThreadView, summary: Summary) -> Place:
+    served = ctx.runs.agent_for(view.fold)
     return Place(
         thread_id=view.thread_id,
         branch_id=view.branch.branch_id,
         tenant_id=view.root.tenant_id,
         agent_name=summary.agent,
-        agent=ctx.runs.agent_for(view.fold),
+        agent=None if served is None else await as_deciding(ctx, served, summary.parent),
         starter=summary.starter,
         root=view.branch.branch_id == view.root.branch_id,
         parent=summary.parent,
@@ -61,7 +61,7 @@ async def get_overview(ctx: Context, request: Request, principal: Principal) -> 
     fold = view.fold
     gone = await gone_holders(ctx.runs.store, view.branch.branch_id)
     summary = ctx.summaries.summarize(fold, gone)
-    place = place_of(ctx, view, summary)
+    place = await place_of(ctx, view, summary)
     now = ctx.runs.store.clock.now_ms()
     usage = usage_of(fold)
     body = ThreadOverview(

@@ -23,7 +23,7 @@ from threads.host.routes_overview import cost_body
 from threads.host.summaries import Listed
 from threads.log.json_types import JsonObject
 from threads.principal import Principal
-from threads.run.thread import Thread
+from threads.run import Thread
 
 LIST_LIMIT = 200  # threads a page holds unless ``limit`` says otherwise
 MAX_LIMIT = 1000

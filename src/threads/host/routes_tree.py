@@ -18,7 +18,7 @@ from threads.host.http import Context, thread_view
 from threads.log.fold import Fold
 from threads.log.vocabulary import data_of
 from threads.principal import Principal
-from threads.run.listing import listing_of
+from threads.run import listing_of
 
 HANDED_OFF = "handed_off"
 

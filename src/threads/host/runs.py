@@ -21,14 +21,19 @@ from threads.host.hub import Hub
 from threads.log.fold import Fold
 from threads.log.lines import Event
 from threads.principal import Principal
-from threads.run.agent import Agent
-from threads.run.listing import read_listing
-from threads.run.permissions import Permissions
-from threads.run.results import ErrorInfo, Failed
-from threads.run.runner import RunOptions, start_run
-from threads.run.runtime import CancelSignal
-from threads.run.streaming import RunStream
-from threads.run.worker import has_work, turn_principal
+from threads.run import (
+    Agent,
+    CancelSignal,
+    ErrorInfo,
+    Failed,
+    Permissions,
+    RunOptions,
+    RunStream,
+    has_work,
+    read_listing,
+    start_run,
+    turn_principal,
+)
 from threads.store.fold_open import open_fold
 from threads.store.protocol import BranchInfo, Store
 

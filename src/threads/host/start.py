@@ -6,15 +6,13 @@ is ``idempotency_key_reused``, the same body replays the stored ``RunAccepted``.
 run's ``user_input`` (with ``thread_started`` for a new thread) and the receipt are committed in
 one transaction (a new thread's header too, so a request that loses the key's race leaves no
 thread behind), and only then is the 202 sent and the run launched. A concurrent request that
-took the key first rolls this append back and is answered from the winner's receipt. The next
-run of a thread is refused ``budget_exhausted`` once the agent's ``max_turns`` is spent, as a
-library run is (``budget_exceeded`` is recorded, no ``user_input``).
+took the key first rolls this append back and is answered from the winner's receipt. The turn is
+opened as a library run opens one (``threads.run.turn_open``): the same refusals and pin check,
+and ``budget_exhausted`` once the agent's ``max_turns`` is spent (``budget_exceeded`` is
+recorded, no ``user_input``); another implementation's branch is ``branch_not_runnable`` here.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Any
 
 from threads.errors import ConfigError, NotFoundError, StoreError, ThreadsError
 from threads.host.bodies import RunAccepted, StartRunRequest
@@ -23,19 +21,12 @@ from threads.host.runs import Runs
 from threads.log.canonical import canonical
 from threads.log.fold import Fold
 from threads.log.hashing import sha256_hex
-from threads.log.ids import uuid7
-from threads.log.lines import WRITER_IMPL, Draft, first_event, make_header, next_event
+from threads.log.lines import Event
 from threads.principal import Principal
-from threads.run.agent import Agent
-from threads.run.budget import Budget
-from threads.run.handoff import refusal
-from threads.run.pinning import changes, describe
-from threads.run.writer import BranchWriter
-from threads.store.lease_release import release
+from threads.run import Agent, Budget, RunKey, TurnRequest, create_thread, open_next_turn
 from threads.store.protocol import BranchInfo
 from threads.store.receipts import START_RUN, RunReceipt, principal_key
 
-START_LEASE_TTL_MS = 10_000
 KEY_MAX = 255
 
 
@@ -82,16 +73,15 @@ async def start_run(
         raise HostError("not_found", f"this host serves no agent named {body.agent!r}")
     if runs.stopping:
         raise HostError("branch_busy", "the host is stopping and takes no new runs; retry")
-    keyed = _Keyed(principal, key, who, digest)
-    input_data = _input_data(agent, body)
+    request = _request(agent, principal, RunKey(key, who, digest), body)
     try:
         if body.thread_id is None:
             if body.branch_id is not None:
                 raise HostError("invalid_request", "branch_id needs the thread_id it belongs to")
-            branch, fold, accepted = await _new_thread(runs, agent, keyed, input_data)
+            branch, fold, accepted = await _new_thread(runs, agent, request)
         else:
             branch = await _target(runs, principal, body.thread_id, body.branch_id)
-            fold, accepted = await _next_input(runs, agent, keyed, branch, input_data)
+            fold, accepted = await _next_input(runs, agent, branch, request)
     except StoreError as error:
         if error.code != "idempotency_key_reused":
             raise HostError.of(error) from None
@@ -107,97 +97,48 @@ async def start_run(
     return accepted
 
 
-@dataclass(frozen=True, slots=True)
-class _Keyed:
-    """Who sent the keyed request and what it hashed to: what its receipt binds."""
-
-    principal: Principal
-    key: str
-    who: str
-    digest: str
-
-    def receipt(self, accepted: RunAccepted, now: int) -> RunReceipt:
-        return RunReceipt(
-            self.principal.tenant, START_RUN, self.key, self.who, self.digest,
-            accepted.thread_id, accepted.branch_id, accepted.run_id, now,
-        )
-
-    def actor(self) -> dict[str, Any]:
-        return {"kind": "user", "principal": self.principal.to_wire()}
-
-
-async def _new_thread(
-    runs: Runs, agent: Agent, keyed: _Keyed, input_data: dict[str, Any]
-) -> tuple[BranchInfo, Fold, RunAccepted]:
-    """A new thread whose header, ``thread_started``, ``user_input`` and receipt are one
-    transaction: a request that loses the key's race leaves no thread behind."""
-    store = runs.store
-    now = store.clock.now_ms()
-    header = make_header(uuid7(now), uuid7(now), now)
-    started = first_event(header, "thread_started", agent.config(), {"kind": "host"})
-    user_input = next_event(started, "user_input", input_data, keyed.actor(), now)
-    accepted = RunAccepted(
-        thread_id=header.thread_id, branch_id=header.branch_id, run_id=user_input.event_id
-    )
-    await store.create_branch(
-        header, tenant_id=keyed.principal.tenant, events=[started, user_input],
-        receipt=keyed.receipt(accepted, now),
-    )
-    chain = await store.read_chain(header.branch_id)
-    return chain.branch, chain.fold(store.clock.now_ms()), accepted
-
-
-async def _next_input(
-    runs: Runs, agent: Agent, keyed: _Keyed, branch: BranchInfo, input_data: dict[str, Any]
-) -> tuple[Fold, RunAccepted]:
-    """The next run's ``user_input`` and its receipt, in one append under the branch's lease,
-    once the agent's ``max_turns`` allows one more turn (as a library run checks it)."""
-    store = runs.store
-    lease = await store.acquire_lease(
-        branch.branch_id, uuid7(store.clock.now_ms()), START_LEASE_TTL_MS
-    )
-    writer: BranchWriter | None = None
-    try:
-        chain = await store.read_chain(branch.branch_id)
-        fold = chain.fold(store.clock.now_ms())
-        _check_runnable(agent, chain.segments[-1].header.writer_impl, branch, fold)
-        writer = BranchWriter(store, lease, fold, ttl_ms=START_LEASE_TTL_MS)
-        refused = None if agent.budget is None else agent.budget.turns_refusal(
-            fold.turns_completed
-        )
-        if refused is not None:
-            await writer.append([Draft("budget_exceeded", refused, {"kind": "host"})])
-            runs.hub.notify(branch.branch_id)
-            raise HostError(
-                "budget_exhausted",
-                f"agent {agent.name!r} allows {refused['limit_value']} turns per thread and"
-                " this thread has had them all (recorded as budget_exceeded); start a new"
-                " thread",
-            )
-        (event,) = await writer.append([Draft("user_input", input_data, keyed.actor())], hold=True)
-        accepted = RunAccepted(
-            thread_id=branch.thread_id, branch_id=branch.branch_id, run_id=event.event_id
-        )
-        await writer.append([], receipt=keyed.receipt(accepted, store.clock.now_ms()))
-        return writer.fold, accepted
-    finally:
-        # hand the lease back: the run takes it next
-        if writer is not None:
-            await writer.close()
-        else:
-            await release(store, lease)
-
-
-def _input_data(agent: Agent, body: StartRunRequest) -> dict[str, Any]:
-    data: dict[str, Any] = {"source": "api", "text": body.text()}
+def _request(agent: Agent, principal: Principal, key: RunKey, body: StartRunRequest) -> TurnRequest:
+    budget = None
     if body.budget is not None:
         try:
             budget = Budget(**body.budget.model_dump(exclude_none=True))
             budget.check_enforceable(agent.model)
         except ConfigError as error:
             raise HostError("invalid_request", error.message) from None
-        data["budget"] = budget.to_wire()
-    return data
+    return TurnRequest(body.text(), principal, budget, key)
+
+
+async def _new_thread(
+    runs: Runs, agent: Agent, request: TurnRequest
+) -> tuple[BranchInfo, Fold, RunAccepted]:
+    """A new thread with its first input and the receipt, in one transaction: a request that
+    loses the key's race leaves no thread behind."""
+    store = runs.store
+    made = await create_thread(store, agent, request)
+    chain = await store.read_chain(made.header.branch_id)
+    return chain.branch, chain.fold(store.clock.now_ms()), _accepted(made.input)
+
+
+async def _next_input(
+    runs: Runs, agent: Agent, branch: BranchInfo, request: TurnRequest
+) -> tuple[Fold, RunAccepted]:
+    """The next run's ``user_input`` and its receipt, in one append under the branch's lease,
+    refused as the library refuses a turn (``threads.run.open_next_turn``)."""
+    try:
+        opened = await open_next_turn(runs.store, agent, branch.branch_id, request)
+    except ThreadsError as error:
+        if error.code == "budget_exhausted":  # recorded as budget_exceeded: followers see it
+            runs.hub.notify(branch.branch_id)
+        if error.code == "writer_mismatch":
+            raise HostError("branch_not_runnable", error.message) from None
+        raise
+    return opened.fold, _accepted(opened.input)
+
+
+def _accepted(opened: Event) -> RunAccepted:
+    return RunAccepted(
+        thread_id=opened.thread_id, branch_id=opened.branch_id, run_id=opened.event_id
+    )
 
 
 async def _target(
@@ -213,30 +154,3 @@ async def _target(
     if root.tenant_id != principal.tenant or branch.thread_id != root.thread_id:
         raise HostError("not_found", f"no thread {thread_id} for this tenant")
     return branch
-
-
-def _check_runnable(agent: Agent, writer_impl: str, branch: BranchInfo, fold: Fold) -> None:
-    if writer_impl != WRITER_IMPL or branch.state != "ready" or fold.inspection_only:
-        raise HostError(
-            "branch_not_runnable",
-            "this branch can't take a run here (written by another implementation, or"
-            " inspection-only); fork it, or start a new thread",
-        )
-    started = fold.thread_started or {}
-    changed = changes(started, agent.config())
-    if started.get("agent_name") != agent.name or changed:
-        what = f" ({describe(changed)})" if changed else ""
-        raise HostError(
-            "invalid_request",
-            f"this thread is pinned to another agent config than {agent.name!r}{what}; start"
-            " a new thread, or run it with the agent it started with",
-        )
-    handed_off = refusal(fold)
-    if handed_off is not None:
-        raise HostError(handed_off.code, handed_off.message)  # rule 26
-    if fold.turn is not None or fold.parks:
-        raise HostError(
-            "branch_not_runnable",
-            "this thread has a turn still open (running, parked or waiting to be resumed);"
-            " follow its run, decide what it waits on, then start the next run",
-        )

@@ -21,6 +21,8 @@ from threads.host.runs import Runs
 from threads.log.canonical import canonical
 from threads.log.json_types import JsonObject
 from threads.log.lines import Event
+from threads.log.vocabulary import data_of
+from threads.run import failed_code
 from threads.store.protocol import BranchInfo
 
 
@@ -103,7 +105,9 @@ def _ended(closing: Event, run_events: list[Event]) -> JsonObject:
     if reason == "budget_exhausted":
         exceeded = next((e for e in reversed(run_events) if e.type == "budget_exceeded"), None)
         return {"status": "budget_exhausted", "budget": exceeded.data if exceeded else {}}
-    code = closing.data.get("code") or "model_error"
+    # As the library reads the ending (``threads.run.failed_code``); an ending that is no
+    # failure there (``interrupted``, ...) reads model_error here, as the reference's host has it
+    code = failed_code(data_of(closing, "turn_completed")) or "model_error"
     return {"status": "failed", "error": {"code": code, "message": f"the turn ended: {reason}"}}
 
 

@@ -24,11 +24,16 @@ from dataclasses import dataclass
 from threads.log.fold import Fold
 from threads.log.fold.saved import RestoredFold
 from threads.principal import Principal
-from threads.run.agent import Agent
-from threads.run.holders import gone_holders
-from threads.run.listing import Listing, listing_of, read_listing
-from threads.run.views import ThreadCost
-from threads.run.waiting import Waiting, waiting
+from threads.run import (
+    Agent,
+    Listing,
+    ThreadCost,
+    Waiting,
+    gone_holders,
+    listing_of,
+    read_listing,
+    waiting_on,
+)
 from threads.store.fold_open import open_fold
 from threads.store.protocol import BranchInfo, Store
 from threads.tools.tool import Tool
@@ -135,4 +140,4 @@ class Summaries:
         def tool_named(tool: str) -> Tool | None:
             return served.tool_named(tool) if served is not None else None
 
-        return self._from_listing(listing, waiting(fold, tool_named, gone))
+        return self._from_listing(listing, waiting_on(fold, tool_named, gone))

@@ -29,7 +29,7 @@ from threads.errors import LogError
 from threads.log.hashing import sha256_hex
 from threads.log.json_types import JsonObject
 from threads.log.lines import Event
-from threads.log.render_context import Edits, summary_body, summary_instruction
+from threads.log.render_context import Edits, style_body, summary_body, summary_instruction
 from threads.log.render_lines import (
     AssistantLine,
     DeclaredPrefix,
@@ -182,6 +182,8 @@ def _user(text: str) -> UserLine:
 def _injected(event: Event, artifacts: Artifacts) -> UserLine:
     data = event.data
     text = data["text"] if "text" in data else _text(event, data["ref"], artifacts)
+    if data["source"] == "output_style":
+        return _user(style_body(data["origin"]["id"], text))
     if data["trust"] != "untrusted_reference":
         return _user(text)
     return _user(

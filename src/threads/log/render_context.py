@@ -1,6 +1,7 @@
 """What context management changes in Render v1: the summary line of a compacted range, tool
-results cleared or redacted by ``context_edited``, and the instruction a summarizer's request
-ends with.
+results cleared or redacted by ``context_edited``, the instruction a summarizer's request ends
+with, and an output style's trusted context line (``<context source="output_style" ...>``, its
+text escaped so nothing in it closes the wrapper).
 
 A summary renders as one user line in the untrusted-reference wrapper, ``source="summary"``,
 ``id`` = the summary artifact's sha256, the text with ``&``, ``<`` and ``>`` escaped so nothing
@@ -32,6 +33,14 @@ _GUIDE_HOOK = "before_compact"
 
 def cleared_text(call_id: str) -> str:
     return f"[tool result cleared: call_id={call_id}; read it with read_tool_result]"
+
+
+def style_body(name: str, text: str) -> str:
+    """An output style: a trusted context line the model reads as the user's standing ask."""
+    return (
+        f'<context source="output_style" id="{html.escape(name)}">\n'
+        f"{html.escape(text, quote=False)}\n</context>"
+    )
 
 
 def summary_body(text: str, sha256: str) -> str:

@@ -23,6 +23,7 @@ from threads.run.authority import recorded_refusal
 from threads.run.drafts import HOST, tool_result_data
 from threads.run.output_schema import is_candidate
 from threads.run.runtime import Runtime
+from threads.run.spawn import spawned_by
 from threads.tools.tool import Tool
 
 APPROVAL_TTL_MS = 60 * 60 * 1000  # an approval challenge is open for 1 h
@@ -84,7 +85,8 @@ def complete_recording(rt: Runtime) -> list[Draft]:
                 drafts.extend(record_calls(rt, [part], last["request_event_id"]))
         elif call.result is None and call.effect is None:
             if barred:
-                drafts.append(_not_executed(call.call_id, CANCELLED, rt.actor()))
+                if spawned_by(fold, call.call_id) is None:  # a child runs to its end
+                    drafts.append(_not_executed(call.call_id, CANCELLED, rt.actor()))
             elif call.decision is None:
                 tool = rt.spec.tool_named(call.name)
                 if never_runs(rt, call, tool) is None:
@@ -97,6 +99,8 @@ def never_runs(rt: Runtime, call: Call, tool: Tool | None) -> str | None:
     such tool when it was called (or now), or a later tool set that dropped it."""
     turn = rt.fold.turn
     if turn is not None and turn.cancel_event is not None:
+        if spawned_by(rt.fold, call.call_id) is not None:
+            return None  # its child exists (or is recorded): it is run to its end
         return "cancelled"
     if call.spec is None:
         return f"unknown tool {call.name}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic
 
@@ -28,6 +28,7 @@ from threads.run.budget import Budget
 from threads.run.config import AgentSpec
 from threads.run.context_policy import ContextPolicy
 from threads.run.handoff_tool import handoff_tool
+from threads.run.hooks import Extension, check_extensions
 from threads.run.output_schema import (
     DEFAULT_OUTPUT_RETRIES,
     checked_schema,
@@ -37,6 +38,7 @@ from threads.run.permissions import Permissions
 from threads.run.results import OutputT, RunResult
 from threads.run.retry_policy import DEFAULT_RETRY, RetryPolicy
 from threads.run.runner import RunOptions, start_run
+from threads.run.spawn import spawn_agent, subagents_line
 from threads.run.streaming import RunStream
 from threads.sandbox.protocol import Sandbox
 from threads.sandbox.tools import sandbox_tools
@@ -155,7 +157,10 @@ def agent(
     output: type[Out] | None = None,
     output_retries: int = DEFAULT_OUTPUT_RETRIES,
     context: ContextPolicy | None = None,
+    subagents: Sequence[AgentSpec] = (),
     handoffs: Sequence[AgentSpec] = (),
+    extensions: Sequence[Extension] = (),
+    output_styles: Mapping[str, str] | None = None,
 ) -> Agent[D, Out]:
     """Describe an agent. Everything is checked here: a ``ConfigError`` now, never mid-run.
 
@@ -176,10 +181,15 @@ def agent(
     ``ContextPolicy``; the run then compacts the conversation before a request that would pass
     its threshold, and once when the provider answers ``prompt_too_long``. ``deps_type``: the
     type of ``run``'s ``deps`` for type checkers only (it is inferred from tools defined with a
-    typed ``RunContext[...]``); nothing checks it at run time. ``handoffs``: agents the model
-    may hand the conversation to (the ``handoff`` tool is added): the run then ends
-    ``HandedOff`` and the target continues in a new thread of its own, its first turn run
-    inside the same ``run``."""
+    typed ``RunContext[...]``); nothing checks it at run time. ``subagents``: agents the model
+    may start with the ``spawn_agent`` tool (added, with a line naming them at the end of the
+    instructions), each in a thread of its own whose final answer is the call's result
+    (``threads.run.spawn``). ``handoffs``: agents the model may hand the conversation to (the
+    ``handoff`` tool is added): the run then ends ``HandedOff`` and the target continues in a
+    new thread of its own, its first turn run inside the same ``run``. ``extensions``:
+    ``threads.Extension`` hooks (``before_tool_result``, ``before_compact``,
+    ``after_compact``), each decision recorded. ``output_styles``: named instructions a user
+    switches on with ``Thread.set_output_style`` (pinned with the thread's config)."""
     if not isinstance(name, str) or not name or len(name) > AGENT_NAME_MAX:
         raise ConfigError("invalid_config", "agent name must be a non-empty string")
     if not isinstance(model, Model):
@@ -202,7 +212,7 @@ def agent(
             )
     targets = _handoff_targets(name, handoffs)
     all_tools = [*own, *_sandbox_tools(sandbox, own, snapshots), *_memory_tools(memory),
-                 *_output_tools(output_model, output_retries),
+                 *_output_tools(output_model, output_retries), *_spawn_tools(subagents),
                  *([handoff_tool()] if targets else [])]
     seen: set[str] = set()
     for t in all_tools:
@@ -217,6 +227,9 @@ def agent(
         raise ConfigError("invalid_config", "context must be a threads.ContextPolicy")
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise ConfigError("invalid_config", "retry must be a threads.RetryPolicy")
+    if subagents:
+        line = subagents_line([spec.name for spec in subagents])
+        instructions = f"{instructions}\n\n{line}" if instructions else line
     return Agent(
         name=name,
         model=model,
@@ -234,7 +247,10 @@ def agent(
         output_retries=output_retries,
         sources=sources,
         context=context,
+        subagents=tuple(subagents),
         handoffs=targets,
+        extensions=check_extensions(extensions),
+        output_styles=_styles(output_styles or {}),
     )
 
 
@@ -257,6 +273,13 @@ def _handoff_targets(name: str, handoffs: Sequence[AgentSpec]) -> tuple[AgentSpe
     return targets
 
 
+def _styles(styles: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    if not all(isinstance(k, str) and k and isinstance(v, str) and v for k, v in styles.items()):
+        raise ConfigError("invalid_config", "output_styles maps non-empty names to non-empty"
+                          " instruction texts")
+    return tuple(sorted(styles.items()))
+
+
 def _sources(tools: Sequence[Tool | ToolSource]) -> tuple[ToolSource, ...]:
     sources = tuple(t for t in tools if isinstance(t, ToolSource) and not isinstance(t, Tool))
     labels = [source.label for source in sources]
@@ -264,6 +287,23 @@ def _sources(tools: Sequence[Tool | ToolSource]) -> tuple[ToolSource, ...]:
         if labels.count(label) > 1:
             raise ConfigError("duplicate_name", f"{label} is given twice: give each its own name")
     return sources
+
+
+def _spawn_tools(subagents: Sequence[AgentSpec]) -> tuple[Tool, ...]:
+    names: list[str] = []
+    for spec in subagents:
+        if not isinstance(spec, AgentSpec):
+            raise ConfigError("invalid_config", "subagents must be agents made with agent(...)")
+        if spec.sources:
+            raise ConfigError(
+                "invalid_config",
+                f"subagent {spec.name!r} has tools from MCP servers: a subagent's tools must be"
+                " known before it starts (give it plain tools)",
+            )
+        if spec.name in names:
+            raise ConfigError("duplicate_name", f"two subagents are named {spec.name!r}")
+        names.append(spec.name)
+    return (spawn_agent,) if names else ()
 
 
 def _output_model(output: type[object] | None) -> type[BaseModel] | None:

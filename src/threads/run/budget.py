@@ -59,8 +59,9 @@ class Budget:
 
     def turns_refusal(self, turns_completed: int) -> dict[str, Any] | None:
         """The ``budget_exceeded`` data (thread scope) refusing one more turn after
-        ``turns_completed``, or None while ``max_turns`` allows it. Whoever writes a new
-        ``user_input`` (a run, a host) checks this first and writes no input when refused."""
+        ``turns_completed``, or None while ``max_turns`` allows it. ``threads.run.turn_open``,
+        which writes every new ``user_input`` (a run's, a host's), checks this first and writes
+        no input when refused."""
         observed = turns_completed + 1
         if self.max_turns is None or observed <= self.max_turns:
             return None
@@ -87,3 +88,39 @@ class Budget:
                 " max_tokens (a positive integer) in its params; pass params={'max_tokens': N}"
                 " or drop the cost limit",
             )
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """What a scope's attempts spent, each unreported or in-doubt amount at its bound; None
+    where some amount has no bound (or its sum passes 2^53-1)."""
+
+    model_requests: int
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_nanos: int | None
+
+    def plus(self, other: Spend) -> Spend:
+        return Spend(
+            self.model_requests + other.model_requests,
+            plus(self.input_tokens, other.input_tokens),
+            plus(self.output_tokens, other.output_tokens),
+            plus(self.cost_nanos, other.cost_nanos),
+        )
+
+
+NOTHING_SPENT = Spend(0, 0, 0, 0)
+
+
+def plus(total: int | None, amount: int | None) -> int | None:
+    return None if total is None or amount is None else total + amount
+
+
+@dataclass(frozen=True, slots=True)
+class AncestorBudget:
+    """A budget of a thread above this one in a subagent tree (its thread budget or its run's)
+    and what the tree spent under it outside this thread's subtree when this thread started."""
+
+    owner_thread_id: str
+    budget: Budget
+    spent: Spend

@@ -1,6 +1,10 @@
-"""The budget guard: before a turn opens and before each model request, compare spend read
-back from the log plus a worst-case reservation for the next request with every limit in force
-(the agent's, for the thread's lifetime; the run's, carried on its ``user_input``).
+"""The budget guard: before each model request, compare spend read back from the log plus a
+worst-case reservation for the next request with every limit in force (the agent's, for the
+thread's lifetime; the run's, carried on its ``user_input``; in a subagent tree, each
+ancestor's: ``AncestorBudget``). ``max_turns`` is checked where a turn is opened
+(``threads.run.turn_open``). A thread's and a run's spend include what every subagent thread
+below them spent (read from their logs), so a parent's budget covers its whole tree; a child
+refused by an ancestor's budget records ``budget_exceeded{scope: ancestor, owner_thread_id}``.
 
 A request that could cross a limit is never sent: ``budget_exceeded`` is recorded, the turn ends
 ``budget_exhausted`` and the run returns ``BudgetExhausted``. Usage a provider did not report,
@@ -10,32 +14,25 @@ and attempts left in doubt by a crash, count at their bound.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from threads.errors import ThreadsError
-from threads.log.fold import ModelAttempt
+from threads.errors import NotFoundError, ThreadsError
+from threads.log.fold import Fold, ModelAttempt
 from threads.log.fold.cost import MAX_INT, PriceTable
 from threads.log.lines import Draft
-from threads.run.budget import Budget, BudgetLimit, BudgetScope
+from threads.run.budget import (
+    NOTHING_SPENT,
+    AncestorBudget,
+    Budget,
+    BudgetLimit,
+    BudgetScope,
+    Spend,
+    plus,
+)
 from threads.run.drafts import HOST
 from threads.run.results import BudgetExhausted, BudgetInfo
 from threads.run.runtime import Runtime
-
-
-@dataclass(frozen=True, slots=True)
-class Spend:
-    """What a scope's attempts spent, each unreported or in-doubt amount at its bound; None
-    where some amount has no bound (or its sum passes 2^53-1)."""
-
-    model_requests: int
-    input_tokens: int | None
-    output_tokens: int | None
-    cost_nanos: int | None
-
-
-def _plus(total: int | None, amount: int | None) -> int | None:
-    return None if total is None or amount is None else total + amount
+from threads.store.protocol import Store
 
 
 def _tokens(reported: object, bound: int | None) -> int | None:
@@ -51,8 +48,8 @@ def spend(table: PriceTable, attempts: list[ModelAttempt]) -> Spend:
             continue
         usage: Mapping[str, Any] = attempt.usage or {}
         settings = attempt.settings
-        inp = _plus(inp, _tokens(usage.get("input_tokens"), table.input_bound(settings)))
-        out = _plus(out, _tokens(usage.get("output_tokens"), table.output_bound(settings)))
+        inp = plus(inp, _tokens(usage.get("input_tokens"), table.input_bound(settings)))
+        out = plus(out, _tokens(usage.get("output_tokens"), table.output_bound(settings)))
     return Spend(len(attempts), inp, out, _cost(table, attempts))
 
 
@@ -68,28 +65,111 @@ def _cost(table: PriceTable, attempts: list[ModelAttempt]) -> int | None:
     return cost.upper_bound_nanos if cost.bounded else None
 
 
-def _scopes(rt: Runtime) -> list[tuple[BudgetScope, Budget, list[ModelAttempt]]]:
+Scope = tuple[BudgetScope, Budget, Spend, str | None]  # (scope, limits, spent, owner thread)
+
+
+async def _scopes(rt: Runtime) -> list[Scope]:
+    """Each budget in force and what its scope spent: the thread's and the run's count every
+    subagent below them too; an ancestor's counts what the tree spent outside this thread when
+    it started, plus this thread's subtree."""
     fold = rt.fold
+    table = fold.price_table()
     attempts = list(fold.attempts.values())
-    scopes: list[tuple[BudgetScope, Budget, list[ModelAttempt]]] = []
+    store = rt.writer.store
+    scopes: list[Scope] = []
+    own = spend(table, attempts).plus(await tree_spend(store, fold))
     if rt.spec.budget is not None:
-        scopes.append(("thread", rt.spec.budget, attempts))
+        scopes.append(("thread", rt.spec.budget, own, None))
     turn = fold.turn
     if turn is not None and turn.budget is not None:
         start = turn.input_event.seq
         run = [a for a in attempts if a.event.seq > start]
-        scopes.append(("run", Budget.from_wire(turn.budget), run))
+        spent = spend(table, run).plus(await tree_spend(store, fold, since_seq=start))
+        scopes.append(("run", Budget.from_wire(turn.budget), spent, None))
+    scopes.extend(
+        ("ancestor", a.budget, a.spent.plus(own), a.owner_thread_id) for a in rt.ancestors
+    )
     return scopes
 
 
-async def before_turn(rt: Runtime) -> BudgetExhausted | None:
-    budget = rt.spec.budget
-    refused = None if budget is None else budget.turns_refusal(rt.fold.turns_completed)
-    if refused is None:
-        return None
-    return await _exceeded(
-        rt, "thread", "max_turns", refused["limit_value"], refused["observed"], upper=False
+async def ancestors_below(rt: Runtime, child_thread_id: str) -> tuple[AncestorBudget, ...]:
+    """The budgets a child of this thread runs under besides its own: this thread's and its
+    run's, and every ancestor's of this thread, each with what the tree spent outside the
+    child's subtree."""
+    fold = rt.fold
+    table = fold.price_table()
+    attempts = list(fold.attempts.values())
+    store = rt.writer.store
+    elsewhere = spend(table, attempts).plus(
+        await tree_spend(store, fold, excluding=child_thread_id)
     )
+    thread_id = rt.writer.thread_id
+    out: list[AncestorBudget] = []
+    if rt.spec.budget is not None:
+        out.append(AncestorBudget(thread_id, rt.spec.budget, elsewhere))
+    turn = fold.turn
+    if turn is not None and turn.budget is not None:
+        start = turn.input_event.seq
+        run = spend(table, [a for a in attempts if a.event.seq > start]).plus(
+            await tree_spend(store, fold, since_seq=start, excluding=child_thread_id)
+        )
+        out.append(AncestorBudget(thread_id, Budget.from_wire(turn.budget), run))
+    out.extend(
+        AncestorBudget(a.owner_thread_id, a.budget, a.spent.plus(elsewhere))
+        for a in rt.ancestors
+    )
+    return tuple(out)
+
+
+async def handoff_ancestors(
+    store: Store,
+    source_thread_id: str,
+    agent_budget: Budget | None,
+    run_budget: Budget | None,
+    inherited: tuple[AncestorBudget, ...],
+) -> tuple[AncestorBudget, ...]:
+    """The budgets a handoff target runs under besides its own: every budget that covered the
+    thread that handed off (its agent's, the handing-off run's, and those above it), each with
+    what was spent under it before the handoff. The source takes no more requests after a
+    handoff (rule 26), so those amounts are final."""
+    branch = await store.root_branch(source_thread_id)
+    fold = (await store.read_chain(branch.branch_id)).fold(store.clock.now_ms())
+    table = fold.price_table()
+    attempts = list(fold.attempts.values())
+    spent = spend(table, attempts).plus(await tree_spend(store, fold))
+    out: list[AncestorBudget] = []
+    if agent_budget is not None:
+        out.append(AncestorBudget(source_thread_id, agent_budget, spent))
+    opener = next((e for e in reversed(fold.events) if e.type == "user_input"), None)
+    if run_budget is not None and opener is not None:
+        run = spend(table, [a for a in attempts if a.event.seq > opener.seq]).plus(
+            await tree_spend(store, fold, since_seq=opener.seq)
+        )
+        out.append(AncestorBudget(source_thread_id, run_budget, run))
+    out.extend(AncestorBudget(a.owner_thread_id, a.budget, a.spent.plus(spent)) for a in inherited)
+    return tuple(out)
+
+
+async def tree_spend(
+    store: Store, fold: Fold, *, since_seq: int = 0, excluding: str | None = None
+) -> Spend:
+    """What the subagent threads below the thread of ``fold`` spent (those spawned after
+    ``since_seq``, all but ``excluding``), read from their logs."""
+    total = NOTHING_SPENT
+    spawned_at = {e.data["child_thread_id"]: e.seq for e in fold.events
+                  if e.type == "agent_spawned"} if since_seq else {}
+    for child in fold.features.children.values():
+        thread_id = child.child_thread_id
+        if thread_id == excluding or spawned_at.get(thread_id, since_seq + 1) <= since_seq:
+            continue
+        try:
+            branch = await store.root_branch(thread_id)
+        except NotFoundError:
+            continue  # never created: spent nothing
+        theirs = (await store.read_chain(branch.branch_id)).fold(store.clock.now_ms())
+        total = total.plus(spend(theirs.price_table(), list(theirs.attempts.values())))
+        total = total.plus(await tree_spend(store, theirs))
+    return total
 
 
 async def before_request(rt: Runtime) -> BudgetExhausted | None:
@@ -100,15 +180,14 @@ async def before_request(rt: Runtime) -> BudgetExhausted | None:
     reserve = Spend(
         1, table.input_bound(settings), table.output_bound(settings), table.bound(settings)
     )
-    for scope, budget, attempts in _scopes(rt):
-        spent = spend(table, attempts)
+    for scope, budget, spent, owner in await _scopes(rt):
         checks: list[tuple[BudgetLimit, int | None, int | None]] = [
             ("max_model_requests", budget.max_model_requests, spent.model_requests + 1),
-            ("max_input_tokens", budget.max_input_tokens, _plus(spent.input_tokens,
-                                                                 reserve.input_tokens)),
-            ("max_output_tokens", budget.max_output_tokens, _plus(spent.output_tokens,
-                                                                   reserve.output_tokens)),
-            ("max_cost_nanos", budget.max_cost_nanos, _plus(spent.cost_nanos, reserve.cost_nanos)),
+            ("max_input_tokens", budget.max_input_tokens, plus(spent.input_tokens,
+                                                                reserve.input_tokens)),
+            ("max_output_tokens", budget.max_output_tokens, plus(spent.output_tokens,
+                                                                  reserve.output_tokens)),
+            ("max_cost_nanos", budget.max_cost_nanos, plus(spent.cost_nanos, reserve.cost_nanos)),
         ]
         for limit, value, observed in checks:
             if value is None:
@@ -118,9 +197,9 @@ async def before_request(rt: Runtime) -> BudgetExhausted | None:
                 # amount with no bound is recorded as the largest the log carries
                 upper = limit != "max_model_requests"
                 seen = MAX_INT if observed is None else min(observed, MAX_INT)
-                return await _exceeded(rt, scope, limit, value, seen, upper=upper)
+                return await _exceeded(rt, scope, limit, value, seen, upper=upper, owner=owner)
         turn = rt.fold.turn
-        if budget.max_wall_ms is not None and turn is not None:
+        if budget.max_wall_ms is not None and turn is not None and scope != "ancestor":
             started = rt.fold.events[0].time if scope == "thread" else turn.input_event.time
             elapsed = rt.now() - started
             if elapsed > budget.max_wall_ms:
@@ -138,6 +217,7 @@ async def _exceeded(
     observed: int,
     *,
     upper: bool,
+    owner: str | None = None,
 ) -> BudgetExhausted:
     data: dict[str, Any] = {
         "limit": limit,
@@ -146,6 +226,8 @@ async def _exceeded(
         "observed_is_upper_bound": upper,
         "scope": scope,
     }
+    if owner is not None:
+        data["owner_thread_id"] = owner
     drafts = [Draft("budget_exceeded", data, HOST)]
     if rt.fold.turn is not None:
         drafts.append(Draft("turn_completed", {"reason": "budget_exhausted"}, HOST))

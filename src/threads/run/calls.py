@@ -35,7 +35,8 @@ from threads.run.questions import NO_ANSWER, QUESTION_TTL_MS
 from threads.run.record import close
 from threads.run.results import Parked, ParkReason, Pending, RunResult
 from threads.run.runtime import Runtime
-from threads.run.turn import PARK_REASONS, honour_cancel_request, pending_for
+from threads.run.spawn import SPAWN_AGENT, SpawnAgent, run_spawn
+from threads.run.turn import honour_cancel_request, park_reason, pending_for
 from threads.tools.tool import Tool
 
 log = logging.getLogger("threads")
@@ -66,7 +67,7 @@ async def run_pending(rt: Runtime) -> RunResult | None:
         outcome = await start(rt, call)
         if outcome is not None:
             if not parked:
-                reason = PARK_REASONS.get(outcome.kind, reason)
+                reason = park_reason(rt.fold, outcome)
             parked.append(outcome)
     if parked:
         return Parked(rt.thread, reason, parked)
@@ -181,6 +182,8 @@ async def _run(rt: Runtime, call: Call, tool: Tool) -> Pending | None:
     if is_handoff(rt.fold, call.name):
         await hand_off(rt, call)
         return None
+    if call.name == SPAWN_AGENT:
+        return await run_spawn(rt, call.call_id, SpawnAgent.model_validate(call.input))
     if is_candidate(rt.fold, call.name):
         await structured.judge(rt, call)
         return None

@@ -5,13 +5,16 @@ provider answers ``prompt_too_long``, and between turns for an operator's
 A compaction picks a range (the oldest conversation, ending at a step boundary, leaving at least
 ``keep_tail_tokens`` verbatim), sends the summarizer a request that is durable first
 (``model_request{purpose: compaction}``), records its reply, then either ``compacted`` with the
-summary stored as a ``text/plain`` artifact, or ``compaction_failed`` (no range, an empty reply,
-a failed request). A failure never ends the turn by itself: the request goes on as it is, and
-the pre-dispatch guard ends the turn ``context_exhausted`` (after
-``context_preflight_blocked{fail}``) only when the request can't fit the window and this step
-may not compact again. After ``max_failures`` failures in a row the breaker stays open until a
-compaction succeeds. Every decision is read from the log, so a rerun after a crash decides the
-same way.
+summary stored as a ``text/plain`` artifact, or ``compaction_failed`` (no range, an empty reply, a
+failed request, an extension's ``before_compact`` hook denying it). A summarizer that answers
+``prompt_too_long`` gets one more attempt after every shown tool result is cleared
+(``context_edited{compaction_fallback}``). A failure never ends the turn by itself: the request
+goes on as it is, and the pre-dispatch guard ends the turn ``context_exhausted`` (after
+``context_preflight_blocked{fail}``) only when the request can't fit the window and this step may
+not compact again. After ``max_failures`` failures in a row the breaker stays open until a
+compaction succeeds. Before either, the ladder's first rung clears tool results the model has
+already seen (``threads.run.context_edits``) and decides again. Every decision is read from the
+log, so a rerun after a crash decides the same way.
 """
 
 from __future__ import annotations
@@ -25,17 +28,22 @@ from threads.log.hashing import sha256_hex
 from threads.log.lines import Draft, Event
 from threads.log.render import MEDIA_TYPE, Rendered, render_summary_request
 from threads.log.render_context import summary_guides
+from threads.log.vocabulary import CompactionFailedData, draft
 from threads.models.protocol import ModelCallError, ModelRequest
+from threads.run.context_edits import clear_draft, clear_reason, clearable
 from threads.run.context_policy import ContextPolicy, context_window, pinned_context
-from threads.run.drafts import HOST, MODEL
+from threads.run.drafts import HOST, HOST_ACTOR, MODEL
+from threads.run.hooks import CompactedView, CompactView, ask, recorded
 from threads.run.model_call import abandoned_data, call_model, record_response, render_artifacts
-from threads.run.results import RunResult
+from threads.run.results import ErrorInfo, Failed, RunResult
 from threads.run.runtime import Runtime
 from threads.run.settings_epoch import current_model
 from threads.run.turn import fail_turn
 from threads.store.protocol import PendingArtifact
 
 Trigger = Literal["threshold", "reactive", "manual"]
+FailReason = Literal["hook_denied", "model_error", "prompt_too_long", "empty_summary",
+                     "still_over_threshold"]
 SUMMARY_MEDIA = "text/plain"
 _OUTCOMES = ("compacted", "compaction_failed", "context_preflight_blocked")
 _RENDERED = frozenset({
@@ -101,10 +109,16 @@ async def before_request(rt: Runtime, rendered: Rendered) -> RunResult | bool:
     fold = rt.fold
     limit = window(rt, policy)
     tokens = estimate(fold, rendered.body.size)
+    barred = fold.turn is not None and fold.turn.cancel_event is not None  # nothing is cleared
+    reason = None if barred else clear_reason(rt, policy, tokens, limit)
+    calls = clearable(fold, policy) if reason is not None else []
+    if reason is not None and calls:
+        await rt.writer.append([clear_draft(calls, reason)])
+        return True
     if tokens >= policy.threshold(limit) and not _blocked(fold, policy):
         await summarize(rt, policy, "threshold")
-        return True
-    if tokens < limit or (fold.turn is not None and fold.turn.cancel_event is not None):
+        return ended_by_hook(rt) or True
+    if tokens < limit or barred:
         return False
     blocked = _blocked(fold, policy)
     data = {"action": "fail" if blocked else "compact", "estimated_tokens": tokens,
@@ -117,17 +131,19 @@ async def before_request(rt: Runtime, rendered: Rendered) -> RunResult | bool:
             "context_exhausted",
         )
     await summarize(rt, policy, "reactive")
-    return True
+    return ended_by_hook(rt) or True
 
 
-async def after_prompt_too_long(rt: Runtime) -> bool:
+async def after_prompt_too_long(rt: Runtime) -> Failed | bool:
     """Once per step, a provider's ``prompt_too_long`` is answered by a reactive compaction
     (True: the turn goes on); else (no policy, already compacted in this step, breaker open,
-    or the compaction failed) the turn ends as before."""
+    or the compaction failed) the turn ends as before (False), or an ``after_compact`` hook's
+    failure ended it (that outcome)."""
     policy = pinned_context(rt.fold.thread_started)
     if policy is None or _blocked(rt.fold, policy):
         return False
-    return await summarize(rt, policy, "reactive")
+    compacted = await summarize(rt, policy, "reactive")
+    return ended_by_hook(rt) or compacted
 
 
 async def serve_request(rt: Runtime) -> None:
@@ -234,6 +250,42 @@ async def _summarize_range(
     if span is None:
         await _failed(rt, "still_over_threshold", cause)
         return False
+    if await _denied(rt, trigger, span, cause):
+        return False
+    return await _send(rt, policy, trigger, span, cause)
+
+
+async def _denied(
+    rt: Runtime, trigger: Trigger, span: tuple[int, int], cause: Event | None
+) -> bool:
+    """The ``before_compact`` hooks, each decision appended before the next hook runs (a
+    decision already recorded for this compaction is reused, never asked again). A deny or
+    a failure is answered ``compaction_failed{hook, hook_denied}`` in the same batch."""
+    fold = rt.fold
+    since = cause.seq if cause is not None else next(
+        (e.seq for e in reversed(fold.events) if e.type in ("model_request", *_OUTCOMES)), 0
+    )
+    done = recorded(fold.events, "before_compact", since)
+    if any(e.data["decision"] in ("deny", "failed") for e in done.values()):
+        return True  # a crash before the answer: the answer follows from the recorded decision
+    view = CompactView(trigger, *span)
+    for extension in rt.spec.extensions:
+        if extension.before_compact is None or extension.name in done:
+            continue
+        outcome = await ask(extension, "before_compact", extension.before_compact, view)
+        if outcome.verdict in ("deny", "failed"):
+            denied = _failed_draft("hook_denied", cause, stage="hook")
+            await rt.writer.append([outcome.draft, denied])
+            return True
+        await rt.writer.append([outcome.draft])
+    return False
+
+
+async def _send(
+    rt: Runtime, policy: ContextPolicy, trigger: Trigger, span: tuple[int, int],
+    cause: Event | None,
+) -> bool:
+    """Render, record and send one summarizer request for ``span``."""
     fold = rt.fold
     started = fold.thread_started
     model = current_model(rt)
@@ -257,7 +309,7 @@ async def _summarize_range(
         [Draft("model_request", data, HOST)],
         artifacts=[PendingArtifact(rendered.body, MEDIA_TYPE, rendered.sha256)],
     )
-    return await _answer(rt, request, rendered, span, trigger=trigger, cause=cause)
+    return await _answer(rt, policy, request, rendered, span, trigger=trigger, cause=cause)
 
 
 def _attempt(fold: Fold, cause: Event | None) -> int:
@@ -275,8 +327,8 @@ def _attempt(fold: Fold, cause: Event | None) -> int:
 
 
 async def _answer(
-    rt: Runtime, request: Event, rendered: Rendered, span: tuple[int, int], *,
-    trigger: Trigger, cause: Event | None,
+    rt: Runtime, policy: ContextPolicy, request: Event, rendered: Rendered,
+    span: tuple[int, int], *, trigger: Trigger, cause: Event | None,
 ) -> bool:
     """Send the durable side request, record the reply and the compaction's outcome."""
     model = current_model(rt)
@@ -294,12 +346,31 @@ async def _answer(
         output = await call_model(rt, model, call)
         await record_response(rt, request.event_id, output, "model_response", MODEL)
     except ModelCallError as exc:
-        await rt.writer.append([Draft("model_attempt_abandoned",
-                                      abandoned_data(request.event_id, exc), HOST)])
-        reason = "prompt_too_long" if exc.reason == "prompt_too_long" else "model_error"
-        await _failed(rt, reason, cause, request)
+        abandoned = Draft("model_attempt_abandoned", abandoned_data(request.event_id, exc), HOST)
+        if exc.reason == "prompt_too_long" and not _too_long_before(rt.fold):
+            # the summarizer's own window: clear every shown result (none kept), ask once more
+            calls = clearable(rt.fold, policy, keep_recent=0)
+            edit = [clear_draft(calls, "compaction_fallback")] if calls else []
+            await rt.writer.append([abandoned, *edit])
+            return await _send(rt, policy, trigger, span, cause)
+        reason: FailReason = (
+            "prompt_too_long" if exc.reason == "prompt_too_long" else "model_error"
+        )
+        await rt.writer.append([abandoned, _failed_draft(reason, cause, request)])
         return False
     return await record_summary(rt, request, span, trigger, cause)
+
+
+def _too_long_before(fold: Fold) -> bool:
+    """A summarizer request of this compaction was already abandoned ``prompt_too_long``."""
+    for event in reversed(fold.events):
+        if event.type in _OUTCOMES or (event.type == "model_request"
+                                       and not is_side_request(event)):
+            return False
+        if (event.type == "model_attempt_abandoned" and event.data["reason"] == "prompt_too_long"
+                and fold.compaction.is_side(event.data["request_event_id"])):
+            return True
+    return False
 
 
 async def record_summary(
@@ -325,17 +396,52 @@ async def record_summary(
     }
     if cause is not None:
         data["cause_event_id"] = cause.event_id
-    await rt.writer.append([Draft("compacted", data, HOST)],
+    style = fold.features.style
+    restore = (
+        [Draft("injected", style.data, HOST)]
+        if style is not None and start <= style.seq <= end else []
+    )  # the latest output style, if the range held it, stays in force (rule 29)
+    await rt.writer.append([Draft("compacted", data, HOST), *restore],
                            artifacts=[PendingArtifact(text, SUMMARY_MEDIA, sha256)])
+    view = CompactedView(trigger, start, end, text.decode("utf-8"))
+    told = [await ask(e, "after_compact", e.after_compact, view)
+            for e in rt.spec.extensions if e.after_compact is not None]
+    failed = rt.fold.turn is not None and any(o.verdict == "failed" for o in told)
+    end_turn = [draft("turn_completed", {"reason": "error"}, HOST_ACTOR)] if failed else []
+    if told:  # a failing hook ends the open turn in the same append (digest §1.5)
+        await rt.writer.append([*(outcome.draft for outcome in told), *end_turn])
     return True
 
 
+def ended_by_hook(rt: Runtime) -> Failed | None:
+    """The outcome of a turn an ``after_compact`` hook's failure just ended, else None."""
+    last = rt.fold.events[-1] if rt.fold.events else None
+    if rt.fold.turn is not None or last is None or last.type != "turn_completed":
+        return None
+    failed = next((e for e in reversed(rt.fold.events[-len(rt.spec.extensions) - 1:])
+                   if e.type == "hook_decision" and e.data["decision"] == "failed"), None)
+    if failed is None:
+        return None
+    reason = f"{failed.data['extension']}: {failed.data.get('reason', 'no reason given')}"
+    return Failed(rt.thread, ErrorInfo(
+        "hook_failed", f"an after_compact hook failed ({reason}), which ends the turn; the"
+        " compaction is kept. Fix the extension, then run the thread again",
+    ))
+
+
 async def _failed(
-    rt: Runtime, reason: str, cause: Event | None, request: Event | None = None
+    rt: Runtime, reason: FailReason, cause: Event | None, request: Event | None = None
 ) -> None:
-    data: dict[str, Any] = {"reason": reason, "stage": "summary"}
+    await rt.writer.append([_failed_draft(reason, cause, request)])
+
+
+def _failed_draft(
+    reason: FailReason, cause: Event | None, request: Event | None = None, *,
+    stage: Literal["summary", "hook"] = "summary",
+) -> Draft:
+    data: CompactionFailedData = {"reason": reason, "stage": stage}
     if cause is not None:
         data["cause_event_id"] = cause.event_id
     if request is not None:
         data["request_event_id"] = request.event_id
-    await rt.writer.append([Draft("compaction_failed", data, HOST)])
+    return draft("compaction_failed", data, HOST_ACTOR)

@@ -9,7 +9,7 @@ this module, never on the facade that starts runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -23,7 +23,8 @@ from threads.principal import Principal
 from threads.run.budget import Budget
 from threads.run.context_policy import ContextPolicy
 from threads.run.handoff_tool import handoff_line
-from threads.run.output_schema import DEFAULT_OUTPUT_RETRIES, output_policy_of
+from threads.run.hooks import Extension
+from threads.run.output_schema import DEFAULT_OUTPUT_RETRIES, FINAL_OUTPUT, output_policy_of
 from threads.run.permissions import Permissions
 from threads.run.retry_policy import DEFAULT_RETRY, RetryPolicy
 from threads.sandbox.protocol import Sandbox
@@ -53,12 +54,26 @@ class AgentSpec:
     sources_open: bool = False
     context: ContextPolicy | None = None  # compact long conversations (None: never on its own)
     handoffs: tuple[AgentSpec, ...] = ()  # agents the conversation may be handed to
+    extensions: tuple[Extension, ...] = ()  # hooks at named points; not pinned (code, not config)
+    output_styles: tuple[tuple[str, str], ...] = ()  # name -> text, pinned as policy.output_styles
+    subagents: tuple[AgentSpec, ...] = ()  # the agents ``spawn_agent`` may start
 
     def tool_named(self, name: str) -> Tool | None:
         for t in self.tools:
             if t.name == name:
                 return t
         return None
+
+    def subagent_named(self, name: str) -> AgentSpec | None:
+        return next((spec for spec in self.subagents if spec.name == name), None)
+
+    def under_parent(self, parent: AgentSpec) -> AgentSpec:
+        """This agent as ``parent``'s subagent: only the tools the parent has too (its
+        ``final_output`` excepted), so a child can never do what its parent can't; and the
+        parent's approvers (so, down a tree, the root's) decide for it."""
+        names = {t.name for t in parent.tools}
+        kept = tuple(t for t in self.tools if t.name in names or t.name == FINAL_OUTPUT)
+        return replace(self, tools=kept, approvers=parent.approvers)
 
     def config(self, *, parent: ThreadStartedDataParent | None = None) -> dict[str, Any]:
         """thread_started's data: what this agent pins a thread to. ``parent``: the thread
@@ -114,6 +129,8 @@ class AgentSpec:
             policy["output"] = output_policy_of(self.output, self.output_retries)
         if self.handoffs:
             policy["handoffs"] = [target.name for target in self.handoffs]
+        if self.output_styles:
+            policy["output_styles"] = dict(self.output_styles)
         return policy
 
 

@@ -1,13 +1,18 @@
-"""``ContextPolicy``: when a run compacts a long conversation, pinned in ``thread_started``
-(``policy.context``) so every later run of the thread compacts by the same numbers.
+"""``ContextPolicy``: when a run clears old tool results and compacts a long conversation,
+pinned in ``thread_started`` (``policy.context``) so every later run of the thread acts by the
+same numbers.
 
 The window a request must fit is the model's ``context_window`` minus ``reserve_tokens``. A turn
-request whose estimate reaches ``compact_permille`` of that window is preceded by a compaction
-that keeps at least ``keep_tail_tokens`` of the newest conversation verbatim; after
+request whose estimate reaches ``clear_permille`` of that window (or that follows ``idle_ms`` of
+silence, when set) first clears the tool results the model has already seen, all but the newest
+``keep_recent`` and those of ``exclude_tools`` (``context_edited``: the results stay stored, the
+model sees a placeholder). One whose estimate reaches ``compact_permille`` is preceded by a
+compaction that keeps at least ``keep_tail_tokens`` of the newest conversation verbatim; after
 ``max_failures`` failed compactions in a row (the breaker) the run stops trying until one
-succeeds. A thread that pins no context policy never compacts on its own (an operator's
-``Thread.compact`` still does). The wire form carries the format's whole ``Policy.context``
-object; fields this implementation does not act on keep the reference's defaults.
+succeeds. A thread that pins no context policy never clears or compacts on its own (an
+operator's ``Thread.compact`` still compacts). The wire form carries the format's whole
+``Policy.context`` object; fields this implementation does not act on keep the reference's
+defaults.
 """
 
 from __future__ import annotations
@@ -26,22 +31,40 @@ class ContextPolicy:
     compact_permille: int = 850
     keep_tail_tokens: int = 20_000
     max_failures: int = 3
+    clear_permille: int = 700
+    keep_recent: int = 5
+    exclude_tools: tuple[str, ...] = ()
+    idle_ms: int | None = None
+    cache_ttl_ms: int = 300_000
 
     def __post_init__(self) -> None:
-        for name in ("reserve_tokens", "compact_permille", "keep_tail_tokens", "max_failures"):
+        floors = {"reserve_tokens": 0, "keep_tail_tokens": 1, "keep_recent": 0,
+                  "compact_permille": 1, "max_failures": 1, "clear_permille": 1,
+                  "cache_ttl_ms": 1}
+        if self.idle_ms is not None:
+            floors["idle_ms"] = 1
+        for name, floor in floors.items():
             value = getattr(self, name)
-            floor = 0 if name in ("reserve_tokens", "keep_tail_tokens") else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < floor:
                 raise ConfigError(
                     "invalid_config", f"ContextPolicy.{name} must be an integer >= {floor}"
                 )
-        if self.compact_permille > 1000:
-            raise ConfigError("invalid_config", "ContextPolicy.compact_permille is at most 1000")
+        for name in ("compact_permille", "clear_permille"):
+            if getattr(self, name) > 1000:
+                raise ConfigError("invalid_config", f"ContextPolicy.{name} is at most 1000")
+        if not all(isinstance(t, str) and t for t in self.exclude_tools):
+            raise ConfigError("invalid_config", "ContextPolicy.exclude_tools holds tool names")
 
     def to_wire(self) -> dict[str, Any]:
+        clear: dict[str, Any] = {
+            "exclude_tools": sorted(set(self.exclude_tools)), "keep_recent": self.keep_recent,
+            "trigger": {"permille": self.clear_permille},
+        }
+        if self.idle_ms is not None:
+            clear["idle_ms"] = self.idle_ms
         return {
-            "cache_ttl_ms": 300_000,
-            "clear_results": {"exclude_tools": [], "keep_recent": 5, "trigger": {"permille": 700}},
+            "cache_ttl_ms": self.cache_ttl_ms,
+            "clear_results": clear,
             "compact": {
                 "keep_tail": {"tokens": self.keep_tail_tokens},
                 "max_failures": self.max_failures,
@@ -65,6 +88,17 @@ class ContextPolicy:
     def threshold(self, window: int) -> int:
         return self.compact_permille * window // 1000
 
+    def clear_threshold(self, window: int) -> int:
+        return self.clear_permille * window // 1000
+
+
+def _permille(threshold: dict[str, int], window: int) -> int:
+    """A pinned trigger as permille of the window (a token trigger read as the nearest)."""
+    permille = threshold.get("permille")
+    if permille is None:
+        permille = min(1000, threshold["tokens"] * 1000 // max(window, 1))
+    return max(permille, 1)
+
 
 def _tokens(threshold: dict[str, int], window: int) -> int:
     if "tokens" in threshold:
@@ -80,17 +114,18 @@ def pinned_context(started: dict[str, Any] | None) -> ContextPolicy | None:
     wire = ((started or {}).get("policy") or {}).get("context")
     if not wire:
         return None
-    compact = wire["compact"]
+    compact, clear = wire["compact"], wire["clear_results"]
     window = context_window(started) - wire["reserve_tokens"]
-    trigger = compact["trigger"]
-    permille = trigger.get("permille")
-    if permille is None:
-        permille = min(1000, trigger["tokens"] * 1000 // max(window, 1))
     return ContextPolicy(
         reserve_tokens=wire["reserve_tokens"],
-        compact_permille=max(permille, 1),
+        compact_permille=_permille(compact["trigger"], window),
         keep_tail_tokens=_tokens(compact["keep_tail"], window),
         max_failures=compact["max_failures"],
+        clear_permille=_permille(clear["trigger"], window),
+        keep_recent=clear["keep_recent"],
+        exclude_tools=tuple(clear["exclude_tools"]),
+        idle_ms=clear.get("idle_ms"),
+        cache_ttl_ms=wire["cache_ttl_ms"],
     )
 
 

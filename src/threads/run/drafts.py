@@ -12,9 +12,11 @@ from typing import Any
 
 from threads.log.fold import Fold
 from threads.log.lines import Draft
+from threads.log.vocabulary import Actor
 from threads.principal import Principal
 
 HOST: dict[str, Any] = {"kind": "host"}
+HOST_ACTOR: Actor = {"kind": "host"}  # HOST, typed for ``threads.log.vocabulary.draft``
 MODEL: dict[str, Any] = {"kind": "model"}
 RECOVERY: dict[str, Any] = {"kind": "recovery"}
 TOOL: dict[str, Any] = {"kind": "tool"}
@@ -23,9 +25,12 @@ PREVIEW_CHARS = 512
 INLINE_RESULT_BYTES = 64 * 1024
 
 
-def user_input(text: str, principal: Principal, budget: dict[str, Any] | None) -> Draft:
-    """The ``user_input`` that opens a turn for ``text``; ``budget``: the run's, on the wire."""
-    data: dict[str, Any] = {"source": "api", "text": text}
+def user_input(
+    text: str, principal: Principal, budget: dict[str, Any] | None, *, source: str = "api"
+) -> Draft:
+    """The ``user_input`` that opens a turn for ``text``; ``budget``: the run's, on the wire;
+    ``source``: ``parent_agent`` for a subagent's prompt."""
+    data: dict[str, Any] = {"source": source, "text": text}
     if budget is not None:
         data["budget"] = budget
     return Draft("user_input", data, {"kind": "user", "principal": principal.to_wire()})

@@ -16,15 +16,17 @@ import dataclasses
 
 from threads.errors import StoreError
 from threads.log.lines import Draft
-from threads.run import budget_check, structured
+from threads.run import structured
+from threads.run.background import record_ended, settle
 from threads.run.calls import release_approval_parks, run_pending
 from threads.run.compaction import serve_request, settle_answered
-from threads.run.drafts import HOST, user_input
+from threads.run.drafts import HOST
 from threads.run.handoff import handed_off
 from threads.run.model_step import model_step
 from threads.run.recovery import recover
-from threads.run.results import Completed, ErrorInfo, Failed, RunResult
+from threads.run.results import BudgetExhausted, BudgetInfo, Completed, ErrorInfo, Failed, RunResult
 from threads.run.runtime import Runtime
+from threads.run.spawn import adopt_background, resume_parked_children
 from threads.run.stops import after_reply
 from threads.run.turn import (
     answered,
@@ -32,14 +34,17 @@ from threads.run.turn import (
     honour_cancel_request,
     last_text,
     parked_result,
+    recorded_ending,
 )
+from threads.run.turn_open import TurnRequest, open_turn
 
 LOST_BRANCH = ("stale_epoch", "seq_conflict", "branch_busy")
 MISSING_BYTES = ("artifact_missing", "artifact_corrupt")
 
 
 async def drive(rt: Runtime, input: str | None, *, recovering: bool) -> RunResult:
-    """The run: repair, recover, continue the open turn, then open one for ``input``."""
+    """The run: repair, recover, continue the open turn, then open one for ``input``; then wait
+    for the background children it runs (``threads.run.background``)."""
     try:
         await _repair_torn_tail(rt)
         if rt.fold.features.handoff is not None:
@@ -49,29 +54,32 @@ async def drive(rt: Runtime, input: str | None, *, recovering: bool) -> RunResul
             if stop is not None:
                 return stop
         await release_approval_parks(rt)  # expired, or cancelled
+        await resume_parked_children(rt)
         if rt.fold.parks:
             return parked_result(rt)
+        adopt_background(rt)
         await settle_answered(rt)  # a summary a crash left recorded but not yet applied
         if rt.fold.compaction.requested is not None and rt.fold.turn is None:
             await serve_request(rt)  # an operator asked for it: before any new input
         if rt.fold.turn is not None:
             result = await run_turn(rt)
             if input is None or not isinstance(result, Completed):
-                return result
+                return await settle(rt, result, run_turn)
         if input is None:
-            return Completed(rt.thread, last_text(rt.fold))
-        exhausted = await budget_check.before_turn(rt)
-        if exhausted is not None:
-            return exhausted
-        budget = rt.run_budget.to_wire() if rt.run_budget is not None else None
-        await rt.writer.append([user_input(input, rt.principal, budget)])
-        return await run_turn(rt)
+            return await settle(rt, recorded_ending(rt), run_turn)
+        opened = await open_turn(rt.writer, rt.spec, TurnRequest(input, rt.principal,
+                                                                 rt.run_budget))
+        if isinstance(opened, BudgetInfo):
+            return await settle(rt, BudgetExhausted(rt.thread, opened), run_turn)
+        return await settle(rt, await run_turn(rt), run_turn)
     except StoreError as exc:
         # A lost branch, or an artifact the log needs that the store lacks (a result to
         # materialize, ...): a coded outcome, nothing recorded; a later run tries again.
         if exc.code in LOST_BRANCH or exc.code in MISSING_BYTES:
             return Failed(rt.thread, ErrorInfo(exc.code, exc.message))
         raise
+    finally:
+        await rt.background.abandon()
 
 
 async def run_turn(rt: Runtime) -> RunResult:
@@ -95,6 +103,7 @@ async def run_turn(rt: Runtime) -> RunResult:
             return await finish_cancelled(rt)
         if answered(fold) and (ended := await after_reply(rt)) is not None:
             return ended
+        await record_ended(rt)  # background children's ends: input to this turn
         outcome = await model_step(rt)
         if outcome is not None:
             return outcome

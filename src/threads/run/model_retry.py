@@ -43,8 +43,12 @@ async def on_model_error(
         return await _retry(rt, request_event_id, abandoned.event_id, exc)
     if exc.provider_outcome == "unknown" and not exc.terminal:
         return None  # resent by the next model_step, which enforces crash_resends
-    if exc.reason == "prompt_too_long" and await after_prompt_too_long(rt):
-        return None  # compacted: the turn goes on with a smaller request
+    if exc.reason == "prompt_too_long":
+        compacted = await after_prompt_too_long(rt)
+        if isinstance(compacted, Failed):
+            return compacted
+        if compacted:
+            return None  # compacted: the turn goes on with a smaller request
     if exc.code in ("context_exhausted", "model_unavailable"):
         return await fail_turn(rt, exc.code, exc.message, exc.code)
     return await fail_turn(rt, exc.code, exc.message)

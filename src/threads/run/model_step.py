@@ -33,7 +33,7 @@ from threads.run.model_retry import (
     wait_for_scheduled_retry,
 )
 from threads.run.queued_controls import apply_queued_cancels, cancel_queued
-from threads.run.results import RunResult
+from threads.run.results import ErrorInfo, Failed, RunResult
 from threads.run.retry_policy import pinned_retry
 from threads.run.runtime import Runtime
 from threads.run.settings_epoch import current_model, revert
@@ -68,8 +68,11 @@ async def model_step(rt: Runtime) -> RunResult | None:
     assert started is not None
     try:
         rendered = render(started, rt.fold.events, await render_artifacts(rt), rt.memo.cache)
-    except LogError as exc:  # an artifact the request needs is missing or corrupt
-        return await fail_turn(rt, exc.code, exc.message)
+    except LogError as exc:
+        # An artifact the request needs is missing or corrupt: a coded outcome, nothing
+        # recorded, the turn left open (as the loop treats missing bytes): once the bytes are
+        # back (a bundle imported), the next run continues it.
+        return Failed(rt.thread, ErrorInfo(exc.code, exc.message, exc.seq))
     unsupported = unsupported_content(rendered.part_types, model)
     if unsupported is not None:
         return await fail_turn(rt, "content_unsupported", unsupported)

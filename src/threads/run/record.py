@@ -1,6 +1,7 @@
 """Recording a call's outcome: ``effect_commit`` (the effect happened, its result stored as an
 artifact) and ``tool_result`` (inline, or by artifact when over ``INLINE_RESULT_BYTES``), and
-reading a stored result back.
+reading a stored result back. A result a tool produced passes the agent's ``before_tool_result``
+hooks first; their decisions (and a guardrail edit) are appended with it.
 
 Every text is made valid UTF-8 first (``valid_text``), so no result can fail to encode here.
 A result is recorded at most once per call (the reducer refuses a second); every path that ends
@@ -13,11 +14,14 @@ from typing import Any
 
 from threads.log.fold import Call
 from threads.log.lines import Draft
+from threads.run.context_edits import guard_result
 from threads.run.drafts import HOST, INLINE_RESULT_BYTES, tool_result_data
 from threads.run.runtime import Runtime
 from threads.store.protocol import PendingArtifact
 from threads.store.rows import artifact_ref
 from threads.tools.encode import valid_text
+
+SUCCESS_ORIGINS = ("executed", "materialized_from_commit")
 
 
 async def commit(rt: Runtime, call: Call, text: str, *, hold: bool = False) -> None:
@@ -44,15 +48,20 @@ async def close(
 ) -> None:
     """Append the call's ``tool_result``. ``is_error`` defaults by origin (only an executed or
     materialized result is a success). ``hold``: see ``BranchWriter.append``."""
-    error = (
-        is_error
-        if is_error is not None
-        else origin
-        not in (
-            "executed",
-            "materialized_from_commit",
-        )
-    )
+    draft, artifacts = result_draft(call.call_id, text, origin=origin, actor=actor,
+                                    is_error=is_error)
+    drafts = [draft]
+    if origin in ("executed", "materialized_from_commit"):  # the result hooks see it first
+        drafts += await guard_result(rt, call.call_id, call.name, draft.data)
+    await rt.writer.append(drafts, artifacts=artifacts, hold=hold)
+
+
+def result_draft(
+    call_id: str, text: str, *, origin: str, actor: dict[str, Any], is_error: bool | None = None
+) -> tuple[Draft, list[PendingArtifact]]:
+    """A call's ``tool_result`` draft and the artifact its text needs when it is stored by
+    reference (over ``INLINE_RESULT_BYTES``): for a step that appends it with other events."""
+    error = is_error if is_error is not None else origin not in SUCCESS_ORIGINS
     artifacts: list[PendingArtifact] = []
     ref = None
     text = valid_text(text)
@@ -60,8 +69,8 @@ async def close(
     if len(blob) > INLINE_RESULT_BYTES:
         ref = artifact_ref(blob, "text/plain")
         artifacts.append(PendingArtifact(blob, "text/plain"))
-    data = tool_result_data(call.call_id, text, origin=origin, is_error=error, ref=ref)
-    await rt.writer.append([Draft("tool_result", data, actor)], artifacts=artifacts, hold=hold)
+    data = tool_result_data(call_id, text, origin=origin, is_error=error, ref=ref)
+    return Draft("tool_result", data, actor), artifacts
 
 
 async def stored_text(rt: Runtime, ref: dict[str, Any] | None) -> str:

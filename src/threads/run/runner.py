@@ -2,8 +2,10 @@
 over to the turn loop. Whatever happens, the lease is released when the run ends.
 
 Refusals happen here, before anything is appended: ``branch_busy`` (another process holds the
-thread), ``writer_mismatch`` (the other implementation writes this branch), ``branch_not_runnable``
-(inspection-only repair fork), ``log_corrupt``, and a config change (``ConfigError``).
+thread), ``log_corrupt``, and what ``threads.run.turn_open`` checks before any turn is opened:
+``writer_mismatch`` (the other implementation writes this branch), ``branch_not_runnable``
+(inspection-only repair fork) and a config change (``ConfigError``). A new thread is created
+with its first input by ``turn_open.create_thread``; a later input is opened by the loop.
 """
 
 from __future__ import annotations
@@ -13,24 +15,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from threads import telemetry
-from threads.errors import ConfigError, LogError, NotFoundError, StoreError, ThreadsError
+from threads.errors import ConfigError, NotFoundError, StoreError, ThreadsError
 from threads.log.fold import Fold
 from threads.log.fold.saved import RestoredFold
 from threads.log.ids import uuid7
-from threads.log.lines import WRITER_IMPL, Draft, Event, first_event, make_header, next_event
+from threads.log.lines import Draft, Event, first_event, make_header, next_event
 from threads.memory.protocol import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
-from threads.run.budget import Budget
+from threads.run.budget import AncestorBudget, Budget
+from threads.run.budget_check import handoff_ancestors
+from threads.run.child_run import ChildRun
 from threads.run.config import AgentSpec
 from threads.run.drafts import user_input
 from threads.run.loop import drive
 from threads.run.permissions import Permissions
-from threads.run.pinning import check_pinned
 from threads.run.results import ErrorInfo, Failed, HandedOff, RunResult, describe
 from threads.run.runtime import CancelSignal, Runtime
-from threads.run.sources import RunSources, changed_sources
+from threads.run.sources import RunSources
 from threads.run.streaming import RunStream
 from threads.run.thread import Thread, folded_at_head
+from threads.run.tree_cancel import bar
+from threads.run.turn_open import TurnRequest, check_pinned, create_thread, refusal
 from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter, fence_time
 from threads.sandbox.binding import RunSandbox
 from threads.sandbox.protocol import Sandbox
@@ -63,6 +68,8 @@ class RunOptions:
     # lease, the branch's head is still the one the fold ended at (``_current``), and it holds
     # every event (not one opened from a snapshot).
     fold: Fold | None = None
+    # A subagent's run: the budgets of the threads above it (``threads.run.spawn``).
+    ancestors: tuple[AncestorBudget, ...] = ()
 
 
 async def start_run(
@@ -93,12 +100,17 @@ async def _run_target(
     ceiling, deps and lease settings. Once that turn ended, running it again appends nothing."""
     target = result.to_thread
     assert target.agent is not None  # ``ensure_target`` hands the target's agent over
+    source = result.thread
+    assert source.agent is not None
+    ancestors = await handoff_ancestors(
+        target.store, source.id, source.agent.budget, options.budget, options.ancestors
+    )
     ran = await start_run(
         target.agent, None,
         RunOptions(
             thread=target.id, store=target.store, deps=options.deps,
             principal=target.principal, lease_ttl_ms=options.lease_ttl_ms,
-            ceiling=options.ceiling, wait=options.wait,
+            ceiling=options.ceiling, wait=options.wait, ancestors=ancestors,
         ),
         sink=sink, cancel=cancel,
     )
@@ -157,18 +169,13 @@ async def _run_connected(
         sources.fence.setup()
         agent = await sources.open(agent)
         sources.fence.refuse()
-        thread_id = uuid7(now)
-        header = make_header(thread_id, uuid7(now), now)
-        # The branch, its thread_started and the first user_input are one transaction: no
-        # crash leaves a header alone, or a thread no input reached (max_turns is >= 1, so a
-        # first turn is always allowed).
-        started = first_event(header, "thread_started", agent.config(), {"kind": "host"})
-        draft = user_input(input, principal, budget.to_wire() if budget is not None else None)
-        created += [started, next_event(started, *draft, time=now)]
+        # The branch, its thread_started and the first user_input are one transaction.
+        made = await create_thread(store, agent, TurnRequest(input, principal, budget))
+        created += made.events
         input = None  # written: the run goes on with the turn it opened
-        await store.create_branch(header, tenant_id=principal.tenant, events=created)
+        thread_id = made.header.thread_id
         telemetry.committed(thread_id, created)
-        branch_id = header.branch_id
+        branch_id = made.header.branch_id
     else:
         try:
             branch = await store.root_branch(thread_id)
@@ -195,11 +202,11 @@ async def _run_connected(
     try:
         try:
             branch, fold = await _current(store, branch_id, options.fold)
-            refusal = _refusal(branch, fold)
+            refused = refusal(branch.state, fold)
         except ThreadsError as exc:
             return Failed(handle, ErrorInfo(exc.code, exc.message))
-        if refusal is not None:
-            return Failed(handle, refusal)
+        if refused is not None:
+            return Failed(handle, refused)
         writer = BranchWriter(
             store,
             lease,
@@ -213,7 +220,7 @@ async def _run_connected(
         if not new:
             agent = await sources.open(agent)
             handle.agent = agent
-            _check_pinned(agent, fold)
+            check_pinned(agent, fold)
         http = ToolHttp(writer)
         if sink is not None:
             for event in created:
@@ -237,6 +244,8 @@ async def _run_connected(
             cancel=cancel or CancelSignal(),
             sandbox=_run_sandbox(agent, store, principal, writer),
             memory=_run_memory(agent, store, principal, writer),
+            start_child=lambda child: run_child(store, child),
+            ancestors=options.ancestors,
         )
         return await drive(rt, input, recovering=not new)
     finally:
@@ -252,6 +261,33 @@ async def _run_connected(
                 await writer.close()
             else:
                 await release(store, lease)
+
+
+async def run_child(store: Store, child: ChildRun) -> RunResult:
+    """Run a subagent's thread on the parent's store: created first when it does not exist yet
+    (one transaction: its header, ``thread_started`` naming the parent's ``agent_spawned``, and
+    the prompt as its first input), then run with no new input, so a crash anywhere is resumed
+    by running it again, never by starting a second child."""
+    try:
+        branch = await store.root_branch(child.thread_id)
+        if child.cancelled_by is not None:
+            await bar(store, branch.branch_id, child.cancelled_by)
+    except NotFoundError:
+        now = store.clock.now_ms()
+        header = make_header(child.thread_id, uuid7(now), now)
+        started = first_event(
+            header, "thread_started", child.spec.config(parent=child.parent),
+            {"kind": "host"},
+        )
+        prompt = user_input(child.prompt, child.principal, None, source="parent_agent")
+        events = [started, next_event(started, *prompt, time=now)]
+        await store.create_branch(header, tenant_id=child.principal.tenant, events=events)
+        telemetry.committed(child.thread_id, events)
+    options = RunOptions(
+        child.thread_id, store, child.deps, principal=child.principal, ceiling=child.ceiling,
+        ancestors=child.ancestors,
+    )
+    return await start_run(child.spec, None, options)
 
 
 def _check_store_serves(agent: AgentSpec, store: Store) -> None:
@@ -293,33 +329,3 @@ async def _current(store: Store, branch_id: str, known: Fold | None) -> tuple[Br
             return branch, known
     chain = await store.read_chain(branch_id)
     return chain.branch, chain.fold(store.clock.now_ms())
-
-
-def _refusal(branch: BranchInfo, fold: Fold) -> ErrorInfo | None:
-    own = fold.header_
-    if own is None:  # a folded chain read its own segment's header last
-        raise LogError("invalid_transition", "no header was read", seq=0)
-    if own.writer_impl != WRITER_IMPL or not own.writer_version.startswith("0."):
-        return ErrorInfo(
-            "writer_mismatch",
-            f"this branch is written by {own.writer_impl} {own.writer_version}; threads-py can"
-            " read, export and fork it, but not append to it",
-            0,
-        )
-    if fold.inspection_only or branch.state != "ready":
-        return ErrorInfo(
-            "branch_not_runnable",
-            "this branch is inspection-only (a repair fork, or not ready); fork it at an"
-            " eligible snapshot to continue work",
-            next((e.seq for e in fold.events if e.type == "fork"), None),
-        )
-    return None
-
-
-def _check_pinned(agent: AgentSpec, fold: Fold) -> None:
-    started = fold.thread_started
-    if started is None:
-        return
-    config = agent.config()
-    sources = changed_sources(started.get("tools"), config["tools"], agent.sources)
-    check_pinned(started, config, "; ".join(sources))

@@ -11,6 +11,8 @@ already used). Nothing in it points back at a loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,10 +21,12 @@ from threads.log.fold import Call, Fold
 from threads.log.render import RenderCache
 from threads.memory.protocol import MemoryHandle
 from threads.principal import Principal
-from threads.run.budget import Budget
+from threads.run.budget import AncestorBudget, Budget
+from threads.run.child_run import StartChild
 from threads.run.config import AgentSpec
 from threads.run.drafts import RECOVERY
 from threads.run.permissions import Permissions
+from threads.run.results import RunResult
 from threads.run.streaming import RunStream
 from threads.run.thread import Thread
 from threads.run.writer import BranchWriter
@@ -64,6 +68,54 @@ class CancelSignal:
         return "Waiting for the step in progress (a model reply, or a write to the log) to end"
 
 
+class BackgroundRuns:
+    """The background subagents this run is running: one task per child thread, in spawn
+    order, until the run records how it ended (``threads.run.background``)."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, asyncio.Task[RunResult]] = {}
+
+    def start(self, child_thread_id: str, run: Coroutine[Any, Any, RunResult]) -> None:
+        if child_thread_id not in self.tasks:
+            self.tasks[child_thread_id] = asyncio.create_task(run)
+
+    def ended(self) -> list[tuple[str, RunResult]]:
+        """The children whose runs ended and are not reported yet, in spawn order (a run that
+        raised raises here)."""
+        return [(child, task.result()) for child, task in self.tasks.items() if task.done()]
+
+    def running(self) -> bool:
+        return any(not task.done() for task in self.tasks.values())
+
+    def reported(self, child_thread_id: str) -> None:
+        self.tasks.pop(child_thread_id, None)
+
+    async def wait(self) -> None:
+        """Until one more child's run ends (at once when one ended and is unreported)."""
+        running = [task for task in self.tasks.values() if not task.done()]
+        if running and len(running) == len(self.tasks):
+            await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+
+    async def stop(self, child_thread_id: str) -> None:
+        """Cancel a child's run where it is (its lease is released as for any ended run) and
+        forget it."""
+        task = self.tasks.pop(child_thread_id, None)
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def abandon(self) -> None:
+        """Stop every child still running, nothing recorded: the run itself is ending without
+        an outcome (an error); the parent's next run takes them over."""
+        for child_thread_id in list(self.tasks):
+            await self.stop(child_thread_id)
+
+    async def wait_all(self) -> None:
+        if self.tasks:
+            await asyncio.wait(self.tasks.values())
+
+
 @dataclass(slots=True)
 class RenderMemo:
     """What rendering remembers between requests of one run: the artifacts rendered parts
@@ -99,12 +151,15 @@ class Runtime:
     sink: RunStream | None
     dropped_ref: dict[str, Any] | None
     http: ToolHttp  # ctx.http, fenced by ``writer``
+    start_child: StartChild  # runs a subagent's thread (``threads.run.spawn``)
     cancel: CancelSignal = field(default_factory=CancelSignal)
     memo: RenderMemo = field(default_factory=RenderMemo)
     call_ids: CallIdMemo = field(default_factory=CallIdMemo)
+    background: BackgroundRuns = field(default_factory=BackgroundRuns)
     recovering: bool = False  # settling what a crash left: steps act as ``recovery``
     sandbox: RunSandbox | None = None  # the branch's sandbox, opened on first use
     memory: MemoryHandle | None = None  # the agent's memory, scoped to this run's user
+    ancestors: tuple[AncestorBudget, ...] = ()  # budgets of the threads above (a subagent's)
 
     @property
     def fold(self) -> Fold:

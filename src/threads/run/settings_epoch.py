@@ -4,18 +4,29 @@ the next model the pinned ``policy.fallback`` lists (``reason: fallback``, reaso
 earlier epoch omitted), and a fallback with ``fallback_scope: turn`` ends at the next input
 (``reason: revert``, back to the pinned settings). Render v1 line 0 follows the epoch in force,
 so the recorded request and the one sent agree.
+
+A ``before_model_switch`` hook may have refused that revert: its ``hook_decision`` (``deny``, or
+``failed``: a gating hook's failure denies) names the input that caused the revert
+(``input_event_id``). Hook decisions are durable before the work they gate and never asked
+again, so a run that finds one for the open turn's input (a resumed run, or a branch another
+writer began) neither reverts nor asks: the turn stays on the fallback. This implementation
+runs no hooks of its own; it honours the decisions a log holds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from threads.log.lines import Draft
+from threads.log.lines import Draft, Event
 from threads.log.vocabulary import data_of
 from threads.models.protocol import Model
 from threads.run.drafts import HOST
 from threads.run.retry_policy import pinned_retry
 from threads.run.runtime import Runtime
+
+SWITCH_HOOK = "before_model_switch"
+DENYING = ("deny", "failed")  # a gating hook's failure denies (the schema's hook_decision)
 
 
 def current_model(rt: Runtime) -> Model | None:
@@ -57,6 +68,8 @@ def revert(rt: Runtime) -> list[Draft]:
         "turn"
     ):
         return []
+    if revert_denied(fold.events, turn.input_event):
+        return []
     started = fold.thread_started or {}
     settings = {
         "adapter": started["adapter"],
@@ -66,6 +79,24 @@ def revert(rt: Runtime) -> list[Draft]:
     }
     data = {"cause_event_id": turn.input_event.event_id, "reason": "revert", "settings": settings}
     return [Draft("settings_changed", data, HOST)]
+
+
+def revert_denied(events: Sequence[Event], cause: Event) -> bool:
+    """Whether a ``before_model_switch`` hook refused the revert ``cause`` (the open turn's
+    input) would make: a ``deny`` or ``failed`` decision keyed to it, recorded after it."""
+    for event in reversed(events):
+        if event.seq <= cause.seq:
+            return False
+        if event.type != "hook_decision":
+            continue
+        decided = data_of(event, "hook_decision")
+        if (
+            decided["hook"] == SWITCH_HOOK
+            and decided.get("input_event_id") == cause.event_id
+            and decided["decision"] in DENYING
+        ):
+            return True
+    return False
 
 
 def _model_named(rt: Runtime, ref: dict[str, Any]) -> Model | None:

@@ -3,8 +3,9 @@ its id (no agent needed).
 
 Reads (``timeline``, ``state``, ``usage``, ``cost``, ``pending_approvals``) reduce the log;
 ``replay`` re-renders every recorded model request and compares it with what was recorded.
-Controls (``approve``, ``deny``, ``resolve_parked``, ``answer``, ``cancel``) append one event
-with the principal as actor, under the lease for that one append. Authority is one rule
+Controls (``approve``, ``deny``, ``resolve_parked``, ``answer``, ``cancel``, ``compact``,
+``change_settings``, ``change_mode``) append one event with the principal as actor, under the
+lease for that one append. Authority is one rule
 (``threads.run.authority``): the agent's approvers (when the handle knows the agent), else the
 principal who started the thread; another tenant never; the handle's ``approvers`` only narrow.
 """
@@ -13,18 +14,30 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from threads.errors import ConfigError, NotFoundError, ThreadsError
+from threads.errors import ConfigError, LogError, NotFoundError, ThreadsError
 from threads.log.collector import collector_paused
 from threads.log.fold import Call, Fold
+from threads.log.fold.cache_breaks import CacheBreak
 from threads.log.fold.questions import match_answer
 from threads.log.fold.saved import RestoredFold
+from threads.log.json_types import JsonObject
 from threads.log.lines import Draft, Event
 from threads.log.replay import Replayed
+from threads.log.vocabulary import (
+    Actor,
+    InjectedData,
+    ModeChangedData,
+    ModelRef,
+    ModelSettings,
+    PermissionMode,
+    draft,
+)
+from threads.log.vocabulary import Principal as WirePrincipal
 from threads.principal import Principal
 from threads.run.authority import refusal
 from threads.run.config import AgentSpec
@@ -36,11 +49,14 @@ from threads.run.park_info import detail
 from threads.run.permissions import check_rule, rule_matches
 from threads.run.questions import answer_draft
 from threads.run.replay import replay_branch
+from threads.run.tree_cancel import cancel_descendants
 from threads.run.views import (
+    Child,
     ForkPoint,
     ThreadCost,
     ThreadState,
     ThreadUsage,
+    children_of,
     cost_of,
     fork_points_of,
     state_of,
@@ -151,6 +167,13 @@ class Thread:
         """The root branch's events, oldest first."""
         return list((await self.fold()).events)
 
+    async def cache_breaks(self) -> list[CacheBreak]:
+        """Which turn requests broke the provider's prompt cache, and the likely cause
+        (``compacted``, ``context_edited``, ``settings_changed``, ``tools_changed``,
+        ``ttl_expired`` or ``unknown``), oldest first. A thread that pins no context policy
+        is judged by the default cache TTL (5 minutes)."""
+        return [CacheBreak(**entry) for entry in (await self.fold()).cache.breaks]
+
     async def state(self) -> ThreadState:
         """The reduced state: status, turns, pending calls, effects, parks, fork points."""
         fold = await self._view()
@@ -183,6 +206,10 @@ class Thread:
             new_branch_id=new_branch_id,
             knowledge_policy=knowledge_policy,
         )
+
+    async def children(self) -> tuple[Child, ...]:
+        """The subagent threads this thread spawned, in spawn order, each with its status."""
+        return children_of(await self._view())
 
     async def usage(self) -> ThreadUsage:
         """Tokens, model requests and turns, read back from the log."""
@@ -394,7 +421,8 @@ class Thread:
             await writer.append([answer_draft(call_id, text, actor)])
 
     async def cancel(self, principal: Principal, reason: str | None = None) -> None:
-        """Record a durable cancel barrier; the next run of the thread carries it out."""
+        """Record a durable cancel barrier; the next run of the thread carries it out. Every
+        unfinished subagent thread below it is barred too (``threads.run.tree_cancel``)."""
         branch = await self._branch()
         async with control_writer(self.store, branch.branch_id) as writer:
             fold = writer.fold
@@ -408,7 +436,84 @@ class Thread:
                 data["reason"] = reason
             actor = {"kind": "user", "principal": principal.to_wire()}
             await writer.append([Draft("cancel_requested", data, actor)])
+            fold = writer.fold
+        await cancel_descendants(self.store, fold, principal.to_wire())
 
+
+    async def change_settings(
+        self,
+        principal: Principal,
+        *,
+        provider: str,
+        model: str,
+        model_params: JsonObject | None = None,
+        reasoning_carryover: Literal["keep", "omit_prior"] = "keep",
+        branch_id: str | None = None,
+    ) -> Event:
+        """Move the thread's next model requests to another model the pinned policy lists, or
+        to other ``model_params`` (None keeps those in force): one ``settings_changed``. A model
+        the policy does not list, or a change while a model request awaits its answer, is
+        ``invalid_transition``; a value the log can't hold is ``invalid_argument``. It holds
+        from the next run on (nothing is resumed). ``branch_id``: a fork of this thread
+        instead of its root. Returns the appended event."""
+        wanted: ModelRef = {"name": model, "provider": provider}
+
+        def change(fold: Fold) -> Draft:
+            listed = ((fold.thread_started or {}).get("policy") or {}).get("models")
+            names = [{"provider": m["provider"], "name": m["name"]} for m in listed or []]
+            if listed is not None and wanted not in names:
+                raise ControlError(
+                    "invalid_transition",
+                    f"this thread's policy lists the models {names}; a settings change names"
+                    " one of them (start a new thread for another model); nothing was recorded",
+                )
+            current = fold.settings
+            settings: ModelSettings = {
+                "adapter": current["adapter"],
+                "model": wanted,
+                "model_params": current["model_params"] if model_params is None else model_params,
+                "reasoning_carryover": reasoning_carryover,
+            }
+            return draft("settings_changed", {"reason": "user", "settings": settings},
+                         _user(principal))
+
+        return await self._change(principal, branch_id, change)
+
+    async def change_mode(
+        self, principal: Principal, mode: PermissionMode, *, branch_id: str | None = None
+    ) -> Event:
+        """Move the thread's permission mode (``default``, ``accept_edits``, ``plan``,
+        ``dont_ask``, ``bypass``): one ``mode_changed``; later calls are decided under it.
+        ``bypass`` needs the agent's ``allow_bypass`` (else ``invalid_transition``). Returns
+        the appended event."""
+
+        def change(fold: Fold) -> Draft:
+            data: ModeChangedData = {"from": cast(PermissionMode, fold.mode), "to": mode}
+            return draft("mode_changed", data, _user(principal))
+
+        return await self._change(principal, branch_id, change)
+
+    async def _change(
+        self, principal: Principal, branch_id: str | None, change: Callable[[Fold], Draft]
+    ) -> Event:
+        """A settings or mode change: authorized as a decision is (a mode change can skip
+        every approval), built from the fold read under the lease, refused as the log's rules
+        refuse it."""
+        root = await self._branch()
+        branch = root if branch_id is None else await self.store.get_branch(branch_id)
+        if branch.thread_id != root.thread_id:
+            raise NotFoundError(f"no branch {branch_id} in thread {self.id}")
+        async with control_writer(self.store, branch.branch_id) as writer:
+            self._authorize(writer.fold, principal, root)
+            try:
+                [event] = await writer.append([change(writer.fold)])
+            except LogError as error:
+                if error.code == "invalid_transition":
+                    raise ControlError("invalid_transition", error.message) from None
+                raise _unwritable(error.code) from None
+            except ValueError:  # no JSON form at all (NaN, Infinity)
+                raise _unwritable("not JSON") from None
+            return event
 
     async def compact(self, principal: Principal, *, instructions: str | None = None) -> str:
         """Ask for a compaction of the conversation so far: one append,
@@ -428,6 +533,33 @@ class Thread:
             data = {"instructions": instructions} if instructions is not None else {}
             actor = {"kind": "user", "principal": principal.to_wire()}
             [event] = await writer.append([Draft("compaction_requested", data, actor)])
+            return event.event_id
+
+    async def set_output_style(self, name: str, principal: Principal) -> str:
+        """Switch the thread to the agent's output style ``name`` (``agent(output_styles=...)``):
+        one append, ``injected{source: output_style}``, that later requests show as a trusted
+        context line; it stays in force through compactions. The thread must be idle
+        (``invalid_transition``); an unknown name is ``not_found``. Returns the event id."""
+        branch = await self._branch()
+        async with control_writer(self.store, branch.branch_id) as writer:
+            fold = writer.fold
+            self._authorize(fold, principal, branch)
+            styles = ((fold.thread_started or {}).get("policy") or {}).get("output_styles") or {}
+            text = styles.get(name)
+            if text is None:
+                known = ", ".join(sorted(styles)) or "none"
+                raise ControlError("not_found", f"no output style {name!r}; the agent defines:"
+                                   f" {known}")
+            if fold.turn is not None:
+                raise ControlError("invalid_transition", "a turn is open (running, or parked on"
+                                   " an approval, question or effect); set the style once it"
+                                   " ends; nothing was recorded")
+            data: InjectedData = {"origin": {"id": name}, "source": "output_style",
+                                  "text": text, "trust": "trusted_instruction"}
+            who: WirePrincipal = {"issuer": principal.issuer, "subject": principal.subject,
+                                  "tenant": principal.tenant}
+            actor: Actor = {"kind": "user", "principal": who}
+            [event] = await writer.append([draft("injected", data, actor)])
             return event.event_id
 
     async def queue_cancel(self, principal: Principal) -> str:
@@ -461,6 +593,22 @@ def compaction_refusal(fold: Fold) -> str | None:
     if fold.compaction.first_input_seq is None:
         return "the thread has had no input to compact"
     return None
+
+
+def _unwritable(why: str) -> ControlError:
+    """A change whose line the log can't hold, e.g. an integer past 2^53-1."""
+    return ControlError(
+        "invalid_argument",
+        f"this change can't be recorded in the log ({why}): keep integers within ±(2^53-1)"
+        " and use plain JSON values; nothing was recorded",
+    )
+
+
+def _user(principal: Principal) -> Actor:
+    wire: WirePrincipal = {
+        "issuer": principal.issuer, "subject": principal.subject, "tenant": principal.tenant
+    }
+    return {"kind": "user", "principal": wire}
 
 
 def _no_tool(_name: str) -> None:

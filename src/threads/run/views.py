@@ -1,5 +1,5 @@
-"""What ``Thread.state()``, ``usage()``, ``cost()`` and ``fork_points()`` return: frozen, typed
-values read back from a thread's log.
+"""What ``Thread.state()``, ``usage()``, ``cost()``, ``fork_points()`` and ``children()``
+return: frozen, typed values read back from a thread's log.
 
 Each is projected from a ``Fold`` (the reduced log) and nothing else, so two processes reading
 the same log get equal values. ``ThreadCost`` never passes an unknown spend off as zero: an
@@ -40,6 +40,30 @@ class ParkAddress:
 
     kind: ParkKind
     id: str
+
+
+ChildStatus = Literal["running", "completed", "failed", "cancelled", "budget_exhausted"]
+
+
+@dataclass(frozen=True, slots=True)
+class Child:
+    """A subagent thread this thread spawned (``spawn_agent``), in spawn order: ``running``
+    until its one ``agent_finished`` records how it ended. ``call_id``: the call that spawned
+    it; ``mode``: ``foreground`` or ``background``."""
+
+    thread_id: str
+    agent_name: str
+    status: ChildStatus
+    mode: Literal["foreground", "background"]
+    call_id: str
+
+
+def children_of(fold: Fold) -> tuple[Child, ...]:
+    return tuple(
+        Child(c.child_thread_id, c.agent_name, cast(ChildStatus, c.status),
+              cast(Literal["foreground", "background"], c.mode), c.call_id)
+        for c in fold.features.children.values()
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,7 @@ class Waiting:
         return len(self.approvals) + len(self.effects) + len(self.questions)
 
 
-def waiting(fold: Fold, tool_named: ToolNamed, gone: frozenset[int] = frozenset()) -> Waiting:
+def waiting_on(fold: Fold, tool_named: ToolNamed, gone: frozenset[int] = frozenset()) -> Waiting:
     """Everything ``fold``'s branch waits on a person for. ``tool_named``: the agent's tools
     (what a tool allows adds to a park's facts), or a lookup that knows none; ``gone``: the
     epochs whose holders are proven dead (``threads.run.holders.gone_holders``)."""

@@ -1,7 +1,9 @@
 """``Worker``: continues every thread of a store that has work left, a bounded number at a time.
 
 Work left means an open turn that is not parked (status ``in_turn``): a run that crashed or was
-stopped mid-turn, or a turn whose parks were all resolved by an operator; or a thread parked
+stopped mid-turn, or a turn whose parks were all resolved by an operator; a background subagent
+whose end its parent has not recorded (the parent's run resumes it; a subagent's own thread is
+never continued on its own, only by its parent's run); or a thread parked
 only on zombie-window parks whose window is over (``threads.run.holders``): its run looks
 again. Each such thread is continued with ``agent.run(None, thread=...)`` by the agent named
 in its ``thread_started``. Several workers (processes, machines) may share one store: the
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 
 from threads.errors import ConfigError, ThreadsError
 from threads.log.fold import Fold
+from threads.log.fold.features import CHILD_RUNNING
 from threads.log.fold.saved import RestoredFold
 from threads.principal import Principal
 from threads.run.agent import Agent
@@ -67,7 +70,20 @@ def agents_by_name(agents: Iterable[Agent]) -> dict[str, Agent]:
 
 
 def has_work(fold: Fold) -> bool:
-    return fold.status == "in_turn"
+    """An open turn not parked, or a background subagent whose end is not recorded yet (its
+    parent's run resumes it and records it: ``threads.run.background``)."""
+    if fold.status == "in_turn":
+        return True
+    return fold.status == "idle" and any(
+        child.mode == "background" and child.status == CHILD_RUNNING
+        for child in fold.features.children.values()
+    )
+
+
+def is_subagent(fold: Fold) -> bool:
+    """A subagent's thread is continued by its parent's run, never on its own."""
+    parent = (fold.thread_started or {}).get("parent") or {}
+    return parent.get("relation") == "subagent"
 
 
 def parks_reopen_at(fold: Fold, chosen: Agent) -> int | None:
@@ -198,6 +214,8 @@ class Worker:
             return None
         if fold.thread_started is None:
             return None  # a header-only branch has no turn: its first run with an agent starts it
+        if is_subagent(fold):
+            return None  # its parent's run continues it (with the parent's limits)
         name = fold.thread_started.get("agent_name")
         chosen = self.agents.get(str(name))
         if not has_work(fold):

@@ -151,14 +151,16 @@ class BranchWriter:
                 self.lost = exc  # not proven held: nothing more is sent
             raise
 
-    def prepare(self, items: Sequence[Draft]) -> list[Event]:
+    def prepare(self, items: Sequence[Draft], *, after: Sequence[Event] = ()) -> list[Event]:
         """Encode ``(type, data, actor)`` items as the next events, each line admitted as the
         store admits it; nothing is written or folded. ``LogError`` for a line the store would
         refuse, so data from outside (a model's reply) that the log can't hold leaves the writer
-        usable instead of poisoned. Write the result with ``append_prepared``."""
+        usable instead of poisoned. Write the result with ``append_prepared``. ``after``:
+        events prepared before (not yet appended) these follow, for an event that names
+        their ids."""
         fold = self.fold
         now = self.store.clock.now_ms()
-        seq, prev = fold.last_seq, fold.last_hash
+        seq, prev = (after[-1].seq, after[-1].hash) if after else (fold.last_seq, fold.last_hash)
         events: list[Event] = []
         for type_, data, actor in items:
             seq += 1

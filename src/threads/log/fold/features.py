@@ -10,7 +10,7 @@ Invariant: like the rest of reduce, a pure function of the events it was given (
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -18,6 +18,7 @@ from threads.errors import LogError
 from threads.log.hashing import value_hash
 from threads.log.lines import Event
 from threads.log.output_eval import issues_of
+from threads.log.vocabulary import Span
 
 # agent_finished statuses; a spawned child is ``running`` until its one agent_finished
 CHILD_RUNNING = "running"
@@ -38,6 +39,8 @@ class ChainFacts(Protocol):
     def result_of(self, call_id: str) -> dict[str, Any] | None: ...
 
     def event_by_id(self, event_id: str) -> Event | None: ...
+
+    def turn_open(self) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -65,6 +68,8 @@ class Features:
     boundaries: set[int] = field(default_factory=set)  # seqs after which no step was open
     accepted_output: Any = None
     accepted_seq: int = 0  # seq of the output_validated that accepted it
+    style: Event | None = None  # the latest injected{output_style}
+    restyle_at: int | None = None  # the seq a host may restore ``style`` at (after a compacted)
 
     def projections(self) -> dict[str, Any]:
         return {
@@ -200,12 +205,14 @@ def _on_context_edited(features: Features, facts: ChainFacts, event: Event) -> N
         if result is None:
             raise _fail(event, f"context_edited names call {edit['call_id']!r}, which has no"
                         " recorded result")
-        if edit["action"] == "redact" and not _spans_fit(result, edit["part"], edit["spans"]):
+        if edit["action"] == "redact" and not spans_fit(result, edit["part"], edit["spans"]):
             raise _fail(event, f"context_edited redacts spans outside text part {edit['part']}"
                         f" of call {edit['call_id']!r} or off its character boundaries")
 
 
-def _spans_fit(result: dict[str, Any], part: int, spans: list[dict[str, int]]) -> bool:
+def spans_fit(result: Mapping[str, Any], part: int, spans: Sequence[Span]) -> bool:
+    """Rule 19's test of a redaction: text part ``part`` of ``result`` holds every span, each on
+    character boundaries."""
     parts = result.get("content") or [{"type": "text", "text": result["preview"]}]
     if part >= len(parts) or parts[part].get("type") != "text":
         return False
@@ -221,16 +228,39 @@ def _spans_fit(result: dict[str, Any], part: int, spans: list[dict[str, int]]) -
 
 
 def _on_injected(features: Features, facts: ChainFacts, event: Event) -> None:
-    """An output_style injection carries the instructions the policy pins under its name."""
+    """Rule 29: an output style is trusted, inline, the text the policy pins under its name;
+    a user sets it between turns, and the host only restores the latest one, as the event
+    right after the ``compacted`` whose range held it. The model, a tool or anyone else never
+    sets one."""
     data = event.data
     if data["source"] != "output_style":
         return
-    styles = _policy(facts).get("output_styles") or {}
-    pinned = styles.get(data["origin"]["id"])
+    name = data["origin"]["id"]
+    pinned = (_policy(facts).get("output_styles") or {}).get(name)
     if pinned is None:
-        raise _fail(event, f"injected output_style {data['origin']['id']!r} is not pinned")
-    if "text" in data and data["text"] != pinned:
-        raise _fail(event, "injected output_style text is not the text the policy pins")
+        raise _fail(event, f"injected output_style {name!r} is not pinned")
+    if data["trust"] != "trusted_instruction" or "ref" in data or data.get("text") != pinned:
+        raise _fail(event, "injected output_style is the trusted inline text the policy pins")
+    kind = event.actor.get("kind")
+    if kind == "user" and "principal" in event.actor:
+        if facts.turn_open():
+            raise _fail(event, "an output style is set only between turns")
+    elif kind == "host":
+        style = features.style
+        if event.seq != features.restyle_at or style is None or style.data["origin"]["id"] != name:
+            raise _fail(event, "the host injects an output style only to restore the latest one"
+                        " right after the compacted range that held it")
+    else:
+        raise _fail(event, f"an output style is set by a user or restored by the host, not"
+                    f" by {kind!r}")
+    features.style = event
+    features.restyle_at = None
+
+
+def _on_compacted(features: Features, facts: ChainFacts, event: Event) -> None:
+    style = features.style
+    held = style is not None and event.data["from_seq"] <= style.seq <= event.data["to_seq"]
+    features.restyle_at = event.seq + 1 if held else None
 
 
 Handler = Callable[[Features, ChainFacts, Event], None]
@@ -245,4 +275,5 @@ HANDLERS: dict[str, Handler] = {
     "output_validated": _on_output_validated,
     "context_edited": _on_context_edited,
     "injected": _on_injected,
+    "compacted": _on_compacted,
 }

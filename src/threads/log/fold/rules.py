@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from threads.errors import LogError
+from threads.log.fold.cache_breaks import CAUSES as CACHE_CAUSES
+from threads.log.fold.cache_breaks import ttl_of
 from threads.log.fold.compaction import is_side_request
 from threads.log.fold.cost import MAX_INT
 from threads.log.fold.features import HANDLERS as FEATURE_HANDLERS
@@ -188,7 +190,8 @@ def _close_attempt(fold: Fold, event: Event, outcome: str) -> ModelAttempt:
 def _on_model_response(fold: Fold, event: Event) -> None:
     data = event.data
     usage = data["usage"]
-    _close_attempt(fold, event, "response").usage = usage
+    attempt = _close_attempt(fold, event, "response")
+    attempt.usage = usage
     fold.response_of[data["request_event_id"]] = event
     side = fold.compaction.is_side(data["request_event_id"])
     (fold.side_responses if side else fold.responses).append(data)
@@ -205,6 +208,12 @@ def _on_model_response(fold: Fold, event: Event) -> None:
         fold.output_tokens += out
     if not side:  # a summarizer's reply is no assistant turn
         _said(fold, "assistant", event)
+        # the request's time from its attempt, which a fold restored from a snapshot keeps
+        # while the request's line itself may sit before the snapshot's cut
+        fold.cache.on_response(
+            usage, data["request_event_id"], attempt.event.time, event.time,
+            ttl_of(fold.thread_started),
+        )
 
 
 def _on_model_attempt_abandoned(fold: Fold, event: Event) -> None:
@@ -553,14 +562,27 @@ def _and_feature(core: _Rule | None, feature: FeatureHandler) -> _Rule:
     return both
 
 
+def _and_cache_cause(core: _Rule | None) -> _Rule:
+    def both(fold: Fold, event: Event) -> None:
+        if core is not None:
+            core(fold, event)
+        fold.cache.on_cause(event.type)  # type: ignore[arg-type]  # one of CACHE_CAUSES
+
+    return both
+
+
 # What ``extend`` runs per type, looked up once per event: the rule above, then the feature rule
-# of that type (``threads.log.fold.features``), if any.
-DISPATCH: dict[str, _Rule] = {
+# of that type (``threads.log.fold.features``), if any, then (for what may break a provider's
+# prompt cache) the ``cache_breaks`` projection's note of it.
+_RULES: dict[str, _Rule] = {
     **_HANDLERS,
     **{
         type_: _and_feature(_HANDLERS.get(type_), feature)
         for type_, feature in FEATURE_HANDLERS.items()
     },
+}
+DISPATCH: dict[str, _Rule] = {
+    **_RULES, **{type_: _and_cache_cause(_RULES.get(type_)) for type_ in CACHE_CAUSES},
 }
 
 

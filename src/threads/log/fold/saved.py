@@ -33,6 +33,7 @@ from typing import Any, TypedDict, cast
 
 from threads.log import tool_ext
 from threads.log.canonical import compact_dumps, fast_loads
+from threads.log.fold.cache_breaks import CacheBreaks
 from threads.log.fold.compaction import Compaction
 from threads.log.fold.features import Child, Features
 from threads.log.fold.records import Approval, Call, ModelAttempt, Turn
@@ -53,7 +54,7 @@ __all__ = [
     "restore",
 ]
 
-FORMAT = 5  # the body's layout; a reader of another refuses it
+FORMAT = 6  # the body's layout; a reader of another refuses it
 
 _ROLES = {"user": "u", "assistant": "a", "tool": "t", "context": "c", "summary": "s"}
 _ROLE_NAMES = {letter: role for role, letter in _ROLES.items()}
@@ -290,6 +291,7 @@ def dump(fold: Fold) -> bytes:
         "snapshot_revision": [
             [seq, rev] for seq, rev in fold.snapshot_revisions.items() if seq >= fold.last_seq
         ],
+        "cache": [fold.cache.previous, fold.cache.cause, fold.cache.breaks],
         "features": {
             "children": [asdict(c) for c in features.children.values()],
             "todos": features.todos,
@@ -302,6 +304,8 @@ def dump(fold: Fold) -> bytes:
             "omit_reasoning_before": features.omit_reasoning_before,
             "boundary_at_head": _at_boundary(fold),
             "accepted": [features.accepted_output, features.accepted_seq],
+            "style": None if features.style is None else _text(features.style),
+            "restyle_at": features.restyle_at,
         },
     }
     return b"\n".join([compact_dumps(body), compact_dumps(rows)])  # no raw newline in either
@@ -384,6 +388,9 @@ def _restore(value: dict[str, Any], settled: bytes, now_ms: int | None) -> Resto
     fold.knowledge_revision = value["knowledge_revision"]
     fold.snapshot_revisions = dict(value["snapshot_revision"])
     fold.features = _restore_features(value["features"], last_seq)
+    previous, cause, breaks = value["cache"]
+    fold.cache = CacheBreaks(None if previous is None else (previous[0], previous[1]), cause,
+                             breaks)
     return fold
 
 
@@ -422,6 +429,8 @@ def _restore_features(value: dict[str, Any], cut: int) -> Features:
         boundaries=boundaries,
         accepted_output=accepted_output,
         accepted_seq=accepted_seq,
+        style=None if value["style"] is None else _event(value["style"]),
+        restyle_at=value["restyle_at"],
     )
 
 

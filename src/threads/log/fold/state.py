@@ -15,6 +15,7 @@ from operator import attrgetter
 from typing import Any
 
 from threads.errors import LogError, ThreadsError
+from threads.log.fold.cache_breaks import CacheBreak, CacheBreaks
 from threads.log.fold.compaction import Compaction
 from threads.log.fold.cost import Cost, PriceTable
 from threads.log.fold.features import Features, current_mode
@@ -64,6 +65,7 @@ class FoldState:
     segment_headers: list[Header] = field(default_factory=list)
     features: Features = field(default_factory=Features)
     compaction: Compaction = field(default_factory=Compaction)
+    cache: CacheBreaks = field(default_factory=CacheBreaks)
     wakes: Wakes = field(default_factory=Wakes)
     loaded_tools: set[str] = field(default_factory=set)  # deferred tools a tools_loaded loaded
     knowledge_revision: int | None = None  # a fork's corpus revision (pinned policy), else None
@@ -159,8 +161,15 @@ class FoldState:
             "mode": self.mode,
             "model": dict(self.settings.get("model", {})),
             "compaction": self.compaction.breaker(self.thread_started),
+            "cache_breaks": self.cache_breaks(),
             **self.features.projections(),
         }
+
+    def cache_breaks(self) -> list[CacheBreak] | None:
+        """The ``cache_breaks`` projection: None when the thread pins no context policy."""
+        if not ((self.thread_started or {}).get("policy") or {}).get("context"):
+            return None
+        return [CacheBreak(**entry) for entry in self.cache.breaks]
 
     # ---- ChainFacts (what the feature rules read) ------------------------------------------
 

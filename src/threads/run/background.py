@@ -1,0 +1,152 @@
+"""Background subagents' ends, recorded in the parent's log, and the run waiting for them.
+
+A background child (``spawn_agent`` with ``background: true``) runs beside its parent's run
+(``Runtime.background``). Its end is recorded at a step boundary of the parent: per child, in
+spawn order, ``agent_finished`` and ``tool_result_late`` (the call's placeholder result stays),
+all in one append. During an open turn that is ordinary input. With no turn open, the append
+ends with ``woken{causes: those late results}`` (actor host, the principal of the run that
+spawned them), which opens a turn for the parent to react (rules 32 and 45): only results of
+children one run spawned are named together, and a run whose children may not wake the thread
+(it was cancelled, a cancel followed their spawn, one of that run's turns ended other than
+``end_turn``) gets their ends recorded without ``woken``.
+
+``settle`` is what ``run()`` does once a turn is over: it waits (no time limit) for every child
+it runs and for the parent's reaction; a run that ends ``failed``, ``budget_exhausted`` or
+``cancelled`` stops its unreported children instead (``cancel_requested{scope: tree}``, then
+each is run to its end and that end recorded, no ``woken``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from threads.errors import NotFoundError
+from threads.log.fold.wakes import RunRef
+from threads.log.json_types import JsonObject
+from threads.log.lines import Draft
+from threads.run.results import Cancelled, Completed, Parked, RunResult
+from threads.run.runtime import Runtime
+from threads.run.spawn import (
+    end_drafts,
+    never_started_drafts,
+    park_on_child,
+    spawned_event,
+    start_background,
+)
+from threads.run.tree_cancel import TREE_REASON, bar
+from threads.run.turn import parked_result
+from threads.store.protocol import PendingArtifact
+
+PARENT_ENDED = "parent run ended"
+
+Turn = Callable[[Runtime], Awaitable[RunResult]]
+Ended = list[tuple[str, RunResult | None]]  # (child, its run's result; None: never created)
+
+
+async def record_ended(rt: Runtime) -> bool:
+    """Record the ends of children whose runs ended (a child that parked parks its parent on
+    it, as a foreground one does). Returns whether a ``woken`` opened a turn."""
+    ended: Ended = []
+    for child_id, result in rt.background.ended():
+        if isinstance(result, Parked):
+            await park_on_child(rt, spawned_event(rt.fold, child_id), result)
+            rt.background.reported(child_id)
+        else:
+            ended.append((child_id, result))
+    if not ended:
+        return False
+    if rt.fold.turn is not None:
+        await _append(rt, ended, wake=None)
+        return False
+    by_run: dict[str, Ended] = {}
+    runs: dict[str, RunRef | None] = {}
+    for entry in ended:
+        run = _spawning_run(rt, entry[0])
+        key = run.root if run is not None else ""
+        by_run.setdefault(key, []).append(entry)
+        runs[key] = run
+    key, group = next(iter(by_run.items()))  # one run's results per woken; the rest wait
+    run = runs[key]
+    wake = run.principal if run is not None and _may_wake(rt, run, group) else None
+    await _append(rt, group, wake=wake)
+    return rt.fold.turn is not None
+
+
+async def settle(rt: Runtime, result: RunResult, run_turn: Turn) -> RunResult:
+    """What ``run()`` returns once its turn is over: with background children still running,
+    wait for each, record its end and let the parent react to it, until none is left; a run
+    that did not complete (or parked) stops its unreported children instead."""
+    while rt.background.tasks:
+        if not isinstance(result, Completed | Parked):
+            reason = TREE_REASON if isinstance(result, Cancelled) else PARENT_ENDED
+            await _stop_unreported(rt, reason)
+            break
+        await rt.background.wait()
+        if await record_ended(rt) and isinstance(result, Completed):
+            result = await run_turn(rt)
+    if isinstance(result, Completed) and rt.fold.parks:
+        return parked_result(rt)  # a background child parked: the parent waits on it
+    return result
+
+
+async def _stop_unreported(rt: Runtime, reason: str) -> None:
+    """Stop each child still running, bar it (``cancel_requested{scope: tree}``), run it to its
+    end and record that end without ``woken``; a child whose thread was never created is
+    recorded cancelled and never started."""
+    principal: JsonObject = rt.principal.to_wire()
+    never: Ended = []
+    for child_id, task in list(rt.background.tasks.items()):
+        if task.done() and not task.cancelled():
+            continue  # it ended on its own: recorded as it ended
+        await rt.background.stop(child_id)
+        try:
+            branch = await rt.writer.store.root_branch(child_id)
+        except NotFoundError:
+            never.append((child_id, None))
+            continue
+        await bar(rt.writer.store, branch.branch_id, principal, reason=reason)
+        spawned = spawned_event(rt.fold, child_id)
+        start_background(rt, spawned, str(rt.fold.calls[spawned.data["call_id"]].input["prompt"]))
+    await rt.background.wait_all()
+    ended: Ended = [*never, *((c, r) for c, r in rt.background.ended()
+                             if not isinstance(r, Parked))]
+    if ended:
+        await _append(rt, ended, wake=None)
+
+
+async def _append(rt: Runtime, ended: Ended, *, wake: JsonObject | None) -> None:
+    drafts: list[Draft] = []
+    artifacts: list[PendingArtifact] = []
+    for child_id, result in ended:
+        spawned = spawned_event(rt.fold, child_id)
+        call_id = spawned.data["call_id"]
+        if result is None:
+            more, stored = never_started_drafts(call_id, spawned, late=True)
+        else:
+            more, stored = await end_drafts(call_id, spawned, result, late=True)
+        drafts += more
+        artifacts += stored
+    events = rt.writer.prepare(drafts)
+    if wake is not None:
+        causes = [e.event_id for e in events if e.type == "tool_result_late"]
+        actor = {"kind": "host", "principal": wake}
+        events += rt.writer.prepare([Draft("woken", {"causes": causes}, actor)], after=events)
+    await rt.writer.append_prepared(events, artifacts=artifacts)
+    for child_id, _result in ended:
+        rt.background.reported(child_id)
+
+
+def _spawning_run(rt: Runtime, child_id: str) -> RunRef | None:
+    spawned = spawned_event(rt.fold, child_id)
+    spawn = rt.fold.wakes.spawns.get(spawned.data["call_id"])
+    return spawn.run if spawn is not None else None
+
+
+def _may_wake(rt: Runtime, run: RunRef, group: Ended) -> bool:
+    """Rule 32's conditions for a ``woken`` naming these children's results."""
+    fold = rt.fold
+    if fold.thread_cancelled or fold.features.handoff is not None:
+        return False
+    if run.root in fold.wakes.ended_badly:
+        return False
+    return all(fold.wakes.cancel_seq < spawned_event(fold, c).seq for c, _r in group)

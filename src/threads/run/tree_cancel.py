@@ -1,0 +1,61 @@
+"""Cancel over a subagent tree: a cancel of a thread reaches every unfinished descendant.
+
+A thread's own cancel is its ``cancel_requested``; then each child it spawned that has no
+``agent_finished`` gets ``cancel_requested{scope: tree, reason: "ancestor cancelled"}`` (actor
+host, with the canceller's principal), and so on down, whether the child's turn is open or
+closed. A child already barred gets nothing new, a finished one nothing at all, and a child
+whose thread was never created is never started (its parent's run records it cancelled).
+A child another process is running now is skipped here: the parent's run bars it before it runs
+it again (``ChildRun.cancelled_by``).
+"""
+
+from __future__ import annotations
+
+from threads.errors import NotFoundError, StoreError
+from threads.log.fold import Fold
+from threads.log.fold.features import CHILD_RUNNING
+from threads.log.json_types import JsonObject
+from threads.log.lines import Draft
+from threads.run.control import control_writer
+from threads.store.protocol import Store
+
+TREE_REASON = "ancestor cancelled"
+
+
+def barred(fold: Fold) -> bool:
+    """The thread already carries a barrier that stops it: a thread cancel, one on its open
+    turn, or (no turn open) a thread or tree cancel recorded earlier."""
+    if fold.thread_cancelled:
+        return True
+    if fold.turn is not None:
+        return fold.turn.cancel_event is not None
+    return fold.wakes.cancel_seq > 0
+
+
+async def bar(
+    store: Store, branch_id: str, principal: JsonObject, *, reason: str = TREE_REASON
+) -> Fold:
+    """Append the tree cancel to a child's branch unless it is barred already; its fold."""
+    async with control_writer(store, branch_id) as writer:
+        if not barred(writer.fold):
+            data = {"reason": reason, "scope": "tree"}
+            await writer.append([Draft("cancel_requested", data,
+                                       {"kind": "host", "principal": principal})])
+        return writer.fold
+
+
+async def cancel_descendants(store: Store, fold: Fold, principal: JsonObject) -> None:
+    """Bar every unfinished child of the thread ``fold`` is of, then theirs, recursively."""
+    for child in fold.features.children.values():
+        if child.status != CHILD_RUNNING:
+            continue
+        try:
+            branch = await store.root_branch(child.child_thread_id)
+            child_fold = await bar(store, branch.branch_id, principal)
+        except NotFoundError:
+            continue  # never created: never started
+        except StoreError as exc:
+            if exc.code != "branch_busy":
+                raise
+            continue  # a run holds it: its parent's run bars it before running it again
+        await cancel_descendants(store, child_fold, principal)
