@@ -217,9 +217,11 @@ def _line(event: Event, artifacts: Artifacts) -> Line | None:
         _verified(event, ref, artifacts)
     if event.type in ("user_input", "steer"):
         content = data.get("content") or [{"type": "text", "text": data.get("text", "")}]
-        return UserLine(role="user", content=content)
+        user: UserLine = {"role": "user", "content": content}
+        return user
     if event.type in ("model_response", "model_response_recovered"):
-        return AssistantLine(role="assistant", content=data["content"])
+        response: AssistantLine = {"role": "assistant", "content": data["content"]}
+        return response
     if event.type == "tool_result":
         return _result(event, late=False)
     if event.type == "tool_result_late":
@@ -229,7 +231,8 @@ def _line(event: Event, artifacts: Artifacts) -> Line | None:
     if event.type == "heartbeat":
         return _user(f"<heartbeat>\nrunning: {', '.join(data['running_call_ids'])}\n</heartbeat>")
     if event.type == "tools_changed":
-        return ToolsLine(role=TOOLS_ROLE, tools=[prefix_tool(spec) for spec in data["tools"]])
+        tools: ToolsLine = {"role": TOOLS_ROLE, "tools": [prefix_tool(s) for s in data["tools"]]}
+        return tools
     if event.type == "compacted":
         return _summary(event, artifacts)
     return None
@@ -239,7 +242,10 @@ def _without_carryover(line: Line) -> Line | None:
     if line["role"] != "assistant":
         return line  # only a response carries reasoning or hosted tool parts
     kept = [part for part in line["content"] if part["type"] not in _CARRYOVER_PARTS]
-    return AssistantLine(role="assistant", content=kept) if kept else None
+    if not kept:
+        return None
+    response: AssistantLine = {"role": "assistant", "content": kept}
+    return response
 
 
 @dataclass(slots=True)
