@@ -6,9 +6,10 @@ not.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from threads.adapters.anthropic.model import AnthropicModel, build_anthropic_model
+from threads.log.json_types import JsonValue
 from threads.models.protocol import Price
 
 __all__ = ["AnthropicModel", "anthropic"]
@@ -22,7 +23,7 @@ def anthropic(
     context_window: int = 200_000,
     max_output_tokens: int,
     price: Price | None = None,
-    params: dict[str, Any] | None = None,
+    params: Mapping[str, JsonValue] | None = None,
     timeout_s: float = 600.0,
     streaming: bool = True,
 ) -> AnthropicModel:

@@ -6,10 +6,11 @@ is not imported); see ``threads.adapters.litellm`` for why the others are refuse
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from threads.adapters.litellm import build_litellm_model
 from threads.adapters.openai.model import OpenAIApi, OpenAIModel
+from threads.log.json_types import JsonValue
 from threads.models.protocol import Price
 
 __all__ = ["litellm"]
@@ -23,7 +24,7 @@ def litellm(
     context_window: int,
     max_output_tokens: int,
     price: Price | None = None,
-    params: dict[str, Any] | None = None,
+    params: Mapping[str, JsonValue] | None = None,
     api: OpenAIApi = "chat",
     timeout_s: float = 600.0,
     streaming: bool = True,

@@ -5,9 +5,10 @@ Needs the ``openai`` extra (``pip install 'threads[openai]'``); importing this m
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from threads.adapters.openai.model import OpenAIApi, OpenAIModel, build_openai_model
+from threads.log.json_types import JsonValue
 from threads.models.protocol import Price
 
 __all__ = ["OpenAIModel", "openai"]
@@ -22,7 +23,7 @@ def openai(
     max_output_tokens: int,
     price: Price | None = None,
     api: OpenAIApi = "responses",
-    params: dict[str, Any] | None = None,
+    params: Mapping[str, JsonValue] | None = None,
     timeout_s: float = 600.0,
     streaming: bool = True,
 ) -> OpenAIModel:

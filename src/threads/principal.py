@@ -3,8 +3,10 @@ decision a person makes. Tenants isolate: a principal never acts on another tena
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from threads.log.json_types import JsonObject
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,12 +20,15 @@ class Principal:
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"Principal.{name} must be a non-empty string")
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> JsonObject:
         return {"issuer": self.issuer, "subject": self.subject, "tenant": self.tenant}
 
     @classmethod
-    def from_wire(cls, value: dict[str, Any]) -> Principal:
-        return cls(value["issuer"], value["tenant"], value["subject"])
+    def from_wire(cls, value: Mapping[str, object]) -> Principal:
+        issuer, tenant, subject = value["issuer"], value["tenant"], value["subject"]
+        if not (isinstance(issuer, str) and isinstance(tenant, str) and isinstance(subject, str)):
+            raise ValueError("a principal's issuer, tenant and subject must be strings")
+        return cls(issuer, tenant, subject)
 
 
 LOCAL_OPERATOR = Principal(issuer="api", tenant="local", subject="operator")

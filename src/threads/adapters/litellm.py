@@ -9,9 +9,11 @@ route accepted here can send a byte that did not pass the run's fence.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from threads.adapters.openai.model import OpenAIApi, OpenAIModel, build_openai_model
 from threads.errors import ConfigError
-from threads.log.json_types import JsonObject
+from threads.log.json_types import JsonValue
 from threads.models.protocol import Price
 
 _NATIVE = {"anthropic": "threads.anthropic.anthropic(...)", "openai": "threads.openai.openai(...)"}
@@ -19,7 +21,7 @@ _NATIVE = {"anthropic": "threads.anthropic.anthropic(...)", "openai": "threads.o
 
 def build_litellm_model(
     route: str, *, api_key: str | None, api_base: str | None, context_window: int,
-    max_output_tokens: int, price: Price | None, params: JsonObject | None,
+    max_output_tokens: int, price: Price | None, params: Mapping[str, JsonValue] | None,
     api: OpenAIApi, timeout_s: float, streaming: bool,
 ) -> OpenAIModel:
     prefix, slash, model = route.partition("/")

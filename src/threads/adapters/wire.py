@@ -7,26 +7,52 @@ object raises ``MalformedResponseError``; nothing is guessed or half-returned.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from threads.adapters.errors import MalformedResponseError
-from threads.log.vocabulary import TextPart, ToolUsePart
+from threads.log.json_types import JsonObject
+from threads.log.render_lines import Message
+from threads.log.vocabulary import (
+    InputPart,
+    OutputPart,
+    ResultPart,
+    TextPart,
+    ToolUsePart,
+)
 from threads.models.protocol import ModelRequest, Usage
 
-T = TypeVar("T")
+T = TypeVar("T", str, int)
 
 
-def need(mapping: Mapping[str, Any], key: str, kind: type[T]) -> T:
-    """``mapping[key]``, which must be a ``kind``."""
+def need(mapping: JsonObject, key: str, kind: type[T]) -> T:
+    """``mapping[key]``, which must be a ``kind`` (``str`` or ``int``)."""
     value = mapping.get(key)
     if not isinstance(value, kind):
         raise MalformedResponseError(f"expected {key!r} to be {kind.__name__}, got {value!r:.80}")
     return value
 
 
-def maybe(mapping: Mapping[str, Any] | None, key: str) -> int | None:
+def need_object(mapping: JsonObject, key: str) -> JsonObject:
+    """``mapping[key]``, which must be a JSON object."""
+    value = mapping.get(key)
+    if not isinstance(value, dict):
+        raise MalformedResponseError(f"expected {key!r} to be dict, got {value!r:.80}")
+    return value
+
+
+def need_objects(mapping: JsonObject, key: str) -> list[JsonObject]:
+    """``mapping[key]``, which must be a list of JSON objects."""
+    value = mapping.get(key)
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise MalformedResponseError(
+            f"expected {key!r} to be a list of objects, got {value!r:.80}"
+        )
+    return [item for item in value if isinstance(item, dict)]
+
+
+def maybe(mapping: JsonObject | None, key: str) -> int | None:
     """An optional token count: absent or null stays ``None`` (unknown), never 0."""
     if mapping is None:
         return None
@@ -38,12 +64,12 @@ def maybe(mapping: Mapping[str, Any] | None, key: str) -> int | None:
     return value
 
 
-def sub(mapping: Mapping[str, Any] | None, key: str) -> Mapping[str, Any] | None:
+def sub(mapping: JsonObject | None, key: str) -> JsonObject | None:
     """An optional nested object."""
     if mapping is None:
         return None
     value = mapping.get(key)
-    return value if isinstance(value, Mapping) else None
+    return value if isinstance(value, dict) else None
 
 
 def tool_use(call_id: str, name: str, arguments: str) -> ToolUsePart:
@@ -105,12 +131,14 @@ def as_provider_sees_it(request: ModelRequest) -> ModelRequest:
     if not ids:
         return request
 
-    def swapped(message: dict[str, Any]) -> dict[str, Any]:
+    def swapped(message: Message) -> Message:
         if message["role"] == "tool":
             return {**message, "call_id": ids.get(message["call_id"], message["call_id"])}
-        parts = [
+        if message["role"] == "user":
+            return message
+        parts: list[OutputPart] = [
             {**part, "call_id": ids.get(part["call_id"], part["call_id"])}
-            if part.get("type") == "tool_use" else part
+            if part["type"] == "tool_use" else part
             for part in message["content"]
         ]
         return {**message, "content": parts}
@@ -118,6 +146,6 @@ def as_provider_sees_it(request: ModelRequest) -> ModelRequest:
     return replace(request, messages=[swapped(m) for m in request.messages])
 
 
-def text_of(content: list[dict[str, Any]]) -> str:
+def text_of(content: Sequence[InputPart | OutputPart | ResultPart]) -> str:
     """The text parts of a Render v1 message, joined (tool_use parts are rendered separately)."""
-    return "".join(part["text"] for part in content if part.get("type") == "text")
+    return "".join(part["text"] for part in content if part["type"] == "text")

@@ -21,6 +21,7 @@ from typing import Any
 
 from threads.cli import render
 from threads.cli.support import add_store_option, add_tenant_option, opened_store, tenant_branch
+from threads.log.json_types import JsonObject, JsonValue
 from threads.log.lines import Event
 from threads.store.protocol import BranchInfo, Store
 
@@ -47,7 +48,7 @@ _KEYS = (
 )
 _TEXT_KEYS = ("text", "preview", "instructions")
 # Events that name another thread of the tree: the parts shown, that thread's id last.
-_TREE: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+_TREE: dict[str, Callable[[JsonObject], list[str]]] = {
     "agent_spawned": lambda d: [
         f"call_id={d.get('call_id')}", f"spawned {d.get('agent_name')} ({d.get('mode')})",
         f"child thread {d.get('child_thread_id')}",
@@ -188,7 +189,7 @@ def summary(event: Event) -> str:
     return " ".join(parts)
 
 
-def _text(data: dict[str, Any]) -> str | None:
+def _text(data: JsonObject) -> str | None:
     for key in _TEXT_KEYS:
         if isinstance(data.get(key), str):
             return str(data[key])
@@ -199,7 +200,7 @@ def _text(data: dict[str, Any]) -> str | None:
     return None
 
 
-def _part_text(part: dict[str, Any]) -> str:
+def _part_text(part: JsonObject) -> str:
     """A content part as text: its text, or a placeholder such as ``<tool_use read_file>``."""
     if part.get("type") == "text" and isinstance(part.get("text"), str):
         return str(part["text"])
@@ -212,9 +213,9 @@ def preview(text: str) -> str:
     return json.dumps(short, ensure_ascii=False)
 
 
-def _is_scalar(value: Any) -> bool:
+def _is_scalar(value: JsonValue) -> bool:
     return isinstance(value, str | int | bool)
 
 
-def _scalar(value: Any) -> str:
+def _scalar(value: JsonValue) -> str:
     return json.dumps(value) if isinstance(value, bool) else str(value)

@@ -13,22 +13,36 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, NotRequired, TypedDict
 
 from threads import Principal, open_thread, sqlite
 from threads.cli.hints import command, quoted
 from threads.demo.models import MODEL_ENV
 from threads.demo.service import DemoService
 from threads.demo.support import KILL_ENV, REQUEST
+from threads.log.json_types import JsonObject
+from threads.log.lines import Event
 from threads.log.vocabulary import data_of
 from threads.store.sqlite import SQLiteStore
 
 OPERATOR = Principal(issuer="api", tenant="local", subject="operator")
 
 
+class WorkerOutcome(TypedDict):
+    """The last line a demo worker prints (``threads.demo.worker``), or its failure."""
+
+    status: str
+    thread: NotRequired[str]
+    reason: NotRequired[str]
+    pending: NotRequired[list[list[str]]]  # [kind, id] per park
+    output: NotRequired[object]
+    error: NotRequired[str]
+    stderr: NotRequired[str]
+
+
 def _worker(
     store_dir: Path, service: Path, thread_id: str | None, *, kill: bool, model: str | None
-) -> dict[str, Any] | None:
+) -> WorkerOutcome | None:
     env = dict(os.environ)
     env[KILL_ENV] = "1" if kill else "0"
     env.pop(MODEL_ENV, None)
@@ -39,8 +53,11 @@ def _worker(
         argv.append(thread_id)
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
     if proc.returncode != 0:
-        return None if proc.returncode == -9 else {"status": "error", "stderr": proc.stderr[-2000:]}
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+        if proc.returncode == -9:
+            return None
+        return {"status": "error", "stderr": proc.stderr[-2000:]}
+    outcome: WorkerOutcome = json.loads(proc.stdout.strip().splitlines()[-1])
+    return outcome
 
 
 async def _story(
@@ -155,14 +172,14 @@ async def _lease_left(store: SQLiteStore, branch_id: str) -> str:
     return f"it expires in {(state.expires_at - state.now) / 1000:.1f} s"
 
 
-def _finished_calls(events: list[Any]) -> list[str]:
+def _finished_calls(events: list[Event]) -> list[str]:
     """Names of the tool calls whose result is recorded, in call order."""
     results = {data_of(e, "tool_result")["call_id"] for e in events if e.type == "tool_result"}
     calls = [data_of(e, "tool_call") for e in events if e.type == "tool_call"]
     return [call["name"] for call in calls if call["call_id"] in results]
 
 
-def _summary(data: dict[str, Any]) -> str:
+def _summary(data: JsonObject) -> str:
     if "name" in data and "call_id" in data:
         return f"{data['name']} {data['call_id']}"
     for key in ("text", "reason", "outcome", "decision", "origin", "stop_reason"):

@@ -30,12 +30,13 @@ import posixpath
 import tarfile
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from threads import safe_tar
 from threads.docker.engine import Engine, operation, quoted, socket_path
 from threads.errors import ConfigError
 from threads.log.hashing import sha256_hex
+from threads.log.json_types import JsonObject
 from threads.sandbox.minted import minted_pattern, require_minted
 from threads.sandbox.protocol import (
     DEFAULT_TIMEOUT_MS,
@@ -102,7 +103,7 @@ class DockerSandbox:
         """Close the connection to the engine (the containers stay)."""
         await self.engine.close()
 
-    def _config(self, operation_key: str, name: str, owner: str) -> dict[str, Any]:
+    def _config(self, operation_key: str, name: str, owner: str) -> JsonObject:
         return {
             "Image": self.image,
             "Cmd": ["sleep", "2147483647"],
@@ -143,15 +144,15 @@ class DockerSandbox:
             await self.engine.request("POST", f"/containers/{name}/start", ok=(204, 304))
         return DockerSession(self, name)
 
-    async def _inspect(self, name: str) -> dict[str, Any]:
+    async def _inspect(self, name: str) -> JsonObject:
         response = await self.engine.request("GET", f"/containers/{quoted(name)}/json")
-        value: dict[str, Any] = response.json()
+        value: JsonObject = response.json()
         return value
 
     async def attach(self, ref: str, ctx: SandboxContext) -> DockerSession:
         name = _own(ref)
         with operation(ctx):
-            state = _require_owner(await self._inspect(name), name, ctx)["State"]
+            state = _state(_require_owner(await self._inspect(name), name, ctx))
             if not state.get("Running"):
                 await self.engine.request("POST", f"/containers/{name}/start", ok=(204, 304))
         return DockerSession(self, name)
@@ -222,14 +223,24 @@ async def _lookup_fence() -> None:
     return None  # a lookup only reads; the ledger moves it answers are fenced by the store
 
 
-def _made_by(container: dict[str, Any]) -> str:
+def _made_by(container: JsonObject) -> str:
     """The store identity a container was labelled with ("" for one made outside any store,
     or before owners were recorded: only an operator removes those)."""
-    owner = ((container.get("Config") or {}).get("Labels") or {}).get(OWNER_LABEL, "")
+    config = container.get("Config")
+    labels = config.get("Labels") if isinstance(config, dict) else None
+    owner = labels.get(OWNER_LABEL, "") if isinstance(labels, dict) else ""
     return owner if isinstance(owner, str) else ""
 
 
-def _require_owner(container: dict[str, Any], name: str, ctx: SandboxContext) -> dict[str, Any]:
+def _state(container: JsonObject) -> JsonObject:
+    """The container's ``State`` as the engine's inspect answers it."""
+    state = container["State"]
+    if not isinstance(state, dict):
+        raise SandboxError("unavailable", f"the engine sent a container state of {state!r:.80}")
+    return state
+
+
+def _require_owner(container: JsonObject, name: str, ctx: SandboxContext) -> JsonObject:
     """``container`` when ``ctx.owner`` made it; ``permission_denied`` otherwise."""
     if _made_by(container) != (ctx.owner or ""):
         raise SandboxError(
@@ -285,7 +296,7 @@ class DockerSession:
                     await self.engine.request(
                         "POST", f"/containers/{self.name}/kill", ok=(204, 409)
                     )
-                    state = (await self.sandbox._inspect(self.name))["State"]
+                    state = _state(await self.sandbox._inspect(self.name))
                 except SandboxError as exc:
                     if exc.code == "not_found":
                         return "terminated"

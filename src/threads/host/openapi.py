@@ -7,66 +7,69 @@ body over the limit) and its listed refusals with an ``ErrorBody``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic.json_schema import models_json_schema
 
 from threads.host.bodies import ANSWERS, REQUESTS
 from threads.host.routes_inbox import KINDS
 from threads.host.routes_inbox import MAX_LIMIT as MAX_INBOX
 from threads.host.routes_threads import MAX_LIMIT, STATUSES
+from threads.log.json_types import JsonObject, JsonValue
 
 REF = "#/components/schemas/{model}"
 
 
-def _ref(name: str) -> dict[str, str]:
+def _ref(name: str) -> JsonObject:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _json(schema: dict[str, Any]) -> dict[str, Any]:
+def _json(schema: JsonObject) -> JsonObject:
     return {"application/json": {"schema": schema}}
 
 
-ERROR = {"content": _json(_ref("ErrorBody"))}
-ID = {"type": "string", "minLength": 1, "maxLength": 256}
+ERROR: JsonObject = {"content": _json(_ref("ErrorBody"))}
+ID: JsonObject = {"type": "string", "minLength": 1, "maxLength": 256}
 
 
-def _path_param(name: str) -> dict[str, Any]:
+def _path_param(name: str) -> JsonObject:
     return {"name": name, "in": "path", "required": True, "schema": ID}
 
 
-BRANCH = {"name": "branch_id", "in": "query", "required": False, "schema": ID}
+BRANCH: JsonObject = {"name": "branch_id", "in": "query", "required": False, "schema": ID}
 THREAD = _path_param("thread_id")
 
 
 def _op(
     summary: str,
     ok_status: str,
-    ok: dict[str, Any] | None,
+    ok: JsonObject | None,
     *,
-    params: list[dict[str, Any]],
+    params: list[JsonValue],
     body: str | None = None,
     errors: tuple[str, ...] = ("400", "404", "409"),
-    ok_content: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    responses: dict[str, Any] = {
-        ok_status: {"description": "ok", "content": ok_content or _json(ok or {})},
-        "401": {"description": "no principal", **ERROR},
-    }
+    ok_content: JsonObject | None = None,
+    ok_headers: JsonObject | None = None,
+    more: JsonObject | None = None,
+) -> JsonObject:
+    """An operation; ``more`` adds answers after the refusals."""
+    answer: JsonObject = {"description": "ok", "content": ok_content or _json(ok or {})}
+    if ok_headers is not None:
+        answer["headers"] = ok_headers
+    responses: JsonObject = {ok_status: answer, "401": {"description": "no principal", **ERROR}}
     for status in errors:
         responses[status] = {"description": "refused", **ERROR}
-    op: dict[str, Any] = {"summary": summary, "parameters": params, "responses": responses}
+    responses.update(more or {})
+    op: JsonObject = {"summary": summary, "parameters": params, "responses": responses}
     if body is not None:
         op["requestBody"] = {"required": True, "content": _json(_ref(body))}
         responses["413"] = {"description": "body too large", **ERROR}
     return op
 
 
-def _query(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+def _query(name: str, schema: JsonObject) -> JsonObject:
     return {"name": name, "in": "query", "required": False, "schema": schema}
 
 
-def _paging(most: int) -> list[dict[str, Any]]:
+def _paging(most: int) -> list[JsonValue]:
     return [
         _query("limit", {"type": "string", "pattern": "^[0-9]{1,6}$",
                          "description": f"1 to {most}"}),
@@ -75,42 +78,41 @@ def _paging(most: int) -> list[dict[str, Any]]:
     ]
 
 
-def _list(name: str) -> dict[str, Any]:
+def _list(name: str) -> JsonObject:
     return {"type": "array", "items": _ref(name)}
 
 
-def document() -> dict[str, Any]:
+def document() -> JsonObject:
     _, defs = models_json_schema(
         [(m, "validation") for m in REQUESTS.values()]
         + [(m, "serialization") for m in ANSWERS.values()],
         ref_template=REF,
     )
     schemas = defs.get("$defs", {})
-    key = {"name": "Idempotency-Key", "in": "header", "required": True,
+    key: JsonObject = {"name": "Idempotency-Key", "in": "header", "required": True,
            "schema": {"type": "string", "minLength": 1, "maxLength": 255}}
-    sse = {"text/event-stream": {"schema": {"type": "string"}}}
-    resume = [
+    sse: JsonObject = {"text/event-stream": {"schema": {"type": "string"}}}
+    resume: list[JsonValue] = [
         {"name": "after_seq", "in": "query", "required": False,
          "schema": {"type": "string", "pattern": "^[0-9]{1,16}$"}},
         {"name": "Last-Event-ID", "in": "header", "required": False,
          "schema": {"type": "string", "pattern": "^[0-9]{1,16}$"}},
     ]
     t = "/v1/threads/{thread_id}"
+    link: JsonObject = {"Link": {
+        "description": 'the next page: <URL>; rel="next" (absent on the last page)',
+        "schema": {"type": "string"}}}
     threads_list = _op("The caller's threads: parked first, then the most recently updated",
                        "200", _list("ThreadSummary"), params=[
                            _query("status", {"enum": list(STATUSES)}),
                            _query("agent", ID), _query("q", {"type": "string", "maxLength": 256}),
                            *_paging(MAX_LIMIT)],
-                       errors=("400",))
+                       errors=("400",), ok_headers=link)
     inbox = _op("Everything waiting for a person across the caller's tenant, newest first",
                 "200", _list("InboxItem"), params=[
                     _query("kind", {"enum": list(KINDS)}), *_paging(MAX_INBOX)],
-                errors=("400",))
-    for listing in (threads_list, inbox):
-        listing["responses"]["200"]["headers"] = {"Link": {
-            "description": 'the next page: <URL>; rel="next" (absent on the last page)',
-            "schema": {"type": "string"}}}
-    paths: dict[str, Any] = {
+                errors=("400",), ok_headers=link)
+    paths: JsonObject = {
         "/v1/runs": {"post": _op("Start a run (once per Idempotency-Key)", "202",
                                  _ref("RunAccepted"), params=[key], body="StartRunRequest")},
         "/v1/threads": {"get": threads_list},
@@ -152,10 +154,12 @@ def document() -> dict[str, Any]:
             "Resolve a parked effect", "200", _ref("Appended"),
             params=[THREAD, _path_param("effect_key"), BRANCH], body="ParkedResolution",
             errors=("400", "403", "404", "409"))},
-        f"{t}/cancel": {"post": {
-            **_op("Cancel the open turn", "200", _ref("Appended"), params=[THREAD, BRANCH],
-                  errors=("400", "403", "404", "409")),
-        }},
+        f"{t}/cancel": {"post": _op(
+            "Cancel the open turn", "200", _ref("Appended"), params=[THREAD, BRANCH],
+            errors=("400", "403", "404", "409"), more={"202": {
+                "description": "the cancel is recorded by the run at its next step",
+                "content": _json(_ref("CancelAccepted")),
+            }})},
         f"{t}/settings": {"post": _op("Change the model settings of the next steps", "200",
                                       _ref("Appended"), params=[THREAD, BRANCH],
                                       body="SettingsChange",
@@ -163,10 +167,6 @@ def document() -> dict[str, Any]:
         f"{t}/mode": {"post": _op("Change the permission mode of the next steps", "200",
                                   _ref("Appended"), params=[THREAD, BRANCH], body="ModeChange",
                                   errors=("400", "403", "404", "409"))},
-    }
-    paths[f"{t}/cancel"]["post"]["responses"]["202"] = {
-        "description": "the cancel is recorded by the run at its next step",
-        "content": _json(_ref("CancelAccepted")),
     }
     return {
         "openapi": "3.1.0",

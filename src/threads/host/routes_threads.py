@@ -4,7 +4,6 @@ of the caller's threads that the console starts from (filtered, ordered and page
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -22,6 +21,7 @@ from threads.host.http import Context, ThreadView, branch_param, thread_view
 from threads.host.paging import Key, page, page_request, paged_response
 from threads.host.routes_overview import cost_body
 from threads.host.summaries import Listed
+from threads.log.json_types import JsonObject
 from threads.principal import Principal
 from threads.run import Thread
 
@@ -139,7 +139,7 @@ def _list_order(row: Listed) -> Key:
     return (0 if _status(row) == "parked" else 1, -updated, row.root.thread_id)
 
 
-def _summary_body(row: Listed) -> dict[str, Any]:
+def _summary_body(row: Listed) -> JsonObject:
     summary, root = row.summary, row.root
     return ThreadSummary(
         thread_id=root.thread_id,

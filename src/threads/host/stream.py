@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 from threads.errors import ThreadsError
 from threads.host.hub import IDLE_S, POLL_S
 from threads.host.runs import Runs
 from threads.log.canonical import canonical
+from threads.log.json_types import JsonObject
 from threads.log.lines import Event
 from threads.log.vocabulary import data_of
 from threads.run import failed_code
@@ -47,7 +47,7 @@ async def find_run(runs: Runs, thread_id: str, tenant: str, run_id: str) -> RunR
     return None
 
 
-def frame(payload: dict[str, Any], seq: int | None = None) -> bytes:
+def frame(payload: JsonObject, seq: int | None = None) -> bytes:
     head = f"id: {seq}\n" if seq is not None else ""
     return head.encode() + b"data: " + canonical(payload) + b"\n\n"
 
@@ -56,7 +56,7 @@ def event_frame(event: Event) -> bytes:
     return frame({"kind": "event", "event": json.loads(event.line)}, event.seq)
 
 
-def outcome(run_events: list[Event], runs: Runs, branch_id: str) -> dict[str, Any] | None:
+def outcome(run_events: list[Event], runs: Runs, branch_id: str) -> JsonObject | None:
     """The run's result as the log tells it, or None while it is still going. Every park of
     the run's turn is in its own events: a parked turn takes no new input."""
     closing = next((e for e in run_events if e.type == "turn_completed"), None)
@@ -85,7 +85,7 @@ def outcome(run_events: list[Event], runs: Runs, branch_id: str) -> dict[str, An
     return None
 
 
-def _ended(closing: Event, run_events: list[Event]) -> dict[str, Any]:
+def _ended(closing: Event, run_events: list[Event]) -> JsonObject:
     reason = closing.data["reason"]
     if reason in ("end_turn", "max_output"):
         accepted = next((e for e in reversed(run_events) if e.type == "output_validated"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Iterator
-from typing import Any
 
+from threads.log.json_types import JsonObject, JsonValue
 from threads.log.lines import Event
 
 # ``pc_<sha256>``: a call id normalization minted; the artifact holds the provider's id.
@@ -46,7 +46,7 @@ def first_reference(
     return None
 
 
-def _refs(data: dict[str, Any]) -> Iterator[tuple[str, str]]:
+def _refs(data: JsonObject) -> Iterator[tuple[str, str]]:
     for key, value in data.items():
         if key == "ref" or key.endswith("_ref"):
             yield from _ref(value)
@@ -61,6 +61,7 @@ def _refs(data: dict[str, Any]) -> Iterator[tuple[str, str]]:
             yield match.group(1), PROVIDER_CALL_ID_MEDIA_TYPE
 
 
-def _ref(value: Any) -> Iterator[tuple[str, str]]:
-    if isinstance(value, dict) and isinstance(value.get("sha256"), str):
-        yield value["sha256"], str(value.get("media_type", "application/octet-stream"))
+def _ref(value: JsonValue) -> Iterator[tuple[str, str]]:
+    sha256 = value.get("sha256") if isinstance(value, dict) else None
+    if isinstance(value, dict) and isinstance(sha256, str):
+        yield sha256, str(value.get("media_type", "application/octet-stream"))

@@ -23,19 +23,31 @@ import hashlib
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from threads.errors import LogError
-from threads.log.canonical import canonical
 from threads.log.hashing import sha256_hex
+from threads.log.json_types import JsonObject
 from threads.log.lines import Event
 from threads.log.render_context import Edits, style_body, summary_body, summary_instruction
+from threads.log.render_lines import (
+    AssistantLine,
+    DeclaredPrefix,
+    Line,
+    Message,
+    PrefixTool,
+    ToolLine,
+    ToolsLine,
+    UserLine,
+    line_bytes,
+)
 from threads.log.request_bytes import Extends, RequestBytes
 from threads.log.snapshot import Snapshot
-from threads.log.vocabulary import data_of
+from threads.log.vocabulary import ArtifactRef, ToolSpec, data_of
+from threads.log.vocabulary import ModelRequestDataDeclaredPrefix as PrefixDigest
 
 MEDIA_TYPE = "application/x-ndjson"
-TOOLS_ROLE = "tools"  # the line a tools_changed renders: the complete new set
+TOOLS_ROLE: Final = "tools"  # the line a tools_changed renders: the complete new set
 Artifacts = Mapping[str, bytes]  # sha256 -> bytes, for the artifacts rendering reads
 
 # parts of a response an omit_prior settings epoch drops from later renders
@@ -57,8 +69,8 @@ class Rendered:
     body: RequestBytes  # the request's bytes, in the pieces the render made them of
     prefix_bytes: int
     prefix_sha256: str
-    prefix: dict[str, Any]
-    messages: Snapshot[dict[str, Any]]  # the conversation lines after line 0, for an adapter
+    prefix: DeclaredPrefix
+    messages: Snapshot[Message]  # the conversation lines after line 0, for an adapter
     part_types: frozenset[str]  # the ``type`` of every content part in ``messages``
 
     @property
@@ -70,14 +82,14 @@ class Rendered:
     def sha256(self) -> str:
         return self.body.sha256
 
-    def request_ref(self) -> dict[str, Any]:
+    def request_ref(self) -> ArtifactRef:
         return {"bytes": self.body.size, "media_type": MEDIA_TYPE, "sha256": self.body.sha256}
 
-    def declared_prefix(self) -> dict[str, Any]:
+    def declared_prefix(self) -> PrefixDigest:
         return {"bytes": self.prefix_bytes, "sha256": self.prefix_sha256}
 
 
-def prefix_tool(spec: Mapping[str, Any]) -> dict[str, Any]:
+def prefix_tool(spec: ToolSpec) -> PrefixTool:
     """How a ToolSpec shows in Render v1: a deferred tool only by name and description."""
     if spec.get("defer_loading"):
         return {"deferred": True, "description": spec["description"], "name": spec["name"]}
@@ -90,7 +102,7 @@ def prefix_tool(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 def declared_prefix(
     started: Mapping[str, Any], settings: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+) -> DeclaredPrefix:
     """Line 0 under ``settings`` (a settings_changed's ``settings``; None: as pinned)."""
     source = settings if settings is not None else started
     return {
@@ -103,10 +115,10 @@ def declared_prefix(
 
 
 def prefix_line(started: Mapping[str, Any], settings: Mapping[str, Any] | None = None) -> bytes:
-    return canonical(declared_prefix(started, settings)) + b"\n"
+    return line_bytes(declared_prefix(started, settings))
 
 
-def prefix_digest(line: bytes) -> dict[str, Any]:
+def prefix_digest(line: bytes) -> JsonObject:
     """``declared_prefix`` of a model_request whose line 0 is ``line`` (newline included)."""
     return {"bytes": len(line), "sha256": sha256_hex(line)}
 
@@ -114,14 +126,13 @@ def prefix_digest(line: bytes) -> dict[str, Any]:
 # ---- artifacts -------------------------------------------------------------------------------
 
 
-def _part_refs(parts: list[dict[str, Any]] | None) -> Iterator[dict[str, Any]]:
+def _part_refs(parts: Sequence[Mapping[str, Any]] | None) -> Iterator[ArtifactRef]:
     for part in parts or []:
-        ref = part.get("ref")
-        if isinstance(ref, dict):
-            yield ref
+        if isinstance(part.get("ref"), dict):
+            yield part["ref"]
 
 
-def event_refs(event: Event) -> list[dict[str, Any]]:
+def event_refs(event: Event) -> list[ArtifactRef]:
     """The artifacts rendering ``event`` reads or verifies. A tool result's own ``ref`` (the
     spilled full output) is not among them: without content the model sees the preview."""
     data = event.data
@@ -136,7 +147,7 @@ def event_refs(event: Event) -> list[dict[str, Any]]:
     return []
 
 
-def _verified(event: Event, ref: Mapping[str, Any], artifacts: Artifacts) -> bytes:
+def _verified(event: Event, ref: ArtifactRef, artifacts: Artifacts) -> bytes:
     data = artifacts.get(ref["sha256"])
     if data is None:
         raise LogError(
@@ -151,7 +162,7 @@ def _verified(event: Event, ref: Mapping[str, Any], artifacts: Artifacts) -> byt
     return data
 
 
-def _text(event: Event, ref: Mapping[str, Any], artifacts: Artifacts) -> str:
+def _text(event: Event, ref: ArtifactRef, artifacts: Artifacts) -> str:
     try:
         return _verified(event, ref, artifacts).decode("utf-8")
     except UnicodeDecodeError:
@@ -164,11 +175,11 @@ def _text(event: Event, ref: Mapping[str, Any], artifacts: Artifacts) -> str:
 # ---- lines -----------------------------------------------------------------------------------
 
 
-def _user(text: str) -> dict[str, Any]:
+def _user(text: str) -> UserLine:
     return {"role": "user", "content": [{"type": "text", "text": text}]}
 
 
-def _injected(event: Event, artifacts: Artifacts) -> dict[str, Any]:
+def _injected(event: Event, artifacts: Artifacts) -> UserLine:
     data = event.data
     text = data["text"] if "text" in data else _text(event, data["ref"], artifacts)
     if data["source"] == "output_style":
@@ -181,9 +192,9 @@ def _injected(event: Event, artifacts: Artifacts) -> dict[str, Any]:
     )
 
 
-def _result(event: Event, *, late: bool) -> dict[str, Any]:
+def _result(event: Event, *, late: bool) -> ToolLine:
     data = event.data
-    line: dict[str, Any] = {
+    line: ToolLine = {
         "role": "tool",
         "call_id": data["call_id"],
         "is_error": data["is_error"],
@@ -194,21 +205,23 @@ def _result(event: Event, *, late: bool) -> dict[str, Any]:
     return line
 
 
-def _summary(event: Event, artifacts: Artifacts) -> dict[str, Any]:
+def _summary(event: Event, artifacts: Artifacts) -> UserLine:
     ref = data_of(event, "compacted")["summary_ref"]
     return _user(summary_body(_text(event, ref, artifacts), ref["sha256"]))
 
 
-def _line(event: Event, artifacts: Artifacts) -> dict[str, Any] | None:
+def _line(event: Event, artifacts: Artifacts) -> Line | None:
     """The Render v1 line of one event, or None for an event the model does not see."""
     data = event.data
     for ref in event_refs(event):
         _verified(event, ref, artifacts)
     if event.type in ("user_input", "steer"):
         content = data.get("content") or [{"type": "text", "text": data.get("text", "")}]
-        return {"role": "user", "content": content}
+        user: UserLine = {"role": "user", "content": content}
+        return user
     if event.type in ("model_response", "model_response_recovered"):
-        return {"role": "assistant", "content": data["content"]}
+        response: AssistantLine = {"role": "assistant", "content": data["content"]}
+        return response
     if event.type == "tool_result":
         return _result(event, late=False)
     if event.type == "tool_result_late":
@@ -218,22 +231,28 @@ def _line(event: Event, artifacts: Artifacts) -> dict[str, Any] | None:
     if event.type == "heartbeat":
         return _user(f"<heartbeat>\nrunning: {', '.join(data['running_call_ids'])}\n</heartbeat>")
     if event.type == "tools_changed":
-        return {"role": TOOLS_ROLE, "tools": [prefix_tool(spec) for spec in data["tools"]]}
+        tools: ToolsLine = {"role": TOOLS_ROLE, "tools": [prefix_tool(s) for s in data["tools"]]}
+        return tools
     if event.type == "compacted":
         return _summary(event, artifacts)
     return None
 
 
-def _without_carryover(line: dict[str, Any]) -> dict[str, Any] | None:
-    kept = [part for part in line["content"] if part.get("type") not in _CARRYOVER_PARTS]
-    return {**line, "content": kept} if kept else None
+def _without_carryover(line: Line) -> Line | None:
+    if line["role"] != "assistant":
+        return line  # only a response carries reasoning or hosted tool parts
+    kept = [part for part in line["content"] if part["type"] not in _CARRYOVER_PARTS]
+    if not kept:
+        return None
+    response: AssistantLine = {"role": "assistant", "content": kept}
+    return response
 
 
 @dataclass(slots=True)
 class _Entry:
     seq: int  # where the line stands; a compaction summary stands at the start of its range
     event_id: str
-    line: dict[str, Any]
+    line: Line
     data: bytes
     carryover: bool  # holds reasoning / hosted_tool parts
     origin: int = 0  # seq of the event that made the line (a summary's: its compacted)
@@ -281,8 +300,10 @@ class _Lines:
         line = _line(event, artifacts)
         if line is None:
             return
-        raw = canonical(line) + b"\n"
-        carryover = any(p.get("type") in _CARRYOVER_PARTS for p in line.get("content", []))
+        raw = line_bytes(line)
+        carryover = line["role"] == "assistant" and any(
+            p["type"] in _CARRYOVER_PARTS for p in line["content"]
+        )
         if event.type != "compacted":
             self.entries.append(_Entry(event.seq, event.event_id, line, raw, carryover))
             return
@@ -297,7 +318,7 @@ class _Lines:
         at = bisect_left([entry.seq for entry in self.entries], start)
         self.entries[at:at] = made
 
-    def lines(self) -> Iterator[tuple[dict[str, Any], bytes]]:
+    def lines(self) -> Iterator[tuple[Line, bytes]]:
         for entry in self.entries:
             if entry.event_id in self.denied_inputs:
                 continue
@@ -305,12 +326,12 @@ class _Lines:
                 continue
             if entry.line["role"] == "tool" and self.edits.touches(entry.line):
                 edited = self.edits.apply(entry.line)
-                yield edited, canonical(edited) + b"\n"
+                yield edited, line_bytes(edited)
                 continue
             if entry.carryover and entry.seq < self.omit_before:
                 kept = _without_carryover(entry.line)
                 if kept is not None:
-                    yield kept, canonical(kept) + b"\n"
+                    yield kept, line_bytes(kept)
                 continue
             yield entry.line, entry.data
 
@@ -333,17 +354,17 @@ class _Flat:
     settings: Mapping[str, Any] | None
     first: bytes
     first_sha256: str
-    prefix: dict[str, Any]
+    prefix: DeclaredPrefix
     entries: int
     parts: list[bytes]
     starts: list[int]  # where each part starts in the bytes
     size: int
     hasher: Any  # hashlib's sha256 object
-    messages: list[dict[str, Any]]
+    messages: list[Message]
     part_types: set[str]
     last: RequestBytes | None = None  # the request this was last rendered as
 
-    def extend(self, raw: bytes, line: dict[str, Any]) -> None:
+    def extend(self, raw: bytes, line: Line) -> None:
         self.parts.append(raw)
         self.starts.append(self.size)
         self.size += len(raw)
@@ -360,11 +381,11 @@ class _Flat:
         self.last = body
         return body
 
-    def add(self, line: dict[str, Any]) -> None:
+    def add(self, line: Line) -> None:
         if line["role"] == TOOLS_ROLE:
             return  # a tools line changes the set an adapter sends (it takes it separately)
         self.messages.append(line)
-        self.part_types.update(str(part.get("type")) for part in line.get("content") or ())
+        self.part_types.update(part["type"] for part in line["content"])
 
 
 class RenderCache:
@@ -451,7 +472,7 @@ def render_summary_request(
         data_of(cause, "compaction_requested").get("instructions") if cause is not None else None
     )
     ask = _user(summary_instruction(guides, instructions))
-    flat.extend(canonical(ask) + b"\n", ask)
+    flat.extend(line_bytes(ask), ask)
     return _rendered(flat)
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from threads.log.lines import Event
+from threads.log.render_lines import ToolLine
 from threads.log.vocabulary import data_of
 
 SUMMARIZE = (
@@ -90,11 +90,11 @@ class Edits:
             key = (edit["call_id"], edit["part"])
             self.spans.setdefault(key, []).extend((s["start"], s["end"]) for s in edit["spans"])
 
-    def touches(self, line: dict[str, Any]) -> bool:
-        call_id = line.get("call_id")
+    def touches(self, line: ToolLine) -> bool:
+        call_id = line["call_id"]
         return call_id in self.cleared or any(key[0] == call_id for key in self.spans)
 
-    def apply(self, line: dict[str, Any]) -> dict[str, Any]:
+    def apply(self, line: ToolLine) -> ToolLine:
         """A rendered tool line as the edits show it."""
         call_id = line["call_id"]
         if call_id in self.cleared:
@@ -102,7 +102,7 @@ class Edits:
         content = list(line["content"])
         for index, part in enumerate(content):
             spans = self.spans.get((call_id, index))
-            if spans and part.get("type") == "text":
+            if spans and part["type"] == "text":
                 content[index] = {**part, "text": redact(part["text"], spans)}
         return {**line, "content": content}
 

@@ -1,12 +1,14 @@
 """Models: what the run loop asks of any model, and the fence every request passes.
 
-Front door: the ``Model`` protocol and the values it speaks (``ModelRequest``, ``TextDelta``,
-``ModelOutput``, ``Usage``, ``Price``, ``ModelCallError``) in ``protocol``; the transport fence
+Front door: the ``Model`` protocol and the values it speaks (``ModelRequest`` and the
+``Message`` lines it carries, ``TextDelta``, ``ModelOutput``, ``Usage``, ``Price``,
+``ModelCallError``) in ``protocol``; the transport fence
 (``Fence``, ``FencedTransport``, ``fenced_http_client``) in ``fence``, which awaits the run's
 lease check before any byte of a request leaves; and ``normalize``, which turns a provider's
 reply into what the log can hold faithfully. The provider clients are ``threads.adapters``.
 """
 
+from threads.log.render_lines import Message
 from threads.models.fence import Fence, FencedTransport, fenced_http_client
 from threads.models.protocol import (
     Model,
@@ -22,6 +24,7 @@ from threads.models.protocol import (
 __all__ = [
     "Fence",
     "FencedTransport",
+    "Message",
     "Model",
     "ModelCallError",
     "ModelOutput",

@@ -10,12 +10,13 @@ an adapter makes goes through the ``Fence`` it is handed (see ``threads.models.f
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from threads.errors import ThreadsError
 from threads.log.json_types import JsonObject
+from threads.log.render_lines import Message
 from threads.log.vocabulary import OutputPart
 from threads.models.fence import Fence
 
@@ -97,7 +98,8 @@ class ToolDefinition:
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """One attempt, exactly as recorded. ``messages`` are Render v1 transcript lines:
+    """One attempt, exactly as recorded. ``messages`` are Render v1 transcript lines, typed as
+    ``Message`` (``threads.log.render_lines``):
     ``{"role": "user", "content": [{"type": "text", "text": ...}]}``,
     ``{"role": "assistant", "content": [{"type": "text", ...} | {"type": "tool_use", "call_id",
     "name", "input"}]}``, ``{"role": "tool", "call_id", "is_error", "content": [{"type": "text",
@@ -106,7 +108,7 @@ class ModelRequest:
 
     request_key: str
     system: str
-    messages: Sequence[dict[str, Any]]  # read-only (the run's renderer shares its lines)
+    messages: Sequence[Message]  # read-only (the run's renderer shares its lines)
     tools: list[ToolDefinition]
     params: JsonObject
     attempt: int = 1
@@ -230,17 +232,19 @@ def unsupported_content(part_types: Collection[str], model: Model) -> str | None
     return None
 
 
-def foreign_reasoning(messages: Iterable[Mapping[str, Any]], model: Model) -> str | None:
+def foreign_reasoning(messages: Iterable[Message], model: Model) -> str | None:
     """Why messages carrying another provider's signed reasoning can't go to ``model`` (it
     can't continue that reasoning), or None: checked before a request is recorded or sent."""
     for message in messages:
-        for part in message.get("content") or ():
-            if part.get("type") == "reasoning" and part.get("provider") != model.provider:
+        if message["role"] != "assistant":
+            continue  # only a response carries reasoning
+        for part in message["content"]:
+            if part["type"] == "reasoning" and part["provider"] != model.provider:
                 return (
-                    f"the conversation carries signed reasoning from {part.get('provider')}"
-                    f" ({part.get('model')}), which model {model.name} of {model.provider}"
+                    f"the conversation carries signed reasoning from {part['provider']}"
+                    f" ({part['model']}), which model {model.name} of {model.provider}"
                     " can't continue; switch models with reasoning_carryover omit_prior, or"
-                    f" use a {part.get('provider')} model"
+                    f" use a {part['provider']} model"
                 )
     return None
 

@@ -17,7 +17,7 @@ import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from threads.log.hashing import sha256_hex
 from threads.sandbox.durable import DIR_MODE, write_durably
@@ -36,6 +36,18 @@ def marker(process_key: str) -> str:
     return f"threads-{key_hash(process_key)}"
 
 
+class RecordJson(TypedDict):
+    """A record as its file holds it; a process id is ``[pid, start_ticks]``."""
+
+    process_key: str
+    state: str
+    wrapper: NotRequired[list[int] | None]
+    init: NotRequired[list[int] | None]
+    pgid: NotRequired[int | None]
+    pid_namespace: NotRequired[int | None]
+    exit_code: NotRequired[int | None]
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     process_key: str
@@ -46,7 +58,7 @@ class Record:
     pid_namespace: int | None = None
     exit_code: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RecordJson:
         def pid(p: ProcessId | None) -> list[int] | None:
             return None if p is None else [p.pid, p.start_ticks]
 
@@ -61,8 +73,8 @@ class Record:
         }
 
     @staticmethod
-    def from_json(value: dict[str, Any]) -> Record:
-        def pid(v: Any) -> ProcessId | None:
+    def from_json(value: RecordJson) -> Record:
+        def pid(v: list[int] | None) -> ProcessId | None:
             return None if v is None else ProcessId(int(v[0]), int(v[1]))
 
         return Record(

@@ -19,9 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Literal
+from typing import Literal
 
+from threads.log.json_types import JsonObject
 from threads.log.render_context import SUMMARIZE
+from threads.log.render_lines import Message, UserLine
 from threads.log.vocabulary import ToolUsePart
 from threads.models.fence import Fence
 from threads.models.protocol import (
@@ -69,10 +71,10 @@ class ChatModel:
     async def aclose(self) -> None:
         """Nothing to release."""
 
-    def adapter_ref(self) -> dict[str, Any]:
+    def adapter_ref(self) -> JsonObject:
         return {"name": "scripted", "settings": {}, "version": "1"}
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> JsonObject:
         return {"max_tokens": self.max_output_tokens}
 
     def kinds(self) -> list[Kind]:
@@ -93,8 +95,10 @@ class ChatModel:
         tokens = (size + len(request.system)) // 4
         if tokens > self.context_window:
             raise prompt_too_long()
-        last = request.messages[-1] if request.messages else {}
-        if kind == "turn" and self.calls is not None and last.get("role") == "user":
+        last = request.messages[-1] if request.messages else None
+        if kind == "turn" and self.calls is not None and last is not None and (
+            last["role"] == "user"
+        ):
             call: ToolUsePart = {
                 "type": "tool_use", "call_id": "c" + digest[:16], "name": self.calls,
                 "input": {"query": _last_user_text(request.messages)},
@@ -133,18 +137,23 @@ class ChatModel:
 
 
 def kind_of(request: ModelRequest) -> Kind:
-    last = request.messages[-1] if request.messages else {}
-    parts = last.get("content") or []
-    text = parts[0].get("text", "") if parts else ""
-    return "summary" if last.get("role") == "user" and text.startswith(SUMMARIZE) else "turn"
+    last = request.messages[-1] if request.messages else None
+    if last is None or last["role"] != "user":
+        return "turn"
+    return "summary" if _first_text(last).startswith(SUMMARIZE) else "turn"
 
 
-def _last_user_text(messages: Sequence[dict[str, Any]]) -> str:
+def _last_user_text(messages: Sequence[Message]) -> str:
     for message in reversed(messages):
-        if message.get("role") == "user":
-            parts = message.get("content") or []
-            return str(parts[0].get("text", "")) if parts else ""
+        if message["role"] == "user":
+            return _first_text(message)
     return ""
+
+
+def _first_text(message: UserLine) -> str:
+    """The text of a user line's first part ("" if it has none or the part is not text)."""
+    parts = message["content"]
+    return parts[0]["text"] if parts and parts[0]["type"] == "text" else ""
 
 
 chat_model = ChatModel

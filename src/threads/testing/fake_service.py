@@ -35,8 +35,55 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 from urllib.parse import parse_qs, urlsplit
+
+from threads.log.json_types import JsonObject
+
+
+class FenceToken(TypedDict):
+    scope: str
+    epoch: int
+
+
+class Request(TypedDict):
+    """One request line (or an HTTP apply's body): ``op`` and the fields that op reads."""
+
+    op: NotRequired[str]
+    kind: NotRequired[str]
+    key: NotRequired[str]
+    value: NotRequired[str]
+    who: NotRequired[str]
+    dedup: NotRequired[bool]
+    fence: NotRequired[FenceToken | None]
+    hold: NotRequired[str]
+    name: NotRequired[str]
+    count: NotRequired[int]
+
+
+class Applied(TypedDict):
+    kind: str
+    key: str
+    who: str
+
+
+class HttpEntry(TypedDict):
+    path: str
+    key: str
+    who: str
+    fence: FenceToken | None
+    refused: str | None
+
+
+class ServiceSnapshot(TypedDict):
+    """Everything the service did, as ``snapshot`` answers it."""
+
+    counts: dict[str, int]
+    requests: dict[str, int]
+    values: dict[str, str]
+    log: list[Applied]
+    waiting: dict[str, int]
+    http: list[HttpEntry]
 
 
 class _State:
@@ -48,20 +95,20 @@ class _State:
         self.values: dict[str, str] = {}
         self.counts: dict[str, int] = {}
         self.requests: dict[str, int] = {}
-        self.log: list[dict[str, Any]] = []
+        self.log: list[Applied] = []
         self.gates: dict[str, threading.Event] = {}
         self.waiting: dict[str, int] = {}
         self.fences: dict[str, int] = {}  # scope -> newest epoch seen
-        self.http: list[dict[str, Any]] = []
+        self.http: list[HttpEntry] = []
 
-    def fenced_apply(self, req: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def fenced_apply(self, req: Request) -> tuple[int, JsonObject]:
         """An HTTP apply: refused when its fencing token is older than one already seen. With
         ``hold``, the request first waits at that gate (a request still on the wire)."""
         if req.get("hold"):
             self.wait_gate(req["hold"])
         fence = req.get("fence")
         with self.lock:
-            entry = {"path": "/apply", "key": req["key"], "who": req.get("who", ""),
+            entry: HttpEntry = {"path": "/apply", "key": req["key"], "who": req.get("who", ""),
                      "fence": fence, "refused": None}
             self.http.append(entry)
             if fence is not None:
@@ -72,7 +119,7 @@ class _State:
                 self.fences[fence["scope"]] = fence["epoch"]
             return 200, self.apply(req)
 
-    def apply(self, req: dict[str, Any]) -> dict[str, Any]:
+    def apply(self, req: Request) -> JsonObject:
         key, value = req["key"], req["value"]
         with self.lock:
             self.requests[key] = self.requests.get(key, 0) + 1
@@ -87,7 +134,7 @@ class _State:
         with self.lock:
             return self.gates.setdefault(name, threading.Event())
 
-    def wait_gate(self, name: str) -> dict[str, Any]:
+    def wait_gate(self, name: str) -> JsonObject:
         gate = self.gate(name)
         with self.lock:
             self.waiting[name] = self.waiting.get(name, 0) + 1
@@ -95,12 +142,12 @@ class _State:
         gate.wait()
         return {}
 
-    def await_waiting(self, name: str, count: int) -> dict[str, Any]:
+    def await_waiting(self, name: str, count: int) -> JsonObject:
         with self.arrived:
             ok = self.arrived.wait_for(lambda: self.waiting.get(name, 0) >= count, timeout=60)
         return {"ok": ok}
 
-    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, req: Request) -> JsonObject | ServiceSnapshot:
         op = req["op"]
         if op == "apply":
             return self.apply(req)
@@ -161,7 +208,7 @@ class _HTTPHandler(BaseHTTPRequestHandler):
                                     "refused": None})
         self._answer(200, self.state.handle({"op": "lookup", "key": key}))
 
-    def _answer(self, status: int, answer: dict[str, Any]) -> None:
+    def _answer(self, status: int, answer: JsonObject | ServiceSnapshot) -> None:
         data = json.dumps(answer).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -199,11 +246,11 @@ class ServiceClient:
         self.port = port
         self.who = who
 
-    def call(self, op: str, **fields: Any) -> dict[str, Any]:
+    def call(self, op: str, **fields: Any) -> JsonObject:
         with socket.create_connection(("127.0.0.1", self.port), timeout=60) as conn:
             conn.sendall(json.dumps({"op": op, **fields}).encode() + b"\n")
             with conn.makefile("rb") as reader:
-                answer: dict[str, Any] = json.loads(reader.readline())
+                answer: JsonObject = json.loads(reader.readline())
         if "error" in answer:
             raise RuntimeError(answer["error"])
         return answer
@@ -214,12 +261,16 @@ class ServiceClient:
 
     def lookup(self, key: str) -> str | None:
         answer = self.call("lookup", key=key)
-        return answer["value"] if answer["found"] else None
+        value = answer["value"]
+        return value if answer["found"] and isinstance(value, str) else None
 
     def count(self, key: str) -> int:
-        return int(self.call("count", key=key)["count"])
+        count = self.call("count", key=key)["count"]
+        if not isinstance(count, int):
+            raise RuntimeError(f"the service answered a count of {count!r}")
+        return count
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> JsonObject:
         return self.call("snapshot")
 
     def wait_gate(self, name: str) -> None:

@@ -10,20 +10,23 @@ Invariant: ``lines()`` / ``export()`` are byte-identical to what a store would h
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from threads.clock import Clock
 from threads.log.event_types import EventType
 from threads.log.hashing import value_hash
 from threads.log.ids import uuid7
-from threads.log.lines import Event, Head, Header, encode_event, make_header
+from threads.log.json_types import JsonObject
+from threads.log.lines import Actor, Draft, Event, Head, Header, encode_event, make_header
 from threads.log.render import RenderCache, render
+from threads.log.vocabulary import draft
 
-USER = {"kind": "user", "principal": {"issuer": "api", "subject": "alice", "tenant": "local"}}
-HOST = {"kind": "host"}
-MODEL = {"kind": "model"}
+USER: Actor = {
+    "kind": "user", "principal": {"issuer": "api", "subject": "alice", "tenant": "local"},
+}
+HOST: Actor = {"kind": "host"}
+MODEL: Actor = {"kind": "model"}
 
-_TOOL = {
+_TOOL: JsonObject = {
     "description": "Read a file from the sandbox workspace.",
     "effect_class": "read_only",
     "input_schema": {
@@ -34,7 +37,7 @@ _TOOL = {
     },
     "name": "read_file",
 }
-_CONFIG: dict[str, Any] = {
+_CONFIG: JsonObject = {
     "adapter": {"name": "scripted", "settings": {}, "version": "1"},
     "agent_name": "demo",
     "instructions": "You are a helpful agent.",
@@ -78,7 +81,12 @@ class SampleLog:
     def last_hash(self) -> str:
         return self.events[-1].hash if self.events else self.header.hash
 
-    def add(self, type_: EventType, data: dict[str, Any], actor: dict[str, Any] = HOST) -> Event:
+    def add(self, type_: EventType, data: JsonObject, actor: Actor = HOST) -> Event:
+        return self.append(Draft(type_, data, actor))
+
+    def append(self, draft: Draft) -> Event:
+        """Append a typed draft (``threads.log.vocabulary.draft``)."""
+        type_, data, actor = draft
         event = encode_event(
             seq=self.last_seq + 1,
             event_id=uuid7(self.clock.now_ms()),
@@ -109,14 +117,15 @@ class SampleLog:
         rendered = render(started, events, self.artifacts, cache=self._render_cache)
         if self.keep_requests:
             self.artifacts[rendered.request_ref()["sha256"]] = rendered.data
-        request = self.add(
+        request = self.append(draft(
             "model_request",
             {
                 "attempt": 1,
                 "declared_prefix": rendered.declared_prefix(),
                 "request_ref": rendered.request_ref(),
             },
-        )
+            {"kind": "host"},
+        ))
         response = self.add(
             "model_response",
             {

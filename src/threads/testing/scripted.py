@@ -17,6 +17,7 @@ from typing import Any
 
 from threads.log.ids import random_bytes
 from threads.log.json_types import JsonObject
+from threads.log.render_lines import Message
 from threads.log.vocabulary import OutputPart
 from threads.models.fence import Fence
 from threads.models.protocol import (
@@ -151,7 +152,8 @@ class ScriptedModel:
         self._lookups = dict(lookup or {})
         self._errors_raised: dict[int, int] = {}
         self.requests: list[ModelRequest] = []
-        self._counted: tuple[int, Any, int] = (0, None, 0)  # messages, the last one, replies
+        # messages, the last one, replies
+        self._counted: tuple[int, Message | None, int] = (0, None, 0)
         self.lookup_calls: list[str] = []
         self._ids = itertools.count(1)
 
@@ -185,7 +187,7 @@ class ScriptedModel:
             )
         return self._plans[position]
 
-    def _replies_in(self, messages: Sequence[JsonObject]) -> int:
+    def _replies_in(self, messages: Sequence[Message]) -> int:
         """How many assistant lines ``messages`` holds: the script's position. A run's next
         request extends its last one, so only the lines added since are counted."""
         seen, last, replies = self._counted

@@ -9,12 +9,23 @@ server tools) are left out of the output.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from threads.adapters.base import DialectBase
 from threads.adapters.errors import MalformedResponseError
-from threads.adapters.wire import ToolCallAssembler, maybe, need, no_usage, sub, text_part
+from threads.adapters.wire import (
+    ToolCallAssembler,
+    maybe,
+    need,
+    need_object,
+    need_objects,
+    no_usage,
+    sub,
+    text_part,
+)
+from threads.log.json_types import JsonObject, JsonValue
+from threads.log.render_lines import Message
 from threads.log.vocabulary import OutputPart
 from threads.models.protocol import ModelOutput, ModelRequest, StopReason, Usage
 
@@ -28,9 +39,9 @@ _STOP: dict[str, StopReason] = {
 class MessagesDialect(DialectBase):
     reserved_params = frozenset({"model", "messages", "system", "tools", "stream"})
 
-    def render(self, request: ModelRequest, *, streaming: bool) -> dict[str, Any]:
+    def render(self, request: ModelRequest, *, streaming: bool) -> JsonObject:
         cap, params = self.output_cap(request.params)
-        body: dict[str, Any] = {
+        body: JsonObject = {
             "model": self._model,
             "max_tokens": cap,
             "messages": _messages(request.messages),
@@ -46,7 +57,7 @@ class MessagesDialect(DialectBase):
         body.update(params)
         return body
 
-    async def send(self, client: Any, body: dict[str, Any]) -> Any:
+    async def send(self, client: Any, body: JsonObject) -> Any:
         named = ("model", "max_tokens", "messages", "stream")
         rest = {k: v for k, v in body.items() if k not in named}
         return await client.messages.create(**{k: body[k] for k in named}, extra_body=rest)
@@ -54,15 +65,15 @@ class MessagesDialect(DialectBase):
     def reader(self) -> MessagesStreamReader:
         return MessagesStreamReader()
 
-    def read_complete(self, response: dict[str, Any]) -> ModelOutput:
+    def read_complete(self, response: JsonObject) -> ModelOutput:
         content: list[OutputPart] = []
-        for block in need(response, "content", list):
+        for block in need_objects(response, "content"):
             if block.get("type") == "text":
                 content.append(text_part(need(block, "text", str)))
             elif block.get("type") == "tool_use":
                 content.append({"type": "tool_use", "call_id": need(block, "id", str),
                                 "name": need(block, "name", str),
-                                "input": need(block, "input", dict)})
+                                "input": need_object(block, "input")})
         return ModelOutput(
             content=content,
             stop_reason=_STOP.get(str(response.get("stop_reason")), "other"),
@@ -75,27 +86,27 @@ class MessagesStreamReader:
     def __init__(self) -> None:
         self._texts: dict[int, list[str]] = {}
         self._calls = ToolCallAssembler()
-        self._usage: dict[str, Any] = {}
+        self._usage: JsonObject = {}
         self._id: str | None = None
         self._stop: StopReason = "other"
         self._stopped = False
 
-    def feed(self, event: dict[str, Any]) -> str | None:
+    def feed(self, event: JsonObject) -> str | None:
         kind = event.get("type")
         if kind == "message_start":
-            message = need(event, "message", dict)
+            message = need_object(event, "message")
             self._id = need(message, "id", str)
             self._usage.update(sub(message, "usage") or {})
         elif kind == "content_block_start":
-            index, block = need(event, "index", int), need(event, "content_block", dict)
+            index, block = need(event, "index", int), need_object(event, "content_block")
             if block.get("type") == "text":
                 self._texts[index] = [str(block.get("text") or "")]
             elif block.get("type") == "tool_use":
                 self._calls.start(index, need(block, "id", str), need(block, "name", str))
         elif kind == "content_block_delta":
-            return self._delta(need(event, "index", int), need(event, "delta", dict))
+            return self._delta(need(event, "index", int), need_object(event, "delta"))
         elif kind == "message_delta":
-            delta = need(event, "delta", dict)
+            delta = need_object(event, "delta")
             self._stop = _STOP.get(str(delta.get("stop_reason")), "other")
             # message_delta usage is cumulative; it may restate input counts, never erase them
             self._usage.update({k: v for k, v in (sub(event, "usage") or {}).items()
@@ -104,7 +115,7 @@ class MessagesStreamReader:
             self._stopped = True
         return None
 
-    def _delta(self, index: int, delta: dict[str, Any]) -> str | None:
+    def _delta(self, index: int, delta: JsonObject) -> str | None:
         if delta.get("type") == "text_delta" and index in self._texts:
             text = need(delta, "text", str)
             self._texts[index].append(text)
@@ -128,37 +139,37 @@ class MessagesStreamReader:
         )
 
 
-def _messages(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    wire: list[dict[str, Any]] = []
+def _messages(lines: Sequence[Message]) -> list[JsonValue]:
+    merged: list[tuple[str, list[JsonValue]]] = []
     for line in lines:
         role = "assistant" if line["role"] == "assistant" else "user"
         blocks = _blocks(line)
-        if wire and wire[-1]["role"] == role:
-            wire[-1]["content"].extend(blocks)
+        if merged and merged[-1][0] == role:
+            merged[-1][1].extend(blocks)
         else:
-            wire.append({"role": role, "content": blocks})
-    return wire
+            merged.append((role, blocks))
+    return [{"role": role, "content": blocks} for role, blocks in merged]
 
 
-def _blocks(line: dict[str, Any]) -> list[dict[str, Any]]:
+def _blocks(line: Message) -> list[JsonValue]:
     if line["role"] == "tool":
         return [{
             "type": "tool_result", "tool_use_id": line["call_id"],
             "content": [{"type": "text", "text": p["text"]} for p in line["content"]
-                        if p.get("type") == "text" and p["text"]],
+                        if p["type"] == "text" and p["text"]],
             "is_error": bool(line.get("is_error", False)),
         }]
-    blocks: list[dict[str, Any]] = []
+    blocks: list[JsonValue] = []
     for part in line["content"]:
-        if part.get("type") == "text" and part["text"]:  # the API rejects empty text blocks
+        if part["type"] == "text" and part["text"]:  # the API rejects empty text blocks
             blocks.append({"type": "text", "text": part["text"]})
-        elif part.get("type") == "tool_use":
+        elif part["type"] == "tool_use":
             blocks.append({"type": "tool_use", "id": part["call_id"], "name": part["name"],
                            "input": part["input"]})
     return blocks
 
 
-def _usage(usage: Mapping[str, Any] | None) -> Usage:
+def _usage(usage: JsonObject | None) -> Usage:
     if usage is None:
         return no_usage()
     return Usage(

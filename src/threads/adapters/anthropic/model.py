@@ -11,13 +11,14 @@ the loop records it as unknown and resends within its bounds.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from threads.adapters.anthropic.messages import MessagesDialect
 from threads.adapters.base import SdkModel, check_model_settings, endpoint_host
 from threads.adapters.fenced_client import TaskFenceSlot, fenced_sdk_client
 from threads.adapters.sdk_import import import_sdk
 from threads.errors import ConfigError
-from threads.log.json_types import JsonObject
+from threads.log.json_types import JsonValue
 from threads.models.protocol import Price
 
 DEFAULT_HOST = "api.anthropic.com"
@@ -29,7 +30,7 @@ class AnthropicModel(SdkModel):
 
 def build_anthropic_model(
     model: str, *, api_key: str | None, base_url: str | None, context_window: int,
-    max_output_tokens: int, price: Price | None, params: JsonObject | None,
+    max_output_tokens: int, price: Price | None, params: Mapping[str, JsonValue] | None,
     timeout_s: float, streaming: bool,
 ) -> AnthropicModel:
     dialect = MessagesDialect(model, max_output_tokens)

@@ -9,7 +9,6 @@ is complete only once a ``finish_reason`` arrived; usage comes from the trailing
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 from threads.adapters.base import DialectBase
@@ -18,12 +17,16 @@ from threads.adapters.wire import (
     ToolCallAssembler,
     maybe,
     need,
+    need_object,
+    need_objects,
     no_usage,
     sub,
     text_of,
     text_part,
     tool_use,
 )
+from threads.log.json_types import JsonObject, JsonValue
+from threads.log.render_lines import Message
 from threads.log.vocabulary import OutputPart
 from threads.models.protocol import ModelOutput, ModelRequest, StopReason, Usage
 
@@ -41,13 +44,13 @@ class ChatDialect(DialectBase):
         {"model", "messages", "tools", "stream", "stream_options", "max_completion_tokens"}
     )
 
-    def render(self, request: ModelRequest, *, streaming: bool) -> dict[str, Any]:
+    def render(self, request: ModelRequest, *, streaming: bool) -> JsonObject:
         cap, params = self.output_cap(request.params)
-        messages: list[dict[str, Any]] = []
+        messages: list[JsonValue] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
         messages += [_message(m) for m in request.messages]
-        body: dict[str, Any] = {
+        body: JsonObject = {
             "model": self._model,
             "messages": messages,
             "max_completion_tokens": cap,
@@ -65,7 +68,7 @@ class ChatDialect(DialectBase):
         body.update(params)
         return body
 
-    async def send(self, client: Any, body: dict[str, Any]) -> Any:
+    async def send(self, client: Any, body: JsonObject) -> Any:
         rest = {k: v for k, v in body.items() if k not in ("model", "messages", "stream")}
         return await client.chat.completions.create(
             model=body["model"], messages=body["messages"], stream=body["stream"], extra_body=rest
@@ -74,14 +77,14 @@ class ChatDialect(DialectBase):
     def reader(self) -> ChatStreamReader:
         return ChatStreamReader()
 
-    def read_complete(self, response: dict[str, Any]) -> ModelOutput:
+    def read_complete(self, response: JsonObject) -> ModelOutput:
         choice = _first_choice(response)
-        message = need(choice, "message", dict)
+        message = need_object(choice, "message")
         content: list[OutputPart] = []
         if text := message.get("content"):
             content.append(text_part(str(text)))
-        for call in message.get("tool_calls") or []:
-            function = need(call, "function", dict)
+        for call in _objects(message, "tool_calls"):
+            function = need_object(call, "function")
             content.append(tool_use(need(call, "id", str), need(function, "name", str),
                                     need(function, "arguments", str)))
         return ModelOutput(
@@ -100,16 +103,16 @@ class ChatStreamReader:
         self._usage: Usage = no_usage()
         self._id: str | None = None
 
-    def feed(self, event: dict[str, Any]) -> str | None:
+    def feed(self, event: JsonObject) -> str | None:
         self._id = self._id or _response_id(event)
         if usage := sub(event, "usage"):
             self._usage = _usage(usage)
-        choices = event.get("choices") or []
+        choices = _objects(event, "choices")
         if not choices:
             return None
         choice = choices[0]
         delta = sub(choice, "delta") or {}
-        for call in delta.get("tool_calls") or []:
+        for call in _objects(delta, "tool_calls"):
             index = need(call, "index", int)
             function = sub(call, "function") or {}
             if not self._calls.has(index):
@@ -137,37 +140,46 @@ class ChatStreamReader:
                            provider_request_id=self._id)
 
 
-def _message(message: dict[str, Any]) -> dict[str, Any]:
+def _message(message: Message) -> JsonObject:
     role = message["role"]
-    if role == "tool":
+    if message["role"] == "tool":
         return {"role": "tool", "tool_call_id": message["call_id"],
                 "content": text_of(message["content"])}
-    wire: dict[str, Any] = {"role": role, "content": text_of(message["content"]) or None}
-    calls = [
+    wire: JsonObject = {"role": role, "content": text_of(message["content"]) or None}
+    calls: list[JsonValue] = [
         {"id": part["call_id"], "type": "function",
          "function": {"name": part["name"],
                       "arguments": json.dumps(part["input"], separators=(",", ":"))}}
-        for part in message["content"] if part.get("type") == "tool_use"
+        for part in message["content"] if part["type"] == "tool_use"
     ]
     if calls:
         wire["tool_calls"] = calls
     return wire
 
 
-def _response_id(data: Mapping[str, Any]) -> str | None:
+def _response_id(data: JsonObject) -> str | None:
     """Some OpenAI-compatible servers send no id; the reply is still complete without one."""
     value = data.get("id")
     return value if isinstance(value, str) else None
 
 
-def _first_choice(response: dict[str, Any]) -> dict[str, Any]:
-    choices = need(response, "choices", list)
+def _first_choice(response: JsonObject) -> JsonObject:
+    choices = response.get("choices")
+    if not isinstance(choices, list):
+        raise MalformedResponseError(f"expected 'choices' to be list, got {choices!r:.80}")
     if not choices or not isinstance(choices[0], dict):
         raise MalformedResponseError("the response has no choices")
     return choices[0]
 
 
-def _stop_reason(choice: Mapping[str, Any]) -> StopReason:
+def _objects(data: JsonObject, key: str) -> list[JsonObject]:
+    """An optional list of objects (absent, null or empty: none); other entries are malformed."""
+    if not data.get(key):
+        return []
+    return need_objects(data, key)
+
+
+def _stop_reason(choice: JsonObject) -> StopReason:
     return _FINISH.get(str(choice.get("finish_reason")), "other")
 
 
@@ -178,7 +190,7 @@ def _with_calls(stop: StopReason, content: list[OutputPart]) -> StopReason:
     return stop
 
 
-def _usage(usage: Mapping[str, Any] | None) -> Usage:
+def _usage(usage: JsonObject | None) -> Usage:
     if usage is None:
         return no_usage()
     return Usage(

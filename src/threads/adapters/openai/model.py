@@ -18,6 +18,7 @@ resends within its bounds.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Literal
 
 from threads.adapters.base import SdkModel, check_model_settings, endpoint_host
@@ -26,7 +27,7 @@ from threads.adapters.openai.chat import ChatDialect
 from threads.adapters.openai.responses import ResponsesDialect
 from threads.adapters.sdk_import import import_sdk
 from threads.errors import ConfigError
-from threads.log.json_types import JsonObject
+from threads.log.json_types import JsonValue
 from threads.models.protocol import Price
 
 OpenAIApi = Literal["responses", "chat"]
@@ -39,8 +40,9 @@ class OpenAIModel(SdkModel):
 
 def build_openai_model(
     model: str, *, api_key: str | None, base_url: str | None, context_window: int,
-    max_output_tokens: int, price: Price | None, api: OpenAIApi, params: JsonObject | None,
-    timeout_s: float, streaming: bool, provider: str = "openai",
+    max_output_tokens: int, price: Price | None, api: OpenAIApi,
+    params: Mapping[str, JsonValue] | None, timeout_s: float, streaming: bool,
+    provider: str = "openai",
 ) -> OpenAIModel:
     if api not in ("responses", "chat"):
         raise ConfigError("invalid_config", f"api must be 'responses' or 'chat', not {api!r}")

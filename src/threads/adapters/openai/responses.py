@@ -8,12 +8,23 @@ or ``response.incomplete`` arrived.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 from threads.adapters.base import DialectBase
 from threads.adapters.errors import MalformedResponseError
-from threads.adapters.wire import maybe, need, no_usage, sub, text_of, text_part, tool_use
+from threads.adapters.wire import (
+    maybe,
+    need,
+    need_object,
+    need_objects,
+    no_usage,
+    sub,
+    text_of,
+    text_part,
+    tool_use,
+)
+from threads.log.json_types import JsonObject, JsonValue
+from threads.log.render_lines import Message
 from threads.log.vocabulary import OutputPart
 from threads.models.protocol import ModelCallError, ModelOutput, ModelRequest, StopReason, Usage
 
@@ -28,9 +39,9 @@ class ResponsesDialect(DialectBase):
         {"model", "input", "instructions", "tools", "stream", "max_output_tokens"}
     )
 
-    def render(self, request: ModelRequest, *, streaming: bool) -> dict[str, Any]:
+    def render(self, request: ModelRequest, *, streaming: bool) -> JsonObject:
         cap, params = self.output_cap(request.params)
-        body: dict[str, Any] = {
+        body: JsonObject = {
             "model": self._model,
             "instructions": request.system,
             "input": [item for message in request.messages for item in _input_items(message)],
@@ -46,7 +57,7 @@ class ResponsesDialect(DialectBase):
         body.update(params)
         return body
 
-    async def send(self, client: Any, body: dict[str, Any]) -> Any:
+    async def send(self, client: Any, body: JsonObject) -> Any:
         rest = {k: v for k, v in body.items() if k not in ("model", "stream")}
         return await client.responses.create(
             model=body["model"], stream=body["stream"], extra_body=rest
@@ -55,23 +66,23 @@ class ResponsesDialect(DialectBase):
     def reader(self) -> ResponsesStreamReader:
         return ResponsesStreamReader()
 
-    def read_complete(self, response: dict[str, Any]) -> ModelOutput:
+    def read_complete(self, response: JsonObject) -> ModelOutput:
         return _output(response)
 
 
 class ResponsesStreamReader:
     def __init__(self) -> None:
-        self._items: dict[int, dict[str, Any]] = {}
-        self._final: dict[str, Any] | None = None
+        self._items: dict[int, JsonValue] = {}
+        self._final: JsonObject | None = None
 
-    def feed(self, event: dict[str, Any]) -> str | None:
+    def feed(self, event: JsonObject) -> str | None:
         kind = event.get("type")
         if kind == "response.output_text.delta":
             return need(event, "delta", str)
         if kind == "response.output_item.done":
-            self._items[need(event, "output_index", int)] = need(event, "item", dict)
+            self._items[need(event, "output_index", int)] = need_object(event, "item")
         elif kind in ("response.completed", "response.incomplete"):
-            self._final = need(event, "response", dict)
+            self._final = need_object(event, "response")
         elif kind in ("response.failed", "error"):
             raise _failed(event)
         return None
@@ -83,34 +94,34 @@ class ResponsesStreamReader:
         return _output({**self._final, "output": items})
 
 
-def _input_items(message: dict[str, Any]) -> list[dict[str, Any]]:
+def _input_items(message: Message) -> list[JsonValue]:
     role = message["role"]
-    if role == "tool":
+    if message["role"] == "tool":
         return [{"type": "function_call_output", "call_id": message["call_id"],
                  "output": text_of(message["content"])}]
     text_type = "output_text" if role == "assistant" else "input_text"
-    items: list[dict[str, Any]] = []
+    items: list[JsonValue] = []
     if text := text_of(message["content"]):
         items.append({"type": "message", "role": role,
                       "content": [{"type": text_type, "text": text}]})
     items += [
         {"type": "function_call", "call_id": part["call_id"], "name": part["name"],
          "arguments": json.dumps(part["input"], separators=(",", ":"))}
-        for part in message["content"] if part.get("type") == "tool_use"
+        for part in message["content"] if part["type"] == "tool_use"
     ]
     return items
 
 
-def _output(response: dict[str, Any]) -> ModelOutput:
+def _output(response: JsonObject) -> ModelOutput:
     status = need(response, "status", str)
     if status == "failed":
         raise _failed({"response": response})
     content: list[OutputPart] = []
-    for item in need(response, "output", list):
+    for item in need_objects(response, "output"):
         kind = item.get("type")
         if kind == "message":
             text = "".join(
-                need(part, "text", str) for part in need(item, "content", list)
+                need(part, "text", str) for part in need_objects(item, "content")
                 if part.get("type") == "output_text"
             )
             if text:
@@ -127,7 +138,7 @@ def _output(response: dict[str, Any]) -> ModelOutput:
 
 
 def _stop_reason(
-    status: str, response: dict[str, Any], content: list[OutputPart]
+    status: str, response: JsonObject, content: list[OutputPart]
 ) -> StopReason:
     if status == "incomplete":
         reason = (sub(response, "incomplete_details") or {}).get("reason")
@@ -137,7 +148,7 @@ def _stop_reason(
     return "end_turn" if status == "completed" else "other"
 
 
-def _usage(usage: Mapping[str, Any] | None) -> Usage:
+def _usage(usage: JsonObject | None) -> Usage:
     if usage is None:
         return no_usage()
     return Usage(
@@ -148,9 +159,9 @@ def _usage(usage: Mapping[str, Any] | None) -> Usage:
     )
 
 
-def _failed(event: dict[str, Any]) -> ModelCallError:
-    error = (sub(event.get("response"), "error") if isinstance(event.get("response"), dict)
-             else None) or event
+def _failed(event: JsonObject) -> ModelCallError:
+    response = event.get("response")
+    error = (sub(response, "error") if isinstance(response, dict) else None) or event
     return ModelCallError(
         f"OpenAI reported the response failed ({error.get('code')}): {error.get('message')}",
         reason="provider_error", provider_outcome="failed",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from threads.log.json_types import JsonObject
 from threads.testing.fake_providers.provider import FakeProvider
 from threads.testing.fake_providers.script import ScriptedError, ScriptedTurn
 from threads.testing.fake_providers.server import RecordedRequest, SseEvent
@@ -28,16 +29,16 @@ class AnthropicFake(FakeProvider):
         }}
 
     def complete_body(self, request: RecordedRequest, turn: ScriptedTurn) -> Any:
-        message = _message(turn, request.json().get("model"))
-        message["content"] = _blocks(turn)
+        output_tokens = turn.usage.output_tokens if turn.usage is not None else 1
+        message = _message(turn, request.json().get("model"), output_tokens)
+        message["content"] = [*_blocks(turn)]
         message["stop_reason"] = turn.stop_reason
-        if turn.usage is not None:
-            message["usage"]["output_tokens"] = turn.usage.output_tokens
         return message
 
     def stream_events(self, request: RecordedRequest, turn: ScriptedTurn) -> list[SseEvent]:
-        events: list[dict[str, Any]] = [
-            {"type": "message_start", "message": _message(turn, request.json().get("model"))},
+        events: list[JsonObject] = [
+            {"type": "message_start",
+             "message": _message(turn, request.json().get("model"), output_tokens=1)},
         ]
         for index, block in enumerate(_blocks(turn)):
             if block["type"] == "text":
@@ -54,33 +55,34 @@ class AnthropicFake(FakeProvider):
                             "delta": {"type": "input_json_delta", "partial_json": fragment}}
                            for fragment in call.fragments]
             events.append({"type": "content_block_stop", "index": index})
-        delta: dict[str, Any] = {"type": "message_delta",
-                                 "delta": {"stop_reason": turn.stop_reason, "stop_sequence": None}}
+        delta: JsonObject = {"type": "message_delta",
+                             "delta": {"stop_reason": turn.stop_reason, "stop_sequence": None}}
         if turn.usage is not None:
             delta["usage"] = {"output_tokens": turn.usage.output_tokens}
         events += [delta, {"type": "message_stop"}]
-        wire = [SseEvent(event=e["type"], data=json.dumps(e)) for e in events]
+        wire = [SseEvent(event=str(e["type"]), data=json.dumps(e)) for e in events]
         wire.insert(1, SseEvent(event="ping", data='{"type": "ping"}'))
         return wire
 
 
-def _message(turn: ScriptedTurn, model: str) -> dict[str, Any]:
-    message: dict[str, Any] = {
+def _message(turn: ScriptedTurn, model: str, output_tokens: int) -> JsonObject:
+    """The message object; its usage (if scripted) reports ``output_tokens`` so far."""
+    message: JsonObject = {
         "id": turn.response_id, "type": "message", "role": "assistant", "content": [],
         "model": model, "stop_reason": None, "stop_sequence": None,
     }
     if turn.usage is not None:
         u = turn.usage
         message["usage"] = {
-            "input_tokens": u.input_tokens, "output_tokens": 1,
+            "input_tokens": u.input_tokens, "output_tokens": output_tokens,
             "cache_read_input_tokens": u.cache_read_tokens,
             "cache_creation_input_tokens": u.cache_write_tokens,
         }
     return message
 
 
-def _blocks(turn: ScriptedTurn) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
+def _blocks(turn: ScriptedTurn) -> list[JsonObject]:
+    blocks: list[JsonObject] = []
     if turn.text_chunks:
         blocks.append({"type": "text", "text": "".join(turn.text_chunks)})
     blocks += [{"type": "tool_use", "id": c.call_id, "name": c.name,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from threads.log.json_types import JsonObject
 from threads.testing.fake_providers.provider import FakeProvider
 from threads.testing.fake_providers.script import ScriptedError, ScriptedTurn, ScriptedUsage
 from threads.testing.fake_providers.server import RecordedRequest, SseEvent
@@ -42,7 +43,7 @@ class OpenAIFake(FakeProvider):
         model = request.json().get("model")
         if request.path.endswith("/responses"):
             return _response_object(turn, model, _response_items(turn), final=True)
-        message: dict[str, Any] = {
+        message: JsonObject = {
             "role": "assistant",
             "content": "".join(turn.text_chunks) or None,
             "refusal": None,
@@ -53,7 +54,7 @@ class OpenAIFake(FakeProvider):
                  "function": {"name": c.name, "arguments": c.arguments}}
                 for c in turn.tool_calls
             ]
-        body: dict[str, Any] = {
+        body: JsonObject = {
             "id": turn.response_id, "object": "chat.completion", "created": _CREATED,
             "model": model,
             "choices": [{"index": 0, "message": message, "logprobs": None,
@@ -69,8 +70,8 @@ class OpenAIFake(FakeProvider):
         return _chat_chunks(turn, request.json())
 
 
-def _response_items(turn: ScriptedTurn) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
+def _response_items(turn: ScriptedTurn) -> list[JsonObject]:
+    items: list[JsonObject] = []
     if turn.text_chunks:
         items.append({
             "type": "message", "id": "msg_fake_0", "role": "assistant", "status": "completed",
@@ -86,14 +87,14 @@ def _response_items(turn: ScriptedTurn) -> list[dict[str, Any]]:
 
 
 def _response_object(
-    turn: ScriptedTurn, model: str, output: list[dict[str, Any]], *, final: bool
-) -> dict[str, Any]:
+    turn: ScriptedTurn, model: str, output: list[JsonObject], *, final: bool
+) -> JsonObject:
     incomplete = _INCOMPLETE_REASON.get(turn.stop_reason)
-    body: dict[str, Any] = {
+    body: JsonObject = {
         "id": turn.response_id, "object": "response", "created_at": _CREATED, "model": model,
         "status": ("incomplete" if incomplete else "completed") if final else "in_progress",
         "incomplete_details": {"reason": incomplete} if final and incomplete else None,
-        "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+        "output": [*output], "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
         "usage": None,
     }
     if final and turn.usage is not None:
@@ -109,7 +110,7 @@ def _response_object(
 
 
 def _responses_events(turn: ScriptedTurn, model: str) -> list[SseEvent]:
-    events: list[dict[str, Any]] = [{
+    events: list[JsonObject] = [{
         "type": "response.created", "response": _response_object(turn, model, [], final=False),
     }]
     items = _response_items(turn)
@@ -138,12 +139,12 @@ def _responses_events(turn: ScriptedTurn, model: str) -> list[SseEvent]:
     events.append({"type": "response.completed",
                    "response": _response_object(turn, model, items, final=True)})
     return [
-        SseEvent(event=e["type"], data=json.dumps({**e, "sequence_number": n}))
+        SseEvent(event=str(e["type"]), data=json.dumps({**e, "sequence_number": n}))
         for n, e in enumerate(events)
     ]
 
 
-def _chat_usage(usage: ScriptedUsage) -> dict[str, Any]:
+def _chat_usage(usage: ScriptedUsage) -> JsonObject:
     return {
         "prompt_tokens": usage.input_tokens,
         "completion_tokens": usage.output_tokens,
@@ -153,8 +154,8 @@ def _chat_usage(usage: ScriptedUsage) -> dict[str, Any]:
     }
 
 
-def _chat_chunks(turn: ScriptedTurn, body: dict[str, Any]) -> list[SseEvent]:
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+def _chat_chunks(turn: ScriptedTurn, body: JsonObject) -> list[SseEvent]:
+    def chunk(delta: JsonObject, finish: str | None = None) -> JsonObject:
         return {"id": turn.response_id, "object": "chat.completion.chunk", "created": _CREATED,
                 "model": body.get("model"),
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
@@ -175,6 +176,7 @@ def _chat_chunks(turn: ScriptedTurn, body: dict[str, Any]) -> list[SseEvent]:
         if n < len(c.fragments)
     ]
     chunks.append(chunk({}, _CHAT_FINISH[turn.stop_reason]))
-    if turn.usage is not None and body.get("stream_options", {}).get("include_usage"):
+    options = body.get("stream_options")
+    if turn.usage is not None and isinstance(options, dict) and options.get("include_usage"):
         chunks.append({**chunk({}), "choices": [], "usage": _chat_usage(turn.usage)})
     return [SseEvent(data=json.dumps(c)) for c in chunks] + [SseEvent(data="[DONE]")]
