@@ -51,8 +51,8 @@ def server_of(spec: dict[str, Any]) -> McpServer:
         "tools": {"allow": [*ARGS, "find_refund"]},
         "setup_timeout_s": 60,
     }
-    if spec.get("url"):
-        return mcp(name="svc", url=spec["url"], **options)
+    if spec.get("mcp_url"):
+        return mcp(name="svc", url=spec["mcp_url"], **options)
     server_spec = {"transport": "stdio", "service_port": spec["port"], **spec.get("server", {})}
     return mcp(name="svc", command=sys.executable, args=[str(SERVER), json.dumps(server_spec)],
                **options)

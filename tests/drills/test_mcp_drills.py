@@ -69,7 +69,7 @@ def endpoint(service: FakeService, transport: str, hold: dict[str, Any]) -> Iter
                     os.kill(int(pid), signal.SIGKILL)
         return
     with http_process(service.port, transport, hold=hold) as url:
-        yield {"url": url}
+        yield {"mcp_url": url}
 
 
 def key_of(drill: Drill, tool: str) -> str:
