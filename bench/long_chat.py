@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import random
 import tempfile
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from storage import exponent  # bench/storage.py, beside this file: the same fit
 from threads import (
     Completed,
     ContextPolicy,
@@ -138,16 +138,6 @@ async def long_chat(
         figures.breaks[entry["likely_cause"]] += 1
         figures.break_requests.append(entry["request_event_id"])
     return figures
-
-
-def exponent(points: list[tuple[int, int]]) -> float:
-    """Least squares of log bytes on log turns (as ``bench/storage.py`` fits it)."""
-    xs = [math.log(n) for n, _ in points]
-    ys = [math.log(b) for _, b in points]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
-        (x - mx) ** 2 for x in xs
-    )
 
 
 async def main(turns: int, window: int) -> None:

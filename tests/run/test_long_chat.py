@@ -19,6 +19,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "long_chat.py"
 
 
 def bench() -> ModuleType:
+    if str(BENCH.parent) not in sys.path:  # it imports its neighbour bench/storage.py
+        sys.path.append(str(BENCH.parent))
     spec = importlib.util.spec_from_file_location("long_chat", BENCH)
     assert spec is not None
     assert spec.loader is not None
