@@ -70,6 +70,8 @@ class RunOptions:
     fold: Fold | None = None
     # A subagent's run: the budgets of the threads above it (``threads.run.spawn``).
     ancestors: tuple[AncestorBudget, ...] = ()
+    # A subagent's run that shares its parent's sandbox: the parent's (lent to this run).
+    sandbox: RunSandbox | None = None
 
 
 async def start_run(
@@ -242,7 +244,10 @@ async def _run_connected(
             dropped_ref=branch.dropped_ref,
             http=http,
             cancel=cancel or CancelSignal(),
-            sandbox=_run_sandbox(agent, store, principal, writer),
+            sandbox=(
+                _run_sandbox(agent, store, principal, writer) if options.sandbox is None
+                else options.sandbox.lent(writer.check)
+            ),
             memory=_run_memory(agent, store, principal, writer),
             start_child=lambda child: run_child(store, child),
             ancestors=options.ancestors,
@@ -285,7 +290,7 @@ async def run_child(store: Store, child: ChildRun) -> RunResult:
         telemetry.committed(child.thread_id, events)
     options = RunOptions(
         child.thread_id, store, child.deps, principal=child.principal, ceiling=child.ceiling,
-        ancestors=child.ancestors,
+        ancestors=child.ancestors, sandbox=child.sandbox,
     )
     return await start_run(child.spec, None, options)
 

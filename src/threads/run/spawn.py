@@ -41,6 +41,7 @@ from threads.log.vocabulary import (
 from threads.log.vocabulary import Budget as WireBudget
 from threads.run.budget_check import ancestors_below
 from threads.run.child_run import ChildRun
+from threads.run.config import AgentSpec
 from threads.run.drafts import HOST, TOOL, tool_result_data
 from threads.run.record import close, result_draft
 from threads.run.results import (
@@ -53,6 +54,8 @@ from threads.run.results import (
     RunResult,
 )
 from threads.run.runtime import Runtime
+from threads.sandbox.binding import RunSandbox
+from threads.sandbox.protocol import Sandbox
 from threads.store.protocol import PendingArtifact
 from threads.store.rows import artifact_ref
 from threads.tools.tool import RunContext, Tool, tool
@@ -62,7 +65,7 @@ STARTED = "started in background"  # a background spawn's placeholder result
 # A child run that ends this way recorded nothing the parent could report: the parent halts
 # too, and a later run tries again.
 HALTING = ("branch_busy", "stale_epoch", "seq_conflict", "artifact_missing", "artifact_corrupt")
-SUPPORTED_ISOLATION = ("none",)
+SUPPORTED_ISOLATION = ("none", "shared_sandbox")
 
 Isolation = Literal["none", "shared_sandbox", "worktree", "forked_sandbox"]
 
@@ -121,6 +124,13 @@ def spawn_refusal(rt: Runtime, args: SpawnAgent) -> str | None:
         return f"unknown agent {args.agent}: not one of this agent's subagents"
     if args.isolation not in SUPPORTED_ISOLATION:
         return f"isolation {args.isolation} is not supported yet"
+    if args.isolation == "shared_sandbox":
+        spec = rt.spec.subagent_named(args.agent)
+        assert spec is not None
+        if rt.sandbox is None:
+            return "isolation shared_sandbox needs a sandbox: this agent has none to share"
+        if not isinstance(spec.sandbox, Sandbox):
+            return f"isolation shared_sandbox needs a sandbox: {args.agent} has none"
     for child in rt.fold.features.children.values():
         if child.agent_name == args.agent and child.status == CHILD_RUNNING:
             return f"member_active: {args.agent} is still running"
@@ -277,6 +287,7 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
         ceiling=rt.permissions,
         cancelled_by=_barrier(rt),
         ancestors=await ancestors_below(rt, spawned.data["child_thread_id"]),
+        sandbox=_shared(rt, spec, spawned.data["isolation"]),
     )
     result = await rt.start_child(child)
     if isinstance(result, Failed) and result.error.code in HALTING:
@@ -286,6 +297,17 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
             " run this thread again once it can",
         )
     return result
+
+
+def _shared(rt: Runtime, spec: AgentSpec, isolation: str) -> RunSandbox | None:
+    """The parent's sandbox when the child works in it: asked for (``shared_sandbox``), or by
+    default (``none``) when both agents have a sandbox of the same provider. Otherwise None:
+    the child has its agent's own sandbox, if any. Decided from the pinned agents alone, so a
+    rerun after a crash decides the same."""
+    if rt.sandbox is None or not isinstance(spec.sandbox, Sandbox):
+        return None
+    same = spec.sandbox.info.provider == rt.sandbox.provider.info.provider
+    return rt.sandbox if isolation == "shared_sandbox" or same else None
 
 
 async def park_on_child(rt: Runtime, spawned: Event, result: Parked) -> Pending:
