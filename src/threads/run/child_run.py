@@ -43,6 +43,9 @@ class ChildRun:
     cancelled_by: JsonObject | None = None
     ancestors: tuple[AncestorBudget, ...] = ()  # every budget above the child, and its spend
     sandbox: RunSandbox | None = None
+    # the reasons the parent's ``subagent_stop`` hooks sent it back with (one not yet given
+    # is this run's input: ``threads.run.subagent_hooks``)
+    continuations: tuple[str, ...] = ()
 
 
 StartChild = Callable[[ChildRun], Awaitable[RunResult]]

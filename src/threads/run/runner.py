@@ -33,6 +33,7 @@ from threads.run.results import ErrorInfo, Failed, HandedOff, RunResult, describ
 from threads.run.runtime import CancelSignal, Runtime
 from threads.run.sources import RunSources
 from threads.run.streaming import RunStream
+from threads.run.subagent_hooks import undelivered
 from threads.run.thread import Thread, folded_at_head
 from threads.run.tree_cancel import bar
 from threads.run.turn_open import TurnRequest, check_pinned, create_thread, refusal
@@ -72,6 +73,9 @@ class RunOptions:
     ancestors: tuple[AncestorBudget, ...] = ()
     # A subagent's run that shares its parent's sandbox: the parent's (lent to this run).
     sandbox: RunSandbox | None = None
+    # A subagent's run: the reasons its parent sent it back with; the first it was not given
+    # yet (counted from its log, under its lease) is its input (``source: parent_agent``).
+    continuations: tuple[str, ...] = ()
 
 
 async def start_run(
@@ -209,6 +213,10 @@ async def _run_connected(
             return Failed(handle, ErrorInfo(exc.code, exc.message))
         if refused is not None:
             return Failed(handle, refused)
+        source = "api"
+        if options.continuations:
+            input = undelivered(fold.events, options.continuations)
+            source = "parent_agent"
         writer = BranchWriter(
             store,
             lease,
@@ -252,7 +260,7 @@ async def _run_connected(
             start_child=lambda child: run_child(store, child),
             ancestors=options.ancestors,
         )
-        return await drive(rt, input, recovering=not new)
+        return await drive(rt, input, recovering=not new, source=source)
     finally:
         try:
             await sources.aclose()  # while the lease is still held (and the fence passes)
@@ -290,7 +298,7 @@ async def run_child(store: Store, child: ChildRun) -> RunResult:
         telemetry.committed(child.thread_id, events)
     options = RunOptions(
         child.thread_id, store, child.deps, principal=child.principal, ceiling=child.ceiling,
-        ancestors=child.ancestors, sandbox=child.sandbox,
+        ancestors=child.ancestors, sandbox=child.sandbox, continuations=child.continuations,
     )
     return await start_run(child.spec, None, options)
 

@@ -21,6 +21,7 @@ halts the parent (``branch_busy``) with nothing recorded.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,6 +44,7 @@ from threads.run.budget_check import ancestors_below
 from threads.run.child_run import ChildRun
 from threads.run.config import AgentSpec
 from threads.run.drafts import HOST, TOOL, tool_result_data
+from threads.run.hooks import SubagentStartView
 from threads.run.record import close, result_draft
 from threads.run.results import (
     BudgetExhausted,
@@ -54,6 +56,7 @@ from threads.run.results import (
     RunResult,
 )
 from threads.run.runtime import Runtime
+from threads.run.subagent_hooks import continuations, start_decisions, stop_decisions
 from threads.sandbox.binding import RunSandbox
 from threads.sandbox.protocol import Sandbox
 from threads.store.protocol import PendingArtifact
@@ -147,7 +150,15 @@ async def run_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Pending | N
             call = rt.fold.calls[call_id]
             await close(rt, call, f"not executed: {refusal}", origin="not_executed", actor=HOST)
             return None
-        spawned = await _record_spawn(rt, call_id, input)
+        view = SubagentStartView(
+            call_id, input.agent, input.prompt, input.background, input.isolation
+        )
+        decisions, denial = await start_decisions(rt, call_id, view)
+        if denial is not None:  # nothing spawned: the decisions and the result, one append
+            shown, artifacts = result_draft(call_id, denial, origin="denied", actor=HOST)
+            await rt.writer.append([*decisions, shown], artifacts=artifacts)
+            return None
+        spawned = await _record_spawn(rt, call_id, input, decisions)
         if input.background:  # its end is recorded later (``threads.run.background``)
             start_background(rt, spawned, input.prompt)
             return None
@@ -155,10 +166,17 @@ async def run_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Pending | N
     if barrier is not None and not await _created(rt, spawned):
         await _record_never_started(rt, call_id, spawned)
         return None
-    result = await _run_child(rt, spawned, input.prompt)
-    if isinstance(result, Parked):
-        return await park_on_child(rt, spawned, result)
-    await _record_end(rt, call_id, spawned, result)
+    while True:  # until no subagent_stop hook sends the child back
+        result = await _run_child(rt, spawned, input.prompt)
+        if isinstance(result, Parked):
+            return await park_on_child(rt, spawned, result)
+        end = await child_end(result)
+        decisions, reason = await stop_decisions(rt, spawned, end.status, end.output)
+        if reason is None:
+            break
+        await rt.writer.append(decisions)
+    shown_end, artifacts = end_drafts(call_id, spawned, end, late=False)
+    await rt.writer.append([*decisions, *shown_end], artifacts=artifacts)
     return None
 
 
@@ -229,7 +247,9 @@ def _shown(
     return shown, artifacts
 
 
-async def _record_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Event:
+async def _record_spawn(
+    rt: Runtime, call_id: str, input: SpawnAgent, decisions: list[Draft]
+) -> Event:
     spec = rt.spec.subagent_named(input.agent)
     assert spec is not None  # spawn_refusal checked the name
     data: AgentSpawnedData = {
@@ -241,12 +261,12 @@ async def _record_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Event:
     }
     if spec.budget is not None:
         data["budget"] = cast(WireBudget, spec.budget.to_wire())
-    drafts = [draft("agent_spawned", data, {"kind": "host"})]
+    drafts = [*decisions, draft("agent_spawned", data, {"kind": "host"})]
     if input.background:
         placeholder = tool_result_data(call_id, STARTED, origin="deferred", is_error=False)
         drafts.append(Draft("tool_result", placeholder, HOST))
     events = await rt.writer.append(drafts)
-    return events[0]
+    return events[len(decisions)]
 
 
 def start_background(rt: Runtime, spawned: Event, prompt: str) -> None:
@@ -288,6 +308,7 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
         cancelled_by=_barrier(rt),
         ancestors=await ancestors_below(rt, spawned.data["child_thread_id"]),
         sandbox=_shared(rt, spec, spawned.data["isolation"]),
+        continuations=continuations(rt.fold, spawned.data["call_id"]),
     )
     result = await rt.start_child(child)
     if isinstance(result, Failed) and result.error.code in HALTING:
@@ -318,29 +339,38 @@ async def park_on_child(rt: Runtime, spawned: Event, result: Parked) -> Pending:
     return Pending("child", child_id, f"subagent {spawned.data['agent_name']}: {result.reason}")
 
 
-async def _record_end(rt: Runtime, call_id: str, spawned: Event, result: RunResult) -> None:
-    """``agent_finished`` and the call's ``tool_result``, one append."""
-    drafts, artifacts = await end_drafts(call_id, spawned, result, late=False)
-    await rt.writer.append(drafts, artifacts=artifacts)
+@dataclass(frozen=True, slots=True)
+class ChildEnd:
+    """How a child ended, as its parent records it: ``agent_finished``'s status and usage, and
+    the output the parent is told (canonical JSON when ``structured``)."""
+
+    status: str
+    output: str
+    structured: bool
+    usage: Usage
 
 
-async def end_drafts(
-    call_id: str, spawned: Event, result: RunResult, *, late: bool
+async def child_end(result: RunResult) -> ChildEnd:
+    fold = await result.thread.fold()
+    status, output = _outcome(result, fold)
+    return ChildEnd(status, output, status == "completed" and _structured(fold), tree_usage(fold))
+
+
+def end_drafts(
+    call_id: str, spawned: Event, end: ChildEnd, *, late: bool
 ) -> tuple[list[Draft], list[PendingArtifact]]:
     """How a child ended, for its parent's log: ``agent_finished`` and the call's result (a
     ``tool_result``, or for a background child a ``tool_result_late``)."""
-    fold = await result.thread.fold()
-    status, output = _outcome(result, fold)
-    media_type = "application/json" if status == "completed" and _structured(fold) else "text/plain"
-    blob = output.encode("utf-8")
+    media_type = "application/json" if end.structured else "text/plain"
+    blob = end.output.encode("utf-8")
     finished = {
         "child_thread_id": spawned.data["child_thread_id"],
         "output_ref": artifact_ref(blob, media_type),
-        "status": status,
-        "usage": tree_usage(fold),
+        "status": end.status,
+        "usage": end.usage,
     }
-    text = output if status == "completed" else f"{status}: {output}"
-    shown, artifacts = _shown(call_id, text, is_error=status != "completed", late=late)
+    text = end.output if end.status == "completed" else f"{end.status}: {end.output}"
+    shown, artifacts = _shown(call_id, text, is_error=end.status != "completed", late=late)
     return [Draft("agent_finished", finished, HOST), shown], [
         PendingArtifact(blob, media_type), *artifacts
     ]
