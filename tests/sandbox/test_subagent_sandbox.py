@@ -19,6 +19,7 @@ from threads.run.agent import Agent
 from threads.sandbox.bubblewrap import LocalSandbox
 from threads.store.capabilities import resources_of
 from threads.store.protocol import Store
+from threads.testing import Reply
 from threads.testing.scripted import call, say, scripted_model, use
 
 ALICE = Principal(issuer="api", tenant="acme", subject="alice")
@@ -38,11 +39,11 @@ def previews(events: list[Event]) -> list[str]:
     return [str(e.data["preview"]) for e in of_type(events, "tool_result")]
 
 
-def clerk(sandbox: Any, *replies: object) -> Agent:
+def clerk(sandbox: Any, *replies: Reply) -> Agent:
     return agent(name="clerk", model=scripted_model(list(replies)), sandbox=sandbox)
 
 
-def boss(child: Agent, sandbox: Any, *replies: object) -> Agent:
+def boss(child: Agent, sandbox: Any, *replies: Reply) -> Agent:
     return agent(name="boss", model=scripted_model(list(replies)), sandbox=sandbox,
                  subagents=[child])
 
