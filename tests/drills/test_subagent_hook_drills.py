@@ -1,0 +1,121 @@
+"""Crash drills for the ``subagent_start`` and ``subagent_stop`` hooks: a worker runs the
+``subagent_hooks`` profile (the parent allows the spawn; its stop hook sends the clerk back once
+to email d too) and is SIGKILLed at each boundary of the hooks' path; the parent is then run
+again in fresh workers until it completes (an operator settles what the child parked).
+
+Each case pins where the kill landed, then asserts: one child thread; each hook was asked once
+per decision the log holds (start once, stop twice: a recorded decision is read back, never
+asked again); the child got the continue reason exactly once, as its second input; the fake
+service applied each of the child's effects exactly once (charge, email c, email d); both
+transcripts equal an uncrashed run's; each branch's log only grew; one more run appends
+nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from drill_harness import ASSUMED_DONE, Drill, branch_lines, transcript
+from test_subagent_drills import finish, of_type, threads_in, verified
+from worker import CONTINUE_REASON
+
+from threads.testing.fake_service import FakeService
+
+pytestmark = pytest.mark.drill
+
+KILLS: dict[str, dict[str, Any]] = {
+    # the append holding the start decision and agent_spawned
+    "after_start_decision": {"type": "hook_decision", "nth": 1},
+    # the stop round that sends the child back, appended alone
+    "after_stop_continue": {"type": "hook_decision", "nth": 2},
+    # the child's second input (the reason), in the branch this process created second
+    "after_continue_input": {"type": "user_input", "nth": 1, "in_created": 2},
+    # the continued child's email applied, not recorded (unguarded: parked for an operator)
+    "mid_continued_child": {"in_execute": "send_email", "nth": 2},
+    # the last stop round, appended with agent_finished
+    "after_stop_decision": {"type": "hook_decision", "nth": 3},
+}
+# (the parent's last event, the child's last event or None) at the kill
+AT_KILL: dict[str, tuple[str, str | None]] = {
+    "after_start_decision": ("agent_spawned", None),
+    "after_stop_continue": ("hook_decision", "turn_completed"),
+    "after_continue_input": ("hook_decision", "user_input"),
+    "mid_continued_child": ("hook_decision", "effect_begin"),
+    "after_stop_decision": ("tool_result", "turn_completed"),
+}
+PROFILE = {"profile": "subagent_hooks"}
+
+
+def asked(hook_log: Path) -> list[str]:
+    return [line.split()[0] for line in hook_log.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def baseline(
+    service: FakeService, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    root = tmp_path_factory.mktemp("hooks_baseline")
+    drill = Drill(root, service)
+    hook_log = root / "hooks.log"
+    assert drill.run(input="go", hook_log=str(hook_log), **PROFILE)["status"] == "completed"
+    assert asked(hook_log) == ["start", "stop", "stop"]
+    parent, child = threads_in(drill.store_dir)
+    return transcript(parent), transcript(child)
+
+
+@pytest.mark.parametrize("boundary", list(KILLS))
+def test_crash_in_the_hooks_path_asks_each_hook_once_and_repeats_nothing(
+    boundary: str, service: FakeService,
+    baseline: tuple[list[tuple[str, str]], list[tuple[str, str]]], tmp_path: Path,
+) -> None:
+    drill = Drill(tmp_path, service)
+    hook_log = tmp_path / "hooks.log"
+    fields = {"hook_log": str(hook_log), **PROFILE}
+    assert drill.run(input="go", kill=KILLS[boundary], **fields)["status"] == "killed"
+    parent, child = threads_in(drill.store_dir)
+    parent_last, child_last = AT_KILL[boundary]
+    assert parent[-1]["type"] == parent_last, parent[-1]
+    assert (child[-1]["type"] if child else None) == child_last
+    lines_at_kill = branch_lines(drill.store_dir)
+
+    drill.spec = _with(drill.spec, fields)  # every rerun runs the same profile and hooks
+    settled = finish(drill)
+    assert settled == (1 if boundary == "mid_continued_child" else 0)
+    parent, child = threads_in(drill.store_dir)
+    assert asked(hook_log) == ["start", "stop", "stop"]
+    decided = [(e["data"]["hook"], e["data"]["decision"]) for e in of_type(parent, "hook_decision")]
+    assert decided == [("subagent_start", "allow"), ("subagent_stop", "continue"),
+                       ("subagent_stop", "stop")]
+    inputs = [(e["data"]["source"], e["data"]["text"]) for e in of_type(child, "user_input")]
+    assert inputs == [("parent_agent", "charge a1 and email c"),
+                      ("parent_agent", CONTINUE_REASON)]
+    [spawned] = of_type(parent, "agent_spawned")
+    [finished] = of_type(parent, "agent_finished")
+    assert finished["data"]["status"] == "completed"
+    assert child[0]["data"]["parent"]["event_id"] == spawned["event_id"]
+    lines = branch_lines(drill.store_dir)
+    for branch_id, kept in lines_at_kill.items():
+        assert lines[branch_id][: len(kept)] == kept, "a rerun rewrote or dropped events"
+    snapshot = service.client().snapshot()
+    effects = {k: n for k, n in snapshot["counts"].items()
+               if k.startswith(f"{child[0]['branch_id']}:")}
+    assert sorted(effects.values()) == [1, 1, 1], effects  # charge, email c, email d: once
+    expected_parent, expected_child = baseline
+    if boundary == "mid_continued_child":
+        expected_child = [("tool", ASSUMED_DONE) if m == ("tool", "emailed d@example.com")
+                          else m for m in expected_child]
+    assert transcript(child) == expected_child
+    assert transcript(parent) == expected_parent
+    verified(drill.spec(), parent[0]["thread_id"])
+    verified(drill.spec(), child[0]["thread_id"])
+    assert drill.rerun_adds_nothing(**fields), "a restart after the recovery appended events"
+    assert asked(hook_log) == ["start", "stop", "stop"]
+
+
+def _with(spec: Any, fields: dict[str, Any]) -> Any:
+    def merged(**more: Any) -> dict[str, Any]:
+        return dict(spec(**{**more, **fields}))
+
+    return merged
