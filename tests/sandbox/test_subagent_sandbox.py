@@ -1,7 +1,8 @@
 """Subagents and their parent's sandbox (``spawn_agent``'s ``isolation``): ``shared_sandbox``
 runs the child's tools in the parent's live sandbox (what either writes the other reads), and so
 does ``none`` when both agents have a sandbox of the same provider; the sandbox stays the
-parent's (one ledger row, the parent branch's). A spawn that can't share is closed
+parent's (one ledger row, the parent branch's), and the child's thread run on its own is
+refused ``subagent_shares_sandbox``. A spawn that can't share is closed
 ``not_executed`` and spawns nothing: no sandbox on the parent or on the child, an isolation not
 supported, a value of the wrong type. Real bubblewrap sandboxes, both engines."""
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from threads import Completed, Principal, agent, open_thread
+from threads import Completed, Failed, Principal, agent, open_thread
 from threads.clock import SystemClock
 from threads.log.lines import Event
 from threads.run.agent import Agent
@@ -82,6 +83,14 @@ async def test_the_child_works_in_its_parents_sandbox(
     assert [(r.kind, r.state) for r in rows] == [("sandbox", "live")]
     assert await resources.resources(owner_branch_id=child_branch) == []
 
+    # run on its own, the child would need a sandbox only its parent's run holds: refused
+    alone = await child.run(None, thread=kid.id, store=store, principal=ALICE)
+    assert isinstance(alone, Failed)
+    assert alone.error.code == "subagent_shares_sandbox"
+    assert result.thread.id in alone.error.message
+    assert len(await kid.timeline()) == len(kid_events)
+    assert await resources.resources(owner_branch_id=child_branch) == []
+
 
 async def test_a_child_of_another_provider_keeps_its_own_sandbox_under_none(
     store: Store, provider: LocalSandbox
@@ -103,6 +112,8 @@ async def test_a_child_of_another_provider_keeps_its_own_sandbox_under_none(
     kid = await open_thread(store, spawned.data["child_thread_id"], principal=ALICE)
     listing = previews(await kid.timeline())[0]
     assert "mine.txt" not in listing  # its own, empty workspace
+    alone = await child.run(None, thread=kid.id, store=store, principal=ALICE)
+    assert isinstance(alone, Completed)  # its sandbox is its own: it may run on its own
 
 
 @pytest.mark.parametrize(

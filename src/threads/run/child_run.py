@@ -49,3 +49,11 @@ class ChildRun:
 
 
 StartChild = Callable[[ChildRun], Awaitable[RunResult]]
+
+
+def shares_sandbox(isolation: str, parent_provider: str | None, child_provider: str | None) -> bool:
+    """Whether a child works in its parent's sandbox: both agents have one, and the spawn asked
+    for ``shared_sandbox``, or for ``none`` with both of the same provider."""
+    if parent_provider is None or child_provider is None:
+        return False
+    return isolation == "shared_sandbox" or parent_provider == child_provider

@@ -41,7 +41,7 @@ from threads.log.vocabulary import (
 )
 from threads.log.vocabulary import Budget as WireBudget
 from threads.run.budget_check import ancestors_below
-from threads.run.child_run import ChildRun
+from threads.run.child_run import ChildRun, shares_sandbox
 from threads.run.config import AgentSpec
 from threads.run.drafts import HOST, TOOL, tool_result_data
 from threads.run.hooks import SubagentStartView
@@ -327,8 +327,10 @@ def _shared(rt: Runtime, spec: AgentSpec, isolation: str) -> RunSandbox | None:
     rerun after a crash decides the same."""
     if rt.sandbox is None or not isinstance(spec.sandbox, Sandbox):
         return None
-    same = spec.sandbox.info.provider == rt.sandbox.provider.info.provider
-    return rt.sandbox if isolation == "shared_sandbox" or same else None
+    shared = shares_sandbox(
+        isolation, rt.sandbox.provider.info.provider, spec.sandbox.info.provider
+    )
+    return rt.sandbox if shared else None
 
 
 async def park_on_child(rt: Runtime, spawned: Event, result: Parked) -> Pending:
