@@ -273,3 +273,37 @@ async def test_a_background_child_is_sent_back_before_its_late_result(store: Sto
     assert [e.type for e in events if stop.seq <= e.seq <= woken.seq] == [
         "hook_decision", "agent_finished", "tool_result_late", "woken"
     ]
+
+
+async def test_a_reason_not_yet_given_is_dropped_when_the_parent_is_cancelled(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The process died after the ``continue`` was recorded, before the child got its reason;
+    the parent is then cancelled: its next run gives the child nothing new, and the hook's next
+    ``continue`` is recorded ``stop`` (``cancelled``)."""
+    hook = Asked(HookDecision("continue", reason="one more"))
+    parent = boss(clerk(say("first"), say("never")), [stopping("nag", hook)],
+                  use(call("spawn_agent", agent="clerk", prompt="go")), say("never"))
+    append = store.append
+
+    async def dies_at_the_reason(branch_id: str, events: Any, **kwargs: Any) -> Any:
+        if any(e.type == "user_input" and e.data.get("text") == "one more" for e in events):
+            raise RuntimeError("the process died here")
+        return await append(branch_id, events, **kwargs)
+
+    monkeypatch.setattr(store, "append", dies_at_the_reason)
+    with pytest.raises(RuntimeError):
+        await parent.run("go", store=store, principal=ALICE)
+    monkeypatch.setattr(store, "append", append)
+    threads = [await open_thread(store, t.thread_id, principal=ALICE)
+               for t in await store.list_threads(ALICE.tenant)]
+    [thread] = [t for t in threads if await t.children()]
+    await thread.cancel(ALICE)
+    ended = await parent.run(None, thread=thread.id, store=store, principal=ALICE)
+    assert isinstance(ended, Cancelled), ended
+    events = await ended.thread.timeline()
+    assert decisions(events, "subagent_stop") == [("nag", "continue", "one more"),
+                                                  ("nag", "stop", "cancelled")]
+    [kid] = await ended.thread.children()
+    kid_thread = await open_thread(store, kid.thread_id, principal=ALICE)
+    assert len(of_type(await kid_thread.timeline(), "user_input")) == 1

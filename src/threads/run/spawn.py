@@ -297,6 +297,7 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
         "relation": "subagent",
         "thread_id": rt.writer.thread_id,
     }
+    cancelled_by = _barrier(rt)
     child = ChildRun(
         spec=spec.under_parent(rt.spec),
         thread_id=spawned.data["child_thread_id"],
@@ -305,10 +306,11 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
         principal=rt.principal,
         deps=rt.deps,
         ceiling=rt.permissions,
-        cancelled_by=_barrier(rt),
+        cancelled_by=cancelled_by,
         ancestors=await ancestors_below(rt, spawned.data["child_thread_id"]),
         sandbox=_shared(rt, spec, spawned.data["isolation"]),
-        continuations=continuations(rt.fold, spawned.data["call_id"]),
+        # a cancelled parent gives its child no new input (a reason not yet given is dropped)
+        continuations=() if cancelled_by else continuations(rt.fold, spawned.data["call_id"]),
     )
     result = await rt.start_child(child)
     if isinstance(result, Failed) and result.error.code in HALTING:
