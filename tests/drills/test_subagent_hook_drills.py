@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from drill_harness import ASSUMED_DONE, Drill, branch_lines, transcript
-from test_subagent_drills import finish, of_type, threads_in, verified
+from test_subagent_drills import finish, of_type, run_gated, threads_in, verified
 from worker import CONTINUE_REASON
 
 from threads.testing.fake_service import FakeService
@@ -119,3 +119,75 @@ def _with(spec: Any, fields: dict[str, Any]) -> Any:
         return dict(spec(**{**more, **fields}))
 
     return merged
+
+
+# In the background: the clerk's look-up waits at a gate opened once the parent's turn is
+# over, so each end of the clerk is recorded at a step boundary with no turn open.
+BG_KILLS: dict[str, dict[str, Any]] = {
+    "bg_after_stop_continue": {"type": "hook_decision", "nth": 2},
+    "bg_after_continue_input": {"type": "user_input", "nth": 1, "in_created": 2},
+    "bg_after_stop_decision": {"type": "hook_decision", "nth": 3},
+}
+BG_AT_KILL: dict[str, tuple[str, str]] = {
+    "bg_after_stop_continue": ("hook_decision", "turn_completed"),
+    "bg_after_continue_input": ("hook_decision", "user_input"),
+    "bg_after_stop_decision": ("woken", "turn_completed"),  # decision, end, late, woken: one
+}
+BG_PROFILE = {"profile": "subagent_bg_hooks"}
+
+
+@pytest.fixture(scope="module")
+def bg_baseline(
+    service: FakeService, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    root = tmp_path_factory.mktemp("bg_hooks_baseline")
+    drill = Drill(root, service)
+    hook_log = root / "hooks.log"
+    result = run_gated(drill, input="go", hook_log=str(hook_log), **BG_PROFILE)
+    assert result["status"] == "completed"
+    assert asked(hook_log) == ["start", "stop", "stop"]
+    parent, child = threads_in(drill.store_dir)
+    return transcript(parent), transcript(child)
+
+
+@pytest.mark.parametrize("boundary", list(BG_KILLS))
+def test_crash_with_a_background_child_sent_back_gives_the_reason_once(
+    boundary: str, service: FakeService,
+    bg_baseline: tuple[list[tuple[str, str]], list[tuple[str, str]]], tmp_path: Path,
+) -> None:
+    drill = Drill(tmp_path, service)
+    hook_log = tmp_path / "hooks.log"
+    fields = {"hook_log": str(hook_log), **BG_PROFILE}
+    assert run_gated(drill, input="go", kill=BG_KILLS[boundary], **fields)["status"] == "killed"
+    parent, child = threads_in(drill.store_dir)
+    assert (parent[-1]["type"], child[-1]["type"]) == BG_AT_KILL[boundary]
+    lines_at_kill = branch_lines(drill.store_dir)
+    for _ in range(6):
+        result = run_gated(drill, thread=parent[0]["thread_id"], input=None, **fields)
+        if result["status"] == "completed":
+            break
+        assert result["status"] != "killed", result
+    else:
+        raise AssertionError("the parent did not complete")
+    assert result["output"] == "the clerk is done"
+    parent, child = threads_in(drill.store_dir)
+    assert asked(hook_log) == ["start", "stop", "stop"]
+    inputs = [e["data"]["text"] for e in of_type(child, "user_input")]
+    assert inputs == ["charge a1 and email c", CONTINUE_REASON]
+    [late] = of_type(parent, "tool_result_late")
+    [woken] = of_type(parent, "woken")
+    assert woken["data"]["causes"] == [late["event_id"]]
+    lines = branch_lines(drill.store_dir)
+    for branch_id, kept in lines_at_kill.items():
+        assert lines[branch_id][: len(kept)] == kept, "a rerun rewrote or dropped events"
+    snapshot = service.client().snapshot()
+    effects = {k: n for k, n in snapshot["counts"].items()
+               if k.startswith(f"{child[0]['branch_id']}:")}
+    assert sorted(effects.values()) == [1, 1, 1], effects
+    assert (transcript(parent), transcript(child)) == bg_baseline
+    verified(drill.spec(), parent[0]["thread_id"])
+    verified(drill.spec(), child[0]["thread_id"])
+    before = branch_lines(drill.store_dir)
+    assert run_gated(drill, thread=parent[0]["thread_id"], input=None, **fields)[
+        "status"] == "completed"
+    assert branch_lines(drill.store_dir) == before, "a restart after the recovery appended"

@@ -11,7 +11,8 @@ service), ``profile`` (the script: ``drill``, ``every_class``, ``result_last`` w
 parent that spawns a clerk; ``subagent_bg``: in the background, ``child_gate`` the gate its
 look-up waits at; ``subagent_hooks``: the ``subagent`` parent with ``subagent_start`` (allow)
 and ``subagent_stop`` (sends the clerk back once to email d too) hooks, each asking written as
-a line to ``hook_log``), ``thread`` (id or null), ``input`` (text or null), ``label`` (who,
+a line to ``hook_log``; ``subagent_bg_hooks``: the same in the background), ``thread`` (id or
+null), ``input`` (text or null), ``label`` (who,
 for the service), ``kill`` (where to SIGKILL ourselves, or null), ``gate`` (a service gate a tool
 waits on, or null), ``clock_file`` (a file holding a millisecond offset the parent moves, or
 null); for the control drills ``ask`` (permission rules that need an approval), ``budget`` (the
@@ -120,8 +121,9 @@ CLERK_SCRIPT = [
 ]
 
 
-# ``subagent_hooks``: the clerk, sent back once by the parent's subagent_stop hook with
-# CONTINUE_REASON, emails d too.
+SUBAGENT_PROFILES = ("subagent", "subagent_bg", "subagent_hooks", "subagent_bg_hooks")
+# ``subagent_hooks`` (``subagent_bg_hooks``: in the background): the clerk, sent back once by
+# the parent's subagent_stop hook with CONTINUE_REASON, emails d too.
 CONTINUE_REASON = "email d@example.com too"
 HOOKED_CLERK_SCRIPT = [
     *CLERK_SCRIPT,
@@ -393,12 +395,13 @@ def build_agent(spec: dict[str, Any]) -> Agent:
         tool(name="send_email", description="Email the customer.", input=Email,
              execute=send_email),
     ]
-    if spec.get("profile") in ("subagent", "subagent_bg", "subagent_hooks"):
-        hooked = spec["profile"] == "subagent_hooks"
+    if spec.get("profile") in SUBAGENT_PROFILES:
+        hooked = spec["profile"].endswith("_hooks")
         clerk_script = HOOKED_CLERK_SCRIPT if hooked else CLERK_SCRIPT
         clerk = agent(name="clerk", model=scripted_model(list(clerk_script)),
                       instructions="Do the task.", tools=tools)
-        script = SUBAGENT_BG_SCRIPT if spec["profile"] == "subagent_bg" else SUBAGENT_SCRIPT
+        background = spec["profile"].startswith("subagent_bg")
+        script = SUBAGENT_BG_SCRIPT if background else SUBAGENT_SCRIPT
         return agent(name="drill", model=scripted_model(list(script)),
                      instructions="Delegate.", tools=tools, subagents=[clerk],
                      extensions=[subagent_hooks(spec["hook_log"])] if hooked else [])
