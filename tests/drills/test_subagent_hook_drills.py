@@ -13,14 +13,33 @@ nothing.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
-from drill_harness import ASSUMED_DONE, Drill, branch_lines, transcript
-from test_subagent_drills import finish, of_type, run_gated, threads_in, verified
+from drill_harness import (
+    ASSUMED_DONE,
+    LEASE_PAST_MS,
+    Drill,
+    branch_lines,
+    transcript,
+    write_atomic,
+)
+from test_subagent_drills import (
+    _branches,
+    _lines,
+    _tree,
+    finish,
+    of_type,
+    run_gated,
+    run_worker,
+    threads_in,
+    verified,
+)
 from worker import CONTINUE_REASON
 
+from postgres_support import URL, drop_schema, fresh_schema, needs_postgres
 from threads.testing.fake_service import FakeService
 
 pytestmark = pytest.mark.drill
@@ -191,3 +210,36 @@ def test_crash_with_a_background_child_sent_back_gives_the_reason_once(
     assert run_gated(drill, thread=parent[0]["thread_id"], input=None, **fields)[
         "status"] == "completed"
     assert branch_lines(drill.store_dir) == before, "a restart after the recovery appended"
+
+
+@needs_postgres
+def test_on_postgres_a_continue_recorded_before_a_crash_reaches_the_child_once(
+    service: FakeService, tmp_path: Path
+) -> None:
+    """Postgres: killed right after the ``continue`` was recorded; the next worker gives the
+    child the reason once, and the hooks are asked once per recorded decision."""
+    schema = fresh_schema()
+    clock_file = tmp_path / "clock_offset_ms"
+    write_atomic(clock_file, "0")
+    hook_log = tmp_path / "hooks.log"
+    base = {"url": URL, "schema": schema, "port": service.port, "clock_file": str(clock_file),
+            "hook_log": str(hook_log), **PROFILE}
+    try:
+        first = run_worker("run", {**base, "input": "go", "label": "p1",
+                                   "kill": KILLS["after_stop_continue"]})
+        assert first == {"status": "killed"}
+        write_atomic(clock_file, str(LEASE_PAST_MS))
+        parent_id, child_id = asyncio.run(_tree(base))
+        done = run_worker("run", {**base, "thread": parent_id, "input": None, "label": "p2"})
+        assert done["status"] == "completed", done
+        assert asked(hook_log) == ["start", "stop", "stop"]
+        child = asyncio.run(_lines(base, child_id))
+        assert [e["data"]["text"] for e in child if e["type"] == "user_input"] == [
+            "charge a1 and email c", CONTINUE_REASON
+        ]
+        branches = asyncio.run(_branches(base, child_id))
+        counts = [n for k, n in service.client().snapshot()["counts"].items()
+                  if k.split(":")[0] in branches]
+        assert sorted(counts) == [1, 1, 1]
+    finally:
+        asyncio.run(drop_schema(schema))
