@@ -10,7 +10,11 @@ input) and runs it; its end is recorded in one append as ``agent_finished`` and 
 ``tool_result``. A child that parks parks the parent (``parked{kind: child}``), and a later run
 of the parent runs the child again first. A background spawn records its placeholder result
 with ``agent_spawned`` and runs the child beside the parent's run (``threads.run.background``
-records its end).
+records its end). The agent's ``subagent_start`` hooks may deny a spawn and its
+``subagent_stop`` hooks send a child that ended back to work (``threads.run.subagent_hooks``);
+their decisions go in the appends above. A child whose ``isolation`` (or, for ``none``, the
+same sandbox provider) makes it share its parent's sandbox gets the parent's ``RunSandbox``
+lent to its run (``threads.sandbox.binding``).
 
 Invariant: a call has at most one child. A crash anywhere is resumed by the re-dispatched call
 (or, for a background child, by the parent's next run adopting it), which finds its
