@@ -9,15 +9,19 @@ supported, a value of the wrong type. Real bubblewrap sandboxes, both engines.""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 import pytest
 
 from threads import Completed, Failed, Principal, agent, open_thread
 from threads.clock import SystemClock
+from threads.errors import StoreError
 from threads.log.lines import Event
 from threads.run.agent import Agent
+from threads.sandbox.binding import RunSandbox
 from threads.sandbox.bubblewrap import LocalSandbox
+from threads.sandbox.protocol import SandboxContext, SandboxSession
 from threads.store.capabilities import resources_of
 from threads.store.protocol import Store
 from threads.testing import Reply
@@ -157,3 +161,43 @@ async def test_a_spawn_that_cannot_share_is_closed_and_spawns_nothing(
     # nothing ran in a sandbox: no sandbox was created for the refused spawn
     parent_branch = (await result.thread.branches())[0].branch_id
     assert await resources_of(store).resources(owner_branch_id=parent_branch) == []
+
+
+class Recording:
+    """A session that passes each call's fence, then answers."""
+
+    async def read_file(self, path: str, ctx: SandboxContext) -> bytes:
+        await ctx.fence()
+        return b"shared"
+
+
+async def test_a_lent_sandbox_is_the_lenders_behind_both_fences(
+    store: Store, provider: LocalSandbox
+) -> None:
+    """The borrower reads through the lender's session; each call passes the child's fence and
+    the parent's; it settles no ledger rows and takes no snapshot."""
+    passed: list[str] = []
+    refuse: set[str] = set()
+
+    def fence(name: str) -> Callable[[], Awaitable[None]]:
+        async def check() -> None:
+            if name in refuse:
+                raise StoreError("stale_epoch", f"{name} lost its lease")
+            passed.append(name)
+        return check
+
+    def no_lease() -> Any:
+        raise AssertionError("a borrower never touches the ledger")
+
+    lender = RunSandbox(provider, store, "acme", no_lease, fence("parent"))
+    lender._session = cast(SandboxSession, Recording())
+    borrowed = lender.lent(fence("child"))
+    assert await borrowed.handle("key").read_file("/workspace/x") == b"shared"
+    assert passed == ["child", "parent"]
+    await borrowed.settle_pending(set())  # nothing: the rows are the lender's
+    assert await borrowed.snapshot_if_changed(None) is None
+    for lost in ("child", "parent"):
+        refuse.add(lost)
+        with pytest.raises(StoreError):
+            await borrowed.read_file("/workspace/x")
+        refuse.clear()
