@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from threads.errors import ThreadsError
 
@@ -54,6 +54,16 @@ class Charge:
     exact: bool
 
 
+class CostWire(TypedDict):
+    """The ``Cost`` projection as JSON."""
+
+    bounded: bool
+    complete: bool
+    currency: str
+    known_nanos: int
+    upper_bound_nanos: int
+
+
 @dataclass(frozen=True, slots=True)
 class Cost:
     """The ``Cost`` projection: what a run of attempts spent."""
@@ -64,7 +74,7 @@ class Cost:
     complete: bool  # every attempt's cost is known exactly
     bounded: bool  # no attempt is unbounded: upper_bound_nanos is a real bound
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> CostWire:
         return {
             "bounded": self.bounded,
             "complete": self.complete,
