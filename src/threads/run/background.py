@@ -24,6 +24,7 @@ from threads.errors import NotFoundError
 from threads.log.fold.wakes import RunRef
 from threads.log.json_types import JsonObject
 from threads.log.lines import Draft
+from threads.log.vocabulary import Principal
 from threads.run.results import Cancelled, Completed, Parked, RunResult
 from threads.run.runtime import Runtime
 from threads.run.spawn import (
@@ -114,7 +115,7 @@ async def _stop_unreported(rt: Runtime, reason: str) -> None:
         await _append(rt, ended, wake=None)
 
 
-async def _append(rt: Runtime, ended: Ended, *, wake: JsonObject | None) -> None:
+async def _append(rt: Runtime, ended: Ended, *, wake: Principal | None) -> None:
     drafts: list[Draft] = []
     artifacts: list[PendingArtifact] = []
     for child_id, result in ended:

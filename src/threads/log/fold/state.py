@@ -36,6 +36,7 @@ from threads.log.lines import Event, Header
 from threads.log.render import prefix_digest, prefix_line
 from threads.log.vocabulary import (
     ParkAddress,
+    Policy,
     ThreadStartedData,
     ToolResultData,
     ToolSpec,
@@ -171,6 +172,12 @@ class FoldState:
         return None
 
     @property
+    def policy(self) -> Policy:
+        """The policy ``thread_started`` pins (empty before one, or when it pins none)."""
+        started = self.thread_started
+        return {} if started is None else started.get("policy", {})
+
+    @property
     def mode(self) -> str:
         """The permission mode in force: the pinned one until a ``mode_changed``."""
         return current_mode(self.features, self)
@@ -247,8 +254,7 @@ class FoldState:
 
     def cache_breaks(self) -> list[CacheBreak] | None:
         """The ``cache_breaks`` projection: None when the thread pins no context policy."""
-        started = self.thread_started
-        if started is None or not started.get("policy", {}).get("context"):
+        if not self.policy.get("context"):
             return None
         return [CacheBreak(**entry) for entry in self.cache.breaks]
 
