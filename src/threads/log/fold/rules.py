@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 from threads.errors import LogError
 from threads.log.fold.cache_breaks import CAUSES as CACHE_CAUSES
-from threads.log.fold.compaction import SIDE_PURPOSE
+from threads.log.fold.compaction import is_side
 from threads.log.fold.cost import MAX_INT
 from threads.log.fold.features import HANDLERS as FEATURE_HANDLERS
 from threads.log.fold.features import Handler as FeatureHandler
@@ -139,7 +139,7 @@ def _on_model_request(fold: Fold, event: Event) -> None:
     check_after_handoff(fold.features, event)
     turn = fold.turn
     data = data_of(event, "model_request")
-    side = data.get("purpose") == SIDE_PURPOSE  # a summarizer's (compaction.is_side)
+    side = is_side(data)
     if side:
         fold.compaction.on_side_request(fold, event, data)
     elif turn is None:
@@ -189,11 +189,7 @@ def _close_attempt(fold: Fold, event: Event, request_event_id: str, outcome: str
 
 
 def _on_model_response(fold: Fold, event: Event) -> None:
-    data: Response = (
-        data_of(event, "model_response")
-        if event.type == "model_response"
-        else data_of(event, "model_response_recovered")
-    )
+    data = _response_data(event)
     usage = data["usage"]
     request_event_id = data["request_event_id"]
     attempt = _close_attempt(fold, event, request_event_id, "response")
