@@ -67,9 +67,12 @@ def summary_text(response: Mapping[str, Any]) -> str:
     return "".join(p["text"] for p in response["content"] if p.get("type") == "text")
 
 
-def max_failures(started: Mapping[str, Any] | None) -> int:
-    context = ((started or {}).get("policy") or {}).get("context") or {}
-    return int((context.get("compact") or {}).get("max_failures", DEFAULT_MAX_FAILURES))
+def max_failures(started: ThreadStartedData | None) -> int:
+    context = None if started is None else started.get("policy", {}).get("context")
+    compact = None if context is None else context.get("compact")
+    return DEFAULT_MAX_FAILURES if compact is None else int(
+        compact.get("max_failures", DEFAULT_MAX_FAILURES)
+    )
 
 
 def _fail(event: Event, message: str) -> LogError:
@@ -90,7 +93,7 @@ class Compaction:
     def is_side(self, request_event_id: str) -> bool:
         return request_event_id in self.side_requests
 
-    def breaker(self, started: Mapping[str, Any] | None) -> BreakerProjection:
+    def breaker(self, started: ThreadStartedData | None) -> BreakerProjection:
         return {
             "consecutive_failures": self.failures,
             "breaker_open": self.failures >= max_failures(started),
