@@ -12,14 +12,15 @@ from compaction_log import CompactionLog
 from threads.log.fold.cache_breaks import CacheBreaks
 
 TTL = 300_000
+STARTED = {"policy": {"context": {"cache_ttl_ms": TTL}}}  # what on_response reads of it
 
 
 def judged(prev: int, now: int, *, cause: str | None = None, gap: int = 1_000) -> list[str]:
     breaks = CacheBreaks()
-    breaks.on_response({"cache_read_tokens": prev}, "r1", 0, 10, TTL)
+    breaks.on_response({"cache_read_tokens": prev}, "r1", 0, 10, STARTED)
     if cause is not None:
         breaks.on_cause(cause)  # type: ignore[arg-type]
-    breaks.on_response({"cache_read_tokens": now}, "r2", 10 + gap, 20 + gap, TTL)
+    breaks.on_response({"cache_read_tokens": now}, "r2", 10 + gap, 20 + gap, STARTED)
     return [f"{b['request_event_id']}:{b['likely_cause']}" for b in breaks.breaks]
 
 
@@ -40,14 +41,14 @@ def test_a_break_is_a_drop_under_95_percent_and_of_2000_tokens(
 def test_the_first_cause_since_the_previous_response_is_named() -> None:
     breaks = CacheBreaks()
     breaks.on_cause("compacted")  # before any counted response: nothing to compare
-    breaks.on_response({"cache_read_tokens": 9_000}, "r1", 0, 10, TTL)
+    breaks.on_response({"cache_read_tokens": 9_000}, "r1", 0, 10, STARTED)
     breaks.on_cause("context_edited")
     breaks.on_cause("compacted")
-    breaks.on_response({"cache_read_tokens": 100}, "r2", 20, 30, TTL)
-    breaks.on_response({"cache_read_tokens": 9_000}, "r3", 40, 50, TTL)
-    breaks.on_response({"cache_read_tokens": 100}, "r4", 50 + TTL + 1, 60 + TTL, TTL)
-    breaks.on_response({"cache_read_tokens": 9_000}, "r5", 70 + TTL, 80 + TTL, TTL)
-    breaks.on_response({"cache_read_tokens": 100}, "r6", 80 + 2 * TTL, 90 + 2 * TTL, TTL)
+    breaks.on_response({"cache_read_tokens": 100}, "r2", 20, 30, STARTED)
+    breaks.on_response({"cache_read_tokens": 9_000}, "r3", 40, 50, STARTED)
+    breaks.on_response({"cache_read_tokens": 100}, "r4", 50 + TTL + 1, 60 + TTL, STARTED)
+    breaks.on_response({"cache_read_tokens": 9_000}, "r5", 70 + TTL, 80 + TTL, STARTED)
+    breaks.on_response({"cache_read_tokens": 100}, "r6", 80 + 2 * TTL, 90 + 2 * TTL, STARTED)
     assert [(b["request_event_id"], b["likely_cause"]) for b in breaks.breaks] == [
         ("r2", "context_edited"), ("r4", "ttl_expired"), ("r6", "unknown"),  # TTL not passed
     ]
@@ -55,10 +56,10 @@ def test_the_first_cause_since_the_previous_response_is_named() -> None:
 
 def test_a_response_without_a_cache_count_is_not_compared() -> None:
     breaks = CacheBreaks()
-    breaks.on_response({"cache_read_tokens": 9_000}, "r1", 0, 10, TTL)
-    breaks.on_response({"cache_read_tokens": None}, "r2", 20, 30, TTL)
-    breaks.on_response({}, "r3", 40, 50, TTL)
-    breaks.on_response({"cache_read_tokens": 100}, "r4", 60, 70, TTL)
+    breaks.on_response({"cache_read_tokens": 9_000}, "r1", 0, 10, STARTED)
+    breaks.on_response({"cache_read_tokens": None}, "r2", 20, 30, STARTED)
+    breaks.on_response({}, "r3", 40, 50, STARTED)
+    breaks.on_response({"cache_read_tokens": 100}, "r4", 60, 70, STARTED)
     assert [b["request_event_id"] for b in breaks.breaks] == ["r4"]  # against r1
 
 

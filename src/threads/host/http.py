@@ -170,7 +170,8 @@ def owning_agent(ctx: Context, view: ThreadView) -> Agent:
 async def deciding_agent(ctx: Context, view: ThreadView) -> Agent:
     """The thread's agent as it decides: with its own approvers, or, on a subagent's thread,
     with the approvers of its tree's root (who approves for every child)."""
-    parent = (view.fold.thread_started or {}).get("parent")
+    started = view.fold.thread_started
+    parent = None if started is None else started.get("parent")
     link = (str(parent["thread_id"]), str(parent["relation"])) if parent else None
     agent = await as_deciding(ctx, owning_agent(ctx, view), link)
     if agent is None:
@@ -203,6 +204,6 @@ async def tree_root_agent(ctx: Context, parent: tuple[str, str] | None) -> Agent
         branch = await store.root_branch(parent[0])
         fold = await open_fold(store, branch.branch_id, store.clock.now_ms())
         root = ctx.runs.agent_for(fold)
-        above = (fold.thread_started or {}).get("parent")
+        above = None if fold.thread_started is None else fold.thread_started.get("parent")
         parent = (str(above["thread_id"]), str(above["relation"])) if above else None
     return None  # deeper than any tree this host serves: nobody decides

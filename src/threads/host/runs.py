@@ -66,7 +66,7 @@ class Runs:
         return branch_id in self.running
 
     def agent_for(self, fold: Fold) -> Agent | None:
-        name = (fold.thread_started or {}).get("agent_name")
+        name = None if fold.thread_started is None else fold.thread_started.get("agent_name")
         return self.agents.get(str(name))
 
     # ---- launching -----------------------------------------------------------------------

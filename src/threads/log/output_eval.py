@@ -21,8 +21,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
-from typing import Any, TypedDict
+from typing import Any, TypeAlias, TypedDict
 
+from threads.log.json_types import JsonObject, JsonValue
 from threads.log.output_formats import FORMATS
 from threads.log.output_pattern import UnsupportedPatternError, compile_pattern
 
@@ -47,6 +48,35 @@ class SchemaIssue(TypedDict):
 
     path: str
     message: str
+
+
+SchemaNode: TypeAlias = "CheckedSchema | bool"
+
+
+class CheckedSchema(TypedDict, total=False):
+    """A schema object ``compile_schema`` accepted: the keywords the walker reads of it, each of
+    the type ``_check_keyword`` made sure of (annotations, ``$ref``, ``$defs`` and the
+    combinators are read as JSON by the walker itself)."""
+
+    type: str | list[str]
+    properties: dict[str, SchemaNode]
+    required: list[str]
+    additionalProperties: SchemaNode
+    items: SchemaNode
+    minProperties: int
+    enum: list[JsonValue]
+    const: JsonValue
+    minimum: float
+    maximum: float
+    exclusiveMinimum: float
+    exclusiveMaximum: float
+    multipleOf: float
+    minLength: int
+    maxLength: int
+    minItems: int
+    maxItems: int
+    pattern: str
+    format: str
 
 
 class UnsupportedSchemaError(ValueError):
@@ -106,7 +136,7 @@ class OutputSchema:
         if key == "oneOf" and matched != 1:
             yield _issue(path, f"the value matches {matched} of oneOf, not exactly one")
 
-    def _children(self, schema: dict[str, Any], value: Any, path: str) -> Iterator[SchemaIssue]:
+    def _children(self, schema: CheckedSchema, value: Any, path: str) -> Iterator[SchemaIssue]:
         if isinstance(value, dict):
             properties = schema.get("properties", {})
             extra = schema.get("additionalProperties", True)
@@ -146,7 +176,7 @@ def issues_of(schema: Any, value: Any) -> list[SchemaIssue]:
 # --- what one schema object asserts about the value itself ----------------------------------
 
 
-def _own(schema: dict[str, Any], value: Any, path: str) -> Iterator[SchemaIssue]:
+def _own(schema: CheckedSchema, value: Any, path: str) -> Iterator[SchemaIssue]:
     if "type" in schema:
         names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         if not any(_is_type(value, name) for name in names):
@@ -172,7 +202,7 @@ def _own(schema: dict[str, Any], value: Any, path: str) -> Iterator[SchemaIssue]
             yield _issue(path, f"fewer than {schema['minProperties']} properties")
 
 
-def _numeric(schema: dict[str, Any], value: float, path: str) -> Iterator[SchemaIssue]:
+def _numeric(schema: CheckedSchema, value: float, path: str) -> Iterator[SchemaIssue]:
     if "minimum" in schema and value < schema["minimum"]:
         yield _issue(path, f"{value} is less than the minimum {schema['minimum']}")
     if "maximum" in schema and value > schema["maximum"]:
@@ -186,7 +216,7 @@ def _numeric(schema: dict[str, Any], value: float, path: str) -> Iterator[Schema
         yield _issue(path, f"{value} is not a multiple of {schema['multipleOf']}")
 
 
-def _string(schema: dict[str, Any], value: str, path: str) -> Iterator[SchemaIssue]:
+def _string(schema: CheckedSchema, value: str, path: str) -> Iterator[SchemaIssue]:
     if len(value) < schema.get("minLength", 0):
         yield _issue(path, f"shorter than {schema['minLength']} characters")
     if "maxLength" in schema and len(value) > schema["maxLength"]:
@@ -335,7 +365,7 @@ def _check_cycles(root: Any) -> None:
         visit(ref, ())
 
 
-def _defs(root: Any) -> dict[str, Any]:
+def _defs(root: JsonValue) -> JsonObject:
     defs = root.get("$defs") if isinstance(root, dict) else None
     return defs if isinstance(defs, dict) else {}
 

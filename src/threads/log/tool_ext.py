@@ -13,17 +13,16 @@ Invariant: pure functions of the values given (no I/O); a broken rule raises
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from threads.errors import LogError
 from threads.log.lines import Event
-from threads.log.vocabulary import data_of
+from threads.log.vocabulary import ToolSpec, data_of
 
-SpecOf = Callable[[str], Mapping[str, Any] | None]
+SpecOf = Callable[[str], ToolSpec | None]
 
 
-def is_deferred(spec: Mapping[str, Any]) -> bool:
+def is_deferred(spec: ToolSpec) -> bool:
     return spec.get("defer_loading") is True or "spec_ref" in spec
 
 
@@ -42,7 +41,7 @@ def check_tools_loaded(event: Event, spec_of: SpecOf, loaded: set[str]) -> None:
     loaded.update(names)
 
 
-def check_remote_result(event: Event, spec: Mapping[str, Any] | None, begun: bool) -> None:
+def check_remote_result(event: Event, spec: ToolSpec | None, begun: bool) -> None:
     """A remote tool's executed result follows its ``effect_begin``."""
     if spec is None or "remote_card" not in spec:
         return

@@ -74,7 +74,7 @@ def complete_recording(rt: Runtime) -> list[Draft]:
     last = fold.responses[-1]
     drafts: list[Draft] = []
     for part in last["content"]:
-        if part.get("type") != "tool_use":
+        if part["type"] != "tool_use":
             continue
         call = fold.calls.get(part["call_id"])
         if call is None:

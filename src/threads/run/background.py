@@ -27,6 +27,7 @@ from threads.errors import NotFoundError
 from threads.log.fold.wakes import RunRef
 from threads.log.json_types import JsonObject
 from threads.log.lines import Draft
+from threads.log.vocabulary import Principal
 from threads.run.results import Cancelled, Completed, Parked, RunResult
 from threads.run.runtime import Runtime
 from threads.run.spawn import (
@@ -159,7 +160,7 @@ async def _ends(rt: Runtime, ended: Ended, *, may_continue: bool) -> list[End]:
     return ends
 
 
-async def _append(rt: Runtime, ends: list[End], *, wake: JsonObject | None) -> None:
+async def _append(rt: Runtime, ends: list[End], *, wake: Principal | None) -> None:
     """One append: every decision first, then each child's end in spawn order (rule 32: only
     ends lie between a ``woken``'s first cause and it), then maybe the ``woken``."""
     drafts = [d for end in ends for d in end.decisions] + [d for end in ends for d in end.drafts]

@@ -8,6 +8,7 @@ at its bound.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal, Protocol
 
@@ -54,7 +55,7 @@ class Budget:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name)}
 
     @classmethod
-    def from_wire(cls, value: dict[str, Any]) -> Budget:
+    def from_wire(cls, value: Mapping[str, Any]) -> Budget:
         return cls(**{k: v for k, v in value.items() if k in LIMITS})
 
     def turns_refusal(self, turns_completed: int) -> dict[str, Any] | None:

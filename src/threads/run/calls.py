@@ -199,7 +199,7 @@ async def close_expired_questions(rt: Runtime) -> None:
     answer is still taken."""
     fold = rt.fold
     for (kind, call_id), address in list(fold.parks.items()):
-        park = parked_event(fold, dict(address)) if kind == "input" else None
+        park = parked_event(fold, address) if kind == "input" else None
         expires_at = data_of(park, "parked").get("expires_at") if park is not None else None
         if expires_at is None or expires_at > rt.now():
             continue

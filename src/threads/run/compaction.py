@@ -56,7 +56,8 @@ _RENDERED = frozenset({
 
 def window(rt: Runtime, policy: ContextPolicy) -> int:
     """The tokens a request may hold: the model in force's window less the reserve."""
-    model = (rt.fold.features.settings or rt.fold.thread_started or {}).get("model")
+    settings = rt.fold.features.settings or rt.fold.thread_started
+    model = None if settings is None else settings["model"]
     return context_window(rt.fold.thread_started, model) - policy.reserve_tokens
 
 

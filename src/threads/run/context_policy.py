@@ -19,6 +19,7 @@ defaults.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,7 +112,7 @@ def _tokens(threshold: dict[str, int], window: int) -> int:
     return threshold["permille"] * window // 1000
 
 
-def pinned_context(started: dict[str, Any] | None) -> ContextPolicy | None:
+def pinned_context(started: Mapping[str, Any] | None) -> ContextPolicy | None:
     """The thread's pinned context policy (None: it pinned none, and never compacts itself).
     A permille ``keep_tail`` or a token ``trigger`` another writer pinned is read as the
     nearest form this policy holds (the tail in tokens of the pinned window, the trigger in
@@ -136,7 +137,9 @@ def pinned_context(started: dict[str, Any] | None) -> ContextPolicy | None:
     )
 
 
-def context_window(started: dict[str, Any] | None, model: dict[str, Any] | None = None) -> int:
+def context_window(
+    started: Mapping[str, Any] | None, model: Mapping[str, Any] | None = None
+) -> int:
     """The context window ``policy.models`` gives the model (the pinned one by default)."""
     started = started or {}
     model = model or started.get("model") or {}

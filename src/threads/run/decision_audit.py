@@ -44,7 +44,7 @@ def audited(fold: Fold) -> Callable[[Event], None]:
 
 def _contradiction(fold: Fold, data: dict[str, Any]) -> str | None:
     """Why this decision contradicts the pinned policy, or None when it does not."""
-    pinned = ((fold.thread_started or {}).get("policy") or {}).get("permissions")
+    pinned = fold.policy.get("permissions")
     call = fold.calls.get(data["call_id"])
     if data["decision"] != "allow" or not isinstance(pinned, dict) or call is None:
         return None  # no call: the reducer refuses the line on its own

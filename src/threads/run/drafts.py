@@ -8,6 +8,7 @@ than one step writes. It imports only the log layer and principals, so every ste
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from threads.log.fold import Fold
@@ -56,7 +57,7 @@ def tool_result_data(
     return data
 
 
-def resumed_data(fold: Fold, address: dict[str, Any]) -> dict[str, Any]:
+def resumed_data(fold: Fold, address: Mapping[str, Any]) -> dict[str, Any]:
     """``resumed``'s data for a park: its address and the ``parked`` event it ends."""
     park = next(
         e for e in reversed(fold.events) if e.type == "parked" and e.data["address"] == address

@@ -48,7 +48,7 @@ BY_HOST: Actor = {"kind": "host"}
 
 def pinned_targets(fold: Fold) -> list[str] | None:
     """``policy.handoffs`` of the thread (None: it pins no handoff)."""
-    targets = ((fold.thread_started or {}).get("policy") or {}).get("handoffs")
+    targets = fold.policy.get("handoffs")
     return None if targets is None else [str(name) for name in targets]
 
 

@@ -58,7 +58,7 @@ def listing_of(fold: Fold) -> Listing:
     """The listing of a folded branch (whole, or opened from its fold snapshot)."""
     header = fold.root_header or fold.header_
     created = header.created_at if header is not None else 0
-    name = (fold.thread_started or {}).get("agent_name")
+    name = None if fold.thread_started is None else fold.thread_started.get("agent_name")
     updated = last_time(fold)
     return Listing(
         head=(fold.last_seq, fold.last_hash),
@@ -84,7 +84,7 @@ def listing_of(fold: Fold) -> Listing:
 def parent_of(fold: Fold) -> tuple[str, str] | None:
     """The thread this one was started from and how (``subagent``, ``handoff``,
     ``team_member``), from ``thread_started.parent``; None for a thread a person started."""
-    parent = (fold.thread_started or {}).get("parent")
+    parent = None if fold.thread_started is None else fold.thread_started.get("parent")
     if not isinstance(parent, dict):
         return None
     return str(parent["thread_id"]), str(parent["relation"])

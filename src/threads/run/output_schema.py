@@ -16,6 +16,7 @@ from threads.errors import ConfigError
 from threads.log.fold import Fold
 from threads.log.hashing import value_hash
 from threads.log.output_eval import SchemaIssue, UnsupportedSchemaError, compile_schema, issues_of
+from threads.log.vocabulary import PolicyOutput
 from threads.tools.tool import RunContext, Tool, tool
 
 FINAL_OUTPUT = "final_output"
@@ -51,9 +52,8 @@ def final_output_tool(model: type[BaseModel]) -> Tool:
                 input=model, execute=never, effect="read_only")
 
 
-def pinned_output(fold: Fold) -> dict[str, Any] | None:
-    output = ((fold.thread_started or {}).get("policy") or {}).get("output")
-    return output if isinstance(output, dict) else None
+def pinned_output(fold: Fold) -> PolicyOutput | None:
+    return fold.policy.get("output")
 
 
 def is_candidate(fold: Fold, name: str) -> bool:

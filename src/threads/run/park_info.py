@@ -11,6 +11,7 @@ still give the right words later.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -256,7 +257,7 @@ def dedup_window_end(call: Call) -> int | None:
     return int(call.first_begin_time + window)
 
 
-def parked_event(fold: Fold, address: dict[str, str]) -> Event | None:
+def parked_event(fold: Fold, address: Mapping[str, object]) -> Event | None:
     """The last ``parked`` event of ``address`` on the branch."""
     return next(
         (e for e in reversed(fold.events) if e.type == "parked" and e.data["address"] == address),

@@ -10,6 +10,7 @@ a call (executed, materialized from a commit, settled, denied, not executed) com
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from threads.log.fold import Call
@@ -73,7 +74,7 @@ def result_draft(
     return Draft("tool_result", data, actor), artifacts
 
 
-async def stored_text(rt: Runtime, ref: dict[str, Any] | None) -> str:
+async def stored_text(rt: Runtime, ref: Mapping[str, Any] | None) -> str:
     if ref is None:
         return ""
     data = await rt.writer.store.get_artifact(ref["sha256"])

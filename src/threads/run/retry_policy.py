@@ -12,6 +12,7 @@ A request left in doubt by a crash or a cut stream is resent at most ``crash_res
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Literal
@@ -59,7 +60,7 @@ class RetryPolicy:
 DEFAULT_RETRY = RetryPolicy()
 
 
-def pinned_retry(started: dict[str, Any] | None) -> RetryPolicy:
+def pinned_retry(started: Mapping[str, Any] | None) -> RetryPolicy:
     """The thread's pinned retry policy; the defaults for a thread that pinned none."""
     wire = ((started or {}).get("policy") or {}).get("retry")
     if not wire:

@@ -328,7 +328,8 @@ async def _sandbox_elsewhere(store: Store, sandbox: Sandbox, fold: Fold) -> Erro
     """A subagent's thread run on its own while it works in its parent's sandbox: only a run
     of the parent holds that sandbox (its ledger row, under its lease), so this run must not
     make one of its own (``subagent_shares_sandbox``)."""
-    parent = (fold.thread_started or {}).get("parent")
+    own = fold.thread_started
+    parent = own.get("parent") if own is not None else None
     if parent is None or parent["relation"] != "subagent":
         return None
     chain = await store.read_chain(parent["branch_id"])

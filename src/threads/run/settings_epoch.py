@@ -15,7 +15,7 @@ runs no hooks of its own; it honours the decisions a log holds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from threads.log.lines import Draft, Event
@@ -41,10 +41,8 @@ def current_model(rt: Runtime) -> Model | None:
 def fallback(rt: Runtime, cause_event_id: str) -> list[Draft]:
     """The switch to the next fallback model after the one in force, or [] when there is none
     (or the agent no longer has it)."""
-    started = rt.fold.thread_started or {}
-    entries = (started.get("policy") or {}).get("fallback") or []
-    settings = rt.fold.features.settings
-    current = (settings or started)["model"]
+    entries = rt.fold.policy.get("fallback") or []
+    current = rt.fold.settings["model"]
     names = [entry["model"] for entry in entries]
     after = names.index(current) + 1 if current in names else 0
     for entry in entries[after:]:
@@ -70,7 +68,8 @@ def revert(rt: Runtime) -> list[Draft]:
         return []
     if revert_denied(fold.events, turn.input_event):
         return []
-    started = fold.thread_started or {}
+    started = fold.thread_started
+    assert started is not None  # a settings_changed follows thread_started
     settings = {
         "adapter": started["adapter"],
         "model": started["model"],
@@ -99,7 +98,7 @@ def revert_denied(events: Sequence[Event], cause: Event) -> bool:
     return False
 
 
-def _model_named(rt: Runtime, ref: dict[str, Any]) -> Model | None:
+def _model_named(rt: Runtime, ref: Mapping[str, Any]) -> Model | None:
     for model in (rt.spec.model, *rt.spec.fallback):
         if model.name == ref["name"] and model.provider == ref["provider"]:
             return model

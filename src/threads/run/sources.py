@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from threads.errors import ConfigError, StoreError
@@ -82,7 +83,9 @@ class RunSources:
 
 
 def changed_sources(
-    pinned: list[dict[str, Any]] | None, now: list[dict[str, Any]], sources: tuple[ToolSource, ...]
+    pinned: Sequence[Mapping[str, Any]] | None,
+    now: list[dict[str, Any]],
+    sources: tuple[ToolSource, ...],
 ) -> list[str]:
     """Per source whose tools differ from the pinned ones: ``"<label>: added x; removed y;
     changed z"``."""

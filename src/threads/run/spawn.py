@@ -385,7 +385,7 @@ def end_drafts(
 
 
 def _structured(fold: Fold) -> bool:
-    return "output" in ((fold.thread_started or {}).get("policy") or {})
+    return "output" in fold.policy
 
 
 def _outcome(result: RunResult, fold: Fold) -> tuple[str, str]:
@@ -432,9 +432,9 @@ def tree_usage(fold: Fold) -> Usage:
         theirs = child.usage
         if theirs is None:
             return unknown
-        for key in ("input_tokens", "output_tokens"):
-            value = theirs.get(key)
-            if value is None:
-                return unknown
-            usage[key] = (usage[key] or 0) + value
+        inp, out = theirs.get("input_tokens"), theirs.get("output_tokens")
+        if inp is None or out is None:
+            return unknown
+        usage["input_tokens"] = (usage["input_tokens"] or 0) + inp
+        usage["output_tokens"] = (usage["output_tokens"] or 0) + out
     return usage

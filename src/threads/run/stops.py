@@ -11,7 +11,7 @@ thread's pinned policy (``policy.context``), 3 each when it has none.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from threads.log.lines import Draft
@@ -66,7 +66,7 @@ async def after_reply(rt: Runtime) -> RunResult | None:
 
 
 def _bound(rt: Runtime, key: str) -> int:
-    context = ((rt.fold.thread_started or {}).get("policy") or {}).get("context") or {}
+    context: Mapping[str, Any] = rt.fold.policy.get("context") or {}  # ``key`` is one of its
     return int(context.get(key, DEFAULT_CONTINUATIONS))
 
 

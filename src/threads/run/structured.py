@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from threads.log.canonical import canonical
 from threads.log.fold import Call, Fold
 from threads.log.lines import Draft
+from threads.log.vocabulary import PolicyOutput
 from threads.run.drafts import HOST, TOOL, tool_result_data
 from threads.run.output_schema import ASK_ORIGIN, ASK_TEXT, pinned_output, pointer, schema_errors
 from threads.run.results import Completed, ErrorInfo, Failed, RunResult
@@ -90,14 +91,14 @@ async def ask_for_output(rt: Runtime) -> RunResult | None:
     return Failed(rt.thread, ErrorInfo("output_invalid", _gave_up(output)))
 
 
-def failure_limit(output: dict[str, Any]) -> int:
+def failure_limit(output: PolicyOutput) -> int:
     """How many failed candidates (rejected ``final_output`` calls plus asks after a plain-text
     ending) a turn may have; the one that reaches it ends the turn ``output_invalid``. The
     digest's exact bound: ``max_retries``, where 0 behaves as 1 (the first failure ends it)."""
     return max(1, int(output["max_retries"]))
 
 
-def _gave_up(output: dict[str, Any]) -> str:
+def _gave_up(output: PolicyOutput) -> str:
     return f"the model gave no valid final_output in {failure_limit(output)} tries"
 
 

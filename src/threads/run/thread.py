@@ -459,7 +459,7 @@ class Thread:
         wanted: ModelRef = {"name": model, "provider": provider}
 
         def change(fold: Fold) -> Draft:
-            listed = ((fold.thread_started or {}).get("policy") or {}).get("models")
+            listed = fold.policy.get("models")
             names = [{"provider": m["provider"], "name": m["name"]} for m in listed or []]
             if listed is not None and wanted not in names:
                 raise ControlError(
@@ -544,7 +544,7 @@ class Thread:
         async with control_writer(self.store, branch.branch_id) as writer:
             fold = writer.fold
             self._authorize(fold, principal, branch)
-            styles = ((fold.thread_started or {}).get("policy") or {}).get("output_styles") or {}
+            styles = fold.policy.get("output_styles") or {}
             text = styles.get(name)
             if text is None:
                 known = ", ".join(sorted(styles)) or "none"

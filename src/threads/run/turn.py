@@ -43,7 +43,7 @@ def last_text(fold: Fold) -> str:
     if not fold.responses:
         return ""
     return "".join(
-        p.get("text", "") for p in fold.responses[-1]["content"] if p.get("type") == "text"
+        p["text"] for p in fold.responses[-1]["content"] if p["type"] == "text"
     )
 
 

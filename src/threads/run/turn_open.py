@@ -185,11 +185,12 @@ async def open_next_turn(
         refused = refusal(branch.state, fold)
         if refused is not None:
             raise ControlError(refused.code, refused.message, seq=refused.seq)
-        started = fold.thread_started or {}
-        if started.get("agent_name") != agent.name:
+        started = fold.thread_started
+        name = None if started is None else started.get("agent_name")
+        if name != agent.name:
             raise ConfigError(
                 "invalid_config",
-                f"this thread was started by agent {started.get('agent_name')!r}, not"
+                f"this thread was started by agent {name!r}, not"
                 f" {agent.name!r}; run it with the agent it started with, or start a new thread",
             )
         check_pinned(agent, fold)

@@ -82,8 +82,8 @@ def has_work(fold: Fold) -> bool:
 
 def is_subagent(fold: Fold) -> bool:
     """A subagent's thread is continued by its parent's run, never on its own."""
-    parent = (fold.thread_started or {}).get("parent") or {}
-    return parent.get("relation") == "subagent"
+    parent = None if fold.thread_started is None else fold.thread_started.get("parent")
+    return parent is not None and parent["relation"] == "subagent"
 
 
 def parks_reopen_at(fold: Fold, chosen: Agent) -> int | None:

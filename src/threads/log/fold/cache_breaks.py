@@ -13,9 +13,10 @@ Invariant: folded incrementally from the events alone (no I/O); ``saved`` carrie
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
+
+from threads.log.vocabulary import ThreadStartedData, Usage
 
 DEFAULT_TTL_MS = 300_000
 CAUSES = frozenset({"settings_changed", "compacted", "context_edited", "tools_changed"})
@@ -31,9 +32,9 @@ class CacheBreak(TypedDict):
     likely_cause: Cause
 
 
-def ttl_of(started: Mapping[str, Any] | None) -> int:
-    context = ((started or {}).get("policy") or {}).get("context") or {}
-    return int(context.get("cache_ttl_ms", DEFAULT_TTL_MS))
+def ttl_of(started: ThreadStartedData | None) -> int:
+    context = None if started is None else started.get("policy", {}).get("context")
+    return DEFAULT_TTL_MS if context is None else context.get("cache_ttl_ms", DEFAULT_TTL_MS)
 
 
 @dataclass(slots=True)
@@ -50,9 +51,11 @@ class CacheBreaks:
             self.cause = kind
 
     def on_response(
-        self, usage: Mapping[str, Any], request_event_id: str, request_time: int,
-        response_time: int, ttl_ms: int,
+        self, usage: Usage, request_event_id: str, request_time: int, response_time: int,
+        started: ThreadStartedData | None,
     ) -> None:
+        """A turn response's ``usage``; ``started`` pins the cache TTL, read only when a break
+        has no recorded cause."""
         now = usage.get("cache_read_tokens")
         if not isinstance(now, int) or isinstance(now, bool):
             return
@@ -60,7 +63,7 @@ class CacheBreaks:
             prev, prev_time = self.previous
             if 20 * now < 19 * prev and prev - now >= MIN_DROP:
                 cause: Cause = self.cause or (
-                    "ttl_expired" if request_time - prev_time > ttl_ms else "unknown"
+                    "ttl_expired" if request_time - prev_time > ttl_of(started) else "unknown"
                 )
                 self.breaks.append({"request_event_id": request_event_id, "likely_cause": cause})
         self.previous = (now, response_time)

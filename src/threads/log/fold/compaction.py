@@ -21,6 +21,13 @@ from typing import Any, Protocol, TypedDict
 from threads.errors import LogError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
+from threads.log.vocabulary import (
+    CompactedData,
+    CompactionFailedData,
+    ModelRequestData,
+    ThreadStartedData,
+    data_of,
+)
 
 DEFAULT_MAX_FAILURES = 3
 SIDE_PURPOSE = "compaction"
@@ -35,7 +42,7 @@ class Facts(Protocol):
     """What the compaction rules read from the rest of the fold."""
 
     @property
-    def thread_started(self) -> dict[str, Any] | None: ...
+    def thread_started(self) -> ThreadStartedData | None: ...
 
     def turn_open(self) -> bool: ...
 
@@ -47,7 +54,12 @@ class Facts(Protocol):
 
 
 def is_side_request(event: Event) -> bool:
-    return event.type == "model_request" and event.data.get("purpose") == SIDE_PURPOSE
+    return event.type == "model_request" and is_side(data_of(event, "model_request"))
+
+
+def is_side(request: ModelRequestData) -> bool:
+    """Whether a ``model_request`` is a summarizer's (``purpose: compaction``)."""
+    return request.get("purpose") == SIDE_PURPOSE
 
 
 def summary_text(response: Mapping[str, Any]) -> str:
@@ -55,9 +67,12 @@ def summary_text(response: Mapping[str, Any]) -> str:
     return "".join(p["text"] for p in response["content"] if p.get("type") == "text")
 
 
-def max_failures(started: Mapping[str, Any] | None) -> int:
-    context = ((started or {}).get("policy") or {}).get("context") or {}
-    return int((context.get("compact") or {}).get("max_failures", DEFAULT_MAX_FAILURES))
+def max_failures(started: ThreadStartedData | None) -> int:
+    context = None if started is None else started.get("policy", {}).get("context")
+    compact = None if context is None else context.get("compact")
+    return DEFAULT_MAX_FAILURES if compact is None else int(
+        compact.get("max_failures", DEFAULT_MAX_FAILURES)
+    )
 
 
 def _fail(event: Event, message: str) -> LogError:
@@ -78,7 +93,7 @@ class Compaction:
     def is_side(self, request_event_id: str) -> bool:
         return request_event_id in self.side_requests
 
-    def breaker(self, started: Mapping[str, Any] | None) -> BreakerProjection:
+    def breaker(self, started: ThreadStartedData | None) -> BreakerProjection:
         return {
             "consecutive_failures": self.failures,
             "breaker_open": self.failures >= max_failures(started),
@@ -98,10 +113,12 @@ class Compaction:
             raise _fail(event, "compaction_requested before any user_input")
         self.requested = event
 
-    def _check_cause(self, event: Event) -> bool:
+    def _check_cause(
+        self, event: Event, data: ModelRequestData | CompactionFailedData | CompactedData
+    ) -> bool:
         """While a request is unanswered every side request and outcome names it, and none
-        names any other. True when ``event`` names the unanswered request."""
-        cause = event.data.get("cause_event_id")
+        names any other. True when ``event`` (of ``data``) names the unanswered request."""
+        cause = data.get("cause_event_id")
         requested = self.requested
         if requested is None:
             if cause is not None:
@@ -113,61 +130,62 @@ class Compaction:
                         f" {requested.event_id} in cause_event_id")
         return True
 
-    def on_side_request(self, facts: Facts, event: Event) -> None:
-        """A side request may stand between turns only to serve an unanswered request."""
-        if not self._check_cause(event) and not facts.turn_open():
+    def on_side_request(self, facts: Facts, event: Event, data: ModelRequestData) -> None:
+        """A side request (``event``, of ``data``) may stand between turns only to serve an
+        unanswered request."""
+        if not self._check_cause(event, data) and not facts.turn_open():
             raise _fail(event, "model_request outside a turn")
         self.side_requests.add(event.event_id)
         self.pending_side = event
 
     def on_failed(self, facts: Facts, event: Event) -> None:
-        if self._check_cause(event):
+        data = data_of(event, "compaction_failed")
+        if self._check_cause(event, data):
             self.requested = None
-        named = event.data.get("request_event_id")
+        named = data.get("request_event_id")
         if named is not None and named not in self.side_requests:
             raise _fail(event, "compaction_failed names a request that is no compaction request")
         self.failures += 1
         self.pending_side = None
 
-    def on_compacted(self, facts: Facts, event: Event) -> None:
-        data = event.data
-        manual = self._check_cause(event)
-        _check_edges(facts, event)
-        self._check_overlap(event)
+    def on_compacted(self, facts: Facts, event: Event, data: CompactedData) -> None:
+        """``event`` (of ``data``) as rules 10 and 30 judge a ``compacted``."""
+        manual = self._check_cause(event, data)
+        _check_edges(facts, event, data)
+        self._check_overlap(event, data)
         if data.get("summary_request_event_id") is not None:
-            self._check_summary(facts, event)
+            self._check_summary(facts, event, data)
         if manual:
-            self._check_manual(facts, event)
+            self._check_manual(facts, event, data)
             self.requested = None
         self.ranges.append((data["from_seq"], data["to_seq"]))
         self.failures = 0
         self.pending_side = None
 
-    def _check_overlap(self, event: Event) -> None:
-        start, end = event.data["from_seq"], event.data["to_seq"]
+    def _check_overlap(self, event: Event, data: CompactedData) -> None:
+        start, end = data["from_seq"], data["to_seq"]
         for a, b in self.ranges:
             disjoint = end < a or start > b
             nested = (a <= start and end <= b) or (start <= a and b <= end)
             if not (disjoint or nested):
                 raise _fail(event, f"compacted range {start}..{end} partly overlaps {a}..{b}")
 
-    def _check_summary(self, facts: Facts, event: Event) -> None:
+    def _check_summary(self, facts: Facts, event: Event, data: CompactedData) -> None:
         """Rule 10: the summary artifact is the named side response's text, as UTF-8."""
-        named = event.data["summary_request_event_id"]
+        named = data["summary_request_event_id"]
         if named not in self.side_requests:
             raise _fail(event, "compacted summary_request_event_id names no compaction request")
         response = facts.response_to(named)
         if response is None:
             raise _fail(event, "compacted names a compaction request that has no response")
         text = summary_text(response.data).encode("utf-8")
-        ref = event.data["summary_ref"]
+        ref = data["summary_ref"]
         if not text or ref["bytes"] != len(text) or ref["sha256"] != sha256_hex(text):
             raise _fail(event, "compacted summary_ref is not the text of its summary response")
 
-    def _check_manual(self, facts: Facts, event: Event) -> None:
+    def _check_manual(self, facts: Facts, event: Event, data: CompactedData) -> None:
         """Rule 30: a compaction that answers a request is manual and spans exactly the first
         user_input through the event before the request, summarized by a request naming it."""
-        data = event.data
         requested = self.requested
         assert requested is not None
         if data.get("trigger") != "manual":
@@ -176,19 +194,24 @@ class Compaction:
             raise _fail(event, "a requested compaction spans the first user_input through the"
                         " event before its compaction_requested")
         summary = facts.event_by_id(data.get("summary_request_event_id") or "")
-        if summary is None or summary.data.get("cause_event_id") != requested.event_id:
+        if (
+            summary is None
+            or summary.type != "model_request"
+            or data_of(summary, "model_request").get("cause_event_id") != requested.event_id
+        ):
             raise _fail(event, "a requested compaction's summary request must name the request")
 
 
-def _check_edges(facts: Facts, event: Event) -> None:
+def _check_edges(facts: Facts, event: Event, data: CompactedData) -> None:
     """Rule 10: the range names its own edges, holds no line 0, and cuts no step."""
-    data = event.data
     if not data["from_seq"] <= data["to_seq"] < event.seq:
         raise _fail(event, "compacted range must end before the compacted event")
-    for seq_key, id_key in (("from_seq", "from_event_id"), ("to_seq", "to_event_id")):
-        named = facts.event_by_id(data[id_key])
-        if named is None or named.seq != data[seq_key]:
-            raise _fail(event, f"compacted {id_key} is not the event at {seq_key}")
+    edges = (("from", data["from_seq"], data["from_event_id"]),
+             ("to", data["to_seq"], data["to_event_id"]))
+    for edge, seq, event_id in edges:
+        named = facts.event_by_id(event_id)
+        if named is None or named.seq != seq:
+            raise _fail(event, f"compacted {edge}_event_id is not the event at {edge}_seq")
         if named.type == "thread_started":
             raise _fail(event, "line 0 (thread_started) is never compacted")
     if not (facts.step_boundary(data["from_seq"] - 1) and facts.step_boundary(data["to_seq"])):

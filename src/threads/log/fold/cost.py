@@ -14,21 +14,15 @@ a sum past 2^53-1 is ``cost_overflow``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from threads.errors import ThreadsError
+from threads.log.fold.records import Epoch
+from threads.log.vocabulary import PolicyModelsItem, ThreadStartedData, Usage
 
 MAX_INT = 2**53 - 1  # the largest integer the format carries
-
-# (usage field, price field): the billed categories; reasoning is inside output_tokens
-_BILLED = (
-    ("input_tokens", "input"),
-    ("output_tokens", "output"),
-    ("cache_read_tokens", "cache_read"),
-    ("cache_write_tokens", "cache_write"),
-)
 
 
 class Attempt(Protocol):
@@ -36,11 +30,11 @@ class Attempt(Protocol):
     how it ended (``outcome`` None while open; ``usage`` only with a response)."""
 
     @property
-    def settings(self) -> Mapping[str, Any]: ...
+    def settings(self) -> Epoch: ...
     @property
     def outcome(self) -> str | None: ...
     @property
-    def usage(self) -> Mapping[str, Any] | None: ...
+    def usage(self) -> Usage | None: ...
     @property
     def billing(self) -> str | None: ...
 
@@ -54,6 +48,16 @@ class Charge:
     exact: bool
 
 
+class CostWire(TypedDict):
+    """The ``Cost`` projection as JSON."""
+
+    bounded: bool
+    complete: bool
+    currency: str
+    known_nanos: int
+    upper_bound_nanos: int
+
+
 @dataclass(frozen=True, slots=True)
 class Cost:
     """The ``Cost`` projection: what a run of attempts spent."""
@@ -64,7 +68,7 @@ class Cost:
     complete: bool  # every attempt's cost is known exactly
     bounded: bool  # no attempt is unbounded: upper_bound_nanos is a real bound
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> CostWire:
         return {
             "bounded": self.bounded,
             "complete": self.complete,
@@ -86,26 +90,24 @@ class PriceTable:
     """A thread's pinned ``policy.currency`` and ``policy.models``."""
 
     currency: str | None
-    models: tuple[Mapping[str, Any], ...]
+    models: tuple[PolicyModelsItem, ...]
 
     @classmethod
-    def of(cls, started: Mapping[str, Any] | None) -> PriceTable:
-        policy = (started or {}).get("policy") or {}
+    def of(cls, started: ThreadStartedData | None) -> PriceTable:
+        policy = {} if started is None else started.get("policy", {})
         models = tuple(policy.get("models") or ())
         currency = policy.get("currency") if models else None
         return cls(currency, models)
 
-    def entry(self, settings: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    def entry(self, settings: Epoch) -> PolicyModelsItem | None:
         """The ``policy.models`` entry of the settings' model, by (provider, name)."""
-        ref = settings.get("model") or {}
+        ref = settings["model"]
         for entry in self.models:
-            if entry.get("provider") == ref.get("provider") and entry.get("name") == ref.get(
-                "name"
-            ):
+            if entry["provider"] == ref["provider"] and entry["name"] == ref["name"]:
                 return entry
         return None
 
-    def input_bound(self, settings: Mapping[str, Any]) -> int | None:
+    def input_bound(self, settings: Epoch) -> int | None:
         """Input tokens (cache reads and writes included) one attempt may be billed for."""
         entry = self.entry(settings)
         if entry is None or entry.get("input_billing_bound") != "context_window":
@@ -113,11 +115,11 @@ class PriceTable:
         return positive_int(entry.get("context_window"))
 
     @staticmethod
-    def output_bound(settings: Mapping[str, Any]) -> int | None:
+    def output_bound(settings: Epoch) -> int | None:
         """Output tokens one attempt may produce: the epoch's pinned ``max_tokens``."""
-        return positive_int((settings.get("model_params") or {}).get("max_tokens"))
+        return positive_int(settings["model_params"].get("max_tokens"))
 
-    def bound(self, settings: Mapping[str, Any]) -> int | None:
+    def bound(self, settings: Epoch) -> int | None:
         """Nanos one attempt under ``settings`` may cost at most; None when unbounded."""
         entry = self.entry(settings)
         price = None if entry is None else entry.get("price")
@@ -147,14 +149,17 @@ class PriceTable:
         if usage is None:  # open, in doubt or failed without proof: at its bound
             return Charge(0, self.bound(attempt.settings), exact=False)
         known, exact = 0, True
-        for tokens_key, price_key in _BILLED:
-            if tokens_key not in usage:
-                continue
-            tokens = usage[tokens_key]
+        billed = (  # (tokens, price per token); reasoning is inside output_tokens
+            (usage.get("input_tokens", 0), price.get("input", 0)),
+            (usage.get("output_tokens", 0), price.get("output", 0)),
+            (usage.get("cache_read_tokens", 0), price.get("cache_read", 0)),
+            (usage.get("cache_write_tokens", 0), price.get("cache_write", 0)),
+        )
+        for tokens, rate in billed:
             if tokens is None:
                 exact = False
             else:
-                known += int(tokens * price.get(price_key, 0))
+                known += int(tokens * rate)
         if exact:
             return Charge(known, known, exact=True)
         bound = self.bound(attempt.settings)

@@ -12,13 +12,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from threads.errors import LogError
 from threads.log.hashing import value_hash
+from threads.log.json_types import JsonValue
 from threads.log.lines import Event
 from threads.log.output_eval import issues_of
-from threads.log.vocabulary import Span
+from threads.log.vocabulary import (
+    Budget,
+    ModelSettings,
+    Policy,
+    Span,
+    ThreadStartedData,
+    TodosUpdatedDataTodosItem,
+    ToolResultData,
+    Usage,
+    data_of,
+)
 
 # agent_finished statuses; a spawned child is ``running`` until its one agent_finished
 CHILD_RUNNING = "running"
@@ -28,7 +39,7 @@ class ChainFacts(Protocol):
     """What the feature rules need to know about the rest of the fold."""
 
     @property
-    def thread_started(self) -> dict[str, Any] | None: ...
+    def thread_started(self) -> ThreadStartedData | None: ...
 
     def attempt_open(self) -> bool: ...
 
@@ -36,7 +47,7 @@ class ChainFacts(Protocol):
 
     def has_result(self, call_id: str) -> bool: ...
 
-    def result_of(self, call_id: str) -> dict[str, Any] | None: ...
+    def result_of(self, call_id: str) -> ToolResultData | None: ...
 
     def event_by_id(self, event_id: str) -> Event | None: ...
 
@@ -51,33 +62,43 @@ class Child:
     call_id: str
     agent_name: str
     mode: str
-    budget: dict[str, Any] | None
+    budget: Budget | None
     status: str = CHILD_RUNNING
-    usage: dict[str, Any] | None = None
+    usage: Usage | None = None
+
+
+class ChildEntry(TypedDict):
+    child_thread_id: str
+    status: str
+
+
+class FeatureProjections(TypedDict):
+    children: list[ChildEntry]
+    todos: list[TodosUpdatedDataTodosItem]
 
 
 @dataclass(slots=True)
 class Features:
     children: dict[str, Child] = field(default_factory=dict)
-    todos: list[dict[str, Any]] = field(default_factory=list)
+    todos: list[TodosUpdatedDataTodosItem] = field(default_factory=list)
     handoff: Event | None = None
     mode: str | None = None  # None until read from the pinned policy
-    settings: dict[str, Any] | None = None  # the settings epoch in force; None: as pinned
+    settings: ModelSettings | None = None  # the settings epoch in force; None: as pinned
     settings_event: Event | None = None  # the settings_changed that began it
     omit_reasoning_before: int = 0  # seq of the last settings_changed{omit_prior}
     boundaries: set[int] = field(default_factory=set)  # seqs after which no step was open
-    accepted_output: Any = None
+    accepted_output: JsonValue = None
     accepted_seq: int = 0  # seq of the output_validated that accepted it
     style: Event | None = None  # the latest injected{output_style}
     restyle_at: int | None = None  # the seq a host may restore ``style`` at (after a compacted)
 
-    def projections(self) -> dict[str, Any]:
+    def projections(self) -> FeatureProjections:
         return {
             "children": [
                 {"child_thread_id": c.child_thread_id, "status": c.status}
                 for c in self.children.values()
             ],
-            "todos": [dict(item) for item in self.todos],
+            "todos": [item.copy() for item in self.todos],
         }
 
 
@@ -85,12 +106,13 @@ def _fail(event: Event, message: str) -> LogError:
     return LogError("invalid_transition", message, seq=event.seq)
 
 
-def _policy(facts: ChainFacts) -> dict[str, Any]:
-    return dict((facts.thread_started or {}).get("policy") or {})
+def _policy(facts: ChainFacts) -> Policy:
+    started = facts.thread_started
+    return {} if started is None else started.get("policy", {})
 
 
 def _on_agent_spawned(features: Features, facts: ChainFacts, event: Event) -> None:
-    data = event.data
+    data = data_of(event, "agent_spawned")
     if not facts.has_call(data["call_id"]):
         raise _fail(event, f"agent_spawned names call {data['call_id']!r}, which has no tool_call")
     if data["child_thread_id"] in features.children:
@@ -102,30 +124,33 @@ def _on_agent_spawned(features: Features, facts: ChainFacts, event: Event) -> No
 
 
 def _on_agent_finished(features: Features, facts: ChainFacts, event: Event) -> None:
-    child = features.children.get(event.data["child_thread_id"])
+    data = data_of(event, "agent_finished")
+    child = features.children.get(data["child_thread_id"])
     if child is None:
         raise _fail(event, "agent_finished for a child thread no agent_spawned created")
     if child.status != CHILD_RUNNING:
         raise _fail(event, "agent_finished appears exactly once per spawned child")
-    child.status = event.data["status"]
-    child.usage = event.data["usage"]
+    child.status = data["status"]
+    child.usage = data["usage"]
 
 
 def _on_todos_updated(features: Features, facts: ChainFacts, event: Event) -> None:
-    ids = [item["id"] for item in event.data["todos"]]
+    todos = data_of(event, "todos_updated")["todos"]
+    ids = [item["id"] for item in todos]
     if len(set(ids)) != len(ids):
         raise _fail(event, "todos_updated lists two items with the same id")
-    features.todos = list(event.data["todos"])
+    features.todos = list(todos)
 
 
 def check_tools_hash(event: Event) -> None:
     """``tools_changed.tools_hash`` is the hash of the canonical bytes of its ``tools``."""
-    if event.data["tools_hash"] != value_hash(event.data["tools"]):
+    data = data_of(event, "tools_changed")
+    if data["tools_hash"] != value_hash(data["tools"]):
         raise _fail(event, "tools_changed tools_hash is not the hash of its tools")
 
 
 def _on_handoff(features: Features, facts: ChainFacts, event: Event) -> None:
-    if not facts.has_call(event.data["call_id"]):
+    if not facts.has_call(data_of(event, "handoff")["call_id"]):
         raise _fail(event, "handoff names a call that has no tool_call")
     if features.handoff is not None:
         raise _fail(event, "the thread was already handed off")
@@ -140,18 +165,19 @@ def check_after_handoff(features: Features, event: Event) -> None:
 
 def current_mode(features: Features, facts: ChainFacts) -> str:
     if features.mode is None:
-        permissions = _policy(facts).get("permissions") or {}
-        return str(permissions.get("mode", "default"))
+        permissions = _policy(facts).get("permissions")
+        return "default" if permissions is None else permissions.get("mode", "default")
     return features.mode
 
 
 def _on_mode_changed(features: Features, facts: ChainFacts, event: Event) -> None:
-    data = event.data
+    data = data_of(event, "mode_changed")
     mode = current_mode(features, facts)
     if data["from"] != mode:
         raise _fail(event, f"mode_changed from {data['from']!r}, but the mode is {mode!r}")
-    permissions = _policy(facts).get("permissions") or {}
-    if data["to"] == "bypass" and not permissions.get("allow_bypass", False):
+    permissions = _policy(facts).get("permissions")
+    allowed = permissions is not None and permissions.get("allow_bypass", False)
+    if data["to"] == "bypass" and not allowed:
         raise _fail(event, "mode_changed to bypass, but the policy does not allow bypass")
     if event.actor.get("kind") in ("model", "tool"):
         raise _fail(event, "a permission mode is never changed by the agent alone")
@@ -161,7 +187,7 @@ def _on_mode_changed(features: Features, facts: ChainFacts, event: Event) -> Non
 def _on_settings_changed(features: Features, facts: ChainFacts, event: Event) -> None:
     if facts.attempt_open():
         raise _fail(event, "settings_changed while a model attempt awaits its response")
-    settings = event.data["settings"]
+    settings = data_of(event, "settings_changed")["settings"]
     models = _policy(facts).get("models")
     if models is not None and not any(
         m.get("name") == settings["model"]["name"]
@@ -177,7 +203,7 @@ def _on_settings_changed(features: Features, facts: ChainFacts, event: Event) ->
 
 
 def _on_output_validated(features: Features, facts: ChainFacts, event: Event) -> None:
-    data = event.data
+    data = data_of(event, "output_validated")
     output = _policy(facts).get("output")
     if output is None:
         raise _fail(event, "output_validated, but the thread pins no output schema")
@@ -200,7 +226,7 @@ def _on_output_validated(features: Features, facts: ChainFacts, event: Event) ->
 def _on_context_edited(features: Features, facts: ChainFacts, event: Event) -> None:
     """Rule 19: edits name recorded results; a redaction's spans lie inside one text part
     (part 0 is the preview when the result has no content), on character boundaries."""
-    for edit in event.data["edits"]:
+    for edit in data_of(event, "context_edited")["edits"]:
         result = facts.result_of(edit["call_id"])
         if result is None:
             raise _fail(event, f"context_edited names call {edit['call_id']!r}, which has no"
@@ -232,7 +258,7 @@ def _on_injected(features: Features, facts: ChainFacts, event: Event) -> None:
     a user sets it between turns, and the host only restores the latest one, as the event
     right after the ``compacted`` whose range held it. The model, a tool or anyone else never
     sets one."""
-    data = event.data
+    data = data_of(event, "injected")
     if data["source"] != "output_style":
         return
     name = data["origin"]["id"]
@@ -247,7 +273,11 @@ def _on_injected(features: Features, facts: ChainFacts, event: Event) -> None:
             raise _fail(event, "an output style is set only between turns")
     elif kind == "host":
         style = features.style
-        if event.seq != features.restyle_at or style is None or style.data["origin"]["id"] != name:
+        if (
+            event.seq != features.restyle_at
+            or style is None
+            or data_of(style, "injected")["origin"]["id"] != name
+        ):
             raise _fail(event, "the host injects an output style only to restore the latest one"
                         " right after the compacted range that held it")
     else:
@@ -259,7 +289,8 @@ def _on_injected(features: Features, facts: ChainFacts, event: Event) -> None:
 
 def _on_compacted(features: Features, facts: ChainFacts, event: Event) -> None:
     style = features.style
-    held = style is not None and event.data["from_seq"] <= style.seq <= event.data["to_seq"]
+    data = data_of(event, "compacted")
+    held = style is not None and data["from_seq"] <= style.seq <= data["to_seq"]
     features.restyle_at = event.seq + 1 if held else None
 
 

@@ -16,7 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from threads.errors import LogError
+from threads.log.json_types import JsonObject
 from threads.log.lines import Event
+from threads.log.vocabulary import ToolResultData, data_of
 
 ASK_USER = "ask_user"
 LINE_BREAKS = frozenset("\n\r\u2028\u2029")
@@ -127,10 +129,10 @@ class AskedCall(Protocol):
     def name(self) -> str: ...
 
     @property
-    def input(self) -> dict[str, Any]: ...
+    def input(self) -> JsonObject: ...
 
     @property
-    def result(self) -> dict[str, Any] | None: ...
+    def result(self) -> ToolResultData | None: ...
 
 
 def _fail(event: Event, message: str) -> LogError:
@@ -139,7 +141,7 @@ def _fail(event: Event, message: str) -> LogError:
 
 def check_question_park(event: Event, call: AskedCall | None) -> None:
     """A park on input names a pending ``ask_user`` call whose input meets rule 48."""
-    call_id = event.data["address"]["id"]
+    call_id = data_of(event, "parked")["address"]["id"]
     if call is None or call.name != ASK_USER or call.result is not None:
         raise _fail(event, f"parked on input for {call_id!r}, which is no pending ask_user call")
     problem = input_problem(call.input)
@@ -149,14 +151,16 @@ def check_question_park(event: Event, call: AskedCall | None) -> None:
 
 def check_answer(event: Event, call: AskedCall) -> None:
     """An answered result of an ``ask_user`` call is one its options allow (rule 25)."""
-    if call.name == ASK_USER and not answer_fits(call.input, event.data["preview"]):
-        raise _fail(event, f"the answer to {event.data['call_id']!r} is not one of its options")
+    data = data_of(event, "tool_result")
+    if call.name == ASK_USER and not answer_fits(call.input, data["preview"]):
+        raise _fail(event, f"the answer to {data['call_id']!r} is not one of its options")
 
 
 def check_rejection(event: Event, open_question: bool, delivery: Event | None) -> None:
     """Rule 49: ``answer_rejected`` names an open question and the delivery it refused."""
     if not open_question:
-        raise _fail(event, f"answer_rejected for {event.data['call_id']!r}, which has no open "
+        call_id = data_of(event, "answer_rejected")["call_id"]
+        raise _fail(event, f"answer_rejected for {call_id!r}, which has no open "
                     "question (parked on input)")
     if delivery is None or delivery.type != "channel_delivery":
         raise _fail(event, "answer_rejected names no channel_delivery on this chain")

@@ -10,22 +10,21 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
-from typing import Any, cast
 
 from threads.errors import LogError
 from threads.log.fold.cache_breaks import CAUSES as CACHE_CAUSES
-from threads.log.fold.cache_breaks import ttl_of
-from threads.log.fold.compaction import is_side_request
+from threads.log.fold.compaction import is_side
 from threads.log.fold.cost import MAX_INT
 from threads.log.fold.features import HANDLERS as FEATURE_HANDLERS
 from threads.log.fold.features import Handler as FeatureHandler
 from threads.log.fold.features import check_after_handoff, check_tools_hash
 from threads.log.fold.questions import check_answer, check_question_park, check_rejection
-from threads.log.fold.records import Approval, Call, ModelAttempt, ParkKind, Turn
+from threads.log.fold.records import Approval, Call, ModelAttempt, ParkKind, Response, Turn
 from threads.log.fold.state import FoldState
 from threads.log.lines import Event, Header
 from threads.log.render import denied_input
 from threads.log.tool_ext import check_remote_result, check_tools_loaded
+from threads.log.vocabulary import ParkAddress, ToolCallData, data_of
 
 
 def _fail(event: Event, message: str, code: str = "invalid_transition") -> LogError:
@@ -40,13 +39,14 @@ def _said(fold: Fold, role: str, event: Event) -> None:
 def _on_thread_started(fold: Fold, event: Event) -> None:
     if fold.thread_started is not None:
         raise _fail(event, "thread_started may appear only once on a chain")
-    fold.thread_started = event.data
-    fold.tools = list(event.data.get("tools", []))
+    data = data_of(event, "thread_started")
+    fold.thread_started = data
+    fold.tools = list(data.get("tools", []))
 
 
 def _on_tools_changed(fold: Fold, event: Event) -> None:
     check_tools_hash(event)
-    fold.tools = list(event.data["tools"])
+    fold.tools = list(data_of(event, "tools_changed")["tools"])
     names = {spec["name"] for spec in fold.tools}
     for call in fold.calls.values():
         if call.result is None and call.name not in names:
@@ -54,7 +54,7 @@ def _on_tools_changed(fold: Fold, event: Event) -> None:
 
 
 def _on_tools_loaded(fold: Fold, event: Event) -> None:
-    fold._call(event)
+    fold._call(event, data_of(event, "tools_loaded")["call_id"])
     check_tools_loaded(event, fold.tool_spec, fold.loaded_tools)
 
 
@@ -62,7 +62,7 @@ def _on_user_input(fold: Fold, event: Event) -> None:
     check_after_handoff(fold.features, event)
     if fold.turn is not None:
         raise _fail(event, "user_input while a turn is open; input inside a turn must be a steer")
-    fold.turn = Turn(event, event.data.get("budget"))
+    fold.turn = Turn(event, data_of(event, "user_input").get("budget"))
     fold.compaction.on_user_input(event)
     fold.wakes.opened(event)
     _said(fold, "user", event)
@@ -79,7 +79,7 @@ def _on_steer(fold: Fold, event: Event) -> None:
 def _on_hook_decision(fold: Fold, event: Event) -> None:
     """An input a ``before_input`` hook denied is no part of the conversation: neither rendered
     nor in the transcript."""
-    denied = denied_input(event.data)
+    denied = denied_input(data_of(event, "hook_decision"))
     if denied is not None:
         kept = [i for i, item in enumerate(fold.transcript) if item != ("user", denied)]
         fold.transcript = [fold.transcript[i] for i in kept]
@@ -93,7 +93,7 @@ def _on_injected(fold: Fold, event: Event) -> None:
 def _on_heartbeat(fold: Fold, event: Event) -> None:
     """A heartbeat lists calls still running: each has its deferred placeholder and no late
     result yet."""
-    for call_id in event.data["running_call_ids"]:
+    for call_id in data_of(event, "heartbeat")["running_call_ids"]:
         call = fold.calls.get(call_id)
         if call is None or not _deferred(call) or call.late_result is not None:
             raise _fail(event, f"heartbeat lists call {call_id!r}, which is not running")
@@ -117,8 +117,9 @@ def _on_agent_spawned(fold: Fold, event: Event) -> None:
 
 def _on_compacted(fold: Fold, event: Event) -> None:
     """The summary stands in the transcript in place of the items of its range."""
-    fold.compaction.on_compacted(fold, event)
-    start, end = event.data["from_seq"], event.data["to_seq"]
+    data = data_of(event, "compacted")
+    fold.compaction.on_compacted(fold, event, data)
+    start, end = data["from_seq"], data["to_seq"]
     seqs = fold.transcript_seqs
     at = bisect_left(seqs, start)
     stop = bisect_right(seqs, end)
@@ -137,9 +138,10 @@ def _on_compaction_failed(fold: Fold, event: Event) -> None:
 def _on_model_request(fold: Fold, event: Event) -> None:
     check_after_handoff(fold.features, event)
     turn = fold.turn
-    side = is_side_request(event)
+    data = data_of(event, "model_request")
+    side = is_side(data)
     if side:
-        fold.compaction.on_side_request(fold, event)
+        fold.compaction.on_side_request(fold, event, data)
     elif turn is None:
         raise _fail(event, "model_request outside a turn")
     if fold.thread_started is None:
@@ -148,7 +150,6 @@ def _on_model_request(fold: Fold, event: Event) -> None:
         raise _fail(event, "model_request after budget_exceeded in the same run")
     if fold.open_attempt is not None:
         raise _fail(event, "model_request while another request is still open")
-    data = event.data
     number = data["attempt"]
     if number != 1:
         _check_attempt(fold, event, number)
@@ -177,8 +178,8 @@ def _check_attempt(fold: Fold, event: Event, number: int) -> None:
                     f" {number - 1}")
 
 
-def _close_attempt(fold: Fold, event: Event, outcome: str) -> ModelAttempt:
-    attempt = fold.attempts.get(event.data["request_event_id"])
+def _close_attempt(fold: Fold, event: Event, request_event_id: str, outcome: str) -> ModelAttempt:
+    attempt = fold.attempts.get(request_event_id)
     if attempt is None or attempt.outcome is not None:
         raise _fail(event, f"{event.type} names no open model_request")
     attempt.outcome = outcome
@@ -188,12 +189,13 @@ def _close_attempt(fold: Fold, event: Event, outcome: str) -> ModelAttempt:
 
 
 def _on_model_response(fold: Fold, event: Event) -> None:
-    data = event.data
+    data = _response_data(event)
     usage = data["usage"]
-    attempt = _close_attempt(fold, event, "response")
+    request_event_id = data["request_event_id"]
+    attempt = _close_attempt(fold, event, request_event_id, "response")
     attempt.usage = usage
-    fold.response_of[data["request_event_id"]] = event
-    side = fold.compaction.is_side(data["request_event_id"])
+    fold.response_of[request_event_id] = event
+    side = fold.compaction.is_side(request_event_id)
     (fold.side_responses if side else fold.responses).append(data)
     inp, out = usage["input_tokens"], usage["output_tokens"]
     if (
@@ -211,23 +213,24 @@ def _on_model_response(fold: Fold, event: Event) -> None:
         # the request's time from its attempt, which a fold restored from a snapshot keeps
         # while the request's line itself may sit before the snapshot's cut
         fold.cache.on_response(
-            usage, data["request_event_id"], attempt.event.time, event.time,
-            ttl_of(fold.thread_started),
+            usage, request_event_id, attempt.event.time, event.time, fold.thread_started
         )
 
 
 def _on_model_attempt_abandoned(fold: Fold, event: Event) -> None:
-    data = event.data
-    _close_attempt(fold, event, data["provider_outcome"]).billing = data.get("billing")
+    data = data_of(event, "model_attempt_abandoned")
+    attempt = _close_attempt(fold, event, data["request_event_id"], data["provider_outcome"])
+    attempt.billing = data.get("billing")
 
 
 def _on_retry_scheduled(fold: Fold, event: Event) -> None:
     """The wait before resending a model request, or an effect (then ``request_event_id`` names
     the attempt's ``effect_begin``)."""
-    named = event.data["request_event_id"]
+    data = data_of(event, "retry_scheduled")
+    named = data["request_event_id"]
     attempt = fold.attempts.get(named)
     if attempt is not None:
-        attempt.retry_not_before = event.data["not_before"]
+        attempt.retry_not_before = data["not_before"]
         return
     call = next(
         (
@@ -239,17 +242,17 @@ def _on_retry_scheduled(fold: Fold, event: Event) -> None:
     )
     if call is None:
         raise _fail(event, "retry_scheduled names no model_request or effect_begin")
-    call.retry_not_before = event.data["not_before"]
+    call.retry_not_before = data["not_before"]
 
 
 def _on_tool_call(fold: Fold, event: Event) -> None:
-    data = event.data
+    data = data_of(event, "tool_call")
     call_id = data["call_id"]
     if call_id in fold.calls:
         raise _fail(event, f"call_id {call_id!r} is already used on this chain")
     if fold.turn is None:
         raise _fail(event, "tool_call outside a turn")
-    _check_call_part(fold, event)
+    _check_call_part(fold, event, data)
     call = Call(
         call_id=call_id,
         name=data["name"],
@@ -265,10 +268,10 @@ def _on_tool_call(fold: Fold, event: Event) -> None:
     fold.open_calls += 1
 
 
-def _check_call_part(fold: Fold, event: Event) -> None:
-    """A tool_call names its model_request, and once that response is recorded it must hold a
-    tool_use part with the same id, name and input (a streamed call may come first)."""
-    data = event.data
+def _check_call_part(fold: Fold, event: Event, data: ToolCallData) -> None:
+    """A tool_call (``event``, of ``data``) names its model_request, and once that response is
+    recorded it must hold a tool_use part with the same id, name and input (a streamed call may
+    come first)."""
     if data["request_event_id"] not in fold.attempts:
         raise _fail(event, "tool_call names no model_request on this chain")
     if fold.compaction.is_side(data["request_event_id"]):
@@ -276,24 +279,32 @@ def _check_call_part(fold: Fold, event: Event) -> None:
     response = fold.response_of.get(data["request_event_id"])
     if response is None:
         return
-    for part in response.data["content"]:
-        if part.get("type") == "tool_use" and part["call_id"] == data["call_id"]:
+    for part in _response_data(response)["content"]:
+        if part["type"] == "tool_use" and part["call_id"] == data["call_id"]:
             if part["name"] != data["name"] or part["input"] != data["input"]:
                 raise _fail(event, "tool_call differs from the tool_use part it records")
             return
     raise _fail(event, f"tool_call {data['call_id']!r} matches no tool_use part of its response")
 
 
+def _response_data(response: Event) -> Response:
+    """A ``model_response``'s data, or a recovered one's."""
+    if response.type == "model_response":
+        return data_of(response, "model_response")
+    return data_of(response, "model_response_recovered")
+
+
 def _on_permission_decision(fold: Fold, event: Event) -> None:
-    call = fold._call(event)
-    call.decision = event.data["decision"]
-    call.decision_source = event.data["source"]
-    call.decision_reason = event.data.get("reason")
+    data = data_of(event, "permission_decision")
+    call = fold._call(event, data["call_id"])
+    call.decision = data["decision"]
+    call.decision_source = data["source"]
+    call.decision_reason = data.get("reason")
 
 
 def _on_approval_requested(fold: Fold, event: Event) -> None:
-    call = fold._call(event)
-    data = event.data
+    data = data_of(event, "approval_requested")
+    call = fold._call(event, data["call_id"])
     if call.decision != "ask":
         raise _fail(event, "approval_requested for a call whose decision is not ask")
     if data["args_hash"] != call.args_hash:
@@ -305,7 +316,11 @@ def _on_approval_requested(fold: Fold, event: Event) -> None:
 
 
 def _on_approval_decided(fold: Fold, event: Event) -> None:
-    data = event.data
+    data = (
+        data_of(event, "approval_granted")
+        if event.type == "approval_granted"
+        else data_of(event, "approval_denied")
+    )
     call = fold.approvals.get(data["challenge_id"])
     if (
         call is None
@@ -325,13 +340,15 @@ def _on_approval_decided(fold: Fold, event: Event) -> None:
 
 
 def _on_permission_rule_added(fold: Fold, event: Event) -> None:
-    if event.data["challenge_id"] not in fold.approvals:
+    data = data_of(event, "permission_rule_added")
+    if data["challenge_id"] not in fold.approvals:
         raise _fail(event, "permission_rule_added names no approval challenge on this chain")
-    fold.thread_rules.append((event.data["rule"], event.data["decision"]))
+    fold.thread_rules.append((data["rule"], data["decision"]))
 
 
 def _on_effect_begin(fold: Fold, event: Event) -> None:
-    call = fold._call(event)
+    data = data_of(event, "effect_begin")
+    call = fold._call(event, data["call_id"])
     authorized = call.decision == "allow" or (
         call.approval is not None and call.approval.state == "granted"
     )
@@ -348,11 +365,11 @@ def _on_effect_begin(fold: Fold, event: Event) -> None:
         "assume_not_done",
     ):
         raise _fail(event, "effect_begin again without a resolution that allows another dispatch")
-    if event.data["attempt"] != call.attempt + 1:
+    if data["attempt"] != call.attempt + 1:
         raise _fail(event, f"effect_begin attempt must be {call.attempt + 1}")
     if call.approval is not None:
         call.approval.used = True
-    call.attempt = event.data["attempt"]
+    call.attempt = data["attempt"]
     if call.first_begin_time is None:
         call.first_begin_time = event.time
     if call.effect is None:
@@ -364,46 +381,51 @@ def _on_effect_begin(fold: Fold, event: Event) -> None:
 
 
 def _on_effect_commit(fold: Fold, event: Event) -> None:
-    call = fold._call(event)
+    data = data_of(event, "effect_commit")
+    call = fold._call(event, data["call_id"])
     if call.effect not in ("begun", "unknown"):
         raise _fail(event, "effect_commit without an open effect_begin")
     call.effect = "committed"
-    call.result_ref = event.data["result_ref"]
+    call.result_ref = data["result_ref"]
 
 
 def _on_effect_unknown(fold: Fold, event: Event) -> None:
-    call = fold._call(event)
+    data = data_of(event, "effect_unknown")
+    call = fold._call(event, data["call_id"])
     if call.effect != "begun":
         raise _fail(event, "effect_unknown for an effect that is not begun")
     call.effect = "unknown"
-    call.unknown_reason = event.data["reason"]
+    call.unknown_reason = data["reason"]
 
 
 def _on_effect_resolved(fold: Fold, event: Event) -> None:
-    call = fold._call(event)
+    data = data_of(event, "effect_resolved")
+    call = fold._call(event, data["call_id"])
     # A resolution the run did not accept (its principal may not decide) leaves the effect
     # parked again: a person may then resolve it anew.
     reopened = call.effect == "resolved" and call.parked
     if call.effect not in ("begun", "unknown") and not reopened:
         raise _fail(event, "effect_resolved for an effect that is not in doubt")
     call.effect = "resolved"
-    call.resolution = event.data["outcome"]
-    if event.data.get("result_ref") is not None:
-        call.result_ref = event.data["result_ref"]
+    call.resolution = data["outcome"]
+    result_ref = data.get("result_ref")
+    if result_ref is not None:
+        call.result_ref = result_ref
 
 
 def _on_tool_result(fold: Fold, event: Event) -> None:
-    call = fold._call(event)
+    data = data_of(event, "tool_result")
+    call = fold._call(event, data["call_id"])
     if call.result is not None:
         raise _fail(event, f"call {call.call_id!r} already has a result")
     # an ask_user answer satisfies (and closes) the open question the call parked on
-    answered = event.data["origin"] == "answered"
+    answered = data["origin"] == "answered"
     if answered and fold.parks.pop(("input", call.call_id), None) is None:
         raise _fail(event, "an answer for a call with no open question (parked on input)")
     if answered:
         check_answer(event, call)
     check_remote_result(event, call.spec, call.effect is not None)
-    call.result = event.data
+    call.result = data
     call.parked = False
     fold.open_calls -= 1
     _said(fold, "tool", event)
@@ -414,39 +436,41 @@ def _deferred(call: Call) -> bool:
 
 
 def _on_tool_result_late(fold: Fold, event: Event) -> None:
-    call = fold._call(event)
+    data = data_of(event, "tool_result_late")
+    call = fold._call(event, data["call_id"])
     if not _deferred(call):
         raise _fail(event, "tool_result_late for a call whose result is not a deferred placeholder")
     if call.late_result is not None:
         raise _fail(event, f"call {call.call_id!r} already has its late result")
-    call.late_result = event.data
+    call.late_result = data
     _said(fold, "tool", event)
 
 
 def _on_snapshot(fold: Fold, event: Event) -> None:
-    fold.snapshot_revisions[event.seq] = event.data.get("knowledge_revision")
+    data = data_of(event, "snapshot")
+    fold.snapshot_revisions[event.seq] = data.get("knowledge_revision")
     quiescent = fold.open_attempt is None and not fold.pending_calls()
     if quiescent:
-        fold.snapshots.append((event.seq, event.event_id, event.data["expires_at"]))
+        fold.snapshots.append((event.seq, event.event_id, data["expires_at"]))
 
 
 def _on_fork(fold: Fold, event: Event) -> None:
-    if event.data["reason"] == "repair":
+    data = data_of(event, "fork")
+    if data["reason"] == "repair":
         fold.inspection_only = True
-    elif event.data["knowledge_policy"] == "pinned":
+    elif data["knowledge_policy"] == "pinned":
         # pinned: the child searches as of the fork snapshot's revision; current: the live one
         fold.knowledge_revision = fold.snapshot_revisions.get(event.seq - 1)
     else:
         fold.knowledge_revision = None
 
 
-def _park_key(address: dict[str, Any]) -> tuple[ParkKind, str]:
-    # admission checked the address against the schema's ParkAddress, kind included
-    return (cast(ParkKind, address["kind"]), address["id"])
+def _park_key(address: ParkAddress) -> tuple[ParkKind, str]:
+    return (address["kind"], address["id"])
 
 
 def _on_parked(fold: Fold, event: Event) -> None:
-    address = event.data["address"]
+    address = data_of(event, "parked")["address"]
     if address["kind"] == "input":
         check_question_park(event, fold.calls.get(address["id"]))
     fold.parks[_park_key(address)] = address
@@ -458,13 +482,13 @@ def _on_parked(fold: Fold, event: Event) -> None:
 
 def _on_answer_rejected(fold: Fold, event: Event) -> None:
     """A reply that answers nothing: the question stays open (rule 49)."""
-    data = event.data
+    data = data_of(event, "answer_rejected")
     check_rejection(event, ("input", data["call_id"]) in fold.parks,
                     fold.event_by_id(data["delivery_event_id"]))
 
 
 def _on_resumed(fold: Fold, event: Event) -> None:
-    address = event.data["address"]
+    address = data_of(event, "resumed")["address"]
     fold.parks.pop(_park_key(address), None)
     if address["kind"] == "effect":
         for call in fold.calls.values():
@@ -487,7 +511,7 @@ def _on_cancelled(fold: Fold, event: Event) -> None:
     turn = fold.turn
     scope = None
     if turn is not None and turn.cancel_event is not None:
-        scope = turn.cancel_event.data["scope"]
+        scope = data_of(turn.cancel_event, "cancel_requested")["scope"]
     if scope in ("thread", "tree"):
         fold.thread_cancelled = True
 

@@ -29,18 +29,41 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 from threads.log import tool_ext
 from threads.log.canonical import compact_dumps, fast_loads
-from threads.log.fold.cache_breaks import CacheBreaks
+from threads.log.fold.cache_breaks import CacheBreak, CacheBreaks, Cause
 from threads.log.fold.compaction import Compaction
 from threads.log.fold.features import Child, Features
-from threads.log.fold.records import Approval, Call, ModelAttempt, Turn
+from threads.log.fold.records import (
+    Approval,
+    Call,
+    EffectStatus,
+    Epoch,
+    ModelAttempt,
+    ParkKind,
+    Response,
+    Turn,
+)
 from threads.log.fold.rules import Fold
 from threads.log.fold.wakes import RunRef, Spawn, Wakes
 from threads.log.hashing import sha256_hex
+from threads.log.json_types import JsonObject, JsonValue
 from threads.log.lines import Event, Header, event_from_value, header_from_value
+from threads.log.vocabulary import (
+    ArtifactRef,
+    Budget,
+    ModelSettings,
+    ParkAddress,
+    Principal,
+    ThreadStartedData,
+    TodosUpdatedDataTodosItem,
+    ToolResultData,
+    ToolResultLateData,
+    ToolSpec,
+    Usage,
+)
 
 __all__ = [
     "FORMAT",
@@ -121,6 +144,11 @@ class _Boundaries(set[int]):
         return set.__contains__(self, seq)
 
 
+# A settled attempt as its row: seq, time, number, outcome, retry_not_before, the index of its
+# settings epoch, usage, billing.
+_Row = tuple[int, int, int, str | None, int | None, int, Usage | None, str | None]
+
+
 class _Attempts(dict[str, ModelAttempt]):
     """``attempts`` with the settled ones whose line is not kept as their rows (seq, time,
     number, outcome, retry, settings, usage, billing) until one is asked for, and those rows as
@@ -129,20 +157,20 @@ class _Attempts(dict[str, ModelAttempt]):
     decode as ``dump`` wrote them.)"""
 
     def __init__(
-        self, settled: bytes, count: int, settings: list[dict[str, Any]], header: Header
+        self, settled: bytes, count: int, settings: list[Epoch], header: Header
     ) -> None:
         super().__init__()
         self._settled = settled
         self._count = count  # rows in ``_settled``
-        self._decoded: dict[str, list[Any]] | None = None
+        self._decoded: dict[str, _Row] | None = None
         self._settings = settings  # each distinct settings epoch once; a row names its index
         self._header = header
 
     @property
-    def _rows(self) -> dict[str, list[Any]]:
+    def _rows(self) -> dict[str, _Row]:
         if self._decoded is None:
             try:
-                self._decoded = cast(dict[str, list[Any]], fast_loads(self._settled))
+                self._decoded = cast(dict[str, _Row], fast_loads(self._settled))
             except ValueError as exc:
                 raise SnapshotUnusableError(f"settled attempts do not decode ({exc})") from None
         return self._decoded
@@ -152,13 +180,13 @@ class _Attempts(dict[str, ModelAttempt]):
         if found is not None:
             return found.outcome
         row = self._rows.get(key)
-        return None if row is None else cast(str | None, row[3])
+        return None if row is None else row[3]
 
-    def keep(self, event: Event, row: list[Any]) -> None:
+    def keep(self, event: Event, row: _Row) -> None:
         """Make the attempt ``event`` opened (of ``row``) a whole one (its line was kept)."""
         dict.__setitem__(self, event.event_id, self._attempt(event, row))
 
-    def _attempt(self, event: Event, row: list[Any]) -> ModelAttempt:
+    def _attempt(self, event: Event, row: _Row) -> ModelAttempt:
         _, _, number, outcome, retry, settings, usage, billing = row
         return ModelAttempt(event, number, self._settings[settings], outcome, retry, usage,
                             billing)
@@ -232,11 +260,73 @@ class _Responses(dict[str, Event]):
 
 class _TurnBody(TypedDict):
     input: str
-    budget: dict[str, Any] | None
+    budget: Budget | None
     sent: bool
     budget_exceeded: bool
     cancel: str | None
     model_requests: int
+
+
+class _ChildBody(TypedDict):
+    child_thread_id: str
+    call_id: str
+    agent_name: str
+    mode: str
+    budget: Budget | None
+    status: str
+    usage: Usage | None
+
+
+class _FeaturesBody(TypedDict):
+    children: list[_ChildBody]
+    todos: list[TodosUpdatedDataTodosItem]
+    handoff: str | None
+    mode: str | None
+    settings: ModelSettings | None
+    settings_event: str | None
+    omit_reasoning_before: int
+    boundary_at_head: bool
+    accepted: tuple[JsonValue, int]
+    style: str | None
+    restyle_at: int | None
+
+
+class _Body(TypedDict):
+    """A body's first line as ``dump`` writes it (events as their lines' text)."""
+
+    format: int
+    headers: list[str]
+    thread_started: ThreadStartedData | None
+    tools: list[ToolSpec]
+    head: tuple[int, str, int, int | None]  # last seq, last hash, epoch, time at the cut
+    first_input: str | None
+    flags: tuple[bool, bool]  # inspection_only, thread_cancelled
+    turn: _TurnBody | None
+    counts: tuple[int, int, int, int, int, int, int]
+    calls: list[_CallBody]
+    effect_order: list[str]
+    attempts: list[tuple[str, _Row]]  # the attempts whose line is kept, with it
+    settled_attempts: int
+    settings_epochs: list[Epoch]
+    open_attempt: str | None
+    last_attempt: str | None
+    last_response: str | None
+    parks: list[tuple[ParkKind, str, ParkAddress]]
+    approvals: dict[str, str]
+    rules: list[tuple[str, str]]
+    snapshots: list[tuple[int, str, int | None]]
+    roles: str
+    transcript: list[str]
+    transcript_seqs: list[int]
+    side_responses: list[Response]
+    loaded_tools: list[str]
+    compaction: _CompactionBody
+    wakes: _WakesBody
+    responses: list[Response]
+    knowledge_revision: int | None
+    snapshot_revision: list[tuple[int, int | None]]
+    cache: tuple[tuple[int, int] | None, Cause | None, list[CacheBreak]]
+    features: _FeaturesBody
 
 
 def dump(fold: Fold) -> bytes:
@@ -317,10 +407,10 @@ class _Epochs:
     long thread's attempts share a few settings objects)."""
 
     def __init__(self) -> None:
-        self.values: list[dict[str, Any]] = []
+        self.values: list[Epoch] = []
         self._at: dict[int, int] = {}  # id of a settings object -> its index
 
-    def of(self, settings: dict[str, Any]) -> int:
+    def of(self, settings: Epoch) -> int:
         at = self._at.get(id(settings))
         if at is None:
             try:
@@ -338,7 +428,7 @@ def restore(body: bytes, now_ms: int | None) -> RestoredFold:
     sha256 was checked against the one written with them (``StoredSnapshot.intact``)."""
     try:
         main, newline, settled = body.partition(b"\n")
-        value = fast_loads(main)
+        value = cast(_Body, fast_loads(main))  # as dump wrote it, else refused below
         if value.get("format") != FORMAT:
             raise SnapshotUnusableError(f"snapshot format {value.get('format')!r} is not {FORMAT}")
         if not newline:
@@ -350,7 +440,7 @@ def restore(body: bytes, now_ms: int | None) -> RestoredFold:
         raise SnapshotUnusableError(f"snapshot body does not decode ({exc!r})") from None
 
 
-def _restore(value: dict[str, Any], settled: bytes, now_ms: int | None) -> RestoredFold:
+def _restore(value: _Body, settled: bytes, now_ms: int | None) -> RestoredFold:
     headers = [_header(line) for line in value["headers"]]
     last_seq, last_hash, epoch, cut_time = value["head"]
     first = value["first_input"]
@@ -395,7 +485,7 @@ def _restore(value: dict[str, Any], settled: bytes, now_ms: int | None) -> Resto
 
 
 def _restore_attempts(
-    fold: RestoredFold, value: dict[str, Any], settled: bytes, header: Header
+    fold: RestoredFold, value: _Body, settled: bytes, header: Header
 ) -> None:
     attempts = _Attempts(settled, value["settled_attempts"], value["settings_epochs"], header)
     for line, row in value["attempts"]:
@@ -405,12 +495,12 @@ def _restore_attempts(
     fold.open_attempt = None if open_id is None else attempts[open_id]
     fold.last_attempt = None if last_id is None else attempts[last_id]
     responses = _Responses(attempts)
-    if value["last_response"] is not None:
+    if value["last_response"] is not None and last_id is not None:  # dump writes both or none
         responses[last_id] = _event(value["last_response"])
     fold.response_of = responses
 
 
-def _restore_features(value: dict[str, Any], cut: int) -> Features:
+def _restore_features(value: _FeaturesBody, cut: int) -> Features:
     boundaries = _Boundaries()
     boundaries.cut = cut
     if value["boundary_at_head"]:
@@ -464,31 +554,79 @@ def _restore_turn(value: _TurnBody) -> Turn:
     )
 
 
-_CALL_FIELDS = (
-    "call_id", "name", "input", "request_event_id", "branch_id", "seq", "spec", "event_id",
-    "removed", "decision", "decision_source", "decision_reason", "effect", "attempt",
-    "first_begin_time", "unknown_reason", "resolution", "result_ref", "result", "late_result",
-    "parked", "retry_not_before",
-)
+class _CallFields(TypedDict):
+    """The fields of a ``Call`` a body keeps as they are."""
+
+    call_id: str
+    name: str
+    input: JsonObject
+    request_event_id: str
+    branch_id: str
+    seq: int
+    spec: ToolSpec | None
+    event_id: str
+    removed: bool
+    decision: str | None
+    decision_source: str | None
+    decision_reason: str | None
+    effect: EffectStatus | None
+    attempt: int
+    first_begin_time: int | None
+    unknown_reason: str | None
+    resolution: str | None
+    result_ref: ArtifactRef | None
+    result: ToolResultData | None
+    late_result: ToolResultLateData | None
+    parked: bool
+    retry_not_before: int | None
 
 
-def _call(call: Call) -> dict[str, Any]:
-    body = {name: getattr(call, name) for name in _CALL_FIELDS}
+class _ApprovalBody(TypedDict):
+    challenge_id: str
+    args_hash: str
+    expires_at: int
+    state: str
+    decided_by: Principal | None
+    reason: str | None
+    used: bool
+
+
+class _CallBody(_CallFields):
+    # always written; NotRequired only so that a restore may pop them before ``Call(**...)``
+    approval: NotRequired[_ApprovalBody | None]
+    begin: NotRequired[str | None]  # the last effect_begin's line
+
+
+_CALL_FIELDS = tuple(_CallFields.__annotations__)
+
+
+def _call(call: Call) -> dict[str, object]:
+    body: dict[str, object] = {name: getattr(call, name) for name in _CALL_FIELDS}
     body["approval"] = None if call.approval is None else asdict(call.approval)
     body["begin"] = None if call.begin_event is None else _text(call.begin_event)
     return body
 
 
-def _restore_call(value: dict[str, Any]) -> Call:
+def _restore_call(value: _CallBody) -> Call:
     approval = value.pop("approval")
     begin = value.pop("begin")
-    call = Call(**value)
+    fields: _CallFields = value  # the two popped: exactly Call's other fields
+    call = Call(**fields)
     call.approval = None if approval is None else Approval(**approval)
     call.begin_event = None if begin is None else _event(begin)
     return call
 
 
-def _compaction(state: Compaction) -> dict[str, Any]:
+class _CompactionBody(TypedDict):
+    first_input_seq: int | None
+    requested: str | None
+    side_requests: list[str]
+    ranges: list[tuple[int, int]]
+    failures: int
+    pending_side: str | None
+
+
+def _compaction(state: Compaction) -> _CompactionBody:
     return {
         "first_input_seq": state.first_input_seq,
         "requested": None if state.requested is None else _text(state.requested),
@@ -499,7 +637,7 @@ def _compaction(state: Compaction) -> dict[str, Any]:
     }
 
 
-def _restore_compaction(value: dict[str, Any]) -> Compaction:
+def _restore_compaction(value: _CompactionBody) -> Compaction:
     requested, pending = value["requested"], value["pending_side"]
     return Compaction(
         first_input_seq=value["first_input_seq"],
@@ -511,7 +649,16 @@ def _restore_compaction(value: dict[str, Any]) -> Compaction:
     )
 
 
-def _wakes(state: Wakes, opener: Event | None) -> dict[str, Any]:
+class _WakesBody(TypedDict):
+    runs: list[tuple[Principal | None, str]]
+    opened: dict[str, int]
+    spawns: dict[str, tuple[int, int, bool]]
+    ended_badly: list[str]
+    woken: list[str]
+    cancel_seq: int
+
+
+def _wakes(state: Wakes, opener: Event | None) -> _WakesBody:
     """``state`` as the rules can still read it: a turn's run is looked up only by the open
     turn's opener (``Wakes.spawned``, ``turn_ended``), so of ``runs`` only that one is kept, and
     the runs the spawns name."""
@@ -522,10 +669,10 @@ def _wakes(state: Wakes, opener: Event | None) -> dict[str, Any]:
                                           *(s.run for s in state.spawns.values())]}.values())
     index = {id(run): i for i, run in enumerate(runs)}  # a run is one object many entries share
     return {
-        "runs": [[run.principal, run.root] for run in runs],
+        "runs": [(run.principal, run.root) for run in runs],
         "opened": {key: index[id(run)] for key, run in opened.items()},
         "spawns": {
-            call_id: [index[id(spawn.run)], spawn.seq, spawn.background]
+            call_id: (index[id(spawn.run)], spawn.seq, spawn.background)
             for call_id, spawn in state.spawns.items()
         },
         "ended_badly": sorted(state.ended_badly),
@@ -534,7 +681,7 @@ def _wakes(state: Wakes, opener: Event | None) -> dict[str, Any]:
     }
 
 
-def _restore_wakes(value: dict[str, Any]) -> Wakes:
+def _restore_wakes(value: _WakesBody) -> Wakes:
     runs = [RunRef(principal, root) for principal, root in value["runs"]]
     return Wakes(
         runs={opener: runs[i] for opener, i in value["opened"].items()},

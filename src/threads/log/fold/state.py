@@ -10,19 +10,96 @@ Invariant: nothing here does I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+from typing import TypedDict
 
 from threads.errors import LogError, ThreadsError
 from threads.log.fold.cache_breaks import CacheBreak, CacheBreaks
-from threads.log.fold.compaction import Compaction
-from threads.log.fold.cost import Cost, PriceTable
-from threads.log.fold.features import Features, current_mode
-from threads.log.fold.records import Call, ModelAttempt, ParkKind, ThreadStatus, Turn
+from threads.log.fold.compaction import BreakerProjection, Compaction
+from threads.log.fold.cost import Cost, CostWire, PriceTable
+from threads.log.fold.features import FeatureProjections, Features, current_mode
+from threads.log.fold.records import (
+    Call,
+    EffectStatus,
+    Epoch,
+    ModelAttempt,
+    ParkKind,
+    Response,
+    ThreadStatus,
+    Turn,
+)
 from threads.log.fold.wakes import Wakes
+from threads.log.json_types import JsonObject
 from threads.log.lines import Event, Header
 from threads.log.render import prefix_digest, prefix_line
+from threads.log.vocabulary import (
+    ParkAddress,
+    Policy,
+    ThreadStartedData,
+    ToolResultData,
+    ToolSpec,
+)
+
+
+class HeadRef(TypedDict):
+    seq: int
+    hash: str
+
+
+class EffectEntry(TypedDict):
+    effect_key: str
+    call_id: str
+    status: EffectStatus | None
+
+
+class ForkPoint(TypedDict):
+    seq: int
+    snapshot_event_id: str
+
+
+class UsageTotals(TypedDict):
+    input_tokens: int
+    output_tokens: int
+    unknown_responses: int
+
+
+class TranscriptItem(TypedDict):
+    role: str
+    event_id: str
+
+
+class ReducedState(TypedDict):
+    """The normative ReducedState (what the conformance cases compare), as JSON values."""
+
+    thread_id: str
+    branch_id: str
+    head: HeadRef
+    epoch: int
+    status: ThreadStatus
+    turns_completed: int
+    pending_calls: list[str]
+    effects: list[EffectEntry]
+    parked: list[ParkAddress]
+    fork_points: list[ForkPoint]
+    usage: UsageTotals
+    transcript: list[TranscriptItem]
+
+
+class CostError(TypedDict):
+    error: str  # cost_overflow
+
+
+class Projections(FeatureProjections):
+    """The read projections beside ``ReducedState``: spend, permission mode, model in force
+    (empty before a ``thread_started``), the compaction breaker, cache breaks, children, todos."""
+
+    cost: CostWire | CostError | None
+    mode: str
+    model: Mapping[str, object]
+    compaction: BreakerProjection
+    cache_breaks: list[CacheBreak] | None
 
 
 @dataclass
@@ -33,8 +110,8 @@ class FoldState:
     now_ms: int | None = None
     header_: Header | None = None
     root_header: Header | None = None
-    thread_started: dict[str, Any] | None = None
-    tools: list[dict[str, Any]] = field(default_factory=list)
+    thread_started: ThreadStartedData | None = None
+    tools: list[ToolSpec] = field(default_factory=list)
     last_seq: int = 0
     last_hash: str = ""
     epoch: int = 0
@@ -49,14 +126,14 @@ class FoldState:
     attempts: dict[str, ModelAttempt] = field(default_factory=dict)
     open_attempt: ModelAttempt | None = None
     last_attempt: ModelAttempt | None = None
-    parks: dict[tuple[ParkKind, str], dict[str, Any]] = field(default_factory=dict)
+    parks: dict[tuple[ParkKind, str], ParkAddress] = field(default_factory=dict)
     approvals: dict[str, Call] = field(default_factory=dict)
     thread_rules: list[tuple[str, str]] = field(default_factory=list)  # (rule, allow|deny)
     snapshots: list[tuple[int, str, int | None]] = field(default_factory=list)
     transcript: list[tuple[str, str]] = field(default_factory=list)
     transcript_seqs: list[int] = field(default_factory=list)  # the seq of each transcript item
-    responses: list[dict[str, Any]] = field(default_factory=list)  # turn responses
-    side_responses: list[dict[str, Any]] = field(default_factory=list)  # summarizer replies
+    responses: list[Response] = field(default_factory=list)  # turn responses
+    side_responses: list[Response] = field(default_factory=list)  # summarizer replies
     model_requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -76,7 +153,7 @@ class FoldState:
     _indexed: int = 0
     open_calls: int = 0  # calls without a result
     response_of: dict[str, Event] = field(default_factory=dict)  # request event_id -> response
-    _prefix: tuple[object, dict[str, Any]] | None = None
+    _prefix: tuple[object, JsonObject] | None = None
 
     # ---- queries the loop uses -----------------------------------------------------------
 
@@ -88,11 +165,17 @@ class FoldState:
         self.settled_calls = settled
         return [calls[c] for c in order[settled:] if calls[c].result is None]
 
-    def tool_spec(self, name: str) -> dict[str, Any] | None:
+    def tool_spec(self, name: str) -> ToolSpec | None:
         for spec in self.tools:
             if spec["name"] == name:
                 return spec
         return None
+
+    @property
+    def policy(self) -> Policy:
+        """The policy ``thread_started`` pins (empty before one, or when it pins none)."""
+        started = self.thread_started
+        return {} if started is None else started.get("policy", {})
 
     @property
     def mode(self) -> str:
@@ -100,10 +183,13 @@ class FoldState:
         return current_mode(self.features, self)
 
     @property
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> Epoch:
         """The model settings in force (``model``, ``model_params``, ``adapter``): the pinned
-        ones until a ``settings_changed``."""
-        return dict(self.features.settings or self.thread_started or {})
+        ones until a ``settings_changed``; ``LogError`` before a ``thread_started``."""
+        settings = self.features.settings or self.thread_started
+        if settings is None:
+            raise LogError("invalid_transition", "no thread_started was read", seq=self.last_seq)
+        return settings.copy()
 
     @property
     def status(self) -> ThreadStatus:
@@ -126,7 +212,7 @@ class FoldState:
             if expires_at is None or now is None or expires_at > now
         ]
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> ReducedState:
         """The normative ReducedState as plain JSON values."""
         header = self.header_
         if header is None:
@@ -143,7 +229,7 @@ class FoldState:
                 {"effect_key": call.effect_key, "call_id": call.call_id, "status": call.effect}
                 for call in (self.calls[c] for c in self.effect_order)
             ],
-            "parked": [dict(address) for address in self.parks.values()],
+            "parked": [address.copy() for address in self.parks.values()],
             "fork_points": [
                 {"seq": seq, "snapshot_event_id": event_id} for seq, event_id in self.fork_points()
             ],
@@ -155,11 +241,12 @@ class FoldState:
             "transcript": [{"role": role, "event_id": eid} for role, eid in self.transcript],
         }
 
-    def projections(self) -> dict[str, Any]:
+    def projections(self) -> Projections:
+        settings = self.features.settings or self.thread_started
         return {
             "cost": _cost_wire(self),
             "mode": self.mode,
-            "model": dict(self.settings.get("model", {})),
+            "model": {} if settings is None else settings["model"].copy(),
             "compaction": self.compaction.breaker(self.thread_started),
             "cache_breaks": self.cache_breaks(),
             **self.features.projections(),
@@ -167,7 +254,7 @@ class FoldState:
 
     def cache_breaks(self) -> list[CacheBreak] | None:
         """The ``cache_breaks`` projection: None when the thread pins no context policy."""
-        if not ((self.thread_started or {}).get("policy") or {}).get("context"):
+        if not self.policy.get("context"):
             return None
         return [CacheBreak(**entry) for entry in self.cache.breaks]
 
@@ -179,7 +266,7 @@ class FoldState:
     def has_call(self, call_id: str) -> bool:
         return call_id in self.calls
 
-    def result_of(self, call_id: str) -> dict[str, Any] | None:
+    def result_of(self, call_id: str) -> ToolResultData | None:
         call = self.calls.get(call_id)
         return None if call is None else call.result
 
@@ -205,7 +292,7 @@ class FoldState:
             self._indexed = len(events)
         return self._by_event_id.get(event_id)
 
-    def expected_prefix(self) -> dict[str, Any]:
+    def expected_prefix(self) -> JsonObject:
         """``declared_prefix`` every request of the settings epoch in force declares (C7)."""
         settings = self.features.settings
         cached = self._prefix
@@ -228,8 +315,8 @@ class FoldState:
 
     # ---- rules ---------------------------------------------------------------------------
 
-    def _call(self, event: Event) -> Call:
-        call_id = event.data["call_id"]
+    def _call(self, event: Event, call_id: str) -> Call:
+        """The call ``event`` (of a type that names one) names as ``call_id``."""
         call = self.calls.get(call_id)
         if call is None:
             raise LogError(
@@ -243,7 +330,7 @@ class FoldState:
 _event_id = attrgetter("event_id")
 
 
-def _cost_wire(fold: FoldState) -> dict[str, Any] | None:
+def _cost_wire(fold: FoldState) -> CostWire | CostError | None:
     try:
         cost = fold.cost()
     except ThreadsError as exc:

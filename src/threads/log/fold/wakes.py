@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from threads.errors import LogError
 from threads.log.lines import Event
+from threads.log.vocabulary import Principal, data_of
 
 _BETWEEN = frozenset({"agent_finished", "tool_result_late"})
 
@@ -28,7 +28,7 @@ _BETWEEN = frozenset({"agent_finished", "tool_result_late"})
 class RunRef:
     """A run as wakes know it: the principal of its opener and the id of its root request."""
 
-    principal: Any
+    principal: Principal | None
     root: str
 
 
@@ -54,17 +54,16 @@ class Wakes:
     def spawned(self, event: Event, opener: Event | None) -> None:
         run = self.runs.get(opener.event_id) if opener is not None else None
         if run is not None:
-            self.spawns[event.data["call_id"]] = Spawn(
-                run, event.seq, event.data["mode"] == "background"
-            )
+            data = data_of(event, "agent_spawned")
+            self.spawns[data["call_id"]] = Spawn(run, event.seq, data["mode"] == "background")
 
     def turn_ended(self, event: Event, opener: Event) -> None:
         run = self.runs.get(opener.event_id)
-        if run is not None and event.data["reason"] != "end_turn":
+        if run is not None and data_of(event, "turn_completed")["reason"] != "end_turn":
             self.ended_badly.add(run.root)
 
     def cancel_requested(self, event: Event) -> None:
-        if event.data["scope"] in ("thread", "tree"):
+        if data_of(event, "cancel_requested")["scope"] in ("thread", "tree"):
             self.cancel_seq = event.seq
 
     def check_woken(
@@ -75,7 +74,7 @@ class Wakes:
         says why the thread takes no new turn (cancelled, handed off), if it doesn't."""
         if barred is not None:
             raise _fail(event, f"woken on a thread that is {barred}")
-        causes: list[str] = event.data["causes"]
+        causes = data_of(event, "woken")["causes"]
         if len(set(causes)) != len(causes):
             raise _fail(event, "woken names a cause twice")
         lates = [by_id(cause) for cause in causes]
@@ -95,9 +94,10 @@ class Wakes:
     def _one_run(self, event: Event, lates: list[Event]) -> RunRef:
         runs: dict[str, RunRef] = {}
         for late in lates:
-            spawn = self.spawns.get(late.data["call_id"])
+            call_id = data_of(late, "tool_result_late")["call_id"]
+            spawn = self.spawns.get(call_id)
             if spawn is None or not spawn.background:
-                raise _fail(event, f"woken names the late result of {late.data['call_id']!r}, "
+                raise _fail(event, f"woken names the late result of {call_id!r}, "
                             "which is no background spawn_agent")
             if self.cancel_seq > spawn.seq:
                 raise _fail(event, "woken after a thread or tree cancel that followed a cause's "
@@ -124,7 +124,7 @@ def _check_contiguous(event: Event, events: Sequence[Event], causes: set[str], f
             raise _fail(event, f"woken leaves out the late result at seq {earlier.seq}")
 
 
-def _principal(event: Event) -> Any:
+def _principal(event: Event) -> Principal | None:
     return event.actor.get("principal")
 
 
