@@ -93,12 +93,14 @@ class Budget:
 @dataclass(frozen=True, slots=True)
 class Spend:
     """What a scope's attempts spent, each unreported or in-doubt amount at its bound; None
-    where some amount has no bound (or its sum passes 2^53-1)."""
+    where some amount has no bound (or its sum passes 2^53-1). ``turns``: the turns its
+    threads started (ended or still open), where the scope counts them (a tree's)."""
 
     model_requests: int
     input_tokens: int | None
     output_tokens: int | None
     cost_nanos: int | None
+    turns: int = 0
 
     def plus(self, other: Spend) -> Spend:
         return Spend(
@@ -106,7 +108,12 @@ class Spend:
             plus(self.input_tokens, other.input_tokens),
             plus(self.output_tokens, other.output_tokens),
             plus(self.cost_nanos, other.cost_nanos),
+            self.turns + other.turns,
         )
+
+    def with_turns(self, turns: int) -> Spend:
+        return Spend(self.model_requests, self.input_tokens, self.output_tokens,
+                     self.cost_nanos, self.turns + turns)
 
 
 NOTHING_SPENT = Spend(0, 0, 0, 0)
@@ -119,8 +126,11 @@ def plus(total: int | None, amount: int | None) -> int | None:
 @dataclass(frozen=True, slots=True)
 class AncestorBudget:
     """A budget of a thread above this one in a subagent tree (its thread budget or its run's)
-    and what the tree spent under it outside this thread's subtree when this thread started."""
+    and what the tree spent under it outside this thread's subtree when this thread started;
+    ``started_ms``: when that budget's clock started (the owner thread's first event, or its
+    run's input), for ``max_wall_ms``."""
 
     owner_thread_id: str
     budget: Budget
     spent: Spend
+    started_ms: int

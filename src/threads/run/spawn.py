@@ -169,13 +169,21 @@ async def resume_parked_children(rt: Runtime) -> None:
         await rt.writer.append([Draft("resumed", data, rt.actor())])
 
 
-def _barrier(rt: Runtime) -> JsonObject | None:
-    """The principal of the open turn's cancel barrier (the run's when it names none), or
-    None when the turn is not cancelled."""
-    turn = rt.fold.turn
-    if turn is None or turn.cancel_event is None:
+def _barrier(rt: Runtime, spawned: Event | None = None) -> JsonObject | None:
+    """The principal of the cancel barrier that stops a child (the run's when it names
+    none): the open turn's; with no turn open, a thread cancel recorded after ``spawned``
+    (``Thread.cancel`` on a thread whose background children had not reported). None when
+    no barrier stops it."""
+    fold = rt.fold
+    turn = fold.turn
+    cancel: Event | None = None
+    if turn is not None:
+        cancel = turn.cancel_event
+    elif spawned is not None and fold.wakes.cancel_seq > spawned.seq:
+        cancel = next(e for e in reversed(fold.events) if e.seq == fold.wakes.cancel_seq)
+    if cancel is None:
         return None
-    principal: JsonObject = turn.cancel_event.actor.get("principal") or rt.principal.to_wire()
+    principal: JsonObject = cancel.actor.get("principal") or rt.principal.to_wire()
     return principal
 
 
@@ -245,17 +253,28 @@ def start_background(rt: Runtime, spawned: Event, prompt: str) -> None:
     rt.background.start(spawned.data["child_thread_id"], _run_child(rt, spawned, prompt))
 
 
-def adopt_background(rt: Runtime) -> None:
+async def adopt_background(rt: Runtime) -> None:
     """A run of the parent takes over every background child that has not ended (spawned by
-    an earlier run that crashed or stopped, or by this one) and does not park it."""
+    an earlier run that crashed or stopped, or by this one) and does not park it. A child a
+    thread cancel came after whose thread was never created is recorded cancelled (no
+    ``woken``) and never started."""
     fold = rt.fold
+    never: list[Draft] = []
+    stored: list[PendingArtifact] = []
     for child in fold.features.children.values():
         if child.mode != "background" or child.status != CHILD_RUNNING:
             continue
         if ("child", child.child_thread_id) in fold.parks:
             continue
         spawned = spawned_event(fold, child.child_thread_id)
+        if _barrier(rt, spawned) is not None and not await _created(rt, spawned):
+            drafts, artifacts = never_started_drafts(child.call_id, spawned, late=True)
+            never += drafts
+            stored += artifacts
+            continue
         start_background(rt, spawned, str(fold.calls[child.call_id].input["prompt"]))
+    if never:
+        await rt.writer.append(never, artifacts=stored)
 
 
 async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
@@ -275,7 +294,7 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
         principal=rt.principal,
         deps=rt.deps,
         ceiling=rt.permissions,
-        cancelled_by=_barrier(rt),
+        cancelled_by=_barrier(rt, spawned),
         ancestors=await ancestors_below(rt, spawned.data["child_thread_id"]),
     )
     result = await rt.start_child(child)
