@@ -170,9 +170,7 @@ def owning_agent(ctx: Context, view: ThreadView) -> Agent:
 async def deciding_agent(ctx: Context, view: ThreadView) -> Agent:
     """The thread's agent as it decides: with its own approvers, or, on a subagent's thread,
     with the approvers of its tree's root (who approves for every child)."""
-    parent = (view.fold.thread_started or {}).get("parent")
-    link = (str(parent["thread_id"]), str(parent["relation"])) if parent else None
-    agent = await as_deciding(ctx, owning_agent(ctx, view), link)
+    agent = await as_deciding(ctx, owning_agent(ctx, view), parent_link(view.fold))
     if agent is None:
         raise HostError(
             "forbidden", "this host does not serve the agent at the root of this subagent's"
@@ -195,14 +193,28 @@ async def tree_root_agent(ctx: Context, parent: tuple[str, str] | None) -> Agent
     """For a thread started as a subagent (``parent`` = its ``thread_started.parent``'s thread
     and relation), the host agent of its tree's root; None when this host does not serve it.
     A thread that is no subagent is its own root: its ``parent`` gives None here too."""
+    root = await tree_root(ctx, parent)
+    return None if root is None else ctx.runs.agent_for(root[1])
+
+
+async def tree_root(ctx: Context, parent: tuple[str, str] | None) -> tuple[str, Fold] | None:
+    """The root of a subagent's tree (its thread id and fold), following ``parent`` (a
+    ``thread_started.parent``'s thread and relation) up; None for a thread that is no subagent
+    (its own root) and for a tree deeper than ``MAX_TREE_DEPTH``."""
     store = ctx.runs.store
-    root: Agent | None = None
+    root: tuple[str, Fold] | None = None
     for _ in range(MAX_TREE_DEPTH):
         if parent is None or parent[1] != "subagent":
             return root
         branch = await store.root_branch(parent[0])
         fold = await open_fold(store, branch.branch_id, store.clock.now_ms())
-        root = ctx.runs.agent_for(fold)
+        root = (parent[0], fold)
         above = (fold.thread_started or {}).get("parent")
         parent = (str(above["thread_id"]), str(above["relation"])) if above else None
     return None  # deeper than any tree this host serves: nobody decides
+
+
+def parent_link(fold: Fold) -> tuple[str, str] | None:
+    """A thread's ``thread_started.parent`` as (thread id, relation), or None."""
+    parent = (fold.thread_started or {}).get("parent")
+    return (str(parent["thread_id"]), str(parent["relation"])) if parent else None

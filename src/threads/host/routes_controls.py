@@ -3,7 +3,8 @@
 Each decision goes through the ``Thread`` handle, which checks the tenant and the authority
 (the owning agent's approvers, else the thread's starter) and appends nothing when it refuses.
 After approve, deny, answer, resolve and cancel the host continues the thread itself, whatever
-the decision's outcome. A cancel of a thread another process runs is queued for that process
+the decision's outcome; a decision recorded on a subagent's thread continues the tree's root
+instead, whose run reruns the child first (a refused one continues nothing there). A cancel of a thread another process runs is queued for that process
 as a control item (202 ``CancelAccepted``), which it records at its next step boundary.
 """
 
@@ -29,7 +30,9 @@ from threads.host.http import (
     body_of,
     branch_param,
     deciding_agent,
+    parent_link,
     thread_view,
+    tree_root,
 )
 from threads.log.lines import Event
 from threads.principal import Principal
@@ -59,13 +62,23 @@ async def _appended(
     decide: Callable[[], Awaitable[None]],
     match: Callable[[Event], bool],
 ) -> Response:
-    """Run a decision, continue the thread, answer ``Appended`` with the decision's event."""
+    """Run a decision, continue the thread, answer ``Appended`` with the decision's event.
+    On a subagent's thread it is the tree's root that continues: its run reruns the child
+    (under the root's ceiling and budgets) and goes on from it (digest §6.2)."""
     store = ctx.runs.store
+    root = await tree_root(ctx, parent_link(view.fold))
     try:
         await decide()
-    finally:
+    except BaseException:
         ctx.runs.hub.notify(view.branch.branch_id)
-        await ctx.runs.resume(view.thread_id)
+        if root is None:  # a subagent's thread is never run on its own
+            await ctx.runs.resume(view.thread_id)
+        raise
+    ctx.runs.hub.notify(view.branch.branch_id)
+    if root is None:
+        await ctx.runs.resume(view.thread_id, tree=bool(view.fold.features.children))
+    else:  # recorded on a subagent's thread: the root's run reruns it and goes on
+        await ctx.runs.resume(root[0], tree=True)
     chain = await store.read_chain(view.branch.branch_id)
     fresh = [e for e in chain.events if e.seq > view.fold.last_seq and match(e)]
     if not fresh:

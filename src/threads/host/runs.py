@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from threads.errors import NotFoundError, ThreadsError
 from threads.host.hub import Hub
 from threads.log.fold import Fold
+from threads.log.fold.features import CHILD_RUNNING
 from threads.log.lines import Event
 from threads.principal import Principal
 from threads.run import (
@@ -71,8 +72,13 @@ class Runs:
 
     # ---- launching -----------------------------------------------------------------------
 
-    async def resume(self, thread_id: str, branch_id: str | None = None) -> None:
-        """Continue the branch if it has work left and no run of ours drives it already."""
+    async def resume(
+        self, thread_id: str, branch_id: str | None = None, *, tree: bool = False
+    ) -> None:
+        """Continue the branch if it has work left and no run of ours drives it already.
+        ``tree``: a control was just recorded on a subagent below this thread (or a cancel on
+        it reached them), so its subagents are work too: a park on a child, or a child that
+        has not reported (the run reruns them first, ``threads.run.spawn``)."""
         if self.stopping:
             return
         try:
@@ -83,7 +89,7 @@ class Runs:
             if branch.branch_id in self.running:
                 return
             listing = await read_listing(self.store, branch.branch_id)
-            if listing is not None and listing.status == "idle":
+            if listing is not None and listing.status == "idle" and not tree:
                 return  # no turn is open: nothing to resume, and no log to fold for it
             # status, the open turn and its cancel: a snapshot and the lines after it tell
             fold = await open_fold(self.store, branch.branch_id, self.store.clock.now_ms())
@@ -93,7 +99,11 @@ class Runs:
         agent = self.agent_for(fold)
         # A cancel barrier on a parked turn is work too: the run releases what it can.
         cancelling = fold.turn is not None and fold.turn.cancel_event is not None
-        if agent is None or not (has_work(fold) or cancelling):
+        below = tree and (
+            any(kind == "child" for kind, _ in fold.parks)
+            or any(c.status == CHILD_RUNNING for c in fold.features.children.values())
+        )
+        if agent is None or not (has_work(fold) or cancelling or below):
             return
         self.launch(agent, branch, fold)
 
