@@ -337,3 +337,31 @@ async def test_cancel_of_an_idle_thread_without_children_is_not_pending(store: S
     with pytest.raises(ControlError) as nothing:
         await thread.cancel(ALICE)
     assert nothing.value.code == "not_pending"
+
+
+# ---- what a tree budget reads ----------------------------------------------------------------
+
+
+async def test_a_tree_budget_reads_a_finished_childs_log_once(
+    store: Store, clock: FakeClock, chain_reads: list[str],
+) -> None:
+    """Each of the parent's requests checks its budget over the tree. A child's spend can only
+    grow when its log does, so once the child's end is recorded, the parent's next requests
+    read its log no more (the run keeps its spend by the log's head)."""
+    note = ticking(clock, [])
+    child = clerk(note, say("one"))
+    parent = boss(child, note,
+                  use(call("spawn_agent", agent="clerk", prompt="first")),
+                  *[use(call("write_note", text=str(i))) for i in range(6)],
+                  say("done"), budget=Budget(max_model_requests=50))
+    result = await parent.run("go", store=store, principal=ALICE)
+    assert isinstance(result, Completed)
+    [kid] = await result.thread.children()
+    kid_branch = (await store.root_branch(kid.thread_id)).branch_id
+    events = await result.thread.timeline()
+    finished = next(e for e in events if e.type == "agent_finished")
+    later = [e for e in events if e.type == "model_request" and e.seq > finished.seq]
+    assert len(later) == 7
+    # read while the child ran, and to record its end (and once more by the spend memo); 9
+    # before the memo: once more per request
+    assert chain_reads.count(kid_branch) == 3

@@ -4,8 +4,9 @@ Each decision goes through the ``Thread`` handle, which checks the tenant and th
 (the owning agent's approvers, else the thread's starter) and appends nothing when it refuses.
 After approve, deny, answer, resolve and cancel the host continues the thread itself, whatever
 the decision's outcome; a decision recorded on a subagent's thread continues the tree's root
-instead, whose run reruns the child first (a refused one continues nothing there). A cancel of a thread another process runs is queued for that process
-as a control item (202 ``CancelAccepted``), which it records at its next step boundary.
+instead, whose run reruns the child first (a refused one continues nothing there). A cancel
+of a thread another process runs is queued for that process as a control item (202
+``CancelAccepted``), which it records at its next step boundary.
 """
 
 from __future__ import annotations

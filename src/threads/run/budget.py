@@ -134,3 +134,31 @@ class AncestorBudget:
     budget: Budget
     spent: Spend
     started_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSpend:
+    """What one subagent thread spent itself (its attempts, the turns it started) and its own
+    children, as of its log's head ``(seq, hash)``."""
+
+    head: tuple[int, str]
+    spent: Spend
+    children: tuple[str, ...]
+
+
+class SpendMemo:
+    """A run's memo of the subagent threads' spend that its budget checks read: a thread's
+    spend can only change when its log grows, so an entry serves while that log's head is the
+    one it was read at (``reads``: how many logs were read and folded for it)."""
+
+    def __init__(self) -> None:
+        self._by_branch: dict[str, ThreadSpend] = {}
+        self.reads = 0
+
+    def get(self, branch_id: str, head: tuple[int, str]) -> ThreadSpend | None:
+        seen = self._by_branch.get(branch_id)
+        return seen if seen is not None and seen.head == head else None
+
+    def put(self, branch_id: str, seen: ThreadSpend) -> None:
+        self.reads += 1
+        self._by_branch[branch_id] = seen

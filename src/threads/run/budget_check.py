@@ -33,6 +33,8 @@ from threads.run.budget import (
     BudgetLimit,
     BudgetScope,
     Spend,
+    SpendMemo,
+    ThreadSpend,
     plus,
 )
 from threads.run.drafts import HOST
@@ -102,7 +104,7 @@ async def _scopes(rt: Runtime) -> list[_Scope]:
     store = rt.writer.store
     scopes: list[_Scope] = []
     own = spend(table, attempts).with_turns(started_turns(fold)).plus(
-        await tree_spend(store, fold)
+        await tree_spend(store, fold, memo=rt.spend_memo)
     )
     if rt.spec.budget is not None:
         scopes.append(_Scope("thread", rt.spec.budget, own, None, _thread_started_ms(fold)))
@@ -111,7 +113,7 @@ async def _scopes(rt: Runtime) -> list[_Scope]:
         start = turn.input_event.seq
         run = [a for a in attempts if a.event.seq > start]
         spent = spend(table, run).with_turns(1).plus(
-            await tree_spend(store, fold, since_seq=start)
+            await tree_spend(store, fold, since_seq=start, memo=rt.spend_memo)
         )
         scopes.append(_Scope("run", Budget.from_wire(turn.budget), spent, None,
                              turn.input_event.time))
@@ -131,7 +133,7 @@ async def ancestors_below(rt: Runtime, child_thread_id: str) -> tuple[AncestorBu
     attempts = list(fold.attempts.values())
     store = rt.writer.store
     elsewhere = spend(table, attempts).with_turns(started_turns(fold)).plus(
-        await tree_spend(store, fold, excluding=child_thread_id)
+        await tree_spend(store, fold, excluding=child_thread_id, memo=rt.spend_memo)
     )
     thread_id = rt.writer.thread_id
     out: list[AncestorBudget] = []
@@ -142,7 +144,8 @@ async def ancestors_below(rt: Runtime, child_thread_id: str) -> tuple[AncestorBu
     if turn is not None and turn.budget is not None:
         start = turn.input_event.seq
         run = spend(table, [a for a in attempts if a.event.seq > start]).with_turns(1).plus(
-            await tree_spend(store, fold, since_seq=start, excluding=child_thread_id)
+            await tree_spend(store, fold, since_seq=start, excluding=child_thread_id,
+                             memo=rt.spend_memo)
         )
         out.append(AncestorBudget(thread_id, Budget.from_wire(turn.budget), run,
                                   turn.input_event.time))
@@ -187,10 +190,12 @@ async def handoff_ancestors(
 
 
 async def tree_spend(
-    store: Store, fold: Fold, *, since_seq: int = 0, excluding: str | None = None
+    store: Store, fold: Fold, *, since_seq: int = 0, excluding: str | None = None,
+    memo: SpendMemo | None = None,
 ) -> Spend:
     """What the subagent threads below the thread of ``fold`` spent (those spawned after
-    ``since_seq``, all but ``excluding``), read from their logs, with the turns they started."""
+    ``since_seq``, all but ``excluding``), read from their logs, with the turns they started.
+    ``memo``: a run's memo, so a log is read again only once it grew."""
     total = NOTHING_SPENT
     spawned_at = {e.data["child_thread_id"]: e.seq for e in fold.events
                   if e.type == "agent_spawned"} if since_seq else {}
@@ -198,14 +203,31 @@ async def tree_spend(
         thread_id = child.child_thread_id
         if thread_id == excluding or spawned_at.get(thread_id, since_seq + 1) <= since_seq:
             continue
-        try:
-            branch = await store.root_branch(thread_id)
-        except NotFoundError:
-            continue  # never created: spent nothing
-        theirs = (await store.read_chain(branch.branch_id)).fold(store.clock.now_ms())
-        total = total.plus(spend(theirs.price_table(), list(theirs.attempts.values()))
-                           .with_turns(started_turns(theirs)))
-        total = total.plus(await tree_spend(store, theirs))
+        total = total.plus(await _subtree(store, thread_id, memo or SpendMemo()))
+    return total
+
+
+async def _subtree(store: Store, thread_id: str, memo: SpendMemo) -> Spend:
+    """A subagent thread's spend and its whole subtree's."""
+    try:
+        branch = await store.root_branch(thread_id)
+    except NotFoundError:
+        return NOTHING_SPENT  # never created: spent nothing
+    head = (branch.head_seq, branch.head_hash)
+    seen = memo.get(branch.branch_id, head)
+    if seen is None:
+        chain = await store.read_chain(branch.branch_id)
+        theirs = chain.fold(store.clock.now_ms())
+        spent = spend(theirs.price_table(), list(theirs.attempts.values()))
+        seen = ThreadSpend(
+            (chain.branch.head_seq, chain.branch.head_hash),
+            spent.with_turns(started_turns(theirs)),
+            tuple(theirs.features.children),
+        )
+        memo.put(branch.branch_id, seen)
+    total = seen.spent
+    for child in seen.children:
+        total = total.plus(await _subtree(store, child, memo))
     return total
 
 

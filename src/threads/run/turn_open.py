@@ -4,7 +4,8 @@
 What opening a turn checks, in order, before anything is appended: the branch is ours to write
 and runnable (``refusal``: ``writer_mismatch``, ``branch_not_runnable``), the agent is the
 config the thread is pinned to (``check_pinned``: ``ConfigError("invalid_config")``), and the
-agent's ``max_turns`` allows one more turn, its subagents' turns counted (else ``budget_exceeded`` is recorded and no input).
+agent's ``max_turns`` allows one more turn, its subagents' turns counted (else
+``budget_exceeded`` is recorded and no input).
 A new thread's header, ``thread_started`` and first ``user_input`` are one transaction
 (``create_thread``), so no crash leaves a thread no input reached. A host's idempotency receipt
 (``RunKey``) is committed in the transaction of the ``user_input`` it names.
