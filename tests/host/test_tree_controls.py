@@ -55,10 +55,13 @@ class Host:
 
     async def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
         response = await self.http.post(path, json=body)
+        await self.settle()
+        return response
+
+    async def settle(self) -> None:
         while self.app.state.runs.running:  # the runs the host started, until none is left
             for task in list(self.app.state.runs.running.values()):
                 await task
-        return response
 
 
 def types(events: list[Event]) -> list[str]:
@@ -157,3 +160,31 @@ async def test_a_grant_on_a_background_child_wakes_its_idle_parent(store: Store)
     assert "woken" in kinds
     assert kinds[-1] == "turn_completed"
     assert [e.data["preview"] for e in events if e.type == "tool_result_late"] == ["Refunded."]
+
+
+async def test_a_host_starting_after_a_grant_on_the_child_continues_the_root(
+    store: Store,
+) -> None:
+    """The grant was recorded on the child while no host ran (the CLI, another process): the
+    host's start finds the child's work and continues the root, never the child alone."""
+    refunded: list[int] = []
+    lead, clerk = team(refunded)
+    root, child, challenge = await parked_tree(store, lead)
+    as_root = await open_thread(store, child, principal=BOB, agent=lead)
+    await as_root.approve(challenge, BOB)
+    served = Host(store, lead, clerk, who="bob")
+    runs = served.app.state.runs
+    launched: list[str] = []
+    launch = runs.launch
+
+    def counted(agent: Agent, branch: Any, fold: Any) -> None:
+        launched.append(branch.thread_id)
+        launch(agent, branch, fold)
+
+    runs.launch = counted
+    await runs.recover()
+    await served.settle()
+    await runs.stop(1.0)
+    assert launched == [root]
+    assert refunded == [42]
+    assert (await timeline(store, root))[-1].data == {"reason": "end_turn"}

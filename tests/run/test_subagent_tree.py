@@ -27,6 +27,7 @@ from threads import (
 from threads.clock import FakeClock
 from threads.log.lines import Event
 from threads.run.agent import Agent
+from threads.run.worker import Worker
 from threads.store.protocol import Store
 from threads.testing import call, say, scripted_model, use
 
@@ -365,3 +366,30 @@ async def test_a_tree_budget_reads_a_finished_childs_log_once(
     # read while the child ran, and to record its end (and once more by the spend memo); 9
     # before the memo: once more per request
     assert chain_reads.count(kid_branch) == 3
+
+
+async def test_a_worker_continues_the_root_after_a_decision_on_the_child(
+    store: Store, clock: FakeClock,
+) -> None:
+    """A grant recorded on the child's thread: a worker runs the tree's root (one run), which
+    reruns the child, records its end and completes; the child's thread is not run alone."""
+    applied: list[str] = []
+    note = ticking(clock, applied)
+    child = clerk(note, use(call("write_note", text="x")), say("wrote x"),
+                  permissions=Permissions(ask=["write_note"]))
+    parent = boss(child, note, use(call("spawn_agent", agent="clerk", prompt="a")),
+                  say("all done"))
+    parked = await parent.run("go", store=store, principal=ALICE)
+    assert isinstance(parked, Parked)
+    [kid] = await parked.thread.children()
+    kid_thread = await open_thread(store, kid.thread_id, principal=ALICE)
+    [approval] = await kid_thread.pending_approvals()
+    await kid_thread.approve(approval.challenge_id, ALICE)
+    worker = Worker(store, [parent, child], poll_ms=10)
+    await worker.run_once()
+    assert worker.stats.runs == 1
+    assert worker.stats.outcomes == {"completed": 1}
+    assert applied == ["x"]
+    events = await parked.thread.timeline()
+    assert events[-1].data == {"reason": "end_turn"}
+    assert [c.status for c in await parked.thread.children()] == ["completed"]

@@ -26,13 +26,12 @@ from threads.host.summaries import Summaries
 from threads.log.fold import Fold
 from threads.log.input_json import InputRefused, parse_input
 from threads.principal import LOCAL_OPERATOR, Principal
-from threads.run import Agent
+from threads.run import Agent, tree_root
 from threads.store.fold_open import open_fold
 from threads.store.protocol import BranchInfo, Chain
 
 M = TypeVar("M", bound=BaseModel)
 MAX_BODY_BYTES = 1024 * 1024
-MAX_TREE_DEPTH = 64  # subagent levels a host follows up to the root of a tree
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,25 +192,16 @@ async def tree_root_agent(ctx: Context, parent: tuple[str, str] | None) -> Agent
     """For a thread started as a subagent (``parent`` = its ``thread_started.parent``'s thread
     and relation), the host agent of its tree's root; None when this host does not serve it.
     A thread that is no subagent is its own root: its ``parent`` gives None here too."""
-    root = await tree_root(ctx, parent)
-    return None if root is None else ctx.runs.agent_for(root[1])
-
-
-async def tree_root(ctx: Context, parent: tuple[str, str] | None) -> tuple[str, Fold] | None:
-    """The root of a subagent's tree (its thread id and fold), following ``parent`` (a
-    ``thread_started.parent``'s thread and relation) up; None for a thread that is no subagent
-    (its own root) and for a tree deeper than ``MAX_TREE_DEPTH``."""
+    if parent is None or parent[1] != "subagent":
+        return None
     store = ctx.runs.store
-    root: tuple[str, Fold] | None = None
-    for _ in range(MAX_TREE_DEPTH):
-        if parent is None or parent[1] != "subagent":
-            return root
-        branch = await store.root_branch(parent[0])
-        fold = await open_fold(store, branch.branch_id, store.clock.now_ms())
-        root = (parent[0], fold)
-        above = (fold.thread_started or {}).get("parent")
-        parent = (str(above["thread_id"]), str(above["relation"])) if above else None
-    return None  # deeper than any tree this host serves: nobody decides
+    branch = await store.root_branch(parent[0])
+    fold = await open_fold(store, branch.branch_id, store.clock.now_ms())
+    link = parent_link(fold)
+    if link is None or link[1] != "subagent":
+        return ctx.runs.agent_for(fold)  # the parent is the root
+    root = await tree_root(store, fold)
+    return None if root is None else ctx.runs.agent_for(root[1])  # None: deeper than served
 
 
 def parent_link(fold: Fold) -> tuple[str, str] | None:

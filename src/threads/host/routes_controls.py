@@ -31,9 +31,7 @@ from threads.host.http import (
     body_of,
     branch_param,
     deciding_agent,
-    parent_link,
     thread_view,
-    tree_root,
 )
 from threads.log.lines import Event
 from threads.principal import Principal
@@ -67,19 +65,13 @@ async def _appended(
     On a subagent's thread it is the tree's root that continues: its run reruns the child
     (under the root's ceiling and budgets) and goes on from it (digest §6.2)."""
     store = ctx.runs.store
-    root = await tree_root(ctx, parent_link(view.fold))
+    decided = False
     try:
         await decide()
-    except BaseException:
+        decided = True
+    finally:
         ctx.runs.hub.notify(view.branch.branch_id)
-        if root is None:  # a subagent's thread is never run on its own
-            await ctx.runs.resume(view.thread_id)
-        raise
-    ctx.runs.hub.notify(view.branch.branch_id)
-    if root is None:
-        await ctx.runs.resume(view.thread_id, tree=bool(view.fold.features.children))
-    else:  # recorded on a subagent's thread: the root's run reruns it and goes on
-        await ctx.runs.resume(root[0], tree=True)
+        await ctx.runs.resume(view.thread_id, tree=decided)
     chain = await store.read_chain(view.branch.branch_id)
     fresh = [e for e in chain.events if e.seq > view.fold.last_seq and match(e)]
     if not fresh:
