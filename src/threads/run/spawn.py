@@ -316,8 +316,16 @@ async def park_on_child(rt: Runtime, spawned: Event, result: Parked) -> Pending:
 
 
 async def _record_end(rt: Runtime, call_id: str, spawned: Event, result: RunResult) -> None:
-    """``agent_finished`` and the call's ``tool_result``, one append."""
+    """``agent_finished`` and the call's ``tool_result``, one append; after the parent's park
+    on the child (a run's recovery re-dispatches the call before anything else), the park's
+    ``resumed`` first, in that same append, so no crash leaves the parent parked on a child
+    whose end it recorded."""
     drafts, artifacts = await end_drafts(call_id, spawned, result, late=False)
+    child_id = spawned.data["child_thread_id"]
+    if ("child", child_id) in rt.fold.parks:
+        address = {"id": child_id, "kind": "child"}
+        data = {"address": address, "cause_event_id": spawned.event_id}
+        drafts.insert(0, Draft("resumed", data, rt.actor()))
     await rt.writer.append(drafts, artifacts=artifacts)
 
 
