@@ -314,7 +314,7 @@ def parent_idle(store_dir: Path) -> bool:
 def run_gated(drill: Drill, **fields: Any) -> dict[str, Any]:
     """One worker run whose clerk waits at a fresh gate until the parent's turn is over."""
     gate = f"{drill.root.name}-{drill.runs}"
-    proc = drill.spawn(child_gate=gate, **BG, **fields)
+    proc = drill.spawn(child_gate=gate, **{**BG, **fields})  # fields may name another profile
     opened = False
     started = time.monotonic()
     while proc.poll() is None:

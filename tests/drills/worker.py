@@ -11,7 +11,10 @@ SPEC is JSON: ``store`` (directory; or ``url`` and ``schema`` for Postgres), ``p
 service), ``profile`` (the script: ``drill``, ``every_class``, ``result_last`` with ``tool``,
 ``rate_limited`` (a 429 first when ``retry_after_ms`` is given), ``race``, or ``subagent``: a
 parent that spawns a clerk; ``subagent_bg``: in the background, ``child_gate`` the gate its
-look-up waits at), ``thread`` (id or null), ``input`` (text or null), ``label`` (who,
+look-up waits at; ``subagent_hooks``: the ``subagent`` parent with ``subagent_start`` (allow)
+and ``subagent_stop`` (sends the clerk back once to email d too) hooks, each asking written as
+a line to ``hook_log``; ``subagent_bg_hooks``: the same in the background), ``thread`` (id or
+null), ``input`` (text or null), ``label`` (who,
 for the service), ``kill`` (where to SIGKILL ourselves, or null), ``gate`` (a service gate a tool
 waits on, or null), ``clock_file`` (a file holding a millisecond offset the parent moves, or
 null); for the control drills (and the ``subagent`` profiles' clerk) ``ask`` (permission rules
@@ -50,7 +53,9 @@ from pydantic import BaseModel
 
 from threads import (
     Budget,
+    Extension,
     Found,
+    HookDecision,
     NotFound,
     Permissions,
     Price,
@@ -63,6 +68,7 @@ from threads import (
 from threads.errors import StoreError
 from threads.models.protocol import Model
 from threads.run.agent import Agent
+from threads.run.hooks import SubagentStartView, SubagentStopView
 from threads.run.runner import RunOptions, start_run
 from threads.run.worker import Worker
 from threads.store.postgres import PostgresStore
@@ -118,6 +124,38 @@ CLERK_SCRIPT = [
     use(call("send_email", to="c@example.com")),
     say("charged and emailed"),
 ]
+
+
+SUBAGENT_PROFILES = ("subagent", "subagent_bg", "subagent_hooks", "subagent_bg_hooks")
+# ``subagent_hooks`` (``subagent_bg_hooks``: in the background): the clerk, sent back once by
+# the parent's subagent_stop hook with CONTINUE_REASON, emails d too.
+CONTINUE_REASON = "email d@example.com too"
+HOOKED_CLERK_SCRIPT = [
+    *CLERK_SCRIPT,
+    use(call("send_email", to="d@example.com")),
+    say("emailed d too"),
+]
+
+
+def subagent_hooks(path: str) -> Extension:
+    """Hooks that note each time they are asked (a line in ``path``): start allows; stop
+    sends the child back once, then lets it stop."""
+
+    def asked(line: str) -> None:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(line + "\n")
+
+    async def start(view: SubagentStartView) -> HookDecision:
+        asked(f"start {view.call_id}")
+        return HookDecision("allow")
+
+    async def stop(view: SubagentStopView) -> HookDecision:
+        asked(f"stop {view.call_id} {view.continuations}")
+        if view.continuations == 0:
+            return HookDecision("continue", reason=CONTINUE_REASON)
+        return HookDecision("stop")
+
+    return Extension(name="reviewer", subagent_start=start, subagent_stop=stop)
 
 
 def result_last_script(name: str) -> list[Any]:
@@ -362,13 +400,17 @@ def build_agent(spec: dict[str, Any]) -> Agent:
         tool(name="send_email", description="Email the customer.", input=Email,
              execute=send_email),
     ]
-    if spec.get("profile") in ("subagent", "subagent_bg"):
-        clerk = agent(name="clerk", model=scripted_model(list(CLERK_SCRIPT)),
+    if spec.get("profile") in SUBAGENT_PROFILES:
+        hooked = spec["profile"].endswith("_hooks")
+        clerk_script = HOOKED_CLERK_SCRIPT if hooked else CLERK_SCRIPT
+        clerk = agent(name="clerk", model=scripted_model(list(clerk_script)),
                       instructions="Do the task.", tools=tools,
                       permissions=Permissions(ask=tuple(spec.get("ask") or ())))
-        script = SUBAGENT_SCRIPT if spec["profile"] == "subagent" else SUBAGENT_BG_SCRIPT
+        background = spec["profile"].startswith("subagent_bg")
+        script = SUBAGENT_BG_SCRIPT if background else SUBAGENT_SCRIPT
         return agent(name="drill", model=scripted_model(list(script)),
-                     instructions="Delegate.", tools=tools, subagents=[clerk])
+                     instructions="Delegate.", tools=tools, subagents=[clerk],
+                     extensions=[subagent_hooks(spec["hook_log"])] if hooked else [])
     model = (
         provider_model(spec["model"]) if spec.get("model")
         else scripted_model(drill_script(spec), price=drill_price(spec))

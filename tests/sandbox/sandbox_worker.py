@@ -16,6 +16,9 @@ re-run shows up as a second line), marks ``/workspace/started`` and sleeps; the 
 script calls a ``runs="sandbox"`` tool that runs a long command and then a second one, so a
 holder frozen during the first can show whether the fence refuses the second; ``three`` runs
 three short commands, each appending its own word, with a snapshot at the turn's end.
+``shared``: the parent appends ``parent`` to ``/workspace/runs``, then spawns a clerk with
+``isolation: shared_sandbox`` that appends ``child``, then runs the long command (``child2``
+instead of ``start``) in the same sandbox; the parent then reads the file.
 """
 
 from __future__ import annotations
@@ -102,6 +105,18 @@ def build(spec: dict[str, Any]) -> Any:
                  for word in THREE]
         return agent(name="drill", model=scripted_model([*steps, say("done")]),
                      sandbox=provider, snapshots=True)
+    if spec["script"] == "shared":
+        clerk = agent(name="clerk", sandbox=provider, model=scripted_model([
+            use(call("bash", command="echo child >> /workspace/runs")),
+            use(call("bash", command=LONG_COMMAND.replace("echo start", "echo child2"))),
+            say("child done"),
+        ]))
+        return agent(name="drill", sandbox=provider, subagents=[clerk], model=scripted_model([
+            use(call("bash", command="echo parent >> /workspace/runs")),
+            use(call("spawn_agent", agent="clerk", prompt="work", isolation="shared_sandbox")),
+            use(call("read_file", path="/workspace/runs")),
+            say("done"),
+        ]))
     return agent(name="drill", model=scripted_model(
         [use(call("bash", command=LONG_COMMAND)), say("done")]), sandbox=provider)
 

@@ -218,6 +218,52 @@ def test_sigkill_mid_command_is_interrupted_never_rerun(tmp_path: Path) -> None:
     assert (workspace / "runs").read_text().splitlines() == ["start"]
 
 
+def test_sigkill_mid_command_of_a_child_sharing_the_sandbox(tmp_path: Path) -> None:
+    """A subagent with ``isolation: shared_sandbox`` is SIGKILLed mid-command in its parent's
+    sandbox. Running the parent again resumes the same child, which re-attaches to the same
+    sandbox (no second one is made), proves the command's processes gone and records the call
+    interrupted; the child's earlier command and the parent's are not repeated, and the parent
+    reads everything both wrote."""
+    drill = SandboxDrill(tmp_path)
+    worker = drill.spawn(input="go", script="shared")
+    workspace = drill.wait_for("started", worker)
+    worker.send_signal(signal.SIGKILL)
+    worker.communicate(timeout=60)
+    FIGURES["kills"] += 1
+    drill.advance(LEASE_TTL_MS + 1)
+    [child] = [t for t in drill.threads() if "parent" in drill.events(t)[0]["data"]]
+    [parent] = [t for t in drill.threads() if t != child]
+    assert [e["type"] for e in drill.events(child)][-1] == "effect_begin"
+
+    again = drill.run(thread=parent, input=None, script="shared")
+    assert again["status"] == "completed", again
+    assert drill.workspaces() == [workspace]  # the same sandbox, re-attached
+    runs = (workspace / "runs").read_text().splitlines()
+    FIGURES["reruns"] += len(runs) - 3
+    assert runs == ["parent", "child", "child2"]
+    assert resolutions(drill.events(child)) == [("interrupted", "sandbox_terminated")]
+    FIGURES["interrupted_calls"] += 1
+    assert all(m == [] for m in [live_members(n) for n in _namespaces(workspace)])
+    parent_events = drill.events(parent)
+    [spawned] = [e for e in parent_events if e["type"] == "agent_spawned"]
+    assert spawned["data"]["isolation"] == "shared_sandbox"
+    assert spawned["data"]["child_thread_id"] == child
+    shown = [e["data"]["preview"] for e in parent_events if e["type"] == "tool_result"]
+    assert shown[-1] == "parent\nchild\nchild2\n"
+    parent_branch = drill.branches(parent)[0].branch_id
+    assert [(r.kind, r.state, r.owner_branch_id) for r in drill.ledger()] == [
+        ("sandbox", "live", parent_branch)
+    ]
+    assert drill.run(thread=parent, input=None, script="shared")["status"] == "completed"
+    assert (workspace / "runs").read_text().splitlines() == runs
+    assert len(drill.events(parent)) == len(parent_events)
+
+
+def _namespaces(workspace: Path) -> list[int]:
+    return [r.pid_namespace for r in Records(workspace.parent / "supervisor").all()
+            if r.pid_namespace is not None]
+
+
 def test_sigkill_between_create_and_record_leaks_nothing(tmp_path: Path) -> None:
     drill = SandboxDrill(tmp_path)
     worker = drill.spawn(input="go", kill_after_create=True)

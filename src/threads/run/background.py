@@ -8,7 +8,9 @@ ends with ``woken{causes: those late results}`` (actor host, the principal of th
 spawned them), which opens a turn for the parent to react (rules 32 and 45): only results of
 children one run spawned are named together, and a run whose children may not wake the thread
 (it was cancelled, a cancel followed their spawn, one of that run's turns ended other than
-``end_turn``) gets their ends recorded without ``woken``.
+``end_turn``) gets their ends recorded without ``woken``. The parent's ``subagent_stop`` hooks
+are asked about each end first (``threads.run.subagent_hooks``): their decisions lead the append,
+and a child they send back runs again instead of being recorded.
 
 ``settle`` is what ``run()`` does once a turn is over: it waits (no time limit) for every child
 it runs and for the parent's reaction; a run that ends ``failed``, ``budget_exhausted`` or
@@ -19,6 +21,7 @@ each is run to its end and that end recorded, no ``woken``).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from threads.errors import NotFoundError
 from threads.log.fold.wakes import RunRef
@@ -27,12 +30,14 @@ from threads.log.lines import Draft
 from threads.run.results import Cancelled, Completed, Parked, RunResult
 from threads.run.runtime import Runtime
 from threads.run.spawn import (
+    child_end,
     end_drafts,
     never_started_drafts,
     park_on_child,
     spawned_event,
     start_background,
 )
+from threads.run.subagent_hooks import stop_decisions
 from threads.run.tree_cancel import TREE_REASON, bar
 from threads.run.turn import parked_result
 from threads.store.protocol import PendingArtifact
@@ -45,7 +50,8 @@ Ended = list[tuple[str, RunResult | None]]  # (child, its run's result; None: ne
 
 async def record_ended(rt: Runtime) -> bool:
     """Record the ends of children whose runs ended (a child that parked parks its parent on
-    it, as a foreground one does). Returns whether a ``woken`` opened a turn."""
+    it, as a foreground one does; one a ``subagent_stop`` hook sends back runs again). Returns
+    whether a ``woken`` opened a turn."""
     ended: Ended = []
     for child_id, result in rt.background.ended():
         if isinstance(result, Parked):
@@ -53,17 +59,18 @@ async def record_ended(rt: Runtime) -> bool:
             rt.background.reported(child_id)
         else:
             ended.append((child_id, result))
-    if not ended:
+    ends = await _ends(rt, ended, may_continue=True)
+    if not ends:
         return False
     if rt.fold.turn is not None:
-        await _append(rt, ended, wake=None)
+        await _append(rt, ends, wake=None)
         return False
-    by_run: dict[str, Ended] = {}
+    by_run: dict[str, list[End]] = {}
     runs: dict[str, RunRef | None] = {}
-    for entry in ended:
-        run = _spawning_run(rt, entry[0])
+    for end in ends:
+        run = _spawning_run(rt, end.child_id)
         key = run.root if run is not None else ""
-        by_run.setdefault(key, []).append(entry)
+        by_run.setdefault(key, []).append(end)
         runs[key] = run
     key, group = next(iter(by_run.items()))  # one run's results per woken; the rest wait
     run = runs[key]
@@ -110,30 +117,61 @@ async def _stop_unreported(rt: Runtime, reason: str) -> None:
     await rt.background.wait_all()
     ended: Ended = [*never, *((c, r) for c, r in rt.background.ended()
                              if not isinstance(r, Parked))]
-    if ended:
-        await _append(rt, ended, wake=None)
+    ends = await _ends(rt, ended, may_continue=False)
+    if ends:
+        await _append(rt, ends, wake=None)
 
 
-async def _append(rt: Runtime, ended: Ended, *, wake: JsonObject | None) -> None:
-    drafts: list[Draft] = []
-    artifacts: list[PendingArtifact] = []
+@dataclass(frozen=True, slots=True)
+class End:
+    """A background child's end as its parent records it: the ``subagent_stop`` decisions,
+    then ``agent_finished`` and the late result."""
+
+    child_id: str
+    decisions: list[Draft]
+    drafts: list[Draft]
+    artifacts: list[PendingArtifact]
+
+
+async def _ends(rt: Runtime, ended: Ended, *, may_continue: bool) -> list[End]:
+    """The ends to record. A child a ``subagent_stop`` hook sends back is not one: its
+    decisions are appended and it runs again (``may_continue=False``: the parent is stopping
+    its children, so a ``continue`` is recorded as ``stop``)."""
+    ends: list[End] = []
     for child_id, result in ended:
         spawned = spawned_event(rt.fold, child_id)
         call_id = spawned.data["call_id"]
         if result is None:
-            more, stored = never_started_drafts(call_id, spawned, late=True)
-        else:
-            more, stored = await end_drafts(call_id, spawned, result, late=True)
-        drafts += more
-        artifacts += stored
+            drafts, artifacts = never_started_drafts(call_id, spawned, late=True)
+            ends.append(End(child_id, [], drafts, artifacts))
+            continue
+        end = await child_end(result)
+        decisions, reason = await stop_decisions(
+            rt, spawned, end.status, end.output, may_continue=may_continue
+        )
+        if reason is not None:
+            await rt.writer.append(decisions)
+            rt.background.reported(child_id)
+            start_background(rt, spawned, str(rt.fold.calls[call_id].input["prompt"]))
+            continue
+        drafts, artifacts = end_drafts(call_id, spawned, end, late=True)
+        ends.append(End(child_id, decisions, drafts, artifacts))
+    return ends
+
+
+async def _append(rt: Runtime, ends: list[End], *, wake: JsonObject | None) -> None:
+    """One append: every decision first, then each child's end in spawn order (rule 32: only
+    ends lie between a ``woken``'s first cause and it), then maybe the ``woken``."""
+    drafts = [d for end in ends for d in end.decisions] + [d for end in ends for d in end.drafts]
+    artifacts = [a for end in ends for a in end.artifacts]
     events = rt.writer.prepare(drafts)
     if wake is not None:
         causes = [e.event_id for e in events if e.type == "tool_result_late"]
         actor = {"kind": "host", "principal": wake}
         events += rt.writer.prepare([Draft("woken", {"causes": causes}, actor)], after=events)
     await rt.writer.append_prepared(events, artifacts=artifacts)
-    for child_id, _result in ended:
-        rt.background.reported(child_id)
+    for end in ends:
+        rt.background.reported(end.child_id)
 
 
 def _spawning_run(rt: Runtime, child_id: str) -> RunRef | None:
@@ -142,11 +180,11 @@ def _spawning_run(rt: Runtime, child_id: str) -> RunRef | None:
     return spawn.run if spawn is not None else None
 
 
-def _may_wake(rt: Runtime, run: RunRef, group: Ended) -> bool:
+def _may_wake(rt: Runtime, run: RunRef, group: list[End]) -> bool:
     """Rule 32's conditions for a ``woken`` naming these children's results."""
     fold = rt.fold
     if fold.thread_cancelled or fold.features.handoff is not None:
         return False
     if run.root in fold.wakes.ended_badly:
         return False
-    return all(fold.wakes.cancel_seq < spawned_event(fold, c).seq for c, _r in group)
+    return all(fold.wakes.cancel_seq < spawned_event(fold, e.child_id).seq for e in group)

@@ -19,6 +19,7 @@ from threads.run.budget import AncestorBudget
 from threads.run.config import AgentSpec
 from threads.run.permissions import Permissions
 from threads.run.results import RunResult
+from threads.sandbox.binding import RunSandbox
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +29,8 @@ class ChildRun:
     then run with no new input under the parent run's principal. ``ceiling``: the parent's
     permissions in force, so each of the child's calls is decided under both (the stricter
     wins). ``cancelled_by``: set when the parent's turn is cancelled; an existing child is then
-    barred (``cancel_requested{scope: tree}``) before it runs."""
+    barred (``cancel_requested{scope: tree}``) before it runs. ``sandbox``: the parent's sandbox,
+    when the child shares it (lent to the child's run), else None (the child's agent's own)."""
 
     spec: AgentSpec
     thread_id: str
@@ -40,6 +42,18 @@ class ChildRun:
     # the principal of the parent's cancel barrier: the child is barred (scope tree) first
     cancelled_by: JsonObject | None = None
     ancestors: tuple[AncestorBudget, ...] = ()  # every budget above the child, and its spend
+    sandbox: RunSandbox | None = None
+    # the reasons the parent's ``subagent_stop`` hooks sent it back with (one not yet given
+    # is this run's input: ``threads.run.subagent_hooks``)
+    continuations: tuple[str, ...] = ()
 
 
 StartChild = Callable[[ChildRun], Awaitable[RunResult]]
+
+
+def shares_sandbox(isolation: str, parent_provider: str | None, child_provider: str | None) -> bool:
+    """Whether a child works in its parent's sandbox: both agents have one, and the spawn asked
+    for ``shared_sandbox``, or for ``none`` with both of the same provider."""
+    if parent_provider is None or child_provider is None:
+        return False
+    return isolation == "shared_sandbox" or parent_provider == child_provider

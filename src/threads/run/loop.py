@@ -42,9 +42,12 @@ LOST_BRANCH = ("stale_epoch", "seq_conflict", "branch_busy")
 MISSING_BYTES = ("artifact_missing", "artifact_corrupt")
 
 
-async def drive(rt: Runtime, input: str | None, *, recovering: bool) -> RunResult:
-    """The run: repair, recover, continue the open turn, then open one for ``input``; then wait
-    for the background children it runs (``threads.run.background``)."""
+async def drive(
+    rt: Runtime, input: str | None, *, recovering: bool, source: str = "api"
+) -> RunResult:
+    """The run: repair, recover, continue the open turn, then open one for ``input`` (its
+    ``user_input`` of ``source``); then wait for the background children it runs
+    (``threads.run.background``)."""
     try:
         await _repair_torn_tail(rt)
         if rt.fold.features.handoff is not None:
@@ -67,8 +70,8 @@ async def drive(rt: Runtime, input: str | None, *, recovering: bool) -> RunResul
                 return await settle(rt, result, run_turn)
         if input is None:
             return await settle(rt, recorded_ending(rt), run_turn)
-        opened = await open_turn(rt.writer, rt.spec, TurnRequest(input, rt.principal,
-                                                                 rt.run_budget))
+        request = TurnRequest(input, rt.principal, rt.run_budget, source=source)
+        opened = await open_turn(rt.writer, rt.spec, request)
         if isinstance(opened, BudgetInfo):
             return await settle(rt, BudgetExhausted(rt.thread, opened), run_turn)
         return await settle(rt, await run_turn(rt), run_turn)

@@ -4,8 +4,10 @@ over to the turn loop. Whatever happens, the lease is released when the run ends
 Refusals happen here, before anything is appended: ``branch_busy`` (another process holds the
 thread), ``log_corrupt``, and what ``threads.run.turn_open`` checks before any turn is opened:
 ``writer_mismatch`` (the other implementation writes this branch), ``branch_not_runnable``
-(inspection-only repair fork) and a config change (``ConfigError``). A new thread is created
-with its first input by ``turn_open.create_thread``; a later input is opened by the loop.
+(inspection-only repair fork) and a config change (``ConfigError``); and a subagent's thread
+that works in its parent's sandbox, run on its own (``subagent_shares_sandbox``). A new thread
+is created with its first input by ``turn_open.create_thread``; a later input is opened by the
+loop.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from threads.memory.protocol import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.budget import AncestorBudget, Budget
 from threads.run.budget_check import handoff_ancestors
-from threads.run.child_run import ChildRun
+from threads.run.child_run import ChildRun, shares_sandbox
 from threads.run.config import AgentSpec
 from threads.run.drafts import user_input
 from threads.run.loop import drive
@@ -33,6 +35,7 @@ from threads.run.results import ErrorInfo, Failed, HandedOff, RunResult, describ
 from threads.run.runtime import CancelSignal, Runtime
 from threads.run.sources import RunSources
 from threads.run.streaming import RunStream
+from threads.run.subagent_hooks import undelivered
 from threads.run.thread import Thread, folded_at_head
 from threads.run.tree_cancel import bar
 from threads.run.turn_open import TurnRequest, check_pinned, create_thread, refusal
@@ -70,6 +73,11 @@ class RunOptions:
     fold: Fold | None = None
     # A subagent's run: the budgets of the threads above it (``threads.run.spawn``).
     ancestors: tuple[AncestorBudget, ...] = ()
+    # A subagent's run that shares its parent's sandbox: the parent's (lent to this run).
+    sandbox: RunSandbox | None = None
+    # A subagent's run: the reasons its parent sent it back with; the first it was not given
+    # yet (counted from its log, under its lease) is its input (``source: parent_agent``).
+    continuations: tuple[str, ...] = ()
 
 
 async def start_run(
@@ -205,8 +213,14 @@ async def _run_connected(
             refused = refusal(branch.state, fold)
         except ThreadsError as exc:
             return Failed(handle, ErrorInfo(exc.code, exc.message))
+        if refused is None and options.sandbox is None and isinstance(agent.sandbox, Sandbox):
+            refused = await _sandbox_elsewhere(store, agent.sandbox, fold)
         if refused is not None:
             return Failed(handle, refused)
+        source = "api"
+        if options.continuations:
+            input = undelivered(fold.events, options.continuations)
+            source = "parent_agent"
         writer = BranchWriter(
             store,
             lease,
@@ -242,12 +256,15 @@ async def _run_connected(
             dropped_ref=branch.dropped_ref,
             http=http,
             cancel=cancel or CancelSignal(),
-            sandbox=_run_sandbox(agent, store, principal, writer),
+            sandbox=(
+                _run_sandbox(agent, store, principal, writer) if options.sandbox is None
+                else options.sandbox.lent(writer.check)
+            ),
             memory=_run_memory(agent, store, principal, writer),
             start_child=lambda child: run_child(store, child),
             ancestors=options.ancestors,
         )
-        return await drive(rt, input, recovering=not new)
+        return await drive(rt, input, recovering=not new, source=source)
     finally:
         try:
             await sources.aclose()  # while the lease is still held (and the fence passes)
@@ -285,7 +302,7 @@ async def run_child(store: Store, child: ChildRun) -> RunResult:
         telemetry.committed(child.thread_id, events)
     options = RunOptions(
         child.thread_id, store, child.deps, principal=child.principal, ceiling=child.ceiling,
-        ancestors=child.ancestors,
+        ancestors=child.ancestors, sandbox=child.sandbox, continuations=child.continuations,
     )
     return await start_run(child.spec, None, options)
 
@@ -305,6 +322,29 @@ def _run_sandbox(
     if not isinstance(agent.sandbox, Sandbox):
         return None
     return RunSandbox(agent.sandbox, store, principal.tenant, lambda: writer.lease, writer.check)
+
+
+async def _sandbox_elsewhere(store: Store, sandbox: Sandbox, fold: Fold) -> ErrorInfo | None:
+    """A subagent's thread run on its own while it works in its parent's sandbox: only a run
+    of the parent holds that sandbox (its ledger row, under its lease), so this run must not
+    make one of its own (``subagent_shares_sandbox``)."""
+    parent = (fold.thread_started or {}).get("parent")
+    if parent is None or parent["relation"] != "subagent":
+        return None
+    chain = await store.read_chain(parent["branch_id"])
+    events = [e for segment in chain.segments for e in segment.events]
+    spawned = next((e for e in events if e.event_id == parent["event_id"]), None)
+    started = next((e for e in events if e.type == "thread_started"), None)
+    if spawned is None or started is None:
+        return None
+    if not shares_sandbox(spawned.data["isolation"], started.data.get("sandbox_provider"),
+                          sandbox.info.provider):
+        return None
+    return ErrorInfo(
+        "subagent_shares_sandbox",
+        f"this subagent thread works in the sandbox of its parent thread {parent['thread_id']},"
+        " which only a run of the parent holds: run the parent thread, which runs this one",
+    )
 
 
 def _run_memory(

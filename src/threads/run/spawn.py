@@ -10,7 +10,11 @@ input) and runs it; its end is recorded in one append as ``agent_finished`` and 
 ``tool_result``. A child that parks parks the parent (``parked{kind: child}``), and a later run
 of the parent runs the child again first. A background spawn records its placeholder result
 with ``agent_spawned`` and runs the child beside the parent's run (``threads.run.background``
-records its end).
+records its end). The agent's ``subagent_start`` hooks may deny a spawn and its
+``subagent_stop`` hooks send a child that ended back to work (``threads.run.subagent_hooks``);
+their decisions go in the appends above. A child whose ``isolation`` (or, for ``none``, the
+same sandbox provider) makes it share its parent's sandbox gets the parent's ``RunSandbox``
+lent to its run (``threads.sandbox.binding``).
 
 Invariant: a call has at most one child. A crash anywhere is resumed by the re-dispatched call
 (or, for a background child, by the parent's next run adopting it), which finds its
@@ -21,6 +25,7 @@ halts the parent (``branch_busy``) with nothing recorded.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,8 +45,10 @@ from threads.log.vocabulary import (
 )
 from threads.log.vocabulary import Budget as WireBudget
 from threads.run.budget_check import ancestors_below
-from threads.run.child_run import ChildRun
+from threads.run.child_run import ChildRun, shares_sandbox
+from threads.run.config import AgentSpec
 from threads.run.drafts import HOST, TOOL, tool_result_data
+from threads.run.hooks import SubagentStartView
 from threads.run.record import close, result_draft
 from threads.run.results import (
     BudgetExhausted,
@@ -53,6 +60,9 @@ from threads.run.results import (
     RunResult,
 )
 from threads.run.runtime import Runtime
+from threads.run.subagent_hooks import continuations, start_decisions, stop_decisions
+from threads.sandbox.binding import RunSandbox
+from threads.sandbox.protocol import Sandbox
 from threads.store.protocol import PendingArtifact
 from threads.store.rows import artifact_ref
 from threads.tools.tool import RunContext, Tool, tool
@@ -62,7 +72,7 @@ STARTED = "started in background"  # a background spawn's placeholder result
 # A child run that ends this way recorded nothing the parent could report: the parent halts
 # too, and a later run tries again.
 HALTING = ("branch_busy", "stale_epoch", "seq_conflict", "artifact_missing", "artifact_corrupt")
-SUPPORTED_ISOLATION = ("none",)
+SUPPORTED_ISOLATION = ("none", "shared_sandbox")
 
 Isolation = Literal["none", "shared_sandbox", "worktree", "forked_sandbox"]
 
@@ -121,6 +131,13 @@ def spawn_refusal(rt: Runtime, args: SpawnAgent) -> str | None:
         return f"unknown agent {args.agent}: not one of this agent's subagents"
     if args.isolation not in SUPPORTED_ISOLATION:
         return f"isolation {args.isolation} is not supported yet"
+    if args.isolation == "shared_sandbox":
+        spec = rt.spec.subagent_named(args.agent)
+        assert spec is not None
+        if rt.sandbox is None:
+            return "isolation shared_sandbox needs a sandbox: this agent has none to share"
+        if not isinstance(spec.sandbox, Sandbox):
+            return f"isolation shared_sandbox needs a sandbox: {args.agent} has none"
     for child in rt.fold.features.children.values():
         if child.agent_name == args.agent and child.status == CHILD_RUNNING:
             return f"member_active: {args.agent} is still running"
@@ -137,7 +154,15 @@ async def run_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Pending | N
             call = rt.fold.calls[call_id]
             await close(rt, call, f"not executed: {refusal}", origin="not_executed", actor=HOST)
             return None
-        spawned = await _record_spawn(rt, call_id, input)
+        view = SubagentStartView(
+            call_id, input.agent, input.prompt, input.background, input.isolation
+        )
+        decisions, denial = await start_decisions(rt, call_id, view)
+        if denial is not None:  # nothing spawned: the decisions and the result, one append
+            shown, artifacts = result_draft(call_id, denial, origin="denied", actor=HOST)
+            await rt.writer.append([*decisions, shown], artifacts=artifacts)
+            return None
+        spawned = await _record_spawn(rt, call_id, input, decisions)
         if input.background:  # its end is recorded later (``threads.run.background``)
             start_background(rt, spawned, input.prompt)
             return None
@@ -145,11 +170,31 @@ async def run_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Pending | N
     if barrier is not None and not await _created(rt, spawned):
         await _record_never_started(rt, call_id, spawned)
         return None
-    result = await _run_child(rt, spawned, input.prompt)
-    if isinstance(result, Parked):
-        return await park_on_child(rt, spawned, result)
-    await _record_end(rt, call_id, spawned, result)
+    while True:  # until no subagent_stop hook sends the child back
+        result = await _run_child(rt, spawned, input.prompt)
+        if isinstance(result, Parked):
+            return await park_on_child(rt, spawned, result)
+        end = await child_end(result)
+        reopened = _unparked(rt, spawned)
+        decisions, reason = await stop_decisions(rt, spawned, end.status, end.output)
+        if reason is None:
+            break
+        await rt.writer.append([*reopened, *decisions])
+    shown_end, artifacts = end_drafts(call_id, spawned, end, late=False)
+    await rt.writer.append([*reopened, *decisions, *shown_end], artifacts=artifacts)
     return None
+
+
+def _unparked(rt: Runtime, spawned: Event) -> list[Draft]:
+    """The ``resumed`` that ends the parent's park on a child that no longer parks, when the
+    parent is parked on it (a run's recovery re-dispatches the call before anything else):
+    recorded in the same append as what follows the child's run, so no crash leaves the parent
+    parked on a child whose end it recorded."""
+    child_id = spawned.data["child_thread_id"]
+    if ("child", child_id) not in rt.fold.parks:
+        return []
+    data = {"address": {"id": child_id, "kind": "child"}, "cause_event_id": spawned.event_id}
+    return [Draft("resumed", data, rt.actor())]
 
 
 async def resume_parked_children(rt: Runtime) -> None:
@@ -227,7 +272,9 @@ def _shown(
     return shown, artifacts
 
 
-async def _record_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Event:
+async def _record_spawn(
+    rt: Runtime, call_id: str, input: SpawnAgent, decisions: list[Draft]
+) -> Event:
     spec = rt.spec.subagent_named(input.agent)
     assert spec is not None  # spawn_refusal checked the name
     data: AgentSpawnedData = {
@@ -239,12 +286,12 @@ async def _record_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Event:
     }
     if spec.budget is not None:
         data["budget"] = cast(WireBudget, spec.budget.to_wire())
-    drafts = [draft("agent_spawned", data, {"kind": "host"})]
+    drafts = [*decisions, draft("agent_spawned", data, {"kind": "host"})]
     if input.background:
         placeholder = tool_result_data(call_id, STARTED, origin="deferred", is_error=False)
         drafts.append(Draft("tool_result", placeholder, HOST))
     events = await rt.writer.append(drafts)
-    return events[0]
+    return events[len(decisions)]
 
 
 def start_background(rt: Runtime, spawned: Event, prompt: str) -> None:
@@ -286,6 +333,7 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
         "relation": "subagent",
         "thread_id": rt.writer.thread_id,
     }
+    cancelled_by = _barrier(rt, spawned)
     child = ChildRun(
         spec=spec.under_parent(rt.spec),
         thread_id=spawned.data["child_thread_id"],
@@ -294,8 +342,11 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
         principal=rt.principal,
         deps=rt.deps,
         ceiling=rt.permissions,
-        cancelled_by=_barrier(rt, spawned),
+        cancelled_by=cancelled_by,
         ancestors=await ancestors_below(rt, spawned.data["child_thread_id"]),
+        sandbox=_shared(rt, spec, spawned.data["isolation"]),
+        # a cancelled parent gives its child no new input (a reason not yet given is dropped)
+        continuations=() if cancelled_by else continuations(rt.fold, spawned.data["call_id"]),
     )
     result = await rt.start_child(child)
     if isinstance(result, Failed) and result.error.code in HALTING:
@@ -307,6 +358,19 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
     return result
 
 
+def _shared(rt: Runtime, spec: AgentSpec, isolation: str) -> RunSandbox | None:
+    """The parent's sandbox when the child works in it: asked for (``shared_sandbox``), or by
+    default (``none``) when both agents have a sandbox of the same provider. Otherwise None:
+    the child has its agent's own sandbox, if any. Decided from the pinned agents alone, so a
+    rerun after a crash decides the same."""
+    if rt.sandbox is None or not isinstance(spec.sandbox, Sandbox):
+        return None
+    shared = shares_sandbox(
+        isolation, rt.sandbox.provider.info.provider, spec.sandbox.info.provider
+    )
+    return rt.sandbox if shared else None
+
+
 async def park_on_child(rt: Runtime, spawned: Event, result: Parked) -> Pending:
     child_id = spawned.data["child_thread_id"]
     if ("child", child_id) not in rt.fold.parks:
@@ -315,37 +379,38 @@ async def park_on_child(rt: Runtime, spawned: Event, result: Parked) -> Pending:
     return Pending("child", child_id, f"subagent {spawned.data['agent_name']}: {result.reason}")
 
 
-async def _record_end(rt: Runtime, call_id: str, spawned: Event, result: RunResult) -> None:
-    """``agent_finished`` and the call's ``tool_result``, one append; after the parent's park
-    on the child (a run's recovery re-dispatches the call before anything else), the park's
-    ``resumed`` first, in that same append, so no crash leaves the parent parked on a child
-    whose end it recorded."""
-    drafts, artifacts = await end_drafts(call_id, spawned, result, late=False)
-    child_id = spawned.data["child_thread_id"]
-    if ("child", child_id) in rt.fold.parks:
-        address = {"id": child_id, "kind": "child"}
-        data = {"address": address, "cause_event_id": spawned.event_id}
-        drafts.insert(0, Draft("resumed", data, rt.actor()))
-    await rt.writer.append(drafts, artifacts=artifacts)
+@dataclass(frozen=True, slots=True)
+class ChildEnd:
+    """How a child ended, as its parent records it: ``agent_finished``'s status and usage, and
+    the output the parent is told (canonical JSON when ``structured``)."""
+
+    status: str
+    output: str
+    structured: bool
+    usage: Usage
 
 
-async def end_drafts(
-    call_id: str, spawned: Event, result: RunResult, *, late: bool
+async def child_end(result: RunResult) -> ChildEnd:
+    fold = await result.thread.fold()
+    status, output = _outcome(result, fold)
+    return ChildEnd(status, output, status == "completed" and _structured(fold), tree_usage(fold))
+
+
+def end_drafts(
+    call_id: str, spawned: Event, end: ChildEnd, *, late: bool
 ) -> tuple[list[Draft], list[PendingArtifact]]:
     """How a child ended, for its parent's log: ``agent_finished`` and the call's result (a
     ``tool_result``, or for a background child a ``tool_result_late``)."""
-    fold = await result.thread.fold()
-    status, output = _outcome(result, fold)
-    media_type = "application/json" if status == "completed" and _structured(fold) else "text/plain"
-    blob = output.encode("utf-8")
+    media_type = "application/json" if end.structured else "text/plain"
+    blob = end.output.encode("utf-8")
     finished = {
         "child_thread_id": spawned.data["child_thread_id"],
         "output_ref": artifact_ref(blob, media_type),
-        "status": status,
-        "usage": tree_usage(fold),
+        "status": end.status,
+        "usage": end.usage,
     }
-    text = output if status == "completed" else f"{status}: {output}"
-    shown, artifacts = _shown(call_id, text, is_error=status != "completed", late=late)
+    text = end.output if end.status == "completed" else f"{end.status}: {end.output}"
+    shown, artifacts = _shown(call_id, text, is_error=end.status != "completed", late=late)
     return [Draft("agent_finished", finished, HOST), shown], [
         PendingArtifact(blob, media_type), *artifacts
     ]

@@ -72,10 +72,12 @@ class TurnRequest:
     principal: Principal
     budget: Budget | None = None
     key: RunKey | None = None
+    source: str = "api"  # ``parent_agent``: a subagent sent back by its parent's hook
 
     def draft(self) -> Draft:
         return user_input(
-            self.text, self.principal, self.budget.to_wire() if self.budget is not None else None
+            self.text, self.principal, self.budget.to_wire() if self.budget is not None else None,
+            source=self.source,
         )
 
 
