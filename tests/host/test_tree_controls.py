@@ -188,3 +188,21 @@ async def test_a_host_starting_after_a_grant_on_the_child_continues_the_root(
     assert launched == [root]
     assert refunded == [42]
     assert (await timeline(store, root))[-1].data == {"reason": "end_turn"}
+
+
+async def test_a_cancel_on_an_idle_root_ends_its_parked_background_child(store: Store) -> None:
+    """The lead's turn was over when its background child parked: a cancel on the lead is
+    accepted (``scope: thread``), and the host's run of the lead records the child's
+    cancelled end, without waking the lead."""
+    refunded: list[int] = []
+    lead, clerk = team(refunded, background=True)
+    root, child, _ = await parked_tree(store, lead)
+    served = Host(store, lead, clerk, who="bob")
+    cancelled = await served.post(f"/v1/threads/{root}/cancel", {})
+    assert cancelled.status_code < 300, cancelled.text
+    assert refunded == []
+    events = await timeline(store, root)
+    assert "woken" not in types(events)
+    [finished] = [e for e in events if e.type == "agent_finished"]
+    assert finished.data["status"] == "cancelled"
+    assert (await timeline(store, child))[-1].data == {"reason": "cancelled"}
