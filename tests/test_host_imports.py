@@ -14,13 +14,14 @@ import threads.run
 HOST_ROOT = Path(threads.host.__file__).parent
 
 # What the host takes from threads.run: the handle, the runner, opening a turn, the worker's
-# view of which threads have work, and the reads its pages show.
+# view of which threads have work (a subagent's through its tree's root), and the reads its
+# pages show.
 ALLOWED = frozenset({
     "Agent", "Budget", "CancelSignal", "ErrorInfo", "Failed", "Listing", "Permissions",
     "RunKey", "RunOptions", "RunStream", "Thread", "ThreadCost", "TurnRequest", "Waiting",
     "agents_by_name", "create_thread", "explain", "failed_code", "fork_at", "gone_holders",
     "has_work", "listing_of", "open_next_turn", "read_listing", "refusal", "refusal_given",
-    "start_run", "turn_principal", "usage_of", "waiting_on",
+    "start_run", "tree_root", "tree_work", "turn_principal", "usage_of", "waiting_on",
 })
 
 

@@ -3,7 +3,9 @@
 ``python worker.py run SPEC`` runs one ``Agent.run`` and prints its outcome as a JSON line;
 ``python worker.py racer SPEC`` stays up and runs the thread once per ``go <race>`` stdin line;
 ``python worker.py many SPEC`` runs several threads at once on one store (see ``many``);
-``python worker.py child SPEC`` runs the ``subagent`` profile's child thread ``thread`` alone.
+``python worker.py child SPEC`` runs the ``subagent`` profile's child thread ``thread`` alone;
+``python worker.py cancel SPEC`` cancels ``thread`` (``Thread.cancel``, as the starter);
+``python worker.py work SPEC`` makes one pass of a ``Worker`` serving the profile's agent.
 
 SPEC is JSON: ``store`` (directory; or ``url`` and ``schema`` for Postgres), ``port`` (fake
 service), ``profile`` (the script: ``drill``, ``every_class``, ``result_last`` with ``tool``,
@@ -15,7 +17,8 @@ a line to ``hook_log``; ``subagent_bg_hooks``: the same in the background), ``th
 null), ``input`` (text or null), ``label`` (who,
 for the service), ``kill`` (where to SIGKILL ourselves, or null), ``gate`` (a service gate a tool
 waits on, or null), ``clock_file`` (a file holding a millisecond offset the parent moves, or
-null); for the control drills ``ask`` (permission rules that need an approval), ``budget`` (the
+null); for the control drills (and the ``subagent`` profiles' clerk) ``ask`` (permission rules
+that need an approval), ``budget`` (the
 agent's ``Budget`` fields) and
 ``price`` (``[input, output]``); for ``many``, ``runs``.
 
@@ -59,6 +62,7 @@ from threads import (
     Principal,
     Reconcile,
     agent,
+    open_thread,
     tool,
 )
 from threads.errors import StoreError
@@ -66,6 +70,7 @@ from threads.models.protocol import Model
 from threads.run.agent import Agent
 from threads.run.hooks import SubagentStartView, SubagentStopView
 from threads.run.runner import RunOptions, start_run
+from threads.run.worker import Worker
 from threads.store.postgres import PostgresStore
 from threads.store.sqlite import SQLiteStore
 from threads.testing.fake_service import ServiceClient
@@ -399,7 +404,8 @@ def build_agent(spec: dict[str, Any]) -> Agent:
         hooked = spec["profile"].endswith("_hooks")
         clerk_script = HOOKED_CLERK_SCRIPT if hooked else CLERK_SCRIPT
         clerk = agent(name="clerk", model=scripted_model(list(clerk_script)),
-                      instructions="Do the task.", tools=tools)
+                      instructions="Do the task.", tools=tools,
+                      permissions=Permissions(ask=tuple(spec.get("ask") or ())))
         background = spec["profile"].startswith("subagent_bg")
         script = SUBAGENT_BG_SCRIPT if background else SUBAGENT_SCRIPT
         return agent(name="drill", model=scripted_model(list(script)),
@@ -483,6 +489,30 @@ async def run_child(spec: dict[str, Any]) -> dict[str, Any]:
         await store.close()
 
 
+async def cancel_once(spec: dict[str, Any]) -> dict[str, Any]:
+    """``Thread.cancel`` on ``thread`` as the starter: its own barrier, then its subagents'."""
+    store = open_store(spec)
+    try:
+        thread = await open_thread(store, spec["thread"], principal=STARTER)
+        await thread.cancel(STARTER)
+        return {"status": "cancel_recorded"}
+    finally:
+        await store.close()
+
+
+async def work_once(spec: dict[str, Any]) -> dict[str, Any]:
+    """One pass of a ``Worker`` serving the profile's agent over the store: it continues
+    every thread with work (a subagent's thread through its tree's root)."""
+    store = open_store(spec)
+    worker = Worker(store, [build_agent(spec)], poll_ms=10)
+    try:
+        await worker.run_once()
+        return {"status": "worked", "runs": worker.stats.runs,
+                "outcomes": worker.stats.outcomes}
+    finally:
+        await store.close()
+
+
 async def racer(spec: dict[str, Any]) -> None:
     store = open_store(spec)
     bot = build_agent(spec)
@@ -539,6 +569,12 @@ def main() -> None:
         return
     if mode == "child":
         print_outcome(run_child)
+        return
+    if mode == "cancel":
+        print_outcome(cancel_once)
+        return
+    if mode == "work":
+        print_outcome(work_once)
         return
     print_outcome(run_once)
 

@@ -26,13 +26,12 @@ from threads.host.summaries import Summaries
 from threads.log.fold import Fold
 from threads.log.input_json import InputRefused, parse_input
 from threads.principal import LOCAL_OPERATOR, Principal
-from threads.run import Agent
+from threads.run import Agent, tree_root
 from threads.store.fold_open import open_fold
 from threads.store.protocol import BranchInfo, Chain
 
 M = TypeVar("M", bound=BaseModel)
 MAX_BODY_BYTES = 1024 * 1024
-MAX_TREE_DEPTH = 64  # subagent levels a host follows up to the root of a tree
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,10 +169,7 @@ def owning_agent(ctx: Context, view: ThreadView) -> Agent:
 async def deciding_agent(ctx: Context, view: ThreadView) -> Agent:
     """The thread's agent as it decides: with its own approvers, or, on a subagent's thread,
     with the approvers of its tree's root (who approves for every child)."""
-    started = view.fold.thread_started
-    parent = None if started is None else started.get("parent")
-    link = (str(parent["thread_id"]), str(parent["relation"])) if parent else None
-    agent = await as_deciding(ctx, owning_agent(ctx, view), link)
+    agent = await as_deciding(ctx, owning_agent(ctx, view), parent_link(view.fold))
     if agent is None:
         raise HostError(
             "forbidden", "this host does not serve the agent at the root of this subagent's"
@@ -196,14 +192,20 @@ async def tree_root_agent(ctx: Context, parent: tuple[str, str] | None) -> Agent
     """For a thread started as a subagent (``parent`` = its ``thread_started.parent``'s thread
     and relation), the host agent of its tree's root; None when this host does not serve it.
     A thread that is no subagent is its own root: its ``parent`` gives None here too."""
+    if parent is None or parent[1] != "subagent":
+        return None
     store = ctx.runs.store
-    root: Agent | None = None
-    for _ in range(MAX_TREE_DEPTH):
-        if parent is None or parent[1] != "subagent":
-            return root
-        branch = await store.root_branch(parent[0])
-        fold = await open_fold(store, branch.branch_id, store.clock.now_ms())
-        root = ctx.runs.agent_for(fold)
-        above = None if fold.thread_started is None else fold.thread_started.get("parent")
-        parent = (str(above["thread_id"]), str(above["relation"])) if above else None
-    return None  # deeper than any tree this host serves: nobody decides
+    branch = await store.root_branch(parent[0])
+    fold = await open_fold(store, branch.branch_id, store.clock.now_ms())
+    link = parent_link(fold)
+    if link is None or link[1] != "subagent":
+        return ctx.runs.agent_for(fold)  # the parent is the root
+    root = await tree_root(store, fold)
+    return None if root is None else ctx.runs.agent_for(root[1])  # None: deeper than served
+
+
+def parent_link(fold: Fold) -> tuple[str, str] | None:
+    """A thread's ``thread_started.parent`` as (thread id, relation), or None."""
+    started = fold.thread_started
+    parent = None if started is None else started.get("parent")
+    return (str(parent["thread_id"]), str(parent["relation"])) if parent else None

@@ -3,8 +3,10 @@
 Each decision goes through the ``Thread`` handle, which checks the tenant and the authority
 (the owning agent's approvers, else the thread's starter) and appends nothing when it refuses.
 After approve, deny, answer, resolve and cancel the host continues the thread itself, whatever
-the decision's outcome. A cancel of a thread another process runs is queued for that process
-as a control item (202 ``CancelAccepted``), which it records at its next step boundary.
+the decision's outcome; a decision recorded on a subagent's thread continues the tree's root
+instead, whose run reruns the child first (a refused one continues nothing there). A cancel
+of a thread another process runs is queued for that process as a control item (202
+``CancelAccepted``), which it records at its next step boundary.
 """
 
 from __future__ import annotations
@@ -59,13 +61,17 @@ async def _appended(
     decide: Callable[[], Awaitable[None]],
     match: Callable[[Event], bool],
 ) -> Response:
-    """Run a decision, continue the thread, answer ``Appended`` with the decision's event."""
+    """Run a decision, continue the thread, answer ``Appended`` with the decision's event.
+    On a subagent's thread it is the tree's root that continues: its run reruns the child
+    (under the root's ceiling and budgets) and goes on from it (digest §6.2)."""
     store = ctx.runs.store
+    decided = False
     try:
         await decide()
+        decided = True
     finally:
         ctx.runs.hub.notify(view.branch.branch_id)
-        await ctx.runs.resume(view.thread_id)
+        await ctx.runs.resume(view.thread_id, tree=decided)
     chain = await store.read_chain(view.branch.branch_id)
     fresh = [e for e in chain.events if e.seq > view.fold.last_seq and match(e)]
     if not fresh:

@@ -32,6 +32,8 @@ from threads.run import (
     has_work,
     read_listing,
     start_run,
+    tree_root,
+    tree_work,
     turn_principal,
 )
 from threads.store.fold_open import open_fold
@@ -71,8 +73,14 @@ class Runs:
 
     # ---- launching -----------------------------------------------------------------------
 
-    async def resume(self, thread_id: str, branch_id: str | None = None) -> None:
-        """Continue the branch if it has work left and no run of ours drives it already."""
+    async def resume(
+        self, thread_id: str, branch_id: str | None = None, *, tree: bool = False
+    ) -> None:
+        """Continue the branch if it has work left and no run of ours drives it already.
+        A subagent's thread is never run on its own: when it has work (a decision or cancel
+        recorded on it) its tree's root is continued instead, whose run reruns it (digest
+        §6.2). ``tree``: a control was just recorded on this thread or below, so its
+        subagents are work too (``tree_work``)."""
         if self.stopping:
             return
         try:
@@ -83,17 +91,23 @@ class Runs:
             if branch.branch_id in self.running:
                 return
             listing = await read_listing(self.store, branch.branch_id)
-            if listing is not None and listing.status == "idle":
+            if listing is not None and listing.status == "idle" and not tree:
                 return  # no turn is open: nothing to resume, and no log to fold for it
             # status, the open turn and its cancel: a snapshot and the lines after it tell
             fold = await open_fold(self.store, branch.branch_id, self.store.clock.now_ms())
+            root = await tree_root(self.store, fold)
         except ThreadsError as error:
             self.log(f"resume {thread_id}: {error.code}: {error.message}")
             return
-        agent = self.agent_for(fold)
         # A cancel barrier on a parked turn is work too: the run releases what it can.
         cancelling = fold.turn is not None and fold.turn.cancel_event is not None
-        if agent is None or not (has_work(fold) or cancelling):
+        work = has_work(fold) or cancelling
+        if root is not None:
+            if work:
+                await self.resume(root[0].thread_id, tree=True)
+            return
+        agent = self.agent_for(fold)
+        if agent is None or not (work or (tree and tree_work(fold))):
             return
         self.launch(agent, branch, fold)
 

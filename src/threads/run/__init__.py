@@ -45,7 +45,7 @@ from threads.run.turn import failed_code
 from threads.run.turn_open import RunKey, TurnRequest, create_thread, open_next_turn
 from threads.run.views import ThreadCost, usage_of
 from threads.run.waiting import Waiting, waiting_on
-from threads.run.worker import agents_by_name, has_work, turn_principal
+from threads.run.worker import agents_by_name, has_work, tree_root, tree_work, turn_principal
 
 __all__ = [
     "Agent",
@@ -85,6 +85,8 @@ __all__ = [
     "refusal",
     "refusal_given",
     "start_run",
+    "tree_root",
+    "tree_work",
     "turn_principal",
     "usage_of",
     "waiting_on",

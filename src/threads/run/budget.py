@@ -94,12 +94,14 @@ class Budget:
 @dataclass(frozen=True, slots=True)
 class Spend:
     """What a scope's attempts spent, each unreported or in-doubt amount at its bound; None
-    where some amount has no bound (or its sum passes 2^53-1)."""
+    where some amount has no bound (or its sum passes 2^53-1). ``turns``: the turns its
+    threads started (ended or still open), where the scope counts them (a tree's)."""
 
     model_requests: int
     input_tokens: int | None
     output_tokens: int | None
     cost_nanos: int | None
+    turns: int = 0
 
     def plus(self, other: Spend) -> Spend:
         return Spend(
@@ -107,7 +109,12 @@ class Spend:
             plus(self.input_tokens, other.input_tokens),
             plus(self.output_tokens, other.output_tokens),
             plus(self.cost_nanos, other.cost_nanos),
+            self.turns + other.turns,
         )
+
+    def with_turns(self, turns: int) -> Spend:
+        return Spend(self.model_requests, self.input_tokens, self.output_tokens,
+                     self.cost_nanos, self.turns + turns)
 
 
 NOTHING_SPENT = Spend(0, 0, 0, 0)
@@ -120,8 +127,39 @@ def plus(total: int | None, amount: int | None) -> int | None:
 @dataclass(frozen=True, slots=True)
 class AncestorBudget:
     """A budget of a thread above this one in a subagent tree (its thread budget or its run's)
-    and what the tree spent under it outside this thread's subtree when this thread started."""
+    and what the tree spent under it outside this thread's subtree when this thread started;
+    ``started_ms``: when that budget's clock started (the owner thread's first event, or its
+    run's input), for ``max_wall_ms``."""
 
     owner_thread_id: str
     budget: Budget
     spent: Spend
+    started_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSpend:
+    """What one subagent thread spent itself (its attempts, the turns it started) and its own
+    children, as of its log's head ``(seq, hash)``."""
+
+    head: tuple[int, str]
+    spent: Spend
+    children: tuple[str, ...]
+
+
+class SpendMemo:
+    """A run's memo of the subagent threads' spend that its budget checks read: a thread's
+    spend can only change when its log grows, so an entry serves while that log's head is the
+    one it was read at (``reads``: how many logs were read and folded for it)."""
+
+    def __init__(self) -> None:
+        self._by_branch: dict[str, ThreadSpend] = {}
+        self.reads = 0
+
+    def get(self, branch_id: str, head: tuple[int, str]) -> ThreadSpend | None:
+        seen = self._by_branch.get(branch_id)
+        return seen if seen is not None and seen.head == head else None
+
+    def put(self, branch_id: str, seen: ThreadSpend) -> None:
+        self.reads += 1
+        self._by_branch[branch_id] = seen

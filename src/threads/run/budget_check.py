@@ -1,10 +1,15 @@
 """The budget guard: before each model request, compare spend read back from the log plus a
 worst-case reservation for the next request with every limit in force (the agent's, for the
 thread's lifetime; the run's, carried on its ``user_input``; in a subagent tree, each
-ancestor's: ``AncestorBudget``). ``max_turns`` is checked where a turn is opened
-(``threads.run.turn_open``). A thread's and a run's spend include what every subagent thread
+ancestor's: ``AncestorBudget``). A thread's and a run's spend include what every subagent thread
 below them spent (read from their logs), so a parent's budget covers its whole tree; a child
 refused by an ancestor's budget records ``budget_exceeded{scope: ancestor, owner_thread_id}``.
+
+Every limit binds the tree: ``max_turns`` counts the turns the scope's threads started (the
+owner's, and each descendant's, a child's first turn included), checked here before each
+request and, for a thread's own new input, where a turn is opened (``threads.run.turn_open``);
+``max_wall_ms`` runs from the owner's start (its thread's first event, or its run's input) on
+the injected clock, so a child is refused once an ancestor's time is up.
 
 A request that could cross a limit is never sent: ``budget_exceeded`` is recorded, the turn ends
 ``budget_exhausted`` and the run returns ``BudgetExhausted``. Usage a provider did not report,
@@ -14,6 +19,7 @@ and attempts left in doubt by a crash, count at their bound.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from threads.errors import NotFoundError, ThreadsError
@@ -27,6 +33,8 @@ from threads.run.budget import (
     BudgetLimit,
     BudgetScope,
     Spend,
+    SpendMemo,
+    ThreadSpend,
     plus,
 )
 from threads.run.drafts import HOST
@@ -65,10 +73,28 @@ def _cost(table: PriceTable, attempts: list[ModelAttempt]) -> int | None:
     return cost.upper_bound_nanos if cost.bounded else None
 
 
-Scope = tuple[BudgetScope, Budget, Spend, str | None]  # (scope, limits, spent, owner thread)
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """A budget in force, what its scope spent, whose it is (an ancestor's) and when its
+    wall clock started."""
+
+    scope: BudgetScope
+    budget: Budget
+    spent: Spend
+    owner: str | None
+    started_ms: int
 
 
-async def _scopes(rt: Runtime) -> list[Scope]:
+def started_turns(fold: Fold) -> int:
+    """The turns a thread started: those it ended and the one open now."""
+    return fold.turns_completed + (1 if fold.turn is not None else 0)
+
+
+def _thread_started_ms(fold: Fold) -> int:
+    return fold.events[0].time
+
+
+async def _scopes(rt: Runtime) -> list[_Scope]:
     """Each budget in force and what its scope spent: the thread's and the run's count every
     subagent below them too; an ancestor's counts what the tree spent outside this thread when
     it started, plus this thread's subtree."""
@@ -76,18 +102,24 @@ async def _scopes(rt: Runtime) -> list[Scope]:
     table = fold.price_table()
     attempts = list(fold.attempts.values())
     store = rt.writer.store
-    scopes: list[Scope] = []
-    own = spend(table, attempts).plus(await tree_spend(store, fold))
+    scopes: list[_Scope] = []
+    own = spend(table, attempts).with_turns(started_turns(fold)).plus(
+        await tree_spend(store, fold, memo=rt.spend_memo)
+    )
     if rt.spec.budget is not None:
-        scopes.append(("thread", rt.spec.budget, own, None))
+        scopes.append(_Scope("thread", rt.spec.budget, own, None, _thread_started_ms(fold)))
     turn = fold.turn
     if turn is not None and turn.budget is not None:
         start = turn.input_event.seq
         run = [a for a in attempts if a.event.seq > start]
-        spent = spend(table, run).plus(await tree_spend(store, fold, since_seq=start))
-        scopes.append(("run", Budget.from_wire(turn.budget), spent, None))
+        spent = spend(table, run).with_turns(1).plus(
+            await tree_spend(store, fold, since_seq=start, memo=rt.spend_memo)
+        )
+        scopes.append(_Scope("run", Budget.from_wire(turn.budget), spent, None,
+                             turn.input_event.time))
     scopes.extend(
-        ("ancestor", a.budget, a.spent.plus(own), a.owner_thread_id) for a in rt.ancestors
+        _Scope("ancestor", a.budget, a.spent.plus(own), a.owner_thread_id, a.started_ms)
+        for a in rt.ancestors
     )
     return scopes
 
@@ -100,22 +132,25 @@ async def ancestors_below(rt: Runtime, child_thread_id: str) -> tuple[AncestorBu
     table = fold.price_table()
     attempts = list(fold.attempts.values())
     store = rt.writer.store
-    elsewhere = spend(table, attempts).plus(
-        await tree_spend(store, fold, excluding=child_thread_id)
+    elsewhere = spend(table, attempts).with_turns(started_turns(fold)).plus(
+        await tree_spend(store, fold, excluding=child_thread_id, memo=rt.spend_memo)
     )
     thread_id = rt.writer.thread_id
     out: list[AncestorBudget] = []
     if rt.spec.budget is not None:
-        out.append(AncestorBudget(thread_id, rt.spec.budget, elsewhere))
+        out.append(AncestorBudget(thread_id, rt.spec.budget, elsewhere,
+                                  _thread_started_ms(fold)))
     turn = fold.turn
     if turn is not None and turn.budget is not None:
         start = turn.input_event.seq
-        run = spend(table, [a for a in attempts if a.event.seq > start]).plus(
-            await tree_spend(store, fold, since_seq=start, excluding=child_thread_id)
+        run = spend(table, [a for a in attempts if a.event.seq > start]).with_turns(1).plus(
+            await tree_spend(store, fold, since_seq=start, excluding=child_thread_id,
+                             memo=rt.spend_memo)
         )
-        out.append(AncestorBudget(thread_id, Budget.from_wire(turn.budget), run))
+        out.append(AncestorBudget(thread_id, Budget.from_wire(turn.budget), run,
+                                  turn.input_event.time))
     out.extend(
-        AncestorBudget(a.owner_thread_id, a.budget, a.spent.plus(elsewhere))
+        AncestorBudget(a.owner_thread_id, a.budget, a.spent.plus(elsewhere), a.started_ms)
         for a in rt.ancestors
     )
     return tuple(out)
@@ -136,25 +171,31 @@ async def handoff_ancestors(
     fold = (await store.read_chain(branch.branch_id)).fold(store.clock.now_ms())
     table = fold.price_table()
     attempts = list(fold.attempts.values())
-    spent = spend(table, attempts).plus(await tree_spend(store, fold))
+    spent = spend(table, attempts).with_turns(started_turns(fold)).plus(
+        await tree_spend(store, fold)
+    )
     out: list[AncestorBudget] = []
     if agent_budget is not None:
-        out.append(AncestorBudget(source_thread_id, agent_budget, spent))
+        out.append(AncestorBudget(source_thread_id, agent_budget, spent,
+                                  _thread_started_ms(fold)))
     opener = next((e for e in reversed(fold.events) if e.type == "user_input"), None)
     if run_budget is not None and opener is not None:
-        run = spend(table, [a for a in attempts if a.event.seq > opener.seq]).plus(
+        run = spend(table, [a for a in attempts if a.event.seq > opener.seq]).with_turns(1).plus(
             await tree_spend(store, fold, since_seq=opener.seq)
         )
-        out.append(AncestorBudget(source_thread_id, run_budget, run))
-    out.extend(AncestorBudget(a.owner_thread_id, a.budget, a.spent.plus(spent)) for a in inherited)
+        out.append(AncestorBudget(source_thread_id, run_budget, run, opener.time))
+    out.extend(AncestorBudget(a.owner_thread_id, a.budget, a.spent.plus(spent), a.started_ms)
+               for a in inherited)
     return tuple(out)
 
 
 async def tree_spend(
-    store: Store, fold: Fold, *, since_seq: int = 0, excluding: str | None = None
+    store: Store, fold: Fold, *, since_seq: int = 0, excluding: str | None = None,
+    memo: SpendMemo | None = None,
 ) -> Spend:
     """What the subagent threads below the thread of ``fold`` spent (those spawned after
-    ``since_seq``, all but ``excluding``), read from their logs."""
+    ``since_seq``, all but ``excluding``), read from their logs, with the turns they started.
+    ``memo``: a run's memo, so a log is read again only once it grew."""
     total = NOTHING_SPENT
     spawned_at = {e.data["child_thread_id"]: e.seq for e in fold.events
                   if e.type == "agent_spawned"} if since_seq else {}
@@ -162,13 +203,31 @@ async def tree_spend(
         thread_id = child.child_thread_id
         if thread_id == excluding or spawned_at.get(thread_id, since_seq + 1) <= since_seq:
             continue
-        try:
-            branch = await store.root_branch(thread_id)
-        except NotFoundError:
-            continue  # never created: spent nothing
-        theirs = (await store.read_chain(branch.branch_id)).fold(store.clock.now_ms())
-        total = total.plus(spend(theirs.price_table(), list(theirs.attempts.values())))
-        total = total.plus(await tree_spend(store, theirs))
+        total = total.plus(await _subtree(store, thread_id, memo or SpendMemo()))
+    return total
+
+
+async def _subtree(store: Store, thread_id: str, memo: SpendMemo) -> Spend:
+    """A subagent thread's spend and its whole subtree's."""
+    try:
+        branch = await store.root_branch(thread_id)
+    except NotFoundError:
+        return NOTHING_SPENT  # never created: spent nothing
+    head = (branch.head_seq, branch.head_hash)
+    seen = memo.get(branch.branch_id, head)
+    if seen is None:
+        chain = await store.read_chain(branch.branch_id)
+        theirs = chain.fold(store.clock.now_ms())
+        spent = spend(theirs.price_table(), list(theirs.attempts.values()))
+        seen = ThreadSpend(
+            (chain.branch.head_seq, chain.branch.head_hash),
+            spent.with_turns(started_turns(theirs)),
+            tuple(theirs.features.children),
+        )
+        memo.put(branch.branch_id, seen)
+    total = seen.spent
+    for child in seen.children:
+        total = total.plus(await _subtree(store, child, memo))
     return total
 
 
@@ -180,7 +239,8 @@ async def before_request(rt: Runtime) -> BudgetExhausted | None:
     reserve = Spend(
         1, table.input_bound(settings), table.output_bound(settings), table.bound(settings)
     )
-    for scope, budget, spent, owner in await _scopes(rt):
+    for scope in await _scopes(rt):
+        budget, spent = scope.budget, scope.spent
         checks: list[tuple[BudgetLimit, int | None, int | None]] = [
             ("max_model_requests", budget.max_model_requests, spent.model_requests + 1),
             ("max_input_tokens", budget.max_input_tokens, plus(spent.input_tokens,
@@ -188,48 +248,39 @@ async def before_request(rt: Runtime) -> BudgetExhausted | None:
             ("max_output_tokens", budget.max_output_tokens, plus(spent.output_tokens,
                                                                   reserve.output_tokens)),
             ("max_cost_nanos", budget.max_cost_nanos, plus(spent.cost_nanos, reserve.cost_nanos)),
+            ("max_turns", budget.max_turns, spent.turns),
         ]
         for limit, value, observed in checks:
             if value is None:
                 continue
             if observed is None or observed > value:
-                # a request count is exact; spend includes the worst-case reservation, and an
-                # amount with no bound is recorded as the largest the log carries
-                upper = limit != "max_model_requests"
+                # a request or turn count is exact; spend includes the worst-case reservation,
+                # and an amount with no bound is recorded as the largest the log carries
+                upper = limit not in ("max_model_requests", "max_turns")
                 seen = MAX_INT if observed is None else min(observed, MAX_INT)
-                return await _exceeded(rt, scope, limit, value, seen, upper=upper, owner=owner)
-        turn = rt.fold.turn
-        if budget.max_wall_ms is not None and turn is not None and scope != "ancestor":
-            started = rt.fold.events[0].time if scope == "thread" else turn.input_event.time
-            elapsed = rt.now() - started
+                return await _exceeded(rt, scope, limit, value, seen, upper=upper)
+        if budget.max_wall_ms is not None and rt.fold.turn is not None:
+            elapsed = rt.now() - scope.started_ms
             if elapsed > budget.max_wall_ms:
-                return await _exceeded(
-                    rt, scope, "max_wall_ms", budget.max_wall_ms, elapsed, upper=False
-                )
+                return await _exceeded(rt, scope, "max_wall_ms", budget.max_wall_ms, elapsed,
+                                       upper=False)
     return None
 
 
 async def _exceeded(
-    rt: Runtime,
-    scope: BudgetScope,
-    limit: BudgetLimit,
-    value: int,
-    observed: int,
-    *,
-    upper: bool,
-    owner: str | None = None,
+    rt: Runtime, scope: _Scope, limit: BudgetLimit, value: int, observed: int, *, upper: bool
 ) -> BudgetExhausted:
     data: dict[str, Any] = {
         "limit": limit,
         "limit_value": value,
         "observed": observed,
         "observed_is_upper_bound": upper,
-        "scope": scope,
+        "scope": scope.scope,
     }
-    if owner is not None:
-        data["owner_thread_id"] = owner
+    if scope.owner is not None:
+        data["owner_thread_id"] = scope.owner
     drafts = [Draft("budget_exceeded", data, HOST)]
     if rt.fold.turn is not None:
         drafts.append(Draft("turn_completed", {"reason": "budget_exhausted"}, HOST))
     await rt.writer.append(drafts)
-    return BudgetExhausted(rt.thread, BudgetInfo(limit, value, observed, scope, upper))
+    return BudgetExhausted(rt.thread, BudgetInfo(limit, value, observed, scope.scope, upper))

@@ -60,7 +60,7 @@ async def drive(
         await resume_parked_children(rt)
         if rt.fold.parks:
             return parked_result(rt)
-        adopt_background(rt)
+        await adopt_background(rt)
         await settle_answered(rt)  # a summary a crash left recorded but not yet applied
         if rt.fold.compaction.requested is not None and rt.fold.turn is None:
             await serve_request(rt)  # an operator asked for it: before any new input

@@ -21,7 +21,7 @@ from threads.log.fold import Call, Fold
 from threads.log.render import RenderCache
 from threads.memory.protocol import MemoryHandle
 from threads.principal import Principal
-from threads.run.budget import AncestorBudget, Budget
+from threads.run.budget import AncestorBudget, Budget, SpendMemo
 from threads.run.child_run import StartChild
 from threads.run.config import AgentSpec
 from threads.run.drafts import RECOVERY
@@ -160,6 +160,7 @@ class Runtime:
     sandbox: RunSandbox | None = None  # the branch's sandbox, opened on first use
     memory: MemoryHandle | None = None  # the agent's memory, scoped to this run's user
     ancestors: tuple[AncestorBudget, ...] = ()  # budgets of the threads above (a subagent's)
+    spend_memo: SpendMemo = field(default_factory=SpendMemo)  # subagents' spend, by log head
 
     @property
     def fold(self) -> Fold:

@@ -175,13 +175,26 @@ async def run_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Pending | N
         if isinstance(result, Parked):
             return await park_on_child(rt, spawned, result)
         end = await child_end(result)
+        reopened = _unparked(rt, spawned)
         decisions, reason = await stop_decisions(rt, spawned, end.status, end.output)
         if reason is None:
             break
-        await rt.writer.append(decisions)
+        await rt.writer.append([*reopened, *decisions])
     shown_end, artifacts = end_drafts(call_id, spawned, end, late=False)
-    await rt.writer.append([*decisions, *shown_end], artifacts=artifacts)
+    await rt.writer.append([*reopened, *decisions, *shown_end], artifacts=artifacts)
     return None
+
+
+def _unparked(rt: Runtime, spawned: Event) -> list[Draft]:
+    """The ``resumed`` that ends the parent's park on a child that no longer parks, when the
+    parent is parked on it (a run's recovery re-dispatches the call before anything else):
+    recorded in the same append as what follows the child's run, so no crash leaves the parent
+    parked on a child whose end it recorded."""
+    child_id = spawned.data["child_thread_id"]
+    if ("child", child_id) not in rt.fold.parks:
+        return []
+    data = {"address": {"id": child_id, "kind": "child"}, "cause_event_id": spawned.event_id}
+    return [Draft("resumed", data, rt.actor())]
 
 
 async def resume_parked_children(rt: Runtime) -> None:
@@ -201,13 +214,21 @@ async def resume_parked_children(rt: Runtime) -> None:
         await rt.writer.append([Draft("resumed", data, rt.actor())])
 
 
-def _barrier(rt: Runtime) -> JsonObject | None:
-    """The principal of the open turn's cancel barrier (the run's when it names none), or
-    None when the turn is not cancelled."""
-    turn = rt.fold.turn
-    if turn is None or turn.cancel_event is None:
+def _barrier(rt: Runtime, spawned: Event | None = None) -> JsonObject | None:
+    """The principal of the cancel barrier that stops a child (the run's when it names
+    none): the open turn's; with no turn open, a thread cancel recorded after ``spawned``
+    (``Thread.cancel`` on a thread whose background children had not reported). None when
+    no barrier stops it."""
+    fold = rt.fold
+    turn = fold.turn
+    cancel: Event | None = None
+    if turn is not None:
+        cancel = turn.cancel_event
+    elif spawned is not None and fold.wakes.cancel_seq > spawned.seq:
+        cancel = next(e for e in reversed(fold.events) if e.seq == fold.wakes.cancel_seq)
+    if cancel is None:
         return None
-    principal: JsonObject = turn.cancel_event.actor.get("principal") or rt.principal.to_wire()
+    principal: JsonObject = cancel.actor.get("principal") or rt.principal.to_wire()
     return principal
 
 
@@ -279,17 +300,28 @@ def start_background(rt: Runtime, spawned: Event, prompt: str) -> None:
     rt.background.start(spawned.data["child_thread_id"], _run_child(rt, spawned, prompt))
 
 
-def adopt_background(rt: Runtime) -> None:
+async def adopt_background(rt: Runtime) -> None:
     """A run of the parent takes over every background child that has not ended (spawned by
-    an earlier run that crashed or stopped, or by this one) and does not park it."""
+    an earlier run that crashed or stopped, or by this one) and does not park it. A child a
+    thread cancel came after whose thread was never created is recorded cancelled (no
+    ``woken``) and never started."""
     fold = rt.fold
+    never: list[Draft] = []
+    stored: list[PendingArtifact] = []
     for child in fold.features.children.values():
         if child.mode != "background" or child.status != CHILD_RUNNING:
             continue
         if ("child", child.child_thread_id) in fold.parks:
             continue
         spawned = spawned_event(fold, child.child_thread_id)
+        if _barrier(rt, spawned) is not None and not await _created(rt, spawned):
+            drafts, artifacts = never_started_drafts(child.call_id, spawned, late=True)
+            never += drafts
+            stored += artifacts
+            continue
         start_background(rt, spawned, str(fold.calls[child.call_id].input["prompt"]))
+    if never:
+        await rt.writer.append(never, artifacts=stored)
 
 
 async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
@@ -301,7 +333,7 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
         "relation": "subagent",
         "thread_id": rt.writer.thread_id,
     }
-    cancelled_by = _barrier(rt)
+    cancelled_by = _barrier(rt, spawned)
     child = ChildRun(
         spec=spec.under_parent(rt.spec),
         thread_id=spawned.data["child_thread_id"],

@@ -23,6 +23,7 @@ from threads.errors import ConfigError, LogError, NotFoundError, ThreadsError
 from threads.log.collector import collector_paused
 from threads.log.fold import Call, Fold
 from threads.log.fold.cache_breaks import CacheBreak
+from threads.log.fold.features import CHILD_RUNNING
 from threads.log.fold.questions import match_answer
 from threads.log.fold.saved import RestoredFold
 from threads.log.json_types import JsonObject
@@ -422,21 +423,24 @@ class Thread:
 
     async def cancel(self, principal: Principal, reason: str | None = None) -> None:
         """Record a durable cancel barrier; the next run of the thread carries it out. Every
-        unfinished subagent thread below it is barred too (``threads.run.tree_cancel``)."""
+        unfinished subagent thread below it is barred too (``threads.run.tree_cancel``).
+
+        With a turn open the barrier is the turn's (``scope: turn``). With none, a thread
+        whose subagents have not all reported (a background child still running, or parked)
+        gets ``scope: thread``: no ``woken`` follows for them, and the next run records each
+        one's (cancelled) end. With neither there is nothing to cancel (``not_pending``)."""
         branch = await self._branch()
         async with control_writer(self.store, branch.branch_id) as writer:
             fold = writer.fold
             self._authorize(fold, principal, branch)
-            if fold.turn is None:
-                raise ControlError(
-                    "not_pending", "no turn is open on this thread; nothing to cancel"
-                )
-            data: dict[str, Any] = {"scope": "turn"}
-            if reason:
-                data["reason"] = reason
-            actor = {"kind": "user", "principal": principal.to_wire()}
-            await writer.append([Draft("cancel_requested", data, actor)])
-            fold = writer.fold
+            scope = cancel_scope(fold)
+            if scope is not None:
+                data: dict[str, Any] = {"scope": scope}
+                if reason:
+                    data["reason"] = reason
+                actor = {"kind": "user", "principal": principal.to_wire()}
+                await writer.append([Draft("cancel_requested", data, actor)])
+                fold = writer.fold
         await cancel_descendants(self.store, fold, principal.to_wire())
 
 
@@ -582,6 +586,25 @@ class Thread:
             tenant_id=branch.tenant_id, thread_id=self.id, principal=principal.to_wire(),
             command="cancel",
         )
+
+
+def cancel_scope(fold: Fold) -> Literal["turn", "thread"] | None:
+    """The scope of the barrier a cancel records now: ``turn`` on an open turn; ``thread``
+    when no turn is open but a child has not reported since the last thread cancel; None when
+    a barrier already covers every unreported child (the cancel then only reaches down
+    again). ``not_pending`` when nothing is open and no child is unreported."""
+    if fold.turn is not None:
+        return "turn"
+    unreported = [c for c in fold.features.children.values() if c.status == CHILD_RUNNING]
+    if not unreported:
+        raise ControlError(
+            "not_pending", "no turn is open and no subagent of this thread is unreported;"
+            " nothing to cancel"
+        )
+    spawned = {e.data["child_thread_id"]: e.seq for e in fold.events
+               if e.type == "agent_spawned"}
+    covered = all(spawned[c.child_thread_id] < fold.wakes.cancel_seq for c in unreported)
+    return None if covered else "thread"
 
 
 def compaction_refusal(fold: Fold) -> str | None:

@@ -4,7 +4,8 @@
 What opening a turn checks, in order, before anything is appended: the branch is ours to write
 and runnable (``refusal``: ``writer_mismatch``, ``branch_not_runnable``), the agent is the
 config the thread is pinned to (``check_pinned``: ``ConfigError("invalid_config")``), and the
-agent's ``max_turns`` allows one more turn (else ``budget_exceeded`` is recorded and no input).
+agent's ``max_turns`` allows one more turn, its subagents' turns counted (else
+``budget_exceeded`` is recorded and no input).
 A new thread's header, ``thread_started`` and first ``user_input`` are one transaction
 (``create_thread``), so no crash leaves a thread no input reached. A host's idempotency receipt
 (``RunKey``) is committed in the transaction of the ``user_input`` it names.
@@ -32,6 +33,7 @@ from threads.log.lines import (
 )
 from threads.principal import Principal
 from threads.run.budget import Budget
+from threads.run.budget_check import tree_spend
 from threads.run.config import AgentSpec
 from threads.run.control import control_writer
 from threads.run.drafts import HOST, user_input
@@ -146,9 +148,11 @@ async def open_turn(
     """Open the next turn on a branch this writer holds: its ``user_input`` (with the
     request's receipt, in the same transaction), or, once the agent's ``max_turns`` is spent,
     ``budget_exceeded`` and no input (what it records is returned)."""
-    refused = None if agent.budget is None else agent.budget.turns_refusal(
-        writer.fold.turns_completed
-    )
+    refused = None
+    if agent.budget is not None and agent.budget.max_turns is not None:
+        # the turns of every subagent thread below count too (``threads.run.budget_check``)
+        below = await tree_spend(writer.store, writer.fold)
+        refused = agent.budget.turns_refusal(writer.fold.turns_completed + below.turns)
     if refused is not None:
         await writer.append([Draft("budget_exceeded", refused, HOST)])
         return BudgetInfo("max_turns", refused["limit_value"], refused["observed"], "thread", False)

@@ -3,7 +3,8 @@
 Work left means an open turn that is not parked (status ``in_turn``): a run that crashed or was
 stopped mid-turn, or a turn whose parks were all resolved by an operator; a background subagent
 whose end its parent has not recorded (the parent's run resumes it; a subagent's own thread is
-never continued on its own, only by its parent's run); or a thread parked
+never continued on its own, only by its parent's run: a subagent's thread with work, such as a
+decision recorded on it, has its tree's root continued, whose run reruns it); or a thread parked
 only on zombie-window parks whose window is over (``threads.run.holders``): its run looks
 again. Each such thread is continued with ``agent.run(None, thread=...)`` by the agent named
 in its ``thread_started``. Several workers (processes, machines) may share one store: the
@@ -27,6 +28,7 @@ from threads.errors import ConfigError, ThreadsError
 from threads.log.fold import Fold
 from threads.log.fold.features import CHILD_RUNNING
 from threads.log.fold.saved import RestoredFold
+from threads.log.vocabulary import ThreadStartedDataParent
 from threads.principal import Principal
 from threads.run.agent import Agent
 from threads.run.holders import window_park_ends
@@ -80,10 +82,42 @@ def has_work(fold: Fold) -> bool:
     )
 
 
+def subagent_parent(fold: Fold) -> ThreadStartedDataParent | None:
+    """The parent of a subagent's thread (None for any other thread)."""
+    parent = None if fold.thread_started is None else fold.thread_started.get("parent")
+    return parent if parent is not None and parent["relation"] == "subagent" else None
+
+
 def is_subagent(fold: Fold) -> bool:
     """A subagent's thread is continued by its parent's run, never on its own."""
-    parent = None if fold.thread_started is None else fold.thread_started.get("parent")
-    return parent is not None and parent["relation"] == "subagent"
+    return subagent_parent(fold) is not None
+
+
+MAX_TREE_DEPTH = 64  # subagent levels followed up to the root of a tree
+
+
+async def tree_root(store: Store, fold: Fold) -> tuple[BranchInfo, Fold] | None:
+    """The root of the subagent tree the thread of ``fold`` belongs to (its root branch and
+    its fold, opened from a snapshot where one serves), following ``thread_started.parent``
+    up while the relation is ``subagent``; None for a thread that is no subagent (its own
+    root) and for a tree deeper than ``MAX_TREE_DEPTH``."""
+    root: tuple[BranchInfo, Fold] | None = None
+    for _ in range(MAX_TREE_DEPTH):
+        parent = subagent_parent(fold)
+        if parent is None:
+            return root
+        branch = await store.root_branch(str(parent["thread_id"]))
+        fold = await open_fold(store, branch.branch_id, store.clock.now_ms())
+        root = (branch, fold)
+    return None
+
+
+def tree_work(fold: Fold) -> bool:
+    """A parent's subagents are work for its run: a park on a child (the run reruns it
+    first), or a child that has not reported (it resumes and records it)."""
+    return any(kind == "child" for kind, _ in fold.parks) or any(
+        c.status == CHILD_RUNNING for c in fold.features.children.values()
+    )
 
 
 def parks_reopen_at(fold: Fold, chosen: Agent) -> int | None:
@@ -192,16 +226,22 @@ class Worker:
             if chosen is None:
                 self._idle[branch.branch_id] = branch.head_seq
                 continue
+            target = chosen[0]  # a subagent's thread with work: its tree's root
+            if target.branch_id in self._running:
+                continue
             await self._slots.acquire()
-            task = asyncio.create_task(self._drive(branch, *chosen))
-            self._running[branch.branch_id] = task
+            task = asyncio.create_task(self._drive(*chosen))
+            self._running[target.branch_id] = task
 
     # ---- one thread ----------------------------------------------------------------------
 
-    async def _agent_for(self, branch: BranchInfo) -> tuple[Agent, Principal, Fold] | None:
-        """The agent to continue this thread with, on whose behalf, and the fold that told (the
-        run takes it while the head has not moved), or None (no work, or no agent of that name
-        here: logged once per head)."""
+    async def _agent_for(
+        self, branch: BranchInfo
+    ) -> tuple[BranchInfo, Agent, Principal, Fold] | None:
+        """The branch to continue (this one; for a subagent's thread with work, its tree's
+        root, whose run reruns it), the agent to continue it with, on whose behalf, and the
+        fold that told (the run takes it while the head has not moved), or None (no work, or
+        no agent of that name here: logged once per head)."""
         try:
             # status and the open turn: a snapshot and the lines after it tell
             fold = await open_fold(self.store, branch.branch_id, self.store.clock.now_ms())
@@ -215,7 +255,19 @@ class Worker:
         if fold.thread_started is None:
             return None  # a header-only branch has no turn: its first run with an agent starts it
         if is_subagent(fold):
-            return None  # its parent's run continues it (with the parent's limits)
+            # its parent's run continues it (with the parent's limits): the tree's root runs
+            cancelling = fold.turn is not None and fold.turn.cancel_event is not None
+            if not (has_work(fold) or cancelling):
+                return None
+            root = await tree_root(self.store, fold)
+            if root is None:
+                return None
+            top, top_fold = root
+            top_started = top_fold.thread_started
+            named = self.agents.get(str(top_started and top_started.get("agent_name")))
+            if named is None:
+                return None
+            return top, named, turn_principal(top_fold, top.tenant_id), top_fold
         name = fold.thread_started.get("agent_name")
         chosen = self.agents.get(str(name))
         if not has_work(fold):
@@ -229,7 +281,7 @@ class Worker:
         if chosen is None:
             self._log(f"skip {branch.thread_id}: no agent named {name!r} in this worker")
             return None
-        return chosen, turn_principal(fold, branch.tenant_id), fold
+        return branch, chosen, turn_principal(fold, branch.tenant_id), fold
 
     def _reopened(self, branch: BranchInfo) -> bool:
         reopen = self._reopen.get(branch.branch_id)
