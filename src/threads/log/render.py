@@ -23,7 +23,7 @@ import hashlib
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from threads.errors import LogError
 from threads.log.hashing import sha256_hex
@@ -62,6 +62,19 @@ def denied_input(decision: Mapping[str, Any]) -> str | None:
     if decision["hook"] == _INPUT_HOOK and decision["decision"] in _DENYING:
         return str(decision.get("input_event_id", ""))
     return None
+
+
+class Resumable(Protocol):
+    """Renders on from a request recorded earlier (``threads.log.render_resume``): the request
+    ``events`` imply next, or None once that can't be shown exact without the lines before;
+    ``flat`` is the request it rendered last, ``tail`` the render state after it."""
+
+    flat: _Flat
+    tail: _Lines
+
+    def render(
+        self, started: Mapping[str, Any], events: Sequence[Event], artifacts: Artifacts
+    ) -> Rendered | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,22 +331,26 @@ class _Lines:
         at = bisect_left([entry.seq for entry in self.entries], start)
         self.entries[at:at] = made
 
-    def lines(self) -> Iterator[tuple[Line, bytes]]:
-        for entry in self.entries:
-            if entry.event_id in self.denied_inputs:
-                continue
-            if any(entry.hidden_by(a, b, by) for a, b, by in self.compacted):
-                continue
-            if entry.line["role"] == "tool" and self.edits.touches(entry.line):
-                edited = self.edits.apply(entry.line)
-                yield edited, line_bytes(edited)
-                continue
-            if entry.carryover and entry.seq < self.omit_before:
-                kept = _without_carryover(entry.line)
-                if kept is not None:
-                    yield kept, line_bytes(kept)
-                continue
-            yield entry.line, entry.data
+    def lines(self, start: int = 0) -> Iterator[tuple[Line, bytes]]:
+        """The lines of ``entries[start:]`` as a request shows them now."""
+        for entry in self.entries[start:]:
+            shown = self.shown(entry)
+            if shown is not None:
+                yield shown
+
+    def shown(self, entry: _Entry) -> tuple[Line, bytes] | None:
+        """How ``entry`` shows in a request now (None: not at all)."""
+        if entry.event_id in self.denied_inputs:
+            return None
+        if any(entry.hidden_by(a, b, by) for a, b, by in self.compacted):
+            return None
+        if entry.line["role"] == "tool" and self.edits.touches(entry.line):
+            edited = self.edits.apply(entry.line)
+            return edited, line_bytes(edited)
+        if entry.carryover and entry.seq < self.omit_before:
+            kept = _without_carryover(entry.line)
+            return None if kept is None else (kept, line_bytes(kept))
+        return entry.line, entry.data
 
     def in_order(self) -> bool:
         """Every entry renders as recorded, in order: nothing hidden, moved or rewritten, so
@@ -398,6 +415,13 @@ class RenderCache:
         self._seen = 0
         self._lines = _Lines()
         self.flat: _Flat | None = None
+        # A recorded request to render on from (``threads.log.render_resume``), while it holds
+        self.resumed: Resumable | None = None
+
+    @property
+    def lines(self) -> _Lines:
+        """The render state after the events fed so far."""
+        return self._lines
 
     def feed(self, events: Sequence[Event], artifacts: Artifacts) -> _Lines:
         grown = len(events) >= self._seen and (
@@ -446,6 +470,11 @@ def render(
 ) -> Rendered:
     """The request the log ``events`` implies next (``started`` is the thread_started data)."""
     cache = cache if cache is not None else RenderCache()
+    if cache.resumed is not None:
+        rendered = cache.resumed.render(started, events, artifacts or {})
+        if rendered is not None:
+            return rendered
+        cache.resumed = None  # it no longer holds: every line is rendered from here on
     flat = cache.flat = _flat(started, cache.feed(events, artifacts or {}), cache.flat)
     return _rendered(flat)
 
