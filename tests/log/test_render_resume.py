@@ -185,7 +185,8 @@ def test_a_checkpoint_renders_only_the_lines_after_it() -> None:
     assert len(cache.resumed.tail.entries) == 1  # the reply after the request, no other line
     assert_same(got, render(world.started, world.events, world.artifacts))
     # it says it extends the recorded request: a store keeps it as the bytes it adds
-    assert got.body.base is not None and got.body.base.sha256 == checkpoint.sha256
+    assert got.body.base is not None
+    assert got.body.base.sha256 == checkpoint.sha256
 
 
 def _world() -> World:
