@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from threads.clock import FakeClock
+from threads.log.event_types import EventType
 from threads.log.hashing import sha256_hex
 from threads.log.json_types import JsonObject
-from threads.log.lines import Event
+from threads.log.lines import Actor, Event
 from threads.log.render import RenderCache, Rendered, render
 from threads.log.render_resume import (
     CheckpointUnusableError,
@@ -28,7 +30,7 @@ from threads.log.render_resume import (
     resume,
 )
 from threads.log.request_bytes import RequestBytes
-from threads.testing.sample_log import MODEL, USER, SampleLog
+from threads.testing.sample_log import HOST, MODEL, USER, SampleLog
 
 REWRITES = ("compacted", "settings_changed", "context_edited")
 _STEPS = st.sampled_from([
@@ -57,8 +59,11 @@ class World:
     def events(self) -> list[Event]:
         return self.log.events
 
+    def add(self, type_: EventType, data: Any, actor: Actor = HOST) -> Event:
+        return self.log.add(type_, data, actor)  # data built here as plain JSON
+
     def step(self, kind: str, n: int) -> None:
-        add = self.log.add
+        add = self.add
         if kind == "input":
             self.inputs.append(add("user_input", {"source": "api", "text": f"ask {n}"}, USER))
         elif kind == "steer":
