@@ -25,6 +25,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import Any, cast
 
 from threads.log.canonical import compact_dumps, fast_loads
@@ -46,9 +48,13 @@ from threads.log.render_lines import Line
 from threads.log.request_bytes import RequestBytes
 
 __all__ = ["FORMAT", "CheckpointUnusableError", "RequestCheckpoint", "Resumed", "checkpoint_of",
-           "resume"]
+           "render_code", "resume"]
 
 FORMAT = 1  # the checkpoint's bytes; a reader of another refuses them
+# the modules whose code decides a request's bytes: a checkpoint another version of them wrote
+# is refused, as they could render the same events to other bytes
+_RENDER_MODULES = ("canonical", "render", "render_context", "render_lines", "render_resume",
+                   "request_bytes")
 _COMPACTION = "compaction"
 
 
@@ -77,6 +83,7 @@ class RequestCheckpoint:
         """A line of JSON (sorted keys), then the request's bytes."""
         head = {
             "format": FORMAT,
+            "render_code": render_code(),
             "request": [self.seq, self.event_id, self.sha256],
             "settings": self.settings,
             "omit_before": self.omit_before,
@@ -94,6 +101,8 @@ class RequestCheckpoint:
             head = fast_loads(line)
             if head.get("format") != FORMAT:
                 raise CheckpointUnusableError(f"checkpoint format {head.get('format')!r}")
+            if head.get("render_code") != render_code():
+                raise CheckpointUnusableError("checkpoint written by other render code")
             seq, event_id, sha256 = head["request"]
             spans = tuple(
                 (str(call), int(part), tuple((int(s), int(e)) for s, e in pairs))
@@ -110,6 +119,13 @@ class RequestCheckpoint:
 
     def edits(self) -> Edits:
         return Edits(set(self.cleared), {(c, p): list(s) for c, p, s in self.spans})
+
+
+@cache
+def render_code() -> str:
+    """The sha256 of the source of the modules that decide a request's bytes."""
+    here = Path(__file__).parent
+    return sha256_hex(b"\0".join((here / f"{name}.py").read_bytes() for name in _RENDER_MODULES))
 
 
 def is_turn_request(event: Event) -> bool:
