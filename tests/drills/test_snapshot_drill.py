@@ -1,6 +1,7 @@
 """Crash drill: a fold snapshot and the events it follows commit together or not at all
 (issue 36), on both engines, and a run killed there is continued with the request the whole
-log renders (from the request checkpoint in the row when it committed, else from every line). A real process appends a turn with its snapshot and is SIGKILLed
+log renders (from the request checkpoint in the row when it committed, else from every line).
+A real process appends a turn with its snapshot and is SIGKILLed
 after the snapshot's row is written and before the transaction commits; a fresh store then
 holds neither. Killed right after the commit instead, it holds both, and opening from the
 snapshot gives the full fold's state. On Postgres the row is written either in an append's own
