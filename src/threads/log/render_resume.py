@@ -23,9 +23,11 @@ it. Invariant: what ``Resumed.render`` returns is byte for byte, and line for li
 from __future__ import annotations
 
 import hashlib
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, cast
 
@@ -33,6 +35,7 @@ from threads.log.canonical import compact_dumps, fast_loads
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
 from threads.log.render import (
+    TOOLS_ROLE,
     Artifacts,
     RenderCache,
     Rendered,
@@ -51,6 +54,7 @@ __all__ = ["FORMAT", "CheckpointUnusableError", "RequestCheckpoint", "Resumed", 
            "render_code", "resume"]
 
 FORMAT = 1  # the checkpoint's bytes; a reader of another refuses them
+_ZLIB_LEVEL = 1
 # the modules whose code decides a request's bytes: a checkpoint another version of them wrote
 # is refused, as they could render the same events to other bytes
 _RENDER_MODULES = ("canonical", "render", "render_context", "render_lines", "render_resume",
@@ -80,7 +84,8 @@ class RequestCheckpoint:
     body: RequestBytes
 
     def encode(self) -> bytes:
-        """A line of JSON (sorted keys), then the request's bytes."""
+        """A line of JSON (sorted keys), then the request's bytes, zlib compressed (quickly: an
+        open of the branch's state reads and hashes them with the fold row)."""
         head = {
             "format": FORMAT,
             "render_code": render_code(),
@@ -91,13 +96,13 @@ class RequestCheckpoint:
             "cleared": sorted(self.cleared),
             "spans": [[call, part, [list(s) for s in spans]] for call, part, spans in self.spans],
         }
-        return compact_dumps(head) + b"\n" + bytes(self.body)
+        return compact_dumps(head) + b"\n" + zlib.compress(bytes(self.body), _ZLIB_LEVEL)
 
     @classmethod
     def decode(cls, raw: bytes) -> RequestCheckpoint:
         """``CheckpointUnusableError`` for bytes this code did not write."""
         try:
-            line, _, data = raw.partition(b"\n")
+            line, _, packed = raw.partition(b"\n")
             head = fast_loads(line)
             if head.get("format") != FORMAT:
                 raise CheckpointUnusableError(f"checkpoint format {head.get('format')!r}")
@@ -108,13 +113,14 @@ class RequestCheckpoint:
                 (str(call), int(part), tuple((int(s), int(e)) for s, e in pairs))
                 for call, part, pairs in head["spans"]
             )
+            data = zlib.decompress(packed)
             body = RequestBytes([data], [0], 1, len(data), str(sha256))
             return cls(int(seq), str(event_id), str(sha256), head["settings"],
                        int(head["omit_before"]), frozenset(head["denied"]),
                        frozenset(head["cleared"]), spans, body)
         except CheckpointUnusableError:
             raise
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, zlib.error) as exc:
             raise CheckpointUnusableError(f"checkpoint does not decode ({exc!r})") from None
 
     def edits(self) -> Edits:
@@ -189,18 +195,16 @@ def _base(
     """The checkpoint's request as a renderer's state, to extend: its lines as parts, and
     what an adapter gets of them (line 0 and tools lines aside)."""
     parts = data.splitlines(keepends=True)
-    starts, at = [], 0
-    for part in parts:
-        starts.append(at)
-        at += len(part)
+    starts = [0, *accumulate(map(len, parts[:-1]))]
     settings = checkpoint.settings
     flat = _Flat(
         settings, first, sha256_hex(first), declared_prefix(started, settings), 0, parts, starts,
         len(data), hashlib.sha256(data), [], set(),
     )
-    for part in parts[1:]:
-        line = cast("Line", fast_loads(part))
-        flat.add(line)
+    # every line after line 0 parsed at once (one decoder call, not one per line)
+    lines = cast("list[Line]", fast_loads(b"[" + b",".join(parts[1:]) + b"]"))
+    flat.messages = [line for line in lines if line["role"] != TOOLS_ROLE]
+    flat.part_types = {part["type"] for line in flat.messages for part in line["content"]}
     flat.last = RequestBytes(parts, starts, len(parts), len(data), checkpoint.sha256)
     return flat
 
