@@ -9,7 +9,9 @@ for every ``tools_changed``, so line 0 never changes within an epoch (C7). Every
 canonical JSON ending in ``\\n``; a ``model_request`` stores exactly these bytes. They are
 handed out in the pieces they are made of (``threads.log.request_bytes``): joined only where
 whole bytes are needed, and, while the lines stay in order, as the request rendered before
-plus the lines added since, so a render costs what the new lines cost.
+plus the lines added since, so a render costs what the new lines cost. A cache set going on
+from a recorded request (``RenderCache.resumed``: ``threads.log.render_resume``) renders from
+that request's bytes and the events after it, while it can show them exact.
 
 Every artifact a rendered part references (images, reasoning blocks, injected text) must be
 present and intact, and text must be UTF-8: else ``artifact_missing`` / ``artifact_corrupt`` at

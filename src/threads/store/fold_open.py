@@ -7,7 +7,10 @@ sha256, format or fold code, a head the body does not end at, a tail that does n
 it to the head, a line after it that needs an event the snapshot dropped) is not an error here:
 the row is ignored and the whole chain is read and folded, which raises what a broken log
 raises. ``fold_row`` is what a writer (or an import) puts with an append, when
-``SnapshotSchedule`` (``row_at_head_pays``) says so.
+``SnapshotSchedule`` (``row_at_head_pays``) says so; a writer's row also carries the request
+checkpoint of the last turn request its run rendered (``threads.log.render_resume``), after the
+fold's two lines, which ``open_checkpoint`` reads for a run holding the whole chain folded, so
+that its next request is rendered on from that one rather than from every line.
 
 A damaged line before the snapshot is therefore not noticed by an open: ``verify`` and
 ``export`` (and every run, which folds the whole chain) still read and check every line.
