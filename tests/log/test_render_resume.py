@@ -10,6 +10,7 @@ checkpoint that does not match its log is refused."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -146,6 +147,8 @@ def assert_same(got: Rendered, expected: Rendered) -> None:
     assert got.declared_prefix() == expected.declared_prefix()
     assert got.prefix == expected.prefix
     assert list(got.messages) == list(expected.messages)
+    # with the same key order, which an adapter serializing them as given would show a cache
+    assert json.dumps(list(got.messages)) == json.dumps(list(expected.messages))
     assert got.part_types == expected.part_types
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from threads.errors import LogError
+from threads.log.canonical import fast_loads
 from threads.log.hashing import sha256_hex
 from threads.log.json_types import JsonObject
 from threads.log.lines import Event
@@ -383,12 +384,19 @@ class _Flat:
     part_types: set[str]
     last: RequestBytes | None = None  # the request this was last rendered as
 
-    def extend(self, raw: bytes, line: Line) -> None:
-        self.parts.append(raw)
-        self.starts.append(self.size)
-        self.size += len(raw)
-        self.hasher.update(raw)
-        self.add(line)
+    def extend(self, raws: Sequence[bytes]) -> None:
+        """Append lines (their bytes). What an adapter gets of each is the JSON value of those
+        bytes, read back (in one decoder call for them all): the same values, with the same
+        key order, however the line was made, whether from an event appended in this process
+        or read back from the store, rendered now or recorded by an earlier run."""
+        if not raws:
+            return
+        for raw in raws:
+            self.parts.append(raw)
+            self.starts.append(self.size)
+            self.size += len(raw)
+            self.hasher.update(raw)
+        self.add_all(fast_loads(b"[" + b",".join(raws) + b"]"))
 
     def body(self) -> RequestBytes:
         """The request as it stands, as extending the one rendered before it (if any)."""
@@ -400,11 +408,12 @@ class _Flat:
         self.last = body
         return body
 
-    def add(self, line: Line) -> None:
-        if line["role"] == TOOLS_ROLE:
-            return  # a tools line changes the set an adapter sends (it takes it separately)
-        self.messages.append(line)
-        self.part_types.update(part["type"] for part in line["content"])
+    def add_all(self, lines: Sequence[Line]) -> None:
+        """Hand ``lines`` to an adapter (a tools line changes the set it sends: it takes that
+        separately)."""
+        messages = [line for line in lines if line["role"] != TOOLS_ROLE]
+        self.messages.extend(messages)
+        self.part_types.update(part["type"] for line in messages for part in line["content"])
 
 
 class RenderCache:
@@ -441,8 +450,7 @@ class RenderCache:
 def _flat(started: Mapping[str, Any], rendered: _Lines, last: _Flat | None) -> _Flat:
     """The request ``rendered`` implies: ``last`` extended when that is exact, else anew."""
     if last is not None and last.settings is rendered.settings and rendered.in_order():
-        for entry in rendered.entries[last.entries :]:
-            last.extend(entry.data, entry.line)
+        last.extend([entry.data for entry in rendered.entries[last.entries :]])
         last.entries = len(rendered.entries)
         return last
     first = prefix_line(started, rendered.settings)
@@ -459,8 +467,7 @@ def _flat(started: Mapping[str, Any], rendered: _Lines, last: _Flat | None) -> _
         [],
         set(),
     )
-    for line, raw in rendered.lines():
-        flat.extend(raw, line)
+    flat.extend([raw for _, raw in rendered.lines()])
     return flat
 
 
@@ -503,7 +510,7 @@ def render_summary_request(
         data_of(cause, "compaction_requested").get("instructions") if cause is not None else None
     )
     ask = _user(summary_instruction(guides, instructions))
-    flat.extend(line_bytes(ask), ask)
+    flat.extend([line_bytes(ask)])
     return _rendered(flat)
 
 

@@ -35,7 +35,6 @@ from threads.log.canonical import compact_dumps, fast_loads
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
 from threads.log.render import (
-    TOOLS_ROLE,
     Artifacts,
     RenderCache,
     Rendered,
@@ -201,10 +200,7 @@ def _base(
         settings, first, sha256_hex(first), declared_prefix(started, settings), 0, parts, starts,
         len(data), hashlib.sha256(data), [], set(),
     )
-    # every line after line 0 parsed at once (one decoder call, not one per line)
-    lines = cast("list[Line]", fast_loads(b"[" + b",".join(parts[1:]) + b"]"))
-    flat.messages = [line for line in lines if line["role"] != TOOLS_ROLE]
-    flat.part_types = {part["type"] for line in flat.messages for part in line["content"]}
+    flat.add_all(cast("list[Line]", fast_loads(b"[" + b",".join(parts[1:]) + b"]")))
     flat.last = RequestBytes(parts, starts, len(parts), len(data), checkpoint.sha256)
     return flat
 
@@ -273,11 +269,8 @@ class Resumed:
                 flat.settings, flat.first, flat.first_sha256, flat.prefix, 0, list(parts),
                 list(starts), size, hasher.copy(), list(messages), set(part_types),
             )
-        for entry in tail.entries[flat.entries :]:
-            shown = tail.shown(entry)
-            if shown is not None:
-                line, raw = shown
-                flat.extend(raw, line)
+        shown = map(tail.shown, tail.entries[flat.entries :])
+        flat.extend([pair[1] for pair in shown if pair is not None])
         flat.entries = len(tail.entries)
         self.flat = flat
         return flat
