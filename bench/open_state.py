@@ -1,7 +1,8 @@
 """Open + state of a long thread, on its own: ``open_thread`` then ``Thread.state`` on a fresh
 store object, as ``bench/steps.py`` prints it, with the store built once and kept: imported
-(which puts its fold snapshot at the head), then one more turn appended through a run's writer
-(4 lines past the snapshot, and the listing row), timed in turns with the same state read
+(which puts its fold snapshot at the head), then two more turns appended through a run's writer
+(the first with a fold row carrying its request's checkpoint, the second 4 lines past it, and
+the listing row), timed in turns with the same state read
 from the whole log (no snapshot: what every open cost before). Then what a listing reads of
 it (``threads ls``: its listing row; the host's ``GET /v1/threads``: the roots and their
 summaries).
@@ -41,7 +42,7 @@ from threads.log.render import render
 from threads.run.listing import read_listing
 from threads.run.views import state_of
 from threads.run.writer import BranchWriter
-from threads.store import flows
+from threads.store import flows, fold_open
 from threads.store.protocol import Chain
 from threads.store.rows import build_segment, check_chain
 from threads.store.sqlite.store import drive
@@ -64,12 +65,21 @@ async def build(directory: Path, events: int = EVENTS) -> str:
     del log.events[events:]
     store = sqlite(directory)
     await import_log(store, log.export(), tenant_id="local")  # with its fold snapshot
-    # one more turn through a run's writer, which puts the listing row at the new head
+    # two more turns through a run's writer: the first puts the fold row with its request's
+    # checkpoint (as the append crossing the next multiple of SNAPSHOT_EVERY does), the
+    # second the listing row at the new head, 4 lines past the fold row
     branch_id = log.header.branch_id
     lease = await store.acquire_lease(branch_id, "bench", 30_000)
     log.epoch = lease.epoch
     writer = BranchWriter(store, lease, (await store.read_chain(branch_id)).fold(0))
-    await writer.append_prepared(log.turn(text="And the paid ones?", reply="Two."))
+    turn = log.turn(text="And the paid ones?", reply="Two.")
+    writer.keep_checkpoint(log.request_checkpoint(turn[1]))
+    every_byte, fold_open.SNAPSHOT_BYTES = fold_open.SNAPSHOT_BYTES, 0
+    try:
+        await writer.append_prepared(turn)
+    finally:
+        fold_open.SNAPSHOT_BYTES = every_byte
+    await writer.append_prepared(log.turn(text="And the late ones?", reply="One."))
     await writer.close()
     await store.close()
     id_file.write_text(log.header.thread_id)

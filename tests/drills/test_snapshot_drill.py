@@ -1,5 +1,7 @@
 """Crash drill: a fold snapshot and the events it follows commit together or not at all
-(issue 36), on both engines. A real process appends a turn with its snapshot and is SIGKILLed
+(issue 36), on both engines, and a run killed there is continued with the request the whole
+log renders (from the request checkpoint in the row when it committed, else from every line).
+A real process appends a turn with its snapshot and is SIGKILLed
 after the snapshot's row is written and before the transaction commits; a fresh store then
 holds neither. Killed right after the commit instead, it holds both, and opening from the
 snapshot gives the full fold's state. On Postgres the row is written either in an append's own
@@ -14,15 +16,20 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from postgres_support import URL, drop_schema, fresh_schema, needs_postgres
+from threads import agent
 from threads.log.fold.saved import RestoredFold
-from threads.store.fold_open import open_fold
+from threads.log.render import render
+from threads.log.render_resume import Resumed
+from threads.store.fold_open import open_checkpoint, open_fold
 from threads.store.postgres import postgres
 from threads.store.protocol import Store
 from threads.store.sqlite import sqlite
+from threads.testing.scripted import say, scripted_model
 
 # The child: a branch with one turn, then a second turn appended with its snapshot, dying at
 # the chosen point (``row``: the snapshot row written, not committed; ``commit``: committed).
@@ -212,3 +219,102 @@ def test_a_snapshot_and_its_events_commit_together_on_postgres(point: str) -> No
         asyncio.run(after())
     finally:
         asyncio.run(drop_schema(schema))
+
+
+# A real run's child: SNAPSHOT_EVERY lowered so its second turn's append puts the fold row
+# (with the request checkpoint of the turn's request), dying at ``row`` (the row written, not
+# committed) or ``commit`` (just after that append committed).
+RUN_CHILD = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys
+    import threads.store.fold_open as fold_open
+    from threads import agent
+    from threads.store.sqlite.store import SQLiteStore
+    from threads.testing.scripted import say, scripted_model
+
+    root, point = sys.argv[1], sys.argv[2]
+    fold_open.SNAPSHOT_EVERY = 8
+    armed = False
+
+    def die():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    class Dying(SQLiteStore):
+        def _put_snapshots(self, conn, snapshots):
+            super()._put_snapshots(conn, snapshots)
+            if armed and point == "row" and any(s.kind == "fold" for s in snapshots):
+                die()
+
+        async def append(self, branch_id, events, **kwargs):
+            done = await super().append(branch_id, events, **kwargs)
+            if armed and point == "commit" and any(
+                s.kind == "fold" for s in kwargs.get("snapshots", ())
+            ):
+                die()
+            return done
+
+    async def main():
+        global armed
+        store = Dying(root)
+        bot = agent(name="demo", model=scripted_model([say("one"), say("two")]))
+        first = await bot.run("hello", store=store)
+        print(first.thread.id, flush=True)
+        armed = True
+        await bot.run("and again", thread=first.thread.id, store=store)
+        die()
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.parametrize("point", ["row", "commit"])
+def test_a_run_resumed_after_a_kill_renders_the_request_of_the_whole_log(
+    tmp_path: Path, point: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    done = subprocess.run([sys.executable, "-c", RUN_CHILD, str(tmp_path), point],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    thread_id = done.stdout.split()[0]
+    used: list[int] = []
+    real = Resumed.render
+
+    def counted(self: Resumed, *args: Any) -> Any:
+        rendered = real(self, *args)
+        used.append(rendered is not None)
+        return rendered
+
+    monkeypatch.setattr(Resumed, "render", counted)
+
+    async def after() -> None:
+        store = sqlite(tmp_path)
+        try:
+            branch = await store.root_branch(thread_id)
+            before = (await store.read_chain(branch.branch_id)).fold(0)
+            row = await store.read_fold_row(branch.branch_id)
+            # the row and the events of its append: both or neither
+            assert (row is not None) == (point == "commit")
+            if row is not None:
+                assert (row.seq, row.head_hash) == (before.last_seq, before.last_hash)
+                assert await open_checkpoint(store, branch.branch_id, before) is not None
+            replies = [say(word) for word in ("one", "two", "three", "four")]
+            bot = agent(name="demo", model=scripted_model(replies))
+            result = await bot.run("once more", thread=thread_id, store=store)
+            assert result.status == "completed"
+            chain = await store.read_chain(branch.branch_id)
+            events = chain.events
+            started = events[0].data
+            requests = [i for i, e in enumerate(events)
+                        if e.type == "model_request" and e.seq > before.last_seq]
+            assert requests
+            for at in requests:  # each one the continuing run sent: the whole log's render
+                whole = render(started, events[:at])
+                assert events[at].data["request_ref"]["sha256"] == whole.sha256
+                sent = await store.get_artifact(whole.sha256)
+                assert sent == whole.data
+        finally:
+            await store.close()
+
+    asyncio.run(after())
+    # with the row committed the run rendered on from its checkpoint; without it, every line
+    assert any(used) == (point == "commit")

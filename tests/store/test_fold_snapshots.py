@@ -14,11 +14,13 @@ from threads.clock import FakeClock
 from threads.errors import StoreError
 from threads.log.fold import Fold, reduce
 from threads.log.fold.saved import FORMAT, RestoredFold
+from threads.log.render import RenderCache, render
 from threads.run.listing import read_listing
 from threads.run.writer import BranchWriter
 from threads.store.fold_open import (
     SnapshotSchedule,
     fold_row,
+    open_checkpoint,
     open_fold,
     row_at_head_pays,
     snapshot_due,
@@ -242,3 +244,67 @@ def test_a_new_writer_counts_the_bytes_from_the_last_multiple_of_n(
     assert not row_at_head_pays(reduce(log.header, log.events[:3]))
     monkeypatch.setattr(fold_open, "SNAPSHOT_BYTES", 100)
     assert row_at_head_pays(reduce(log.header, log.events[:3]))  # short, but long lines
+
+
+async def checkpointed(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, turns: int
+) -> SampleLog:
+    """A root branch written as a run writes it (every 8 events a fold row), the writer
+    keeping each turn request's checkpoint."""
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 8)
+    log = SampleLog(clock)
+    started = log.started()
+    await store.create_branch(log.header, tenant_id=TENANT, events=[started])
+    lease = await store.acquire_lease(log.header.branch_id, "writer", 30_000)
+    log.epoch = lease.epoch
+    writer = BranchWriter(store, lease, reduce(log.header, log.events))
+    for _ in range(turns):
+        events = log.turn()
+        writer.keep_checkpoint(log.request_checkpoint(events[1]))
+        await writer.append_prepared(events)
+    await writer.close()
+    return log
+
+
+async def test_a_run_renders_on_from_the_request_checkpoint_in_the_fold_row(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = await checkpointed(store, clock, monkeypatch, turns=5)
+    log.add("user_input", {"source": "api", "text": "more"}, USER)  # the next turn's input
+    fold = (await store.read_chain(log.header.branch_id)).fold(0)
+    fold.apply(log.events[-1])
+    cache = RenderCache()
+    cache.resumed = await open_checkpoint(store, log.header.branch_id, fold)
+    assert cache.resumed is not None
+    assert cache.resumed.checkpoint.seq == 15  # turn 4's request: its append reached 16
+    started = log.events[0].data
+    got = render(started, fold.events, log.artifacts, cache)
+    assert cache.resumed is not None
+    whole = render(started, fold.events, log.artifacts)
+    assert (bytes(got.body), got.sha256, list(got.messages)) == (
+        bytes(whole.body), whole.sha256, list(whole.messages))
+    # a fold opened from the snapshot lacks the lines before it: no checkpoint for it
+    opened = await open_fold(store, log.header.branch_id, 0)
+    assert isinstance(opened, RestoredFold)
+    assert await open_checkpoint(store, log.header.branch_id, opened) is None
+
+
+async def test_a_damaged_checkpoint_is_ignored_and_every_line_rendered(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, tamper: object
+) -> None:
+    log = await checkpointed(store, clock, monkeypatch, turns=4)
+    read = await store.read_tail(log.header.branch_id)
+    assert read is not None
+    body = read.snapshot.body
+    tamper.update_one(  # type: ignore[attr-defined]
+        "UPDATE fold_snapshots SET body = ? WHERE branch_id = ? AND kind = 'fold'",
+        (body[:-1] + bytes([body[-1] ^ 1]), log.header.branch_id),
+    )
+    fold = (await store.read_chain(log.header.branch_id)).fold(0)
+    assert await open_checkpoint(store, log.header.branch_id, fold) is None
+    # another thread's checkpoint (bytes intact) names no request of this chain
+    other = await checkpointed(store, clock, monkeypatch, turns=4)
+    theirs = (await store.read_chain(other.header.branch_id)).fold(0)
+    assert await open_checkpoint(store, other.header.branch_id, theirs) is not None
+    theirs.events[:] = fold.events  # as if their row were read for this chain
+    assert await open_checkpoint(store, other.header.branch_id, theirs) is None

@@ -9,7 +9,9 @@ for every ``tools_changed``, so line 0 never changes within an epoch (C7). Every
 canonical JSON ending in ``\\n``; a ``model_request`` stores exactly these bytes. They are
 handed out in the pieces they are made of (``threads.log.request_bytes``): joined only where
 whole bytes are needed, and, while the lines stay in order, as the request rendered before
-plus the lines added since, so a render costs what the new lines cost.
+plus the lines added since, so a render costs what the new lines cost. A cache set going on
+from a recorded request (``RenderCache.resumed``: ``threads.log.render_resume``) renders from
+that request's bytes and the events after it, while it can show them exact.
 
 Every artifact a rendered part references (images, reasoning blocks, injected text) must be
 present and intact, and text must be UTF-8: else ``artifact_missing`` / ``artifact_corrupt`` at
@@ -23,9 +25,10 @@ import hashlib
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from threads.errors import LogError
+from threads.log.canonical import fast_loads
 from threads.log.hashing import sha256_hex
 from threads.log.json_types import JsonObject
 from threads.log.lines import Event
@@ -62,6 +65,19 @@ def denied_input(decision: Mapping[str, Any]) -> str | None:
     if decision["hook"] == _INPUT_HOOK and decision["decision"] in _DENYING:
         return str(decision.get("input_event_id", ""))
     return None
+
+
+class Resumable(Protocol):
+    """Renders on from a request recorded earlier (``threads.log.render_resume``): the request
+    ``events`` imply next, or None once that can't be shown exact without the lines before;
+    ``flat`` is the request it rendered last, ``tail`` the render state after it."""
+
+    flat: _Flat
+    tail: _Lines
+
+    def render(
+        self, started: Mapping[str, Any], events: Sequence[Event], artifacts: Artifacts
+    ) -> Rendered | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,22 +334,26 @@ class _Lines:
         at = bisect_left([entry.seq for entry in self.entries], start)
         self.entries[at:at] = made
 
-    def lines(self) -> Iterator[tuple[Line, bytes]]:
-        for entry in self.entries:
-            if entry.event_id in self.denied_inputs:
-                continue
-            if any(entry.hidden_by(a, b, by) for a, b, by in self.compacted):
-                continue
-            if entry.line["role"] == "tool" and self.edits.touches(entry.line):
-                edited = self.edits.apply(entry.line)
-                yield edited, line_bytes(edited)
-                continue
-            if entry.carryover and entry.seq < self.omit_before:
-                kept = _without_carryover(entry.line)
-                if kept is not None:
-                    yield kept, line_bytes(kept)
-                continue
-            yield entry.line, entry.data
+    def lines(self, start: int = 0) -> Iterator[tuple[Line, bytes]]:
+        """The lines of ``entries[start:]`` as a request shows them now."""
+        for entry in self.entries[start:]:
+            shown = self.shown(entry)
+            if shown is not None:
+                yield shown
+
+    def shown(self, entry: _Entry) -> tuple[Line, bytes] | None:
+        """How ``entry`` shows in a request now (None: not at all)."""
+        if entry.event_id in self.denied_inputs:
+            return None
+        if any(entry.hidden_by(a, b, by) for a, b, by in self.compacted):
+            return None
+        if entry.line["role"] == "tool" and self.edits.touches(entry.line):
+            edited = self.edits.apply(entry.line)
+            return edited, line_bytes(edited)
+        if entry.carryover and entry.seq < self.omit_before:
+            kept = _without_carryover(entry.line)
+            return None if kept is None else (kept, line_bytes(kept))
+        return entry.line, entry.data
 
     def in_order(self) -> bool:
         """Every entry renders as recorded, in order: nothing hidden, moved or rewritten, so
@@ -364,12 +384,19 @@ class _Flat:
     part_types: set[str]
     last: RequestBytes | None = None  # the request this was last rendered as
 
-    def extend(self, raw: bytes, line: Line) -> None:
-        self.parts.append(raw)
-        self.starts.append(self.size)
-        self.size += len(raw)
-        self.hasher.update(raw)
-        self.add(line)
+    def extend(self, raws: Sequence[bytes]) -> None:
+        """Append lines (their bytes). What an adapter gets of each is the JSON value of those
+        bytes, read back (in one decoder call for them all): the same values, with the same
+        key order, however the line was made, whether from an event appended in this process
+        or read back from the store, rendered now or recorded by an earlier run."""
+        if not raws:
+            return
+        for raw in raws:
+            self.parts.append(raw)
+            self.starts.append(self.size)
+            self.size += len(raw)
+            self.hasher.update(raw)
+        self.add_all(fast_loads(b"[" + b",".join(raws) + b"]"))
 
     def body(self) -> RequestBytes:
         """The request as it stands, as extending the one rendered before it (if any)."""
@@ -381,11 +408,12 @@ class _Flat:
         self.last = body
         return body
 
-    def add(self, line: Line) -> None:
-        if line["role"] == TOOLS_ROLE:
-            return  # a tools line changes the set an adapter sends (it takes it separately)
-        self.messages.append(line)
-        self.part_types.update(part["type"] for part in line["content"])
+    def add_all(self, lines: Sequence[Line]) -> None:
+        """Hand ``lines`` to an adapter (a tools line changes the set it sends: it takes that
+        separately)."""
+        messages = [line for line in lines if line["role"] != TOOLS_ROLE]
+        self.messages.extend(messages)
+        self.part_types.update(part["type"] for line in messages for part in line["content"])
 
 
 class RenderCache:
@@ -398,6 +426,13 @@ class RenderCache:
         self._seen = 0
         self._lines = _Lines()
         self.flat: _Flat | None = None
+        # A recorded request to render on from (``threads.log.render_resume``), while it holds
+        self.resumed: Resumable | None = None
+
+    @property
+    def lines(self) -> _Lines:
+        """The render state after the events fed so far."""
+        return self._lines
 
     def feed(self, events: Sequence[Event], artifacts: Artifacts) -> _Lines:
         grown = len(events) >= self._seen and (
@@ -415,8 +450,7 @@ class RenderCache:
 def _flat(started: Mapping[str, Any], rendered: _Lines, last: _Flat | None) -> _Flat:
     """The request ``rendered`` implies: ``last`` extended when that is exact, else anew."""
     if last is not None and last.settings is rendered.settings and rendered.in_order():
-        for entry in rendered.entries[last.entries :]:
-            last.extend(entry.data, entry.line)
+        last.extend([entry.data for entry in rendered.entries[last.entries :]])
         last.entries = len(rendered.entries)
         return last
     first = prefix_line(started, rendered.settings)
@@ -433,8 +467,7 @@ def _flat(started: Mapping[str, Any], rendered: _Lines, last: _Flat | None) -> _
         [],
         set(),
     )
-    for line, raw in rendered.lines():
-        flat.extend(raw, line)
+    flat.extend([raw for _, raw in rendered.lines()])
     return flat
 
 
@@ -446,6 +479,11 @@ def render(
 ) -> Rendered:
     """The request the log ``events`` implies next (``started`` is the thread_started data)."""
     cache = cache if cache is not None else RenderCache()
+    if cache.resumed is not None:
+        rendered = cache.resumed.render(started, events, artifacts or {})
+        if rendered is not None:
+            return rendered
+        cache.resumed = None  # it no longer holds: every line is rendered from here on
     flat = cache.flat = _flat(started, cache.feed(events, artifacts or {}), cache.flat)
     return _rendered(flat)
 
@@ -472,7 +510,7 @@ def render_summary_request(
         data_of(cause, "compaction_requested").get("instructions") if cause is not None else None
     )
     ask = _user(summary_instruction(guides, instructions))
-    flat.extend(line_bytes(ask), ask)
+    flat.extend([line_bytes(ask)])
     return _rendered(flat)
 
 

@@ -15,6 +15,7 @@ from threads import telemetry
 from threads.errors import LogError
 from threads.log.lines import Draft
 from threads.log.render import MEDIA_TYPE, render
+from threads.log.render_resume import checkpoint_of
 from threads.models.protocol import (
     ModelCallError,
     ModelRequest,
@@ -94,6 +95,7 @@ async def model_step(rt: Runtime) -> RunResult | None:
         [Draft("model_request", data, HOST)],
         artifacts=[PendingArtifact(rendered.body, MEDIA_TYPE, rendered.sha256)],
     )
+    rt.writer.keep_checkpoint(checkpoint_of(rt.memo.cache, request_event))
     if await cancel_queued(rt):  # queued while a tool ran: this request is never sent
         unsent = {
             "billing": "not_billed",

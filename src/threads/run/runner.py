@@ -32,7 +32,7 @@ from threads.run.drafts import user_input
 from threads.run.loop import drive
 from threads.run.permissions import Permissions
 from threads.run.results import ErrorInfo, Failed, HandedOff, RunResult, describe
-from threads.run.runtime import CancelSignal, Runtime
+from threads.run.runtime import CancelSignal, RenderMemo, Runtime
 from threads.run.sources import RunSources
 from threads.run.streaming import RunStream
 from threads.run.subagent_hooks import undelivered
@@ -43,6 +43,7 @@ from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter, fence_time
 from threads.sandbox.binding import RunSandbox
 from threads.sandbox.protocol import Sandbox
 from threads.store.capabilities import resources_of
+from threads.store.fold_open import open_checkpoint
 from threads.store.lease_release import release
 from threads.store.lease_wait import acquire_waiting, check_wait
 from threads.store.protocol import BranchInfo, Store
@@ -243,6 +244,10 @@ async def _run_connected(
             # A header-only branch (an older version crashed right after creating it): it was
             # never started, so this run starts it.
             await writer.append([Draft("thread_started", agent.config(), {"kind": "host"})])
+        # a continuing run renders its next request on from the last one a run recorded (the
+        # request checkpoint in the fold row), not from every line, while that holds
+        memo = RenderMemo()
+        memo.cache.resumed = None if new else await open_checkpoint(store, branch_id, fold)
         rt = Runtime(
             writer=writer,
             spec=agent,
@@ -263,6 +268,7 @@ async def _run_connected(
             memory=_run_memory(agent, store, principal, writer),
             start_child=lambda child: run_child(store, child),
             ancestors=options.ancestors,
+            memo=memo,
         )
         return await drive(rt, input, recovering=not new, source=source)
     finally:

@@ -2,7 +2,8 @@
 
 It holds the lease, renews it in the background well before expiry, and appends events at the
 lease's epoch with the expected head seq, folding each committed event into the run's state;
-each append also puts the branch's fold snapshot and listing rows when due (``_snapshot_rows``).
+each append also puts the branch's fold snapshot and listing rows when due (``_snapshot_rows``),
+the fold row with the request checkpoint of the last turn request the run rendered.
 Once the lease is lost it is never revived: every later append or fence check fails with
 ``stale_epoch``, so a stale holder writes and sends nothing.
 
@@ -28,6 +29,7 @@ from threads.log.admission import encode_admitted
 from threads.log.fold import Fold
 from threads.log.ids import uuid7
 from threads.log.lines import Draft, Event
+from threads.log.render_resume import RequestCheckpoint
 from threads.run.listing import AT_REST, listing_row
 from threads.store.fold_open import SnapshotSchedule, fold_row
 from threads.store.holder import parse as parse_holder
@@ -79,6 +81,8 @@ class BranchWriter:
         assert header is not None
         self.thread_id = header.thread_id
         self._snapshots = SnapshotSchedule.of(fold)
+        # the last turn request this run rendered, put in the fold row (``keep_checkpoint``)
+        self._checkpoint: RequestCheckpoint | None = None
         self.branch_id = header.branch_id
 
     @property
@@ -264,6 +268,12 @@ class BranchWriter:
                 self.on_event(event)
         return list(events)
 
+    def keep_checkpoint(self, checkpoint: RequestCheckpoint | None) -> None:
+        """What a turn request this writer appended rendered: the fold rows put from now on
+        carry it, so the next run renders on from it (``threads.log.render_resume``)."""
+        if checkpoint is not None:
+            self._checkpoint = checkpoint
+
     def _snapshot_rows(self, batch: Sequence[Event]) -> list[StoredSnapshot]:
         """The rows this append puts beside its events (the fold is at the batch's end): a
         fold snapshot when ``SnapshotSchedule`` says (every ``SNAPSHOT_EVERY`` events, or
@@ -272,7 +282,7 @@ class BranchWriter:
         fold = self.fold
         rows = []
         if self._snapshots.due(batch):
-            rows.append(fold_row(fold))
+            rows.append(fold_row(fold, self._checkpoint))
         if fold.status in AT_REST:
             rows.append(listing_row(fold))
         return rows

@@ -198,6 +198,11 @@ class StoreCore(ABC):
             Access.SNAPSHOT, lambda: fold_snapshots.summary(branch_id), _SNAPSHOTS
         )
 
+    async def read_fold_row(self, branch_id: str) -> StoredSnapshot | None:
+        return await self._transact(
+            Access.SNAPSHOT, lambda: fold_snapshots.snapshot(branch_id, "fold"), _SNAPSHOTS
+        )
+
     async def stored_lines(self, branch_id: str) -> tuple[BranchInfo, list[bytes]]:
         target, stored = await self._transact(
             Access.SNAPSHOT, lambda: flows.stored_chain(branch_id)

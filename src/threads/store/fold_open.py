@@ -7,7 +7,10 @@ sha256, format or fold code, a head the body does not end at, a tail that does n
 it to the head, a line after it that needs an event the snapshot dropped) is not an error here:
 the row is ignored and the whole chain is read and folded, which raises what a broken log
 raises. ``fold_row`` is what a writer (or an import) puts with an append, when
-``SnapshotSchedule`` (``row_at_head_pays``) says so.
+``SnapshotSchedule`` (``row_at_head_pays``) says so; a writer's row also carries the request
+checkpoint of the last turn request its run rendered (``threads.log.render_resume``), after the
+fold's two lines, which ``open_checkpoint`` reads for a run holding the whole chain folded, so
+that its next request is rendered on from that one rather than from every line.
 
 A damaged line before the snapshot is therefore not noticed by an open: ``verify`` and
 ``export`` (and every run, which folds the whole chain) still read and check every line.
@@ -25,6 +28,7 @@ from threads.log.collector import collector_paused
 from threads.log.fold import Fold
 from threads.log.fold.saved import (
     FORMAT,
+    RestoredFold,
     SnapshotShortError,
     SnapshotUnusableError,
     dump,
@@ -32,6 +36,12 @@ from threads.log.fold.saved import (
     restore,
 )
 from threads.log.lines import Event
+from threads.log.render_resume import (
+    CheckpointUnusableError,
+    RequestCheckpoint,
+    Resumed,
+    resume,
+)
 from threads.store.protocol import Store, TailRead
 from threads.store.rows import build_segment
 from threads.store.snapshot_row import StoredSnapshot
@@ -86,16 +96,57 @@ def row_at_head_pays(fold: Fold) -> bool:
     return fold.last_seq >= SNAPSHOT_EVERY or SnapshotSchedule.of(fold).unsaved >= SNAPSHOT_BYTES
 
 
-def fold_row(fold: Fold) -> StoredSnapshot:
-    """The ``fold`` row of ``fold``'s branch at its head."""
+def fold_row(fold: Fold, checkpoint: RequestCheckpoint | None = None) -> StoredSnapshot:
+    """The ``fold`` row of ``fold``'s branch at its head, with the request ``checkpoint`` (a
+    turn request of that chain a run rendered) after the fold's two lines when there is one."""
     header = fold.header_
     assert header is not None  # a fold a writer or an import holds has read its header
     with collector_paused():  # a burst of containers, as a read's: none forms a cycle
         body = dump(fold)
+    if checkpoint is not None:
+        body += b"\n" + checkpoint.encode()
     return StoredSnapshot.of(
         header.branch_id, "fold", (fold.last_seq, fold.last_hash), format=FORMAT,
         fold_code=fold_code(), body=body,
     )
+
+
+def _parts(body: bytes) -> tuple[bytes, bytes | None]:
+    """A row's body as the fold's two lines and the request checkpoint after them (if any)."""
+    first = body.find(b"\n")
+    second = -1 if first < 0 else body.find(b"\n", first + 1)
+    if second < 0:
+        return body, None
+    return body[:second], body[second + 1 :]
+
+
+async def open_checkpoint(store: Store, branch_id: str, fold: Fold) -> Resumed | None:
+    """A renderer of the next request going on from the request checkpoint in the branch's
+    fold row, for a run holding ``fold``, the whole chain folded (None: no row, no checkpoint
+    in it, or one that does not hold: the run renders every line)."""
+    started = fold.thread_started
+    if started is None or isinstance(fold, RestoredFold):
+        return None
+    try:
+        stored = await store.read_fold_row(branch_id)
+    except ThreadsError:
+        return None  # a read-only copy that lacks the table, say: render every line
+    if stored is None or not _usable(stored):
+        return None
+    raw = _parts(stored.body)[1]
+    if raw is None:
+        return None
+    try:
+        checkpoint = RequestCheckpoint.decode(raw)
+    except CheckpointUnusableError:
+        return None
+    with collector_paused():
+        return resume(checkpoint, started, fold.events)
+
+
+def _usable(stored: StoredSnapshot) -> bool:
+    """Whether a row is one this code wrote, with the bytes it wrote."""
+    return stored.format == FORMAT and stored.fold_code == fold_code() and stored.intact
 
 
 async def open_fold(store: Store, branch_id: str, now_ms: int) -> Fold:
@@ -114,11 +165,11 @@ async def open_fold(store: Store, branch_id: str, now_ms: int) -> Fold:
 def from_snapshot(read: TailRead, now_ms: int) -> Fold | None:
     """``read``'s snapshot with its tail folded on, or None when any part does not hold."""
     stored = read.snapshot
-    if stored.format != FORMAT or stored.fold_code != fold_code() or not stored.intact:
+    if not _usable(stored):
         return None
     try:
         with collector_paused():
-            fold = restore(stored.body, now_ms)
+            fold = restore(_parts(stored.body)[0], now_ms)
             header = fold.header_
             if (
                 header is None or header.line != read.header_line

@@ -18,6 +18,7 @@ from threads.log.ids import uuid7
 from threads.log.json_types import JsonObject
 from threads.log.lines import Actor, Draft, Event, Head, Header, encode_event, make_header
 from threads.log.render import RenderCache, render
+from threads.log.render_resume import RequestCheckpoint, checkpoint_of
 from threads.log.vocabulary import draft
 
 USER: Actor = {
@@ -139,6 +140,11 @@ class SampleLog:
         )
         done = self.add("turn_completed", {"reason": "end_turn"})
         return [first, request, response, done]
+
+    def request_checkpoint(self, request: Event) -> RequestCheckpoint | None:
+        """What turn request ``request`` (the last this log rendered) rendered, as a run keeps
+        it for its fold row (``threads.log.render_resume``)."""
+        return checkpoint_of(self._render_cache, request)
 
     def snapshot(self, snapshot_id: str = "snap_01") -> Event:
         """A quiescent snapshot (a fork point) that never expires."""
