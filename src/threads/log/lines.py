@@ -14,7 +14,7 @@ from operator import add, itemgetter
 from typing import Any, NamedTuple, TypedDict, Unpack
 
 from threads.log.canonical import JsonValue, canonical
-from threads.log.event_types import EventType
+from threads.log.event_types import Actor, EventType
 from threads.log.hashing import sha256_hex, sha256_hexes
 from threads.log.ids import uuid7
 
@@ -29,7 +29,6 @@ NON_CRITICAL_TYPES: frozenset[str] = frozenset(
     {"log_repaired", "park_escalated", "schedule_skipped"}
 )
 
-Actor = dict[str, Any]
 Data = dict[str, Any]
 
 

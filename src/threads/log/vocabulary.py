@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Literal, NotRequired, TypeAlias, TypedDict, overload
 
 from threads.errors import LogError
-from threads.log.event_types import EventType
+from threads.log.event_types import Actor, EventType, NonEmpty, Principal
 from threads.log.json_types import JsonObject, JsonValue
 from threads.log.lines import Draft, Event
 
@@ -53,9 +53,6 @@ class AgentFinishedData(TypedDict):
     output_ref: NotRequired[ArtifactRef]
     status: Literal["completed", "failed", "cancelled", "budget_exhausted"]
     usage: Usage
-
-
-NonEmpty: TypeAlias = 'str'
 
 
 PosInt: TypeAlias = 'Int'
@@ -402,12 +399,6 @@ class MemberStartedDataParent(TypedDict):
     event_id: EventId
     relation: Literal["team_member"]
     thread_id: ThreadId
-
-
-class Principal(TypedDict):
-    issuer: NonEmpty
-    subject: NonEmpty
-    tenant: NonEmpty
 
 
 class RequestRef(TypedDict):
@@ -1069,11 +1060,6 @@ class WaitStartedData(TypedDict):
 
 class WokenData(TypedDict):
     causes: list[EventId]
-
-
-class Actor(TypedDict):
-    kind: Literal["user", "model", "host", "tool", "channel", "scheduler", "approver", "recovery"]
-    principal: NotRequired[Principal]
 
 
 ActorWithPrincipal: TypeAlias = 'Actor'

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from threads.log.event_types import Actor
 from threads.log.fold import Approval, Call
 from threads.log.ids import uuid7
 from threads.log.lines import Draft
@@ -185,7 +186,7 @@ def validation_summary(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _not_executed(call_id: str, text: str, actor: dict[str, Any] = HOST) -> Draft:
+def _not_executed(call_id: str, text: str, actor: Actor = HOST) -> Draft:
     return Draft(
         "tool_result", tool_result_data(call_id, text, origin="not_executed", is_error=True), actor
     )

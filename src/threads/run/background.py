@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from threads.errors import NotFoundError
+from threads.log.event_types import Actor
+from threads.log.event_types import Principal as WirePrincipal
 from threads.log.fold.wakes import RunRef
-from threads.log.json_types import JsonObject
 from threads.log.lines import Draft
 from threads.run.results import Cancelled, Completed, Parked, RunResult
 from threads.run.runtime import Runtime
@@ -93,7 +94,7 @@ async def _stop_unreported(rt: Runtime, reason: str) -> None:
     """Stop each child still running, bar it (``cancel_requested{scope: tree}``), run it to its
     end and record that end without ``woken``; a child whose thread was never created is
     recorded cancelled and never started."""
-    principal: JsonObject = rt.principal.to_wire()
+    principal: WirePrincipal = rt.principal.to_wire()
     never: Ended = []
     for child_id, task in list(rt.background.tasks.items()):
         if task.done() and not task.cancelled():
@@ -114,7 +115,7 @@ async def _stop_unreported(rt: Runtime, reason: str) -> None:
         await _append(rt, ended, wake=None)
 
 
-async def _append(rt: Runtime, ended: Ended, *, wake: JsonObject | None) -> None:
+async def _append(rt: Runtime, ended: Ended, *, wake: WirePrincipal | None) -> None:
     drafts: list[Draft] = []
     artifacts: list[PendingArtifact] = []
     for child_id, result in ended:
@@ -129,7 +130,7 @@ async def _append(rt: Runtime, ended: Ended, *, wake: JsonObject | None) -> None
     events = rt.writer.prepare(drafts)
     if wake is not None:
         causes = [e.event_id for e in events if e.type == "tool_result_late"]
-        actor = {"kind": "host", "principal": wake}
+        actor: Actor = {"kind": "host", "principal": wake}
         events += rt.writer.prepare([Draft("woken", {"causes": causes}, actor)], after=events)
     await rt.writer.append_prepared(events, artifacts=artifacts)
     for child_id, _result in ended:

@@ -34,7 +34,7 @@ from threads.models.protocol import ModelCallError, ModelRequest
 from threads.run.compaction_restore import restore_drafts
 from threads.run.context_edits import clear_draft, clear_reason, clearable
 from threads.run.context_policy import ContextPolicy, context_window, pinned_context
-from threads.run.drafts import HOST, HOST_ACTOR, MODEL
+from threads.run.drafts import HOST, MODEL
 from threads.run.hooks import CompactedView, CompactView, ask, recorded
 from threads.run.model_call import abandoned_data, call_model, record_response, render_artifacts
 from threads.run.results import ErrorInfo, Failed, RunResult
@@ -406,7 +406,7 @@ async def record_summary(
     told = [await ask(e, "after_compact", e.after_compact, view)
             for e in rt.spec.extensions if e.after_compact is not None]
     failed = rt.fold.turn is not None and any(o.verdict == "failed" for o in told)
-    end_turn = [draft("turn_completed", {"reason": "error"}, HOST_ACTOR)] if failed else []
+    end_turn = [draft("turn_completed", {"reason": "error"}, HOST)] if failed else []
     if told:  # a failing hook ends the open turn in the same append (digest §1.5)
         await rt.writer.append([*(outcome.draft for outcome in told), *end_turn])
     return True
@@ -443,4 +443,4 @@ def _failed_draft(
         data["cause_event_id"] = cause.event_id
     if request is not None:
         data["request_event_id"] = request.event_id
-    return draft("compaction_failed", data, HOST_ACTOR)
+    return draft("compaction_failed", data, HOST)

@@ -25,7 +25,7 @@ from threads.log.hashing import sha256_hex
 from threads.log.lines import Draft
 from threads.log.vocabulary import InjectedData, draft
 from threads.run.context_policy import ContextPolicy
-from threads.run.drafts import HOST, HOST_ACTOR
+from threads.run.drafts import HOST
 from threads.run.runtime import Runtime
 from threads.sandbox.binding import RunSandbox
 from threads.sandbox.protocol import SandboxError
@@ -76,14 +76,14 @@ async def _attachment(sandbox: RunSandbox, path: str, limit: int) -> Draft:
     try:
         content = await sandbox.read_file(path)
     except SandboxError:
-        return draft("injected", data, HOST_ACTOR)  # gone, a directory, or unreadable now
+        return draft("injected", data, HOST)  # gone, a directory, or unreadable now
     if len(content) <= limit:
         try:
             data["text"] = content.decode("utf-8")
             data["origin"]["version"] = sha256_hex(content)
         except UnicodeDecodeError:
             pass
-    return draft("injected", data, HOST_ACTOR)
+    return draft("injected", data, HOST)
 
 
 def _heartbeat(fold: Fold) -> list[Draft]:
@@ -93,4 +93,4 @@ def _heartbeat(fold: Fold) -> list[Draft]:
         if (call := fold.calls[call_id]).result is not None
         and call.result["origin"] == "deferred" and call.late_result is None
     ]
-    return [draft("heartbeat", {"running_call_ids": running}, HOST_ACTOR)] if running else []
+    return [draft("heartbeat", {"running_call_ids": running}, HOST)] if running else []

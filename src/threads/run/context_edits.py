@@ -25,7 +25,7 @@ from threads.log.vocabulary import (
     draft,
 )
 from threads.run.context_policy import ContextPolicy
-from threads.run.drafts import HOST_ACTOR
+from threads.run.drafts import HOST
 from threads.run.hooks import Outcome, ToolResultView, ask
 from threads.run.runtime import Runtime
 
@@ -61,7 +61,7 @@ def clear_draft(call_ids: Sequence[str], reason: ClearReason) -> Draft:
         {"action": "clear", "call_id": c} for c in call_ids
     ]
     data: ContextEditedData = {"edits": edits, "reason": reason}
-    return draft("context_edited", data, HOST_ACTOR)
+    return draft("context_edited", data, HOST)
 
 
 def clear_reason(
@@ -100,7 +100,7 @@ async def guard_result(
     edit = _guardrail_edit(call_id, result, outcomes)
     if edit is not None:
         data: ContextEditedData = {"edits": [edit], "reason": "guardrail"}
-        drafts.append(draft("context_edited", data, HOST_ACTOR))
+        drafts.append(draft("context_edited", data, HOST))
     return drafts
 
 

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from threads.log.event_types import Actor
 from threads.log.fold import Fold
 from threads.log.lines import Draft
-from threads.log.vocabulary import Actor
 from threads.principal import Principal
 
-HOST: dict[str, Any] = {"kind": "host"}
-HOST_ACTOR: Actor = {"kind": "host"}  # HOST, typed for ``threads.log.vocabulary.draft``
-MODEL: dict[str, Any] = {"kind": "model"}
-RECOVERY: dict[str, Any] = {"kind": "recovery"}
-TOOL: dict[str, Any] = {"kind": "tool"}
+HOST: Actor = {"kind": "host"}
+MODEL: Actor = {"kind": "model"}
+RECOVERY: Actor = {"kind": "recovery"}
+TOOL: Actor = {"kind": "tool"}
 
 PREVIEW_CHARS = 512
 INLINE_RESULT_BYTES = 64 * 1024
@@ -33,7 +32,7 @@ def user_input(
     data: dict[str, Any] = {"source": source, "text": text}
     if budget is not None:
         data["budget"] = budget
-    return Draft("user_input", data, {"kind": "user", "principal": principal.to_wire()})
+    return Draft("user_input", data, principal.actor())
 
 
 def tool_result_data(

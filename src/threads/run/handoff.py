@@ -18,11 +18,11 @@ run of it returns the same ``HandedOff`` again.
 from __future__ import annotations
 
 from threads.errors import ConfigError, NotFoundError
+from threads.log.event_types import Actor
 from threads.log.fold import Call, Fold
 from threads.log.ids import uuid7
 from threads.log.lines import Draft, Event, Header, first_event, make_header, next_event
 from threads.log.vocabulary import (
-    Actor,
     ArtifactRef,
     HandoffData,
     InjectedData,

@@ -19,7 +19,7 @@ from typing import Literal
 from threads.errors import ConfigError
 from threads.log.lines import Draft, Event
 from threads.log.vocabulary import HookDecisionData, draft
-from threads.run.drafts import HOST_ACTOR
+from threads.run.drafts import HOST
 
 HookPoint = Literal["before_tool_result", "before_compact", "after_compact"]
 Verdict = Literal["proceed", "deny", "guide", "redact", "failed"]
@@ -128,7 +128,7 @@ async def ask(
         data["reason"] = reason
     if call_id is not None:
         data["call_id"] = call_id
-    return Outcome(verdict, reason, spans, draft("hook_decision", data, HOST_ACTOR))
+    return Outcome(verdict, reason, spans, draft("hook_decision", data, HOST))
 
 
 def recorded(events: Sequence[Event], point: HookPoint, since: int) -> dict[str, Event]:

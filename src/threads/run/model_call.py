@@ -10,6 +10,7 @@ import json
 from typing import Any, Literal
 
 from threads.errors import LogError, StoreError
+from threads.log.event_types import Actor
 from threads.log.lines import Draft, Event
 from threads.log.render import event_refs
 from threads.log.vocabulary import OutputPart, data_of
@@ -89,7 +90,7 @@ async def record_response(
     request_event_id: str,
     output: ModelOutput,
     type_: Literal["model_response", "model_response_recovered"],
-    actor: dict[str, Any],
+    actor: Actor,
     *,
     hold: bool = False,
 ) -> None:

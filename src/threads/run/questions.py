@@ -13,10 +13,9 @@ the reader applies to every log.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from threads.log.event_types import Actor
 from threads.log.fold.questions import ASK_USER, input_problem
 from threads.log.lines import Draft
 from threads.run.drafts import tool_result_data
@@ -64,7 +63,7 @@ ask_user: Tool = tool(
 )
 
 
-def answer_draft(call_id: str, text: str, actor: dict[str, Any]) -> Draft:
+def answer_draft(call_id: str, text: str, actor: Actor) -> Draft:
     """The call's result: the answer, recorded as the person gave it."""
     return Draft("tool_result", tool_result_data(call_id, text, origin="answered", is_error=False),
                  actor)

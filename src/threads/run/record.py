@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from threads.log.event_types import Actor
 from threads.log.fold import Call
 from threads.log.lines import Draft
 from threads.run.context_edits import guard_result
@@ -42,7 +43,7 @@ async def close(
     text: str,
     *,
     origin: str,
-    actor: dict[str, Any],
+    actor: Actor,
     is_error: bool | None = None,
     hold: bool = False,
 ) -> None:
@@ -57,7 +58,7 @@ async def close(
 
 
 def result_draft(
-    call_id: str, text: str, *, origin: str, actor: dict[str, Any], is_error: bool | None = None
+    call_id: str, text: str, *, origin: str, actor: Actor, is_error: bool | None = None
 ) -> tuple[Draft, list[PendingArtifact]]:
     """A call's ``tool_result`` draft and the artifact its text needs when it is stored by
     reference (over ``INLINE_RESULT_BYTES``): for a step that appends it with other events."""

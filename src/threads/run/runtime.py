@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from threads.clock import sleep_on
+from threads.log.event_types import Actor
 from threads.log.fold import Call, Fold
 from threads.log.render import RenderCache
 from threads.memory.protocol import MemoryHandle
@@ -24,7 +25,7 @@ from threads.principal import Principal
 from threads.run.budget import AncestorBudget, Budget
 from threads.run.child_run import StartChild
 from threads.run.config import AgentSpec
-from threads.run.drafts import RECOVERY
+from threads.run.drafts import HOST, RECOVERY
 from threads.run.permissions import Permissions
 from threads.run.results import RunResult
 from threads.run.streaming import RunStream
@@ -175,8 +176,8 @@ class Runtime:
             await sleep_on(self.writer.store.clock, min(remaining, max(self.writer.ttl_ms // 3, 1)))
             await self.writer.renew()
 
-    def actor(self, kind: str = "host") -> dict[str, Any]:
-        return RECOVERY if self.recovering else {"kind": kind}
+    def actor(self) -> Actor:
+        return RECOVERY if self.recovering else HOST
 
     def tool_context(self, call: Call, attempt: int, cancelled: asyncio.Event) -> RunContext:
         return RunContext(

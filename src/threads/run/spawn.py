@@ -27,10 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from threads.errors import NotFoundError, StoreError
 from threads.log.canonical import canonical
+from threads.log.event_types import Principal as WirePrincipal
 from threads.log.fold import Fold
 from threads.log.fold.features import CHILD_RUNNING
 from threads.log.ids import uuid7
-from threads.log.json_types import JsonObject
 from threads.log.lines import Draft, Event
 from threads.log.vocabulary import (
     AgentSpawnedData,
@@ -169,13 +169,13 @@ async def resume_parked_children(rt: Runtime) -> None:
         await rt.writer.append([Draft("resumed", data, rt.actor())])
 
 
-def _barrier(rt: Runtime) -> JsonObject | None:
+def _barrier(rt: Runtime) -> WirePrincipal | None:
     """The principal of the open turn's cancel barrier (the run's when it names none), or
     None when the turn is not cancelled."""
     turn = rt.fold.turn
     if turn is None or turn.cancel_event is None:
         return None
-    principal: JsonObject = turn.cancel_event.actor.get("principal") or rt.principal.to_wire()
+    principal: WirePrincipal = turn.cancel_event.actor.get("principal") or rt.principal.to_wire()
     return principal
 
 

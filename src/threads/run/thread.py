@@ -29,7 +29,6 @@ from threads.log.json_types import JsonObject
 from threads.log.lines import Draft, Event
 from threads.log.replay import Replayed
 from threads.log.vocabulary import (
-    Actor,
     InjectedData,
     ModeChangedData,
     ModelRef,
@@ -37,7 +36,6 @@ from threads.log.vocabulary import (
     PermissionMode,
     draft,
 )
-from threads.log.vocabulary import Principal as WirePrincipal
 from threads.principal import Principal
 from threads.run.authority import refusal
 from threads.run.config import AgentSpec
@@ -291,7 +289,7 @@ class Thread:
                 raise ControlError("not_parked", f"no effect {effect_key} is parked on this thread")
             if decision == "assume_not_done":
                 self._refuse_while_an_earlier_holder_may_send(fold, call, writer.gone_epochs())
-            actor = {"kind": "approver", "principal": principal.to_wire()}
+            actor = principal.actor("approver")
             await writer.append(
                 [
                     Draft(
@@ -382,7 +380,7 @@ class Thread:
             }
             if reason is not None:
                 data["reason"] = reason
-            actor = {"kind": "approver", "principal": principal.to_wire()}
+            actor = principal.actor("approver")
             items = [Draft("approval_granted" if granted else "approval_denied", data, actor)]
             if remember_rule is not None:
                 _check_rule_covers(remember_rule, call)
@@ -417,7 +415,7 @@ class Thread:
                 text = match_answer(call.input, answer)
             except ValueError as exc:
                 raise ControlError("invalid_answer", f"{exc}; nothing was recorded") from None
-            actor = {"kind": "user", "principal": principal.to_wire()}
+            actor = principal.actor()
             await writer.append([answer_draft(call_id, text, actor)])
 
     async def cancel(self, principal: Principal, reason: str | None = None) -> None:
@@ -434,7 +432,7 @@ class Thread:
             data: dict[str, Any] = {"scope": "turn"}
             if reason:
                 data["reason"] = reason
-            actor = {"kind": "user", "principal": principal.to_wire()}
+            actor = principal.actor()
             await writer.append([Draft("cancel_requested", data, actor)])
             fold = writer.fold
         await cancel_descendants(self.store, fold, principal.to_wire())
@@ -475,7 +473,7 @@ class Thread:
                 "reasoning_carryover": reasoning_carryover,
             }
             return draft("settings_changed", {"reason": "user", "settings": settings},
-                         _user(principal))
+                         principal.actor())
 
         return await self._change(principal, branch_id, change)
 
@@ -489,7 +487,7 @@ class Thread:
 
         def change(fold: Fold) -> Draft:
             data: ModeChangedData = {"from": cast(PermissionMode, fold.mode), "to": mode}
-            return draft("mode_changed", data, _user(principal))
+            return draft("mode_changed", data, principal.actor())
 
         return await self._change(principal, branch_id, change)
 
@@ -531,7 +529,7 @@ class Thread:
             if why is not None:
                 raise ControlError("invalid_transition", f"{why}; nothing was recorded")
             data = {"instructions": instructions} if instructions is not None else {}
-            actor = {"kind": "user", "principal": principal.to_wire()}
+            actor = principal.actor()
             [event] = await writer.append([Draft("compaction_requested", data, actor)])
             return event.event_id
 
@@ -556,10 +554,7 @@ class Thread:
                                    " ends; nothing was recorded")
             data: InjectedData = {"origin": {"id": name}, "source": "output_style",
                                   "text": text, "trust": "trusted_instruction"}
-            who: WirePrincipal = {"issuer": principal.issuer, "subject": principal.subject,
-                                  "tenant": principal.tenant}
-            actor: Actor = {"kind": "user", "principal": who}
-            [event] = await writer.append([draft("injected", data, actor)])
+            [event] = await writer.append([draft("injected", data, principal.actor())])
             return event.event_id
 
     async def queue_cancel(self, principal: Principal) -> str:
@@ -602,13 +597,6 @@ def _unwritable(why: str) -> ControlError:
         f"this change can't be recorded in the log ({why}): keep integers within ±(2^53-1)"
         " and use plain JSON values; nothing was recorded",
     )
-
-
-def _user(principal: Principal) -> Actor:
-    wire: WirePrincipal = {
-        "issuer": principal.issuer, "subject": principal.subject, "tenant": principal.tenant
-    }
-    return {"kind": "user", "principal": wire}
 
 
 def _no_tool(_name: str) -> None:

@@ -91,7 +91,7 @@ async def honour_cancel_request(rt: Runtime, *, queued: bool = True) -> None:
     it."""
     turn = rt.fold.turn
     if rt.cancel.wanted and turn is not None and turn.cancel_event is None:
-        actor = {"kind": "user", "principal": rt.principal.to_wire()}
+        actor = rt.principal.actor()
         data = {"reason": "interrupted (Ctrl-C)", "scope": "turn"}
         await rt.writer.append([Draft("cancel_requested", data, actor)])
         return

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from threads.log.event_types import Principal
 from threads.log.hashing import value_hash
 from threads.log.ids import effect_key
 from threads.log.lines import Event
@@ -24,7 +25,7 @@ class Approval:
     args_hash: str
     expires_at: int
     state: str = "open"  # open | granted | denied
-    decided_by: dict[str, Any] | None = None
+    decided_by: Principal | None = None
     reason: str | None = None
     used: bool = False
 

@@ -171,7 +171,7 @@ class _Attempts(dict[str, ModelAttempt]):
         header = self._header
         # a settled older attempt's model_request as far as a rule reads it: id, seq, time
         event = Event(seq, key, header.thread_id, header.branch_id, 0, "model_request", 1, time,
-                      {}, "", False, {}, b"", "")
+                      {"kind": "host"}, "", False, {}, b"", "")
         attempt = self._attempt(event, row)
         dict.__setitem__(self, key, attempt)
         return attempt
