@@ -19,7 +19,7 @@ from threads.log.event_types import Actor
 from threads.log.fold import Approval, Call
 from threads.log.ids import uuid7
 from threads.log.lines import Draft
-from threads.log.vocabulary import OutputPart, ToolCallData, ToolUsePart
+from threads.log.vocabulary import OutputPart, ToolCallData, ToolUsePart, draft
 from threads.run.authority import recorded_refusal
 from threads.run.drafts import HOST, tool_result_data
 from threads.run.output_schema import is_candidate
@@ -187,6 +187,6 @@ def validation_summary(exc: ValidationError) -> str:
 
 
 def _not_executed(call_id: str, text: str, actor: Actor = HOST) -> Draft:
-    return Draft(
+    return draft(
         "tool_result", tool_result_data(call_id, text, origin="not_executed", is_error=True), actor
     )

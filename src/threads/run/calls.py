@@ -14,7 +14,7 @@ import logging
 from threads.log.fold import Call
 from threads.log.fold.questions import ASK_USER, input_problem
 from threads.log.lines import Draft
-from threads.log.vocabulary import data_of
+from threads.log.vocabulary import data_of, draft
 from threads.run import settle, structured
 from threads.run.admit import (
     CANCELLED,
@@ -26,7 +26,7 @@ from threads.run.admit import (
     never_runs,
     open_approval,
 )
-from threads.run.drafts import HOST, resumed_data, tool_result_data
+from threads.run.drafts import HOST, ResultOrigin, resumed_data, tool_result_data
 from threads.run.execute import InDoubt, dispatch
 from threads.run.handoff import ensure_target, hand_off, is_handoff
 from threads.run.output_schema import is_candidate
@@ -107,7 +107,7 @@ async def release_approval_parks(rt: Runtime) -> None:
         call = fold.approvals.get(challenge_id) if kind == "approval" else None
         if call is None or call.approval is None or call.approval.state != "open":
             continue
-        drafts = [Draft("resumed", resumed_data(fold, address), HOST)]
+        drafts = [draft("resumed", resumed_data(fold, address), HOST)]
         if call.result is not None:
             pass  # already closed (expired at dispatch): only the park is left to end
         elif turn is not None and turn.cancel_event is not None:
@@ -205,8 +205,8 @@ async def close_expired_questions(rt: Runtime) -> None:
             continue
         result = tool_result_data(call_id, NO_ANSWER, origin="not_executed", is_error=True)
         await rt.writer.append([
-            Draft("tool_result", result, HOST),
-            Draft("resumed", resumed_data(fold, address), HOST),
+            draft("tool_result", result, HOST),
+            draft("resumed", resumed_data(fold, address), HOST),
         ])
 
 
@@ -227,7 +227,7 @@ async def _park_on_question(rt: Runtime, call: Call) -> Pending | None:
     return Pending("input", call.call_id)
 
 
-def _error_result(call: Call, text: str, origin: str) -> Draft:
-    return Draft(
+def _error_result(call: Call, text: str, origin: ResultOrigin) -> Draft:
+    return draft(
         "tool_result", tool_result_data(call.call_id, text, origin=origin, is_error=True), HOST
     )

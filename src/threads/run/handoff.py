@@ -82,7 +82,7 @@ async def hand_off(rt: Runtime, call: Call) -> None:
     result = tool_result_data(call.call_id, f"handed off to {name}", origin="executed",
                               is_error=False)
     await rt.writer.append(
-        [draft("handoff", data, BY_HOST), Draft("tool_result", result, TOOL),
+        [draft("handoff", data, BY_HOST), draft("tool_result", result, TOOL),
          Draft("turn_completed", {"reason": "handoff"}, HOST)],
         artifacts=[PendingArtifact(forwarded, "text/plain")],
     )

@@ -15,8 +15,9 @@ from typing import Any
 from threads.log.event_types import Actor
 from threads.log.fold import Call
 from threads.log.lines import Draft
+from threads.log.vocabulary import draft
 from threads.run.context_edits import guard_result
-from threads.run.drafts import HOST, INLINE_RESULT_BYTES, tool_result_data
+from threads.run.drafts import HOST, INLINE_RESULT_BYTES, ResultOrigin, tool_result_data
 from threads.run.runtime import Runtime
 from threads.store.protocol import PendingArtifact
 from threads.store.rows import artifact_ref
@@ -42,7 +43,7 @@ async def close(
     call: Call,
     text: str,
     *,
-    origin: str,
+    origin: ResultOrigin,
     actor: Actor,
     is_error: bool | None = None,
     hold: bool = False,
@@ -58,7 +59,7 @@ async def close(
 
 
 def result_draft(
-    call_id: str, text: str, *, origin: str, actor: Actor, is_error: bool | None = None
+    call_id: str, text: str, *, origin: ResultOrigin, actor: Actor, is_error: bool | None = None
 ) -> tuple[Draft, list[PendingArtifact]]:
     """A call's ``tool_result`` draft and the artifact its text needs when it is stored by
     reference (over ``INLINE_RESULT_BYTES``): for a step that appends it with other events."""
@@ -71,7 +72,7 @@ def result_draft(
         ref = artifact_ref(blob, "text/plain")
         artifacts.append(PendingArtifact(blob, "text/plain"))
     data = tool_result_data(call_id, text, origin=origin, is_error=error, ref=ref)
-    return Draft("tool_result", data, actor), artifacts
+    return draft("tool_result", data, actor), artifacts
 
 
 async def stored_text(rt: Runtime, ref: dict[str, Any] | None) -> str:

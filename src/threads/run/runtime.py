@@ -20,6 +20,7 @@ from threads.clock import sleep_on
 from threads.log.event_types import Actor
 from threads.log.fold import Call, Fold
 from threads.log.render import RenderCache
+from threads.log.vocabulary import ArtifactRef
 from threads.memory.protocol import MemoryHandle
 from threads.principal import Principal
 from threads.run.budget import AncestorBudget, Budget
@@ -150,7 +151,7 @@ class Runtime:
     ceiling: Permissions | None
     run_budget: Budget | None
     sink: RunStream | None
-    dropped_ref: dict[str, Any] | None
+    dropped_ref: ArtifactRef | None
     http: ToolHttp  # ctx.http, fenced by ``writer``
     start_child: StartChild  # runs a subagent's thread (``threads.run.spawn``)
     cancel: CancelSignal = field(default_factory=CancelSignal)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from threads.errors import StoreError
 from threads.log.fold import Call
 from threads.log.lines import Draft
+from threads.log.vocabulary import draft
 from threads.run.authority import human_resolution, recorded_refusal
 from threads.run.drafts import RECOVERY, resumed_data
 from threads.run.holders import EarlierHolder, earlier_holder, iso, window_park_ends
@@ -211,7 +212,7 @@ async def _window_closed(rt: Runtime, call: Call) -> bool:
     if address is None or ends is None or rt.now() < ends:
         return False  # not a window park (a person decides), or its window is still open
     parked_at = resumed_data(rt.fold, address)
-    await rt.writer.append([Draft("resumed", parked_at, RECOVERY)])
+    await rt.writer.append([draft("resumed", parked_at, RECOVERY)])
     return True
 
 

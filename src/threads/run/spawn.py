@@ -21,7 +21,7 @@ halts the parent (``branch_busy``) with nothing recorded.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, cast
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,11 +34,11 @@ from threads.log.ids import uuid7
 from threads.log.lines import Draft, Event
 from threads.log.vocabulary import (
     AgentSpawnedData,
+    ResumedData,
     ThreadStartedDataParent,
     Usage,
     draft,
 )
-from threads.log.vocabulary import Budget as WireBudget
 from threads.run.budget_check import ancestors_below
 from threads.run.child_run import ChildRun
 from threads.run.drafts import HOST, TOOL, tool_result_data
@@ -164,9 +164,9 @@ async def resume_parked_children(rt: Runtime) -> None:
         result = await _run_child(rt, spawned, str(call.input["prompt"]))
         if isinstance(result, Parked):
             continue
-        address = {"id": child_id, "kind": "child"}
-        data = {"address": address, "cause_event_id": spawned.event_id}
-        await rt.writer.append([Draft("resumed", data, rt.actor())])
+        data: ResumedData = {"address": {"id": child_id, "kind": "child"},
+                             "cause_event_id": spawned.event_id}
+        await rt.writer.append([draft("resumed", data, rt.actor())])
 
 
 def _barrier(rt: Runtime) -> WirePrincipal | None:
@@ -230,11 +230,11 @@ async def _record_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Event:
         "mode": "background" if input.background else "foreground",
     }
     if spec.budget is not None:
-        data["budget"] = cast(WireBudget, spec.budget.to_wire())
-    drafts = [draft("agent_spawned", data, {"kind": "host"})]
+        data["budget"] = spec.budget.to_wire()
+    drafts = [draft("agent_spawned", data, HOST)]
     if input.background:
         placeholder = tool_result_data(call_id, STARTED, origin="deferred", is_error=False)
-        drafts.append(Draft("tool_result", placeholder, HOST))
+        drafts.append(draft("tool_result", placeholder, HOST))
     events = await rt.writer.append(drafts)
     return events[0]
 

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from threads.log.canonical import canonical
 from threads.log.fold import Call, Fold
 from threads.log.lines import Draft
+from threads.log.vocabulary import draft
 from threads.run.drafts import HOST, TOOL, tool_result_data
 from threads.run.output_schema import ASK_ORIGIN, ASK_TEXT, pinned_output, pointer, schema_errors
 from threads.run.results import Completed, ErrorInfo, Failed, RunResult
@@ -48,11 +49,11 @@ async def judge(rt: Runtime, call: Call) -> None:
     if errors:
         checked["errors"] = errors
         text = "invalid final_output: " + "; ".join(f"{e['path']}: {e['message']}" for e in errors)
-        result = Draft("tool_result", tool_result_data(
+        result = draft("tool_result", tool_result_data(
             call.call_id, text, origin="not_executed", is_error=True), HOST)
     else:
         checked["value"] = call.input
-        result = Draft("tool_result", tool_result_data(
+        result = draft("tool_result", tool_result_data(
             call.call_id, canonical(call.input).decode("utf-8"), origin="executed",
             is_error=False), TOOL)
     await rt.writer.append([Draft("output_validated", checked, HOST), result])

@@ -297,7 +297,7 @@ class Thread:
                         {"by": "human", "call_id": call.call_id, "outcome": decision},
                         actor,
                     ),
-                    Draft("resumed", resumed_data(fold, address), actor),
+                    draft("resumed", resumed_data(fold, address), actor),
                 ]
             )
 
@@ -388,7 +388,7 @@ class Thread:
                 items.append(Draft("permission_rule_added", rule, actor))
             address = fold.parks.get(("approval", challenge_id))
             if address is not None:
-                items.append(Draft("resumed", resumed_data(fold, address), actor))
+                items.append(draft("resumed", resumed_data(fold, address), actor))
             await writer.append(items)
 
     async def answer(

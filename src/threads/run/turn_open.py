@@ -30,6 +30,7 @@ from threads.log.lines import (
     make_header,
     next_event,
 )
+from threads.log.vocabulary import draft
 from threads.principal import Principal
 from threads.run.budget import Budget
 from threads.run.config import AgentSpec
@@ -148,7 +149,7 @@ async def open_turn(
         writer.fold.turns_completed
     )
     if refused is not None:
-        await writer.append([Draft("budget_exceeded", refused, HOST)])
+        await writer.append([draft("budget_exceeded", refused, HOST)])
         return BudgetInfo("max_turns", refused["limit_value"], refused["observed"], "thread", False)
     if request.key is None:
         [opened] = await writer.append([request.draft()])

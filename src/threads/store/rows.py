@@ -27,10 +27,11 @@ from threads.log.lines import (
     header_from_value,
 )
 from threads.log.stored_json import UndecodedLineError, loads_stored, loads_stored_lines
+from threads.log.vocabulary import ArtifactRef
 from threads.store.holder import parse as parse_holder
 from threads.store.holder import provably_gone
 from threads.store.layout import SCHEMA_VERSION
-from threads.store.protocol import ArtifactRef, BranchInfo, Chain, Lease, Segment, StoredRow
+from threads.store.protocol import BranchInfo, Chain, Lease, Segment, StoredRow
 
 
 def free_roots(rows: Sequence[tuple[Any, ...]]) -> list[BranchInfo]:
