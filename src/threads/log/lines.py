@@ -115,40 +115,38 @@ def make_header(thread_id: str, branch_id: str, created_at: int) -> Header:
     )
 
 
-def first_event(
-    header: Header, type: EventType, data: Data, actor: Actor, *, seq: int = 1, epoch: int = 1
-) -> Event:
-    """A new branch's first event, chained to ``header`` and written together with it when the
-    branch is created: a root's (seq 1, epoch 1), or a child's ``fork`` (``seq`` at_seq + 1, at
-    the parent's epoch there)."""
+def first_event(header: Header, draft: Draft, *, seq: int = 1, epoch: int = 1) -> Event:
+    """A new branch's first event (``draft``, built by ``threads.log.vocabulary.draft``),
+    chained to ``header`` and written together with it when the branch is created: a root's
+    (seq 1, epoch 1), or a child's ``fork`` (``seq`` at_seq + 1, at the parent's epoch there)."""
     return encode_event(
         seq=seq,
         event_id=uuid7(header.created_at),
         thread_id=header.thread_id,
         branch_id=header.branch_id,
         epoch=epoch,
-        type=type,
+        type=draft.type,
         time=header.created_at,
-        actor=actor,
+        actor=draft.actor,
         prev_hash=header.hash,
-        data=data,
+        data=draft.data,
     )
 
 
-def next_event(previous: Event, type: EventType, data: Data, actor: Actor, time: int) -> Event:
-    """The event after ``previous`` on its branch, at its epoch: for a batch written together
-    with the branch (a new thread's ``thread_started`` and first ``user_input``)."""
+def next_event(previous: Event, draft: Draft, time: int) -> Event:
+    """The event (``draft``) after ``previous`` on its branch, at its epoch: for a batch written
+    together with the branch (a new thread's ``thread_started`` and first ``user_input``)."""
     return encode_event(
         seq=previous.seq + 1,
         event_id=uuid7(time),
         thread_id=previous.thread_id,
         branch_id=previous.branch_id,
         epoch=previous.epoch,
-        type=type,
+        type=draft.type,
         time=time,
-        actor=actor,
+        actor=draft.actor,
         prev_hash=previous.hash,
-        data=data,
+        data=draft.data,
     )
 
 

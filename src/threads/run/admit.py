@@ -125,7 +125,7 @@ def admit(rt: Runtime, call_id: str, name: str, args: dict[str, Any]) -> list[Dr
         return [_not_executed(call_id, f"invalid input for {name}: {validation_summary(exc)}")]
     permissions = rt.permissions.in_mode(rt.fold.mode)  # a mode_changed holds from its seq on
     decision = permissions.decide(name, args, tool.effect, rt.fold.thread_rules)
-    return [Draft("permission_decision", decision.to_wire(call_id), HOST)]
+    return [draft("permission_decision", decision.to_wire(call_id), HOST)]
 
 
 def denied_text(call: Call) -> str:

@@ -147,7 +147,7 @@ def _target_events(rt: Runtime, header: Header, spec: AgentSpec, opener: Event) 
         "relation": "handoff",
         "thread_id": rt.writer.thread_id,
     }
-    started = first_event(header, "thread_started", spec.config(parent=parent), HOST)
+    started = first_event(header, draft("thread_started", spec.config(parent=parent), HOST))
     injected: InjectedData = {
         "origin": {"id": rt.writer.thread_id},
         "source": "handoff",
@@ -155,10 +155,10 @@ def _target_events(rt: Runtime, header: Header, spec: AgentSpec, opener: Event) 
     }
     if "forwarded_ref" in data:
         injected["ref"] = data["forwarded_ref"]
-    context = next_event(started, *draft("injected", injected, BY_HOST), time=now)
+    context = next_event(started, draft("injected", injected, BY_HOST), time=now)
     said: UserInputData = {"source": "handoff", "text": _input_text(opener)}
     by: Actor = {"kind": "user", "principal": opener.actor["principal"]}
-    return [started, context, next_event(context, *draft("user_input", said, by), time=now)]
+    return [started, context, next_event(context, draft("user_input", said, by), time=now)]
 
 
 def _input_text(opener: Event) -> str:

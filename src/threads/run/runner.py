@@ -19,14 +19,15 @@ from threads.errors import ConfigError, NotFoundError, StoreError, ThreadsError
 from threads.log.fold import Fold
 from threads.log.fold.saved import RestoredFold
 from threads.log.ids import uuid7
-from threads.log.lines import Draft, Event, first_event, make_header, next_event
+from threads.log.lines import Event, first_event, make_header, next_event
+from threads.log.vocabulary import draft
 from threads.memory.protocol import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.budget import AncestorBudget, Budget
 from threads.run.budget_check import handoff_ancestors
 from threads.run.child_run import ChildRun
 from threads.run.config import AgentSpec
-from threads.run.drafts import user_input
+from threads.run.drafts import HOST, user_input
 from threads.run.loop import drive
 from threads.run.permissions import Permissions
 from threads.run.results import ErrorInfo, Failed, HandedOff, RunResult, describe
@@ -228,7 +229,7 @@ async def _run_connected(
         if fold.thread_started is None:
             # A header-only branch (an older version crashed right after creating it): it was
             # never started, so this run starts it.
-            await writer.append([Draft("thread_started", agent.config(), {"kind": "host"})])
+            await writer.append([draft("thread_started", agent.config(), HOST)])
         rt = Runtime(
             writer=writer,
             spec=agent,
@@ -276,11 +277,10 @@ async def run_child(store: Store, child: ChildRun) -> RunResult:
         now = store.clock.now_ms()
         header = make_header(child.thread_id, uuid7(now), now)
         started = first_event(
-            header, "thread_started", child.spec.config(parent=child.parent),
-            {"kind": "host"},
+            header, draft("thread_started", child.spec.config(parent=child.parent), HOST)
         )
         prompt = user_input(child.prompt, child.principal, None, source="parent_agent")
-        events = [started, next_event(started, *prompt, time=now)]
+        events = [started, next_event(started, prompt, time=now)]
         await store.create_branch(header, tenant_id=child.principal.tenant, events=events)
         telemetry.committed(child.thread_id, events)
     options = RunOptions(

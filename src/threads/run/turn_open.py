@@ -97,8 +97,8 @@ async def create_thread(store: Store, agent: AgentSpec, request: TurnRequest) ->
     leaves no thread behind (``max_turns`` is >= 1, so a first turn is always allowed)."""
     now = store.clock.now_ms()
     header = make_header(uuid7(now), uuid7(now), now)
-    started = first_event(header, "thread_started", agent.config(), HOST)
-    opened = next_event(started, *request.draft(), time=now)
+    started = first_event(header, draft("thread_started", agent.config(), HOST))
+    opened = next_event(started, request.draft(), time=now)
     tenant = request.principal.tenant
     receipt = None if request.key is None else request.key.receipt(tenant, opened, now)
     await store.create_branch(header, tenant_id=tenant, events=[started, opened], receipt=receipt)
