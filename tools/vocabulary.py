@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import keyword
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +140,15 @@ class _Writer:
             return f"dict[str, {self.type_of(extra, context + 'Value')}]"
         return _SCALARS[kind]
 
+    def _field(self, schema: Any, context: str) -> str:
+        """A property's annotation; an inline ``enum`` is named ``context`` (an alias), so a
+        writer can spell the values a field takes without repeating them."""
+        if isinstance(schema, dict) and "enum" in schema and "$ref" not in schema:
+            alias = self._quoted(self.type_of(schema, context))
+            self._put(context, f"{context}: TypeAlias = {alias}\n")
+            return context
+        return self.type_of(schema, context)
+
     def _typed_dict(self, name: str, schema: dict[str, Any]) -> None:
         required = set(schema.get("required", []))
         for member in schema.get("allOf", []):  # a ref to an object merges its keys
@@ -150,7 +160,7 @@ class _Writer:
                     required |= set(target.get("required", []))
         fields = []
         for key in sorted(schema["properties"]):
-            annotation = self.type_of(schema["properties"][key], name + _camel(key))
+            annotation = self._field(schema["properties"][key], name + _camel(key))
             fields.append((key, annotation if key in required else f"NotRequired[{annotation}]"))
         if not fields:
             self._put(name, f"class {name}(TypedDict):\n    pass\n")
@@ -221,10 +231,10 @@ def generate(schema: dict[str, Any]) -> str:
             writer._put(name, f"{name}: TypeAlias = {writer._quoted(writer.type_of(data, name))}\n")
         data_names[event_type] = name
     writer.ref("ActorWithPrincipal")
-    parts = [HEADER.format(envelope=", ".join(sorted([*envelope, "EventType"])))]
-    parts.extend(f"\n{writer.emitted[name]}\n" for name in writer.order)
-    parts.append(_overloads(data_names))
-    return "".join(parts).rstrip("\n") + "\n"
+    body = "".join(f"\n{writer.emitted[name]}\n" for name in writer.order) + _overloads(data_names)
+    used = [name for name in envelope if re.search(rf"\b{name}\b", body)]
+    header = HEADER.format(envelope=", ".join(sorted([*used, "EventType"])))
+    return (header + body).rstrip("\n") + "\n"
 
 
 DRAFT = '''
@@ -251,6 +261,8 @@ TYPES_HEADER = '''"""Every event type the reader knows, generated from the event
 event, and ``Actor`` (with the ``Principal`` it may carry) what ``Event.actor`` holds;
 ``threads.log.vocabulary`` has each type's data.
 """
+
+# ruff: noqa: E501
 
 from __future__ import annotations
 

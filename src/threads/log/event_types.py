@@ -4,6 +4,8 @@ event, and ``Actor`` (with the ``Principal`` it may carry) what ``Event.actor`` 
 ``threads.log.vocabulary`` has each type's data.
 """
 
+# ruff: noqa: E501
+
 from __future__ import annotations
 
 from typing import Literal, NotRequired, TypeAlias, TypedDict, get_args
@@ -85,6 +87,9 @@ EventType = Literal[
 EVENT_TYPES: frozenset[str] = frozenset(get_args(EventType))
 
 
+ActorKind: TypeAlias = 'Literal["user", "model", "host", "tool", "channel", "scheduler", "approver", "recovery"]'
+
+
 NonEmpty: TypeAlias = 'str'
 
 
@@ -95,5 +100,5 @@ class Principal(TypedDict):
 
 
 class Actor(TypedDict):
-    kind: Literal["user", "model", "host", "tool", "channel", "scheduler", "approver", "recovery"]
+    kind: ActorKind
     principal: NotRequired[Principal]

@@ -14,7 +14,7 @@ import logging
 from threads.log.fold import Call
 from threads.log.fold.questions import ASK_USER, input_problem
 from threads.log.lines import Draft
-from threads.log.vocabulary import data_of, draft
+from threads.log.vocabulary import ToolResultDataOrigin, data_of, draft
 from threads.run import settle, structured
 from threads.run.admit import (
     CANCELLED,
@@ -26,7 +26,7 @@ from threads.run.admit import (
     never_runs,
     open_approval,
 )
-from threads.run.drafts import HOST, ResultOrigin, resumed_data, tool_result_data
+from threads.run.drafts import HOST, resumed_data, tool_result_data
 from threads.run.execute import InDoubt, dispatch
 from threads.run.handoff import ensure_target, hand_off, is_handoff
 from threads.run.output_schema import is_candidate
@@ -227,7 +227,7 @@ async def _park_on_question(rt: Runtime, call: Call) -> Pending | None:
     return Pending("input", call.call_id)
 
 
-def _error_result(call: Call, text: str, origin: ResultOrigin) -> Draft:
+def _error_result(call: Call, text: str, origin: ToolResultDataOrigin) -> Draft:
     return draft(
         "tool_result", tool_result_data(call.call_id, text, origin=origin, is_error=True), HOST
     )

@@ -9,7 +9,6 @@ than one step writes. It imports only the log layer and principals, so every ste
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
 
 from threads.log.event_types import Actor
 from threads.log.fold import Fold
@@ -19,7 +18,9 @@ from threads.log.vocabulary import (
     Budget,
     ResumedData,
     ToolResultData,
+    ToolResultDataOrigin,
     UserInputData,
+    UserInputDataSource,
     data_of,
     draft,
 )
@@ -30,22 +31,12 @@ MODEL: Actor = {"kind": "model"}
 RECOVERY: Actor = {"kind": "recovery"}
 TOOL: Actor = {"kind": "tool"}
 
-# The schema's ``tool_result.origin`` and ``user_input.source`` (inline enums, so unnamed in
-# ``threads.log.vocabulary``; tests/run/test_drafts.py holds these to the generated fields).
-ResultOrigin = Literal[
-    "executed", "materialized_from_commit", "denied", "not_executed", "interrupted", "deferred",
-    "answered",
-]
-InputSource = Literal[
-    "api", "cli", "channel", "schedule", "parent_agent", "handoff", "team_task"
-]
-
 PREVIEW_CHARS = 512
 INLINE_RESULT_BYTES = 64 * 1024
 
 
 def user_input(
-    text: str, principal: Principal, budget: Budget | None, *, source: InputSource = "api"
+    text: str, principal: Principal, budget: Budget | None, *, source: UserInputDataSource = "api"
 ) -> Draft:
     """The ``user_input`` that opens a turn for ``text``; ``budget``: the run's, on the wire;
     ``source``: ``parent_agent`` for a subagent's prompt."""
@@ -56,7 +47,7 @@ def user_input(
 
 
 def tool_result_data(
-    call_id: str, text: str, *, origin: ResultOrigin, is_error: bool,
+    call_id: str, text: str, *, origin: ToolResultDataOrigin, is_error: bool,
     ref: ArtifactRef | None = None,
 ) -> ToolResultData:
     """``tool_result``'s data: a preview always; the full text inline, or by ``ref`` when it was

@@ -15,9 +15,9 @@ from typing import Any
 from threads.log.event_types import Actor
 from threads.log.fold import Call
 from threads.log.lines import Draft
-from threads.log.vocabulary import draft
+from threads.log.vocabulary import ToolResultDataOrigin, draft
 from threads.run.context_edits import guard_result
-from threads.run.drafts import HOST, INLINE_RESULT_BYTES, ResultOrigin, tool_result_data
+from threads.run.drafts import HOST, INLINE_RESULT_BYTES, tool_result_data
 from threads.run.runtime import Runtime
 from threads.store.protocol import PendingArtifact
 from threads.store.rows import artifact_ref
@@ -43,7 +43,7 @@ async def close(
     call: Call,
     text: str,
     *,
-    origin: ResultOrigin,
+    origin: ToolResultDataOrigin,
     actor: Actor,
     is_error: bool | None = None,
     hold: bool = False,
@@ -59,7 +59,8 @@ async def close(
 
 
 def result_draft(
-    call_id: str, text: str, *, origin: ResultOrigin, actor: Actor, is_error: bool | None = None
+    call_id: str, text: str, *, origin: ToolResultDataOrigin, actor: Actor,
+    is_error: bool | None = None,
 ) -> tuple[Draft, list[PendingArtifact]]:
     """A call's ``tool_result`` draft and the artifact its text needs when it is stored by
     reference (over ``INLINE_RESULT_BYTES``): for a step that appends it with other events."""
