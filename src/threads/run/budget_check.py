@@ -19,7 +19,7 @@ from typing import Any
 from threads.errors import NotFoundError, ThreadsError
 from threads.log.fold import Fold, ModelAttempt
 from threads.log.fold.cost import MAX_INT, PriceTable
-from threads.log.lines import Draft
+from threads.log.vocabulary import BudgetExceededData, draft
 from threads.run.budget import (
     NOTHING_SPENT,
     AncestorBudget,
@@ -219,7 +219,7 @@ async def _exceeded(
     upper: bool,
     owner: str | None = None,
 ) -> BudgetExhausted:
-    data: dict[str, Any] = {
+    data: BudgetExceededData = {
         "limit": limit,
         "limit_value": value,
         "observed": observed,
@@ -228,8 +228,8 @@ async def _exceeded(
     }
     if owner is not None:
         data["owner_thread_id"] = owner
-    drafts = [Draft("budget_exceeded", data, HOST)]
+    drafts = [draft("budget_exceeded", data, HOST)]
     if rt.fold.turn is not None:
-        drafts.append(Draft("turn_completed", {"reason": "budget_exhausted"}, HOST))
+        drafts.append(draft("turn_completed", {"reason": "budget_exhausted"}, HOST))
     await rt.writer.append(drafts)
     return BudgetExhausted(rt.thread, BudgetInfo(limit, value, observed, scope, upper))

@@ -21,7 +21,7 @@ log, so a rerun after a crash decides the same way.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Literal
 
 from threads.log.fold import Fold
 from threads.log.fold.compaction import is_side_request, summary_text
@@ -29,7 +29,13 @@ from threads.log.hashing import sha256_hex
 from threads.log.lines import Draft, Event
 from threads.log.render import MEDIA_TYPE, Rendered, render_summary_request
 from threads.log.render_context import summary_guides
-from threads.log.vocabulary import CompactionFailedData, draft
+from threads.log.vocabulary import (
+    ArtifactRef,
+    CompactedData,
+    CompactionFailedData,
+    ModelRequestData,
+    draft,
+)
 from threads.models.protocol import ModelCallError, ModelRequest
 from threads.run.compaction_restore import restore_drafts
 from threads.run.context_edits import clear_draft, clear_reason, clearable
@@ -299,7 +305,7 @@ async def _send(
     rendered = render_summary_request(
         started, fold.events, await render_artifacts(rt), guides, cause
     )
-    data: dict[str, Any] = {
+    data: ModelRequestData = {
         "attempt": _attempt(fold, cause),
         "declared_prefix": rendered.declared_prefix(),
         "purpose": "compaction",
@@ -308,7 +314,7 @@ async def _send(
     if cause is not None:
         data["cause_event_id"] = cause.event_id
     [request] = await rt.writer.append(
-        [Draft("model_request", data, HOST)],
+        [draft("model_request", data, HOST)],
         artifacts=[PendingArtifact(rendered.body, MEDIA_TYPE, rendered.sha256)],
     )
     return await _answer(rt, policy, request, rendered, span, trigger=trigger, cause=cause)
@@ -348,7 +354,7 @@ async def _answer(
         output = await call_model(rt, model, call)
         await record_response(rt, request.event_id, output, "model_response", MODEL)
     except ModelCallError as exc:
-        abandoned = Draft("model_attempt_abandoned", abandoned_data(request.event_id, exc), HOST)
+        abandoned = draft("model_attempt_abandoned", abandoned_data(request.event_id, exc), HOST)
         if exc.reason == "prompt_too_long" and not _too_long_before(rt.fold):
             # the summarizer's own window: clear every shown result (none kept), ask once more
             calls = clearable(rt.fold, policy, keep_recent=0)
@@ -391,8 +397,8 @@ async def record_summary(
     start, end = span
     first, last = _at(fold, start), _at(fold, end)
     sha256 = sha256_hex(text)
-    ref = {"bytes": len(text), "media_type": SUMMARY_MEDIA, "sha256": sha256}
-    data: dict[str, Any] = {
+    ref: ArtifactRef = {"bytes": len(text), "media_type": SUMMARY_MEDIA, "sha256": sha256}
+    data: CompactedData = {
         "from_event_id": first.event_id, "from_seq": start,
         "summary_ref": ref, "summary_request_event_id": request.event_id,
         "to_event_id": last.event_id, "to_seq": end, "trigger": trigger,
@@ -400,7 +406,7 @@ async def record_summary(
     if cause is not None:
         data["cause_event_id"] = cause.event_id
     restore = await restore_drafts(rt, policy, span)  # L3: the same batch as the compacted
-    await rt.writer.append([Draft("compacted", data, HOST), *restore],
+    await rt.writer.append([draft("compacted", data, HOST), *restore],
                            artifacts=[PendingArtifact(text, SUMMARY_MEDIA, sha256)])
     view = CompactedView(trigger, start, end, text.decode("utf-8"))
     told = [await ask(e, "after_compact", e.after_compact, view)

@@ -12,9 +12,9 @@ cancel is waiting). There is no separate resume call: running the thread again d
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 from threads.log.lines import Draft
+from threads.log.vocabulary import ModelAttemptAbandonedData, draft
 from threads.models.protocol import ModelCallError, ModelOutput, ModelRequest, SupportsLookup
 from threads.run.calls import run_pending
 from threads.run.drafts import RECOVERY
@@ -79,14 +79,16 @@ async def _open_model_request(rt: Runtime) -> bool:
             return True
         except ModelCallError:
             pass  # a recovered reply with no faithful form: abandoned as unknown below
-    data: dict[str, Any] = {"reason": "crash", "request_event_id": event.event_id}
+    data: ModelAttemptAbandonedData = {
+        "provider_outcome": "unknown", "reason": "crash", "request_event_id": event.event_id,
+    }
     if answer is not None and answer.status == "not_found" and answer.final:
         data["provider_outcome"] = "not_sent"
         data["billing"] = "not_billed"
     else:
         data["provider_outcome"] = "unknown"
         data["billing"] = "unknown"
-    await rt.writer.append([Draft("model_attempt_abandoned", data, RECOVERY)])
+    await rt.writer.append([draft("model_attempt_abandoned", data, RECOVERY)])
     return False
 
 

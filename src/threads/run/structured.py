@@ -22,7 +22,10 @@ from pydantic import ValidationError
 from threads.log.canonical import canonical
 from threads.log.fold import Call, Fold
 from threads.log.lines import Draft
-from threads.log.vocabulary import draft
+from threads.log.vocabulary import (
+    OutputValidatedData,
+    draft,
+)
 from threads.run.drafts import HOST, TOOL, tool_result_data
 from threads.run.output_schema import ASK_ORIGIN, ASK_TEXT, pinned_output, pointer, schema_errors
 from threads.run.results import Completed, ErrorInfo, Failed, RunResult
@@ -41,7 +44,7 @@ async def judge(rt: Runtime, call: Call) -> None:
             rt.spec.output.model_validate(call.input)
         except ValidationError as exc:
             errors = [{"message": e["msg"], "path": pointer(e["loc"])} for e in exc.errors()]
-    checked: dict[str, Any] = {
+    checked: OutputValidatedData = {
         "outcome": "rejected" if errors else "accepted",
         "schema_sha256": output["schema_sha256"],
         "source_event_id": call.event_id,
@@ -56,7 +59,7 @@ async def judge(rt: Runtime, call: Call) -> None:
         result = draft("tool_result", tool_result_data(
             call.call_id, canonical(call.input).decode("utf-8"), origin="executed",
             is_error=False), TOOL)
-    await rt.writer.append([Draft("output_validated", checked, HOST), result])
+    await rt.writer.append([draft("output_validated", checked, HOST), result])
 
 
 async def after_calls(rt: Runtime) -> RunResult | None:

@@ -29,11 +29,14 @@ from threads.log.json_types import JsonObject
 from threads.log.lines import Draft, Event
 from threads.log.replay import Replayed
 from threads.log.vocabulary import (
+    ApprovalBinding,
+    CancelRequestedData,
     InjectedData,
     ModeChangedData,
     ModelRef,
     ModelSettings,
     PermissionMode,
+    PermissionRuleAddedData,
     draft,
 )
 from threads.principal import Principal
@@ -373,7 +376,7 @@ class Thread:
                 )
             _check_open(call, args_hash, self.store.clock.now_ms())
             approval = call.approval
-            data: dict[str, Any] = {
+            data: ApprovalBinding = {
                 "args_hash": approval.args_hash,
                 "call_id": call.call_id,
                 "challenge_id": challenge_id,
@@ -381,11 +384,15 @@ class Thread:
             if reason is not None:
                 data["reason"] = reason
             actor = principal.actor("approver")
-            items = [Draft("approval_granted" if granted else "approval_denied", data, actor)]
+            decided = (draft("approval_granted", data, actor) if granted
+                       else draft("approval_denied", data, actor))
+            items = [decided]
             if remember_rule is not None:
                 _check_rule_covers(remember_rule, call)
-                rule = {"challenge_id": challenge_id, "decision": "allow", "rule": remember_rule}
-                items.append(Draft("permission_rule_added", rule, actor))
+                rule: PermissionRuleAddedData = {
+                    "challenge_id": challenge_id, "decision": "allow", "rule": remember_rule,
+                }
+                items.append(draft("permission_rule_added", rule, actor))
             address = fold.parks.get(("approval", challenge_id))
             if address is not None:
                 items.append(draft("resumed", resumed_data(fold, address), actor))
@@ -429,11 +436,11 @@ class Thread:
                 raise ControlError(
                     "not_pending", "no turn is open on this thread; nothing to cancel"
                 )
-            data: dict[str, Any] = {"scope": "turn"}
+            data: CancelRequestedData = {"scope": "turn"}
             if reason:
                 data["reason"] = reason
             actor = principal.actor()
-            await writer.append([Draft("cancel_requested", data, actor)])
+            await writer.append([draft("cancel_requested", data, actor)])
             fold = writer.fold
         await cancel_descendants(self.store, fold, principal.to_wire())
 

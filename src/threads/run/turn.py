@@ -7,11 +7,17 @@ later run with nothing to do returns the same outcome read back from the recorde
 
 from __future__ import annotations
 
-from typing import Any, get_args, get_type_hints
+from typing import TypeGuard, get_args, get_type_hints
 
 from threads.log.fold import Fold, ParkKind
 from threads.log.lines import Draft
-from threads.log.vocabulary import TurnCompletedData, data_of
+from threads.log.vocabulary import (
+    TurnCompletedData,
+    TurnCompletedDataCode,
+    TurnCompletedDataReason,
+    data_of,
+    draft,
+)
 from threads.run.drafts import HOST
 from threads.run.park_info import effect_park_detail, parked_event
 from threads.run.queued_controls import apply_queued_cancels
@@ -112,20 +118,26 @@ async def finish_cancelled(rt: Runtime) -> Cancelled:
     return Cancelled(rt.thread)
 
 
-async def fail_turn(rt: Runtime, code: str, message: str, reason: str = "error") -> Failed:
+async def fail_turn(
+    rt: Runtime, code: str, message: str, reason: TurnCompletedDataReason = "error"
+) -> Failed:
     """End the open turn ``reason`` and return the run's ``Failed``; the two agree. For
     ``reason: error`` the ending records ``code`` when the format has it (``CODED_ERRORS``);
     any other code is reported as ``model_error`` (what a turn that ended ``error`` without a
     code reads as, ``recorded_ending``), its own code kept at the head of the message."""
-    data: dict[str, Any] = {"reason": reason}
+    data: TurnCompletedData = {"reason": reason}
     if reason == "error":
-        if code in CODED_ERRORS:
+        if _coded(code):
             data["code"] = code
         elif code != UNCODED:
             code, message = UNCODED, f"{code}: {message}"
     if rt.fold.turn is not None and rt.fold.open_attempt is None:
-        await rt.writer.append([Draft("turn_completed", data, HOST)])
+        await rt.writer.append([draft("turn_completed", data, HOST)])
     return Failed(rt.thread, ErrorInfo(code, message))
+
+
+def _coded(code: str) -> TypeGuard[TurnCompletedDataCode]:
+    return code in CODED_ERRORS
 
 
 def recorded_ending(rt: Runtime) -> RunResult:
