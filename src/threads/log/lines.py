@@ -7,7 +7,7 @@ nothing is ever re-serialized once stored. ``encode_event`` is the only way even
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from operator import add, itemgetter
@@ -17,6 +17,7 @@ from threads.log.canonical import JsonValue, canonical
 from threads.log.event_types import Actor, EventType
 from threads.log.hashing import sha256_hex, sha256_hexes
 from threads.log.ids import uuid7
+from threads.log.json_types import JsonObject
 
 FORMAT_LOG = "threads.log"
 FORMAT_HEAD = "threads.head"
@@ -150,7 +151,9 @@ def next_event(previous: Event, draft: Draft, time: int) -> Event:
     )
 
 
-def header_from_value(value: dict[str, Any], line: bytes) -> Header:
+def header_from_value(value: Mapping[str, Any], line: bytes) -> Header:
+    """The header ``line`` decodes to (``value``), taken as it reads: its caller has checked it
+    (admission against the header schema; a stored segment by its chain's hashes)."""
     writer = value["writer"]
     return Header(
         value["thread_id"],
@@ -171,7 +174,7 @@ _ENVELOPE_KEYS = (
 _ENVELOPE = itemgetter(*_ENVELOPE_KEYS)
 
 
-def event_from_value(value: dict[str, Any], line: bytes) -> Event:
+def event_from_value(value: JsonObject, line: bytes) -> Event:
     """The event ``line`` decodes to (``value``); a missing envelope key is a ``KeyError``."""
     return Event._make((*_ENVELOPE(value), line, sha256_hex(line)))
 
@@ -179,14 +182,14 @@ def event_from_value(value: dict[str, Any], line: bytes) -> Event:
 _new_event = partial(tuple.__new__, Event)
 
 
-def events_from_values(values: Sequence[dict[str, Any]], lines: Sequence[bytes]) -> list[Event]:
+def events_from_values(values: Sequence[JsonObject], lines: Sequence[bytes]) -> list[Event]:
     """``event_from_value`` of each value and its line, in C loops (a read of a long branch
     builds one event per line); a value that is no envelope raises as it does there."""
     stored = zip(lines, sha256_hexes(lines), strict=True)
     return list(map(_new_event, map(add, map(_envelope_of(values), values), stored)))
 
 
-def _envelope_of(values: Sequence[dict[str, Any]]) -> itemgetter[Any]:
+def _envelope_of(values: Sequence[JsonObject]) -> itemgetter[Any]:
     """``_ENVELOPE`` with the key objects of the first value: a decoder reuses one object per
     key from line to line (orjson does), and a lookup by the very object the dict holds skips
     comparing the strings. Any other value is looked up by equal keys, as ever."""

@@ -11,13 +11,13 @@ Everything here returns drafts or a reason; nothing is appended or dispatched he
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import ValidationError
 
 from threads.log.event_types import Actor
 from threads.log.fold import Approval, Call
 from threads.log.ids import uuid7
+from threads.log.json_types import JsonObject
 from threads.log.lines import Draft
 from threads.log.vocabulary import OutputPart, ToolCallData, ToolUsePart, draft
 from threads.run.authority import recorded_refusal
@@ -112,7 +112,7 @@ def never_runs(rt: Runtime, call: Call, tool: Tool | None) -> str | None:
     return None
 
 
-def admit(rt: Runtime, call_id: str, name: str, args: dict[str, Any]) -> list[Draft]:
+def admit(rt: Runtime, call_id: str, name: str, args: JsonObject) -> list[Draft]:
     """The decision draft for one call: a ``not_executed`` result (unknown tool, invalid input),
     or its ``permission_decision``."""
     tool = rt.spec.tool_named(name)

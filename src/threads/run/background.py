@@ -25,6 +25,7 @@ from threads.log.event_types import Actor
 from threads.log.event_types import Principal as WirePrincipal
 from threads.log.fold.wakes import RunRef
 from threads.log.lines import Draft
+from threads.log.vocabulary import data_of
 from threads.run.results import Cancelled, Completed, Parked, RunResult
 from threads.run.runtime import Runtime
 from threads.run.spawn import (
@@ -107,7 +108,8 @@ async def _stop_unreported(rt: Runtime, reason: str) -> None:
             continue
         await bar(rt.writer.store, branch.branch_id, principal, reason=reason)
         spawned = spawned_event(rt.fold, child_id)
-        start_background(rt, spawned, str(rt.fold.calls[spawned.data["call_id"]].input["prompt"]))
+        call = rt.fold.calls[data_of(spawned, "agent_spawned")["call_id"]]
+        start_background(rt, spawned, str(call.input["prompt"]))
     await rt.background.wait_all()
     ended: Ended = [*never, *((c, r) for c, r in rt.background.ended()
                              if not isinstance(r, Parked))]
@@ -120,7 +122,7 @@ async def _append(rt: Runtime, ended: Ended, *, wake: WirePrincipal | None) -> N
     artifacts: list[PendingArtifact] = []
     for child_id, result in ended:
         spawned = spawned_event(rt.fold, child_id)
-        call_id = spawned.data["call_id"]
+        call_id = data_of(spawned, "agent_spawned")["call_id"]
         if result is None:
             more, stored = never_started_drafts(call_id, spawned, late=True)
         else:
@@ -139,7 +141,7 @@ async def _append(rt: Runtime, ended: Ended, *, wake: WirePrincipal | None) -> N
 
 def _spawning_run(rt: Runtime, child_id: str) -> RunRef | None:
     spawned = spawned_event(rt.fold, child_id)
-    spawn = rt.fold.wakes.spawns.get(spawned.data["call_id"])
+    spawn = rt.fold.wakes.spawns.get(data_of(spawned, "agent_spawned")["call_id"])
     return spawn.run if spawn is not None else None
 
 

@@ -19,7 +19,11 @@ from typing import Any
 from threads.errors import NotFoundError, ThreadsError
 from threads.log.fold import Fold, ModelAttempt
 from threads.log.fold.cost import MAX_INT, PriceTable
-from threads.log.vocabulary import BudgetExceededData, draft
+from threads.log.vocabulary import (
+    BudgetExceededData,
+    data_of,
+    draft,
+)
 from threads.run.budget import (
     NOTHING_SPENT,
     AncestorBudget,
@@ -156,7 +160,7 @@ async def tree_spend(
     """What the subagent threads below the thread of ``fold`` spent (those spawned after
     ``since_seq``, all but ``excluding``), read from their logs."""
     total = NOTHING_SPENT
-    spawned_at = {e.data["child_thread_id"]: e.seq for e in fold.events
+    spawned_at = {data_of(e, "agent_spawned")["child_thread_id"]: e.seq for e in fold.events
                   if e.type == "agent_spawned"} if since_seq else {}
     for child in fold.features.children.values():
         thread_id = child.child_thread_id

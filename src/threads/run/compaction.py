@@ -34,6 +34,9 @@ from threads.log.vocabulary import (
     CompactedData,
     CompactionFailedData,
     ModelRequestData,
+    ModelResponseData,
+    ModelResponseRecoveredData,
+    data_of,
     draft,
 )
 from threads.models.protocol import ModelCallError, ModelRequest
@@ -75,15 +78,21 @@ def estimate(fold: Fold, request_bytes: int) -> int:
     for event in reversed(fold.events):
         if event.seq <= since:
             break
-        if event.type not in ("model_response", "model_response_recovered"):
+        if event.type == "model_response":
+            response: ModelResponseData | ModelResponseRecoveredData = data_of(
+                event, "model_response"
+            )
+        elif event.type == "model_response_recovered":
+            response = data_of(event, "model_response_recovered")
+        else:
             continue
-        request = fold.event_by_id(event.data["request_event_id"])
-        usage = event.data["usage"]
+        request = fold.event_by_id(response["request_event_id"])
+        usage = response["usage"]
         if request is None or is_side_request(request) or usage.get("input_tokens") is None:
             continue
-        known = sum(usage.get(k) or 0 for k in
-                    ("input_tokens", "cache_read_tokens", "cache_write_tokens"))
-        grown = max(0, request_bytes - request.data["request_ref"]["bytes"])
+        known = ((usage.get("input_tokens") or 0) + (usage.get("cache_read_tokens") or 0)
+                 + (usage.get("cache_write_tokens") or 0))
+        grown = max(0, request_bytes - data_of(request, "model_request")["request_ref"]["bytes"])
         return int(known + math.ceil(grown / 4))
     return math.ceil(request_bytes / 4)
 
@@ -174,7 +183,7 @@ async def settle_answered(rt: Runtime) -> None:
     side = fold.compaction.pending_side
     if side is None or fold.response_to(side.event_id) is None:
         return
-    cause = fold.event_by_id(side.data.get("cause_event_id") or "")
+    cause = fold.event_by_id(data_of(side, "model_request").get("cause_event_id") or "")
     policy = pinned_context(fold.thread_started) or ContextPolicy()
     span: tuple[int, int] | None
     trigger: Trigger
@@ -196,8 +205,9 @@ def _trigger_of(fold: Fold, side: Event) -> Trigger:
             break
         if event.type == "context_preflight_blocked" or (
             event.type == "model_attempt_abandoned"
-            and event.data["reason"] == "prompt_too_long"
-            and not fold.compaction.is_side(event.data["request_event_id"])
+            and (abandoned := data_of(event, "model_attempt_abandoned"))["reason"]
+            == "prompt_too_long"
+            and not fold.compaction.is_side(abandoned["request_event_id"])
         ):
             return "reactive"
     return "threshold"
@@ -274,7 +284,8 @@ async def _denied(
         (e.seq for e in reversed(fold.events) if e.type in ("model_request", *_OUTCOMES)), 0
     )
     done = recorded(fold.events, "before_compact", since)
-    if any(e.data["decision"] in ("deny", "failed") for e in done.values()):
+    if any(data_of(e, "hook_decision")["decision"] in ("deny", "failed")
+           for e in done.values()):
         return True  # a crash before the answer: the answer follows from the recorded decision
     view = CompactView(trigger, *span)
     for extension in rt.spec.extensions:
@@ -327,7 +338,8 @@ def _attempt(fold: Fold, cause: Event | None) -> int:
         last is not None
         and is_side_request(last.event)
         and last.outcome not in (None, "response")
-        and last.event.data.get("cause_event_id") == (cause.event_id if cause else None)
+        and data_of(last.event, "model_request").get("cause_event_id")
+        == (cause.event_id if cause else None)
         and (cause is not None or not any(e.type in _OUTCOMES for e in _step(fold)))
     ):
         return last.attempt + 1
@@ -347,7 +359,7 @@ async def _answer(
         messages=rendered.messages,
         tools=[],
         params=rendered.prefix["params"],
-        attempt=request.data["attempt"],
+        attempt=data_of(request, "model_request")["attempt"],
         provider_call_ids={},
     )
     try:
@@ -375,8 +387,12 @@ def _too_long_before(fold: Fold) -> bool:
         if event.type in _OUTCOMES or (event.type == "model_request"
                                        and not is_side_request(event)):
             return False
-        if (event.type == "model_attempt_abandoned" and event.data["reason"] == "prompt_too_long"
-                and fold.compaction.is_side(event.data["request_event_id"])):
+        if event.type != "model_attempt_abandoned":
+            continue
+        abandoned = data_of(event, "model_attempt_abandoned")
+        if abandoned["reason"] == "prompt_too_long" and fold.compaction.is_side(
+            abandoned["request_event_id"]
+        ):
             return True
     return False
 
@@ -424,10 +440,12 @@ def ended_by_hook(rt: Runtime) -> Failed | None:
     if rt.fold.turn is not None or last is None or last.type != "turn_completed":
         return None
     failed = next((e for e in reversed(rt.fold.events[-len(rt.spec.extensions) - 1:])
-                   if e.type == "hook_decision" and e.data["decision"] == "failed"), None)
+                   if e.type == "hook_decision"
+                   and data_of(e, "hook_decision")["decision"] == "failed"), None)
     if failed is None:
         return None
-    reason = f"{failed.data['extension']}: {failed.data.get('reason', 'no reason given')}"
+    decision = data_of(failed, "hook_decision")
+    reason = f"{decision['extension']}: {decision.get('reason', 'no reason given')}"
     return Failed(rt.thread, ErrorInfo(
         "hook_failed", f"an after_compact hook failed ({reason}), which ends the turn; the"
         " compaction is kept. Fix the extension, then run the thread again",

@@ -23,7 +23,11 @@ from __future__ import annotations
 from threads.log.fold import Fold
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Draft
-from threads.log.vocabulary import InjectedData, draft
+from threads.log.vocabulary import (
+    InjectedData,
+    data_of,
+    draft,
+)
 from threads.run.context_policy import ContextPolicy
 from threads.run.drafts import HOST
 from threads.run.runtime import Runtime
@@ -60,9 +64,12 @@ def touched_files(fold: Fold, span: tuple[int, int]) -> list[str]:
     paths: list[str] = []
     for seq in range(span[1], span[0] - 1, -1):
         event = fold.events[seq - fold.events[0].seq]
-        if event.type != "tool_call" or event.data["name"] not in FILE_TOOLS:
+        if event.type != "tool_call":
             continue
-        path = event.data["input"].get("path")
+        call = data_of(event, "tool_call")
+        if call["name"] not in FILE_TOOLS:
+            continue
+        path = call["input"].get("path")
         if isinstance(path, str) and path and path not in paths:
             paths.append(path)
     return paths

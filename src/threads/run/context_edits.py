@@ -22,6 +22,7 @@ from threads.log.vocabulary import (
     ContextEditedData,
     ContextEditedDataEditsItem,
     Span,
+    data_of,
     draft,
 )
 from threads.run.context_policy import ContextPolicy
@@ -37,7 +38,7 @@ def cleared_calls(events: Sequence[Event]) -> set[str]:
     return {
         edit["call_id"]
         for event in events if event.type == "context_edited"
-        for edit in event.data["edits"] if edit["action"] == "clear"
+        for edit in data_of(event, "context_edited")["edits"] if edit["action"] == "clear"
     }
 
 
@@ -47,7 +48,7 @@ def clearable(fold: Fold, policy: ContextPolicy, *, keep_recent: int | None = No
                    if e.type == "model_request" and not is_side_request(e)), None)
     if latest is None:
         return []
-    shown = [e.data["call_id"] for e in fold.events
+    shown = [data_of(e, "tool_result")["call_id"] for e in fold.events
              if e.type == "tool_result" and e.seq < latest]
     keep = policy.keep_recent if keep_recent is None else keep_recent
     older = shown[: max(0, len(shown) - keep)]

@@ -18,7 +18,11 @@ from typing import Literal
 
 from threads.errors import ConfigError
 from threads.log.lines import Draft, Event
-from threads.log.vocabulary import HookDecisionData, draft
+from threads.log.vocabulary import (
+    HookDecisionData,
+    data_of,
+    draft,
+)
 from threads.run.drafts import HOST
 
 HookPoint = Literal["before_tool_result", "before_compact", "after_compact"]
@@ -137,6 +141,8 @@ def recorded(events: Sequence[Event], point: HookPoint, since: int) -> dict[str,
     for event in reversed(events):
         if event.seq <= since:
             break
-        if event.type == "hook_decision" and event.data["hook"] == point:
-            found.setdefault(event.data["extension"], event)
+        if event.type == "hook_decision":
+            data = data_of(event, "hook_decision")
+            if data["hook"] == point:
+                found.setdefault(data["extension"], event)
     return found

@@ -15,9 +15,14 @@ from pydantic import BaseModel
 from threads.errors import ConfigError
 from threads.log.fold import Fold
 from threads.log.hashing import value_hash
-from threads.log.json_types import JsonObject
+from threads.log.json_types import (
+    JsonObject,
+    JsonValue,
+)
 from threads.log.output_eval import SchemaIssue, UnsupportedSchemaError, compile_schema, issues_of
-from threads.log.vocabulary import PolicyOutput
+from threads.log.vocabulary import (
+    PolicyOutput,
+)
 from threads.tools.tool import RunContext, Tool, tool
 
 FINAL_OUTPUT = "final_output"
@@ -53,8 +58,8 @@ def final_output_tool(model: type[BaseModel]) -> Tool:
                 input=model, execute=never, effect="read_only")
 
 
-def pinned_output(fold: Fold) -> dict[str, Any] | None:
-    output = ((fold.thread_started or {}).get("policy") or {}).get("output")
+def pinned_output(fold: Fold) -> PolicyOutput | None:
+    output: PolicyOutput | None = ((fold.thread_started or {}).get("policy") or {}).get("output")
     return output if isinstance(output, dict) else None
 
 
@@ -63,7 +68,7 @@ def is_candidate(fold: Fold, name: str) -> bool:
     return name == FINAL_OUTPUT and pinned_output(fold) is not None
 
 
-def schema_errors(schema: dict[str, Any], value: Any) -> list[SchemaIssue]:
+def schema_errors(schema: JsonObject, value: JsonValue) -> list[SchemaIssue]:
     """What is wrong with ``value`` under ``schema`` (``output_validated``'s errors)."""
     return issues_of(schema, value)
 

@@ -10,12 +10,14 @@ a call (executed, materialized from a commit, settled, denied, not executed) com
 
 from __future__ import annotations
 
-from typing import Any
-
 from threads.log.event_types import Actor
 from threads.log.fold import Call
 from threads.log.lines import Draft
-from threads.log.vocabulary import ToolResultDataOrigin, draft
+from threads.log.vocabulary import (
+    ArtifactRef,
+    ToolResultDataOrigin,
+    draft,
+)
 from threads.run.context_edits import guard_result
 from threads.run.drafts import HOST, INLINE_RESULT_BYTES, tool_result_data
 from threads.run.runtime import Runtime
@@ -76,7 +78,7 @@ def result_draft(
     return draft("tool_result", data, actor), artifacts
 
 
-async def stored_text(rt: Runtime, ref: dict[str, Any] | None) -> str:
+async def stored_text(rt: Runtime, ref: ArtifactRef | None) -> str:
     if ref is None:
         return ""
     data = await rt.writer.store.get_artifact(ref["sha256"])

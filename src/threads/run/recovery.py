@@ -14,7 +14,11 @@ from __future__ import annotations
 import contextlib
 
 from threads.log.lines import Draft
-from threads.log.vocabulary import ModelAttemptAbandonedData, draft
+from threads.log.vocabulary import (
+    ModelAttemptAbandonedData,
+    data_of,
+    draft,
+)
 from threads.models.protocol import ModelCallError, ModelOutput, ModelRequest, SupportsLookup
 from threads.run.calls import run_pending
 from threads.run.drafts import RECOVERY
@@ -45,7 +49,8 @@ async def _pending_resources(rt: Runtime) -> None:
     by the next run, or when this one attaches."""
     if rt.sandbox is None:
         return
-    recorded = {str(e.data["snapshot_id"]) for e in rt.fold.events if e.type == "snapshot"}
+    recorded = {data_of(e, "snapshot")["snapshot_id"] for e in rt.fold.events
+                if e.type == "snapshot"}
     with contextlib.suppress(SandboxError):
         await rt.sandbox.settle_pending(recorded)
 

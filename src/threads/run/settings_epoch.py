@@ -16,10 +16,14 @@ runs no hooks of its own; it honours the decisions a log holds.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from threads.log.lines import Draft, Event
-from threads.log.vocabulary import data_of
+from threads.log.vocabulary import (
+    ModelRef,
+    SettingsChangedData,
+    data_of,
+    draft,
+)
 from threads.models.protocol import Model
 from threads.run.drafts import HOST
 from threads.run.retry_policy import pinned_retry
@@ -49,8 +53,10 @@ def fallback(rt: Runtime, cause_event_id: str) -> list[Draft]:
     after = names.index(current) + 1 if current in names else 0
     for entry in entries[after:]:
         if _model_named(rt, entry["model"]) is not None:
-            data = {"cause_event_id": cause_event_id, "reason": "fallback", "settings": entry}
-            return [Draft("settings_changed", data, HOST)]
+            data: SettingsChangedData = {
+                "cause_event_id": cause_event_id, "reason": "fallback", "settings": entry,
+            }
+            return [draft("settings_changed", data, HOST)]
     return []
 
 
@@ -99,7 +105,7 @@ def revert_denied(events: Sequence[Event], cause: Event) -> bool:
     return False
 
 
-def _model_named(rt: Runtime, ref: dict[str, Any]) -> Model | None:
+def _model_named(rt: Runtime, ref: ModelRef) -> Model | None:
     for model in (rt.spec.model, *rt.spec.fallback):
         if model.name == ref["name"] and model.provider == ref["provider"]:
             return model

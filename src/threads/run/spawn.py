@@ -37,6 +37,7 @@ from threads.log.vocabulary import (
     ResumedData,
     ThreadStartedDataParent,
     Usage,
+    data_of,
     draft,
 )
 from threads.run.budget_check import ancestors_below
@@ -110,7 +111,8 @@ def spawned_event(fold: Fold, child_thread_id: str) -> Event:
     """The ``agent_spawned`` that created the child."""
     return next(
         e for e in reversed(fold.events)
-        if e.type == "agent_spawned" and e.data["child_thread_id"] == child_thread_id
+        if e.type == "agent_spawned"
+        and data_of(e, "agent_spawned")["child_thread_id"] == child_thread_id
     )
 
 
@@ -160,7 +162,7 @@ async def resume_parked_children(rt: Runtime) -> None:
         if kind != "child":
             continue
         spawned = spawned_event(rt.fold, child_id)
-        call = rt.fold.calls[spawned.data["call_id"]]
+        call = rt.fold.calls[data_of(spawned, "agent_spawned")["call_id"]]
         result = await _run_child(rt, spawned, str(call.input["prompt"]))
         if isinstance(result, Parked):
             continue
@@ -181,7 +183,7 @@ def _barrier(rt: Runtime) -> WirePrincipal | None:
 
 async def _created(rt: Runtime, spawned: Event) -> bool:
     try:
-        await rt.writer.store.root_branch(spawned.data["child_thread_id"])
+        await rt.writer.store.root_branch(data_of(spawned, "agent_spawned")["child_thread_id"])
     except NotFoundError:
         return False
     return True
@@ -198,7 +200,7 @@ def never_started_drafts(
 ) -> tuple[list[Draft], list[PendingArtifact]]:
     """The end of a child whose thread was never created: cancelled, usage unknown."""
     finished = {
-        "child_thread_id": spawned.data["child_thread_id"],
+        "child_thread_id": data_of(spawned, "agent_spawned")["child_thread_id"],
         "status": "cancelled",
         "usage": {"input_tokens": None, "output_tokens": None},
     }
@@ -242,7 +244,8 @@ async def _record_spawn(rt: Runtime, call_id: str, input: SpawnAgent) -> Event:
 def start_background(rt: Runtime, spawned: Event, prompt: str) -> None:
     """Run a background child beside the parent's run; its end is recorded at a later step
     boundary (``threads.run.background``)."""
-    rt.background.start(spawned.data["child_thread_id"], _run_child(rt, spawned, prompt))
+    child_id = data_of(spawned, "agent_spawned")["child_thread_id"]
+    rt.background.start(child_id, _run_child(rt, spawned, prompt))
 
 
 def adopt_background(rt: Runtime) -> None:
@@ -259,7 +262,7 @@ def adopt_background(rt: Runtime) -> None:
 
 
 async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
-    spec = rt.spec.subagent_named(spawned.data["agent_name"])
+    spec = rt.spec.subagent_named(data_of(spawned, "agent_spawned")["agent_name"])
     assert spec is not None  # the pinned config lists it (a run with another is refused)
     parent: ThreadStartedDataParent = {
         "branch_id": rt.writer.branch_id,
@@ -269,14 +272,14 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
     }
     child = ChildRun(
         spec=spec.under_parent(rt.spec),
-        thread_id=spawned.data["child_thread_id"],
+        thread_id=data_of(spawned, "agent_spawned")["child_thread_id"],
         parent=parent,
         prompt=prompt,
         principal=rt.principal,
         deps=rt.deps,
         ceiling=rt.permissions,
         cancelled_by=_barrier(rt),
-        ancestors=await ancestors_below(rt, spawned.data["child_thread_id"]),
+        ancestors=await ancestors_below(rt, data_of(spawned, "agent_spawned")["child_thread_id"]),
     )
     result = await rt.start_child(child)
     if isinstance(result, Failed) and result.error.code in HALTING:
@@ -289,11 +292,12 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
 
 
 async def park_on_child(rt: Runtime, spawned: Event, result: Parked) -> Pending:
-    child_id = spawned.data["child_thread_id"]
+    child_id = data_of(spawned, "agent_spawned")["child_thread_id"]
     if ("child", child_id) not in rt.fold.parks:
         data = {"address": {"id": child_id, "kind": "child"}, "reason": result.reason}
         await rt.writer.append([Draft("parked", data, rt.actor())])
-    return Pending("child", child_id, f"subagent {spawned.data['agent_name']}: {result.reason}")
+    name = data_of(spawned, "agent_spawned")["agent_name"]
+    return Pending("child", child_id, f"subagent {name}: {result.reason}")
 
 
 async def _record_end(rt: Runtime, call_id: str, spawned: Event, result: RunResult) -> None:
@@ -312,7 +316,7 @@ async def end_drafts(
     media_type = "application/json" if status == "completed" and _structured(fold) else "text/plain"
     blob = output.encode("utf-8")
     finished = {
-        "child_thread_id": spawned.data["child_thread_id"],
+        "child_thread_id": data_of(spawned, "agent_spawned")["child_thread_id"],
         "output_ref": artifact_ref(blob, media_type),
         "status": status,
         "usage": tree_usage(fold),
@@ -334,7 +338,7 @@ def _outcome(result: RunResult, fold: Fold) -> tuple[str, str]:
     whatever the end was, so then the child's last ``turn_completed`` says how it ended."""
     if isinstance(result, Completed):
         ended = _last_end(fold)
-        if ended is not None and ended.data["reason"] != "end_turn":
+        if ended is not None and data_of(ended, "turn_completed")["reason"] != "end_turn":
             return _ended_as(fold, ended)
         if _structured(fold):  # the accepted value, as canonical JSON
             return "completed", canonical(fold.features.accepted_output).decode("utf-8")
@@ -352,13 +356,15 @@ def _last_end(fold: Fold) -> Event | None:
 
 
 def _ended_as(fold: Fold, ended: Event) -> tuple[str, str]:
-    reason = ended.data["reason"]
+    data = data_of(ended, "turn_completed")
+    reason = data["reason"]
     if reason == "cancelled":
         return "cancelled", "cancelled"
     if reason == "budget_exhausted":
         exceeded = next(e for e in reversed(fold.events) if e.type == "budget_exceeded")
-        return "budget_exhausted", f"budget exhausted: {exceeded.data['limit']}"
-    code = ended.data.get("code")
+        limit = data_of(exceeded, "budget_exceeded")["limit"]
+        return "budget_exhausted", f"budget exhausted: {limit}"
+    code = data.get("code")
     return "failed", f"the turn ended {reason}" + (f" ({code})" if code else "")
 
 

@@ -12,9 +12,12 @@ thread's pinned policy (``policy.context``), 3 each when it has none.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from threads.log.lines import Draft
+from threads.log.lines import (
+    Draft,
+    Event,
+)
+from threads.log.vocabulary import data_of
 from threads.run.drafts import HOST
 from threads.run.output_schema import pinned_output
 from threads.run.results import Completed, RunResult
@@ -70,22 +73,24 @@ def _bound(rt: Runtime, key: str) -> int:
     return int(context.get(key, DEFAULT_CONTINUATIONS))
 
 
-def _is_pause(event_type: str, data: dict[str, Any]) -> bool | None:
+def _is_pause(event: Event) -> bool | None:
     """True for a paused reply; None (stop counting) at any other reply."""
-    if event_type in ("model_response", "model_response_recovered"):
-        return True if data["stop_reason"] == "pause_turn" else None
+    if event.type == "model_response":
+        return True if data_of(event, "model_response")["stop_reason"] == "pause_turn" else None
+    if event.type == "model_response_recovered":
+        recovered = data_of(event, "model_response_recovered")
+        return True if recovered["stop_reason"] == "pause_turn" else None
     return False
 
 
-def _is_continuation(event_type: str, data: dict[str, Any]) -> bool | None:
-    return (
-        event_type == "injected"
-        and data["source"] == "recovery"
-        and data["origin"]["id"] == CONTINUE_ORIGIN
-    )
+def _is_continuation(event: Event) -> bool | None:
+    if event.type != "injected":
+        return False
+    data = data_of(event, "injected")
+    return data["source"] == "recovery" and data["origin"]["id"] == CONTINUE_ORIGIN
 
 
-def _in_turn(rt: Runtime, counts: Callable[[str, dict[str, Any]], bool | None]) -> int:
+def _in_turn(rt: Runtime, counts: Callable[[Event], bool | None]) -> int:
     """How many events of the open turn, newest first, ``counts`` counts before it says stop."""
     turn = rt.fold.turn
     assert turn is not None
@@ -93,7 +98,7 @@ def _in_turn(rt: Runtime, counts: Callable[[str, dict[str, Any]], bool | None]) 
     for event in reversed(rt.fold.events):
         if event.seq <= turn.input_event.seq:
             break
-        verdict = counts(event.type, event.data)
+        verdict = counts(event)
         if verdict is None:
             break
         total += bool(verdict)

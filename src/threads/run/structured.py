@@ -21,9 +21,14 @@ from pydantic import ValidationError
 
 from threads.log.canonical import canonical
 from threads.log.fold import Call, Fold
-from threads.log.lines import Draft
+from threads.log.lines import (
+    Draft,
+    Event,
+)
 from threads.log.vocabulary import (
     OutputValidatedData,
+    PolicyOutput,
+    data_of,
     draft,
 )
 from threads.run.drafts import HOST, TOOL, tool_result_data
@@ -94,14 +99,14 @@ async def ask_for_output(rt: Runtime) -> RunResult | None:
     return Failed(rt.thread, ErrorInfo("output_invalid", _gave_up(output)))
 
 
-def failure_limit(output: dict[str, Any]) -> int:
+def failure_limit(output: PolicyOutput) -> int:
     """How many failed candidates (rejected ``final_output`` calls plus asks after a plain-text
     ending) a turn may have; the one that reaches it ends the turn ``output_invalid``. The
     digest's exact bound: ``max_retries``, where 0 behaves as 1 (the first failure ends it)."""
     return max(1, int(output["max_retries"]))
 
 
-def _gave_up(output: dict[str, Any]) -> str:
+def _gave_up(output: PolicyOutput) -> str:
     return f"the model gave no valid final_output in {failure_limit(output)} tries"
 
 
@@ -131,14 +136,15 @@ def _failures_in_turn(fold: Fold) -> int:
     for event in reversed(fold.events):
         if event.seq <= turn.input_event.seq:
             break
-        count += _failed_candidate(event.type, event.data)
+        count += _failed_candidate(event)
     return count
 
 
-def _failed_candidate(event_type: str, data: dict[str, Any]) -> bool:
+def _failed_candidate(event: Event) -> bool:
     """A rejected final_output, or the ask that followed a plain-text ending."""
-    if event_type == "output_validated":
-        return bool(data["outcome"] == "rejected")
-    return event_type == "injected" and data["source"] == "recovery" and (
-        data["origin"]["id"] == ASK_ORIGIN
-    )
+    if event.type == "output_validated":
+        return data_of(event, "output_validated")["outcome"] == "rejected"
+    if event.type != "injected":
+        return False
+    data = data_of(event, "injected")
+    return data["source"] == "recovery" and data["origin"]["id"] == ASK_ORIGIN

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 from threads.errors import ConfigError, LogError, NotFoundError, ThreadsError
 from threads.log.collector import collector_paused
@@ -87,7 +87,7 @@ class ParkedEffect:
     tool: str
     attempts: int
     detail: str  # what to know before resolving it (see ``threads.run.park_info``)
-    input: dict[str, Any]  # the call's arguments, as the model gave them
+    input: JsonObject  # the call's arguments, as the model gave them
 
 
 def folded_at_head(fold: Fold, branch: BranchInfo) -> bool:

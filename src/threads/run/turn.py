@@ -87,7 +87,7 @@ def park_reason(fold: Fold, pending: Pending) -> ParkReason:
     if pending.kind != "child":
         return PARK_REASONS.get(pending.kind, "effect_unknown")
     park = parked_event(fold, {"id": pending.id, "kind": "child"})
-    reason = park.data["reason"] if park is not None else None
+    reason = data_of(park, "parked")["reason"] if park is not None else None
     return CHILD_REASONS.get(str(reason), "effect_unknown")
 
 

@@ -12,6 +12,7 @@ from threads.log.event_types import Principal
 from threads.log.hashing import value_hash
 from threads.log.ids import effect_key
 from threads.log.lines import Event
+from threads.log.vocabulary import ArtifactRef
 
 # The vocabularies a reader of a thread meets, as the log format names them.
 ParkKind = Literal["approval", "effect", "input", "resource", "child", "ask", "wait", "member"]
@@ -52,7 +53,7 @@ class Call:
     first_begin_time: int | None = None
     unknown_reason: str | None = None
     resolution: str | None = None  # last effect_resolved outcome
-    result_ref: dict[str, Any] | None = None
+    result_ref: ArtifactRef | None = None
     result: dict[str, Any] | None = None
     late_result: dict[str, Any] | None = None  # the real result after a deferred placeholder
     parked: bool = False
