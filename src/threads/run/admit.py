@@ -19,7 +19,14 @@ from threads.log.fold import Approval, Call
 from threads.log.ids import uuid7
 from threads.log.json_types import JsonObject
 from threads.log.lines import Draft
-from threads.log.vocabulary import OutputPart, ToolCallData, ToolUsePart, draft
+from threads.log.vocabulary import (
+    ApprovalRequestedData,
+    OutputPart,
+    ParkedData,
+    ToolCallData,
+    ToolUsePart,
+    draft,
+)
 from threads.run.authority import recorded_refusal
 from threads.run.drafts import HOST, tool_result_data
 from threads.run.output_schema import is_candidate
@@ -54,7 +61,7 @@ def _call_draft(part: ToolUsePart, request_event_id: str) -> Draft:
         "name": part["name"],
         "request_event_id": request_event_id,
     }
-    return Draft("tool_call", dict(data), HOST)
+    return draft("tool_call", data, HOST)
 
 
 def complete_recording(rt: Runtime) -> list[Draft]:
@@ -161,20 +168,20 @@ def open_approval(rt: Runtime, call: Call) -> tuple[str, list[Draft]]:
     now = rt.now()
     challenge_id = uuid7(now)
     expires_at = now + APPROVAL_TTL_MS
-    request = {
+    request: ApprovalRequestedData = {
         "args_hash": call.args_hash,
         "call_id": call.call_id,
         "challenge_id": challenge_id,
         "expires_at": expires_at,
     }
-    park = {
+    park: ParkedData = {
         "address": {"id": challenge_id, "kind": "approval"},
         "expires_at": expires_at,
         "reason": "awaiting_approval",
     }
     return challenge_id, [
-        Draft("approval_requested", request, HOST),
-        Draft("parked", park, rt.actor()),
+        draft("approval_requested", request, HOST),
+        draft("parked", park, rt.actor()),
     ]
 
 

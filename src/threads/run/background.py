@@ -25,7 +25,10 @@ from threads.log.event_types import Actor
 from threads.log.event_types import Principal as WirePrincipal
 from threads.log.fold.wakes import RunRef
 from threads.log.lines import Draft
-from threads.log.vocabulary import data_of
+from threads.log.vocabulary import (
+    data_of,
+    draft,
+)
 from threads.run.results import Cancelled, Completed, Parked, RunResult
 from threads.run.runtime import Runtime
 from threads.run.spawn import (
@@ -133,7 +136,7 @@ async def _append(rt: Runtime, ended: Ended, *, wake: WirePrincipal | None) -> N
     if wake is not None:
         causes = [e.event_id for e in events if e.type == "tool_result_late"]
         actor: Actor = {"kind": "host", "principal": wake}
-        events += rt.writer.prepare([Draft("woken", {"causes": causes}, actor)], after=events)
+        events += rt.writer.prepare([draft("woken", {"causes": causes}, actor)], after=events)
     await rt.writer.append_prepared(events, artifacts=artifacts)
     for child_id, _result in ended:
         rt.background.reported(child_id)

@@ -14,7 +14,12 @@ import logging
 from threads.log.fold import Call
 from threads.log.fold.questions import ASK_USER, input_problem
 from threads.log.lines import Draft
-from threads.log.vocabulary import ToolResultDataOrigin, data_of, draft
+from threads.log.vocabulary import (
+    ParkedData,
+    ToolResultDataOrigin,
+    data_of,
+    draft,
+)
 from threads.run import settle, structured
 from threads.run.admit import (
     CANCELLED,
@@ -164,12 +169,12 @@ async def _authorized_start(rt: Runtime, call: Call, tool: Tool) -> Pending | No
         await close(rt, call, EXPIRED, origin="denied", actor=HOST)
         return None
     if ("approval", approval.challenge_id) not in rt.fold.parks:
-        data = {
+        data: ParkedData = {
             "address": {"id": approval.challenge_id, "kind": "approval"},
             "expires_at": approval.expires_at,
             "reason": "awaiting_approval",
         }
-        await rt.writer.append([Draft("parked", data, rt.actor())])
+        await rt.writer.append([draft("parked", data, rt.actor())])
     return Pending("approval", approval.challenge_id)
 
 
@@ -218,12 +223,12 @@ async def _park_on_question(rt: Runtime, call: Call) -> Pending | None:
         await close(rt, call, f"invalid input: {problem}", origin="not_executed", actor=HOST)
         return None
     if ("input", call.call_id) not in rt.fold.parks:
-        data = {
+        data: ParkedData = {
             "address": {"id": call.call_id, "kind": "input"},
             "expires_at": rt.now() + QUESTION_TTL_MS,
             "reason": "awaiting_input",
         }
-        await rt.writer.append([Draft("parked", data, HOST)])
+        await rt.writer.append([draft("parked", data, HOST)])
     return Pending("input", call.call_id)
 
 

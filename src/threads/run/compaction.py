@@ -33,6 +33,7 @@ from threads.log.vocabulary import (
     ArtifactRef,
     CompactedData,
     CompactionFailedData,
+    ContextPreflightBlockedData,
     ModelRequestData,
     ModelResponseData,
     ModelResponseRecoveredData,
@@ -138,9 +139,11 @@ async def before_request(rt: Runtime, rendered: Rendered) -> RunResult | bool:
     if tokens < limit or barred:
         return False
     blocked = _blocked(fold, policy)
-    data = {"action": "fail" if blocked else "compact", "estimated_tokens": tokens,
-            "window_tokens": limit}
-    await rt.writer.append([Draft("context_preflight_blocked", data, HOST)])
+    data: ContextPreflightBlockedData = {
+        "action": "fail" if blocked else "compact", "estimated_tokens": tokens,
+        "window_tokens": limit,
+    }
+    await rt.writer.append([draft("context_preflight_blocked", data, HOST)])
     if blocked:
         return await fail_turn(
             rt, "context_exhausted", f"the next request needs about {tokens} tokens, more than"

@@ -56,7 +56,7 @@ def _style(fold: Fold, span: tuple[int, int]) -> list[Draft]:
     style = fold.features.style
     if style is None or not span[0] <= style.seq <= span[1]:
         return []
-    return [Draft("injected", style.data, HOST)]
+    return [draft("injected", data_of(style, "injected"), HOST)]
 
 
 def touched_files(fold: Fold, span: tuple[int, int]) -> list[str]:

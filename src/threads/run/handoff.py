@@ -21,7 +21,7 @@ from threads.errors import ConfigError, NotFoundError
 from threads.log.event_types import Actor
 from threads.log.fold import Call, Fold
 from threads.log.ids import uuid7
-from threads.log.lines import Draft, Event, Header, first_event, make_header, next_event
+from threads.log.lines import Event, Header, first_event, make_header, next_event
 from threads.log.vocabulary import (
     ArtifactRef,
     HandoffData,
@@ -83,7 +83,7 @@ async def hand_off(rt: Runtime, call: Call) -> None:
                               is_error=False)
     await rt.writer.append(
         [draft("handoff", data, BY_HOST), draft("tool_result", result, TOOL),
-         Draft("turn_completed", {"reason": "handoff"}, HOST)],
+         draft("turn_completed", {"reason": "handoff"}, HOST)],
         artifacts=[PendingArtifact(forwarded, "text/plain")],
     )
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 import dataclasses
 
 from threads.errors import StoreError
-from threads.log.lines import Draft
+from threads.log.vocabulary import (
+    LogRepairedData,
+    draft,
+)
 from threads.run import structured
 from threads.run.background import record_ended, settle
 from threads.run.calls import release_approval_parks, run_pending
@@ -117,9 +120,9 @@ async def _repair_torn_tail(rt: Runtime) -> None:
     at_offset = sum(len(e.line) + 1 for e in fold.events) + sum(
         len(h.line) + 1 for h in fold.segment_headers
     )
-    data = {
+    data: LogRepairedData = {
         "at_offset": at_offset,
         "dropped_ref": rt.dropped_ref,
         "truncated_bytes": rt.dropped_ref["bytes"],
     }
-    await rt.writer.append([Draft("log_repaired", data, HOST)])
+    await rt.writer.append([draft("log_repaired", data, HOST)])

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from threads import telemetry
-from threads.log.lines import Draft, Event
+from threads.log.lines import Event
 from threads.log.vocabulary import (
+    RetryScheduledData,
     TurnCompletedDataReason,
     data_of,
     draft,
@@ -82,13 +83,13 @@ async def _retry(
             f" {retry - 1} retries ({waited} ms of waiting); run the thread again later",
             "model_unavailable",
         )
-    data = {
+    data: RetryScheduledData = {
         "basis": basis,
         "delay_ms": delay,
         "not_before": rt.now() + delay,
         "request_event_id": request_event_id,
     }
-    await rt.writer.append([Draft("retry_scheduled", data, HOST)])
+    await rt.writer.append([draft("retry_scheduled", data, HOST)])
     telemetry.retry_wait(rt.writer.thread_id, delay, exc.reason)
     return None
 

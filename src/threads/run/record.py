@@ -34,7 +34,7 @@ async def commit(rt: Runtime, call: Call, text: str, *, hold: bool = False) -> N
     data = valid_text(text).encode("utf-8")
     ref = artifact_ref(data, "text/plain")
     await rt.writer.append(
-        [Draft("effect_commit", {"call_id": call.call_id, "result_ref": ref}, HOST)],
+        [draft("effect_commit", {"call_id": call.call_id, "result_ref": ref}, HOST)],
         artifacts=[PendingArtifact(data, "text/plain")],
         hold=hold,
     )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 
-from threads.log.lines import Draft
 from threads.log.vocabulary import (
     ModelAttemptAbandonedData,
     data_of,
@@ -109,5 +108,5 @@ async def _open_turn(rt: Runtime, *, recovered: bool) -> RunResult | None:
         # arrived live (the loop closes it end_turn, or runs its calls).
         return None
     if fold.transcript and answered(fold) and last_stop(fold) not in CONTINUED:
-        await rt.writer.append([Draft("turn_completed", {"reason": "interrupted"}, RECOVERY)])
+        await rt.writer.append([draft("turn_completed", {"reason": "interrupted"}, RECOVERY)])
     return None

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from threads.log.lines import Draft, Event
 from threads.log.vocabulary import (
     ModelRef,
+    ModelSettings,
     SettingsChangedData,
     data_of,
     draft,
@@ -77,14 +78,16 @@ def revert(rt: Runtime) -> list[Draft]:
     if revert_denied(fold.events, turn.input_event):
         return []
     started = fold.thread_started or {}
-    settings = {
+    settings: ModelSettings = {
         "adapter": started["adapter"],
         "model": started["model"],
         "model_params": started["model_params"],
         "reasoning_carryover": "keep",
     }
-    data = {"cause_event_id": turn.input_event.event_id, "reason": "revert", "settings": settings}
-    return [Draft("settings_changed", data, HOST)]
+    data: SettingsChangedData = {
+        "cause_event_id": turn.input_event.event_id, "reason": "revert", "settings": settings,
+    }
+    return [draft("settings_changed", data, HOST)]
 
 
 def revert_denied(events: Sequence[Event], cause: Event) -> bool:

@@ -33,7 +33,10 @@ from threads.log.fold.features import CHILD_RUNNING
 from threads.log.ids import uuid7
 from threads.log.lines import Draft, Event
 from threads.log.vocabulary import (
+    AgentFinishedData,
+    AgentFinishedDataStatus,
     AgentSpawnedData,
+    ParkedData,
     ResumedData,
     ThreadStartedDataParent,
     Usage,
@@ -199,13 +202,13 @@ def never_started_drafts(
     call_id: str, spawned: Event, *, late: bool
 ) -> tuple[list[Draft], list[PendingArtifact]]:
     """The end of a child whose thread was never created: cancelled, usage unknown."""
-    finished = {
+    finished: AgentFinishedData = {
         "child_thread_id": data_of(spawned, "agent_spawned")["child_thread_id"],
         "status": "cancelled",
         "usage": {"input_tokens": None, "output_tokens": None},
     }
     shown, artifacts = _shown(call_id, "cancelled: cancelled", is_error=True, late=late)
-    return [Draft("agent_finished", finished, HOST), shown], artifacts
+    return [draft("agent_finished", finished, HOST), shown], artifacts
 
 
 def _shown(
@@ -294,8 +297,8 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
 async def park_on_child(rt: Runtime, spawned: Event, result: Parked) -> Pending:
     child_id = data_of(spawned, "agent_spawned")["child_thread_id"]
     if ("child", child_id) not in rt.fold.parks:
-        data = {"address": {"id": child_id, "kind": "child"}, "reason": result.reason}
-        await rt.writer.append([Draft("parked", data, rt.actor())])
+        data: ParkedData = {"address": {"id": child_id, "kind": "child"}, "reason": result.reason}
+        await rt.writer.append([draft("parked", data, rt.actor())])
     name = data_of(spawned, "agent_spawned")["agent_name"]
     return Pending("child", child_id, f"subagent {name}: {result.reason}")
 
@@ -315,7 +318,7 @@ async def end_drafts(
     status, output = _outcome(result, fold)
     media_type = "application/json" if status == "completed" and _structured(fold) else "text/plain"
     blob = output.encode("utf-8")
-    finished = {
+    finished: AgentFinishedData = {
         "child_thread_id": data_of(spawned, "agent_spawned")["child_thread_id"],
         "output_ref": artifact_ref(blob, media_type),
         "status": status,
@@ -323,7 +326,7 @@ async def end_drafts(
     }
     text = output if status == "completed" else f"{status}: {output}"
     shown, artifacts = _shown(call_id, text, is_error=status != "completed", late=late)
-    return [Draft("agent_finished", finished, HOST), shown], [
+    return [draft("agent_finished", finished, HOST), shown], [
         PendingArtifact(blob, media_type), *artifacts
     ]
 
@@ -332,7 +335,7 @@ def _structured(fold: Fold) -> bool:
     return "output" in ((fold.thread_started or {}).get("policy") or {})
 
 
-def _outcome(result: RunResult, fold: Fold) -> tuple[str, str]:
+def _outcome(result: RunResult, fold: Fold) -> tuple[AgentFinishedDataStatus, str]:
     """(agent_finished status, the child's output as the parent is told it). A run of a child
     that had already ended (a crash came before the parent recorded it) returns ``Completed``
     whatever the end was, so then the child's last ``turn_completed`` says how it ended."""
@@ -355,7 +358,7 @@ def _last_end(fold: Fold) -> Event | None:
     return next((e for e in reversed(fold.events) if e.type == "turn_completed"), None)
 
 
-def _ended_as(fold: Fold, ended: Event) -> tuple[str, str]:
+def _ended_as(fold: Fold, ended: Event) -> tuple[AgentFinishedDataStatus, str]:
     data = data_of(ended, "turn_completed")
     reason = data["reason"]
     if reason == "cancelled":

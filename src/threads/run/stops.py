@@ -14,10 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from threads.log.lines import (
-    Draft,
     Event,
 )
-from threads.log.vocabulary import data_of
+from threads.log.vocabulary import (
+    InjectedData,
+    TurnCompletedDataReason,
+    data_of,
+    draft,
+)
 from threads.run.drafts import HOST
 from threads.run.output_schema import pinned_output
 from threads.run.results import Completed, RunResult
@@ -49,21 +53,21 @@ async def after_reply(rt: Runtime) -> RunResult | None:
             rt, "context_exhausted", "the reply was cut off by the model's context window, so"
             " its text is not a finished answer", "context_exhausted",
         )
-    reason = "end_turn"
+    reason: TurnCompletedDataReason = "end_turn"
     if stop != "max_tokens" and pinned_output(rt.fold) is not None:
         return await ask_for_output(rt)  # plain text is no final_output: ask for one
     if stop == "max_tokens":
         if _in_turn(rt, _is_continuation) < _bound(rt, "max_output_continuations"):
-            data = {
+            data: InjectedData = {
                 "origin": {"id": CONTINUE_ORIGIN},
                 "source": "recovery",
                 "text": CONTINUE_TEXT,
                 "trust": "trusted_instruction",
             }
-            await rt.writer.append([Draft("injected", data, HOST)])
+            await rt.writer.append([draft("injected", data, HOST)])
             return None
         reason = "max_output"
-    await rt.writer.append([Draft("turn_completed", {"reason": reason}, HOST)])
+    await rt.writer.append([draft("turn_completed", {"reason": reason}, HOST)])
     await snapshot_turn(rt)
     return Completed(rt.thread, last_text(rt.fold))
 

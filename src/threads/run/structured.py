@@ -22,10 +22,10 @@ from pydantic import ValidationError
 from threads.log.canonical import canonical
 from threads.log.fold import Call, Fold
 from threads.log.lines import (
-    Draft,
     Event,
 )
 from threads.log.vocabulary import (
+    InjectedData,
     OutputValidatedData,
     PolicyOutput,
     data_of,
@@ -75,7 +75,7 @@ async def after_calls(rt: Runtime) -> RunResult | None:
     if output is None or fold.turn is None:
         return None
     if _accepted_in_turn(fold):
-        await rt.writer.append([Draft("turn_completed", {"reason": "end_turn"}, HOST)])
+        await rt.writer.append([draft("turn_completed", {"reason": "end_turn"}, HOST)])
         await snapshot_turn(rt)
         return Completed(rt.thread, typed_output(rt))
     if _failures_in_turn(fold) >= failure_limit(output):
@@ -88,14 +88,14 @@ async def ask_for_output(rt: Runtime) -> RunResult | None:
     it ``output_invalid`` when the candidates ran out."""
     output = pinned_output(rt.fold)
     assert output is not None
-    data = {"origin": {"id": ASK_ORIGIN}, "source": "recovery", "text": ASK_TEXT,
-            "trust": "trusted_instruction"}
+    data: InjectedData = {"origin": {"id": ASK_ORIGIN}, "source": "recovery", "text": ASK_TEXT,
+                          "trust": "trusted_instruction"}
     if _failures_in_turn(rt.fold) + 1 < failure_limit(output):
-        await rt.writer.append([Draft("injected", data, HOST)])
+        await rt.writer.append([draft("injected", data, HOST)])
         return None
     # the ask is the turn's last failed candidate: its batch also ends the turn
-    await rt.writer.append([Draft("injected", data, HOST),
-                            Draft("turn_completed", {"reason": "output_invalid"}, HOST)])
+    await rt.writer.append([draft("injected", data, HOST),
+                            draft("turn_completed", {"reason": "output_invalid"}, HOST)])
     return Failed(rt.thread, ErrorInfo("output_invalid", _gave_up(output)))
 
 

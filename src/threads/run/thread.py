@@ -31,6 +31,7 @@ from threads.log.replay import Replayed
 from threads.log.vocabulary import (
     ApprovalBinding,
     CancelRequestedData,
+    CompactionRequestedData,
     InjectedData,
     ModeChangedData,
     ModelRef,
@@ -295,7 +296,7 @@ class Thread:
             actor = principal.actor("approver")
             await writer.append(
                 [
-                    Draft(
+                    draft(
                         "effect_resolved",
                         {"by": "human", "call_id": call.call_id, "outcome": decision},
                         actor,
@@ -535,9 +536,11 @@ class Thread:
             why = compaction_refusal(fold)
             if why is not None:
                 raise ControlError("invalid_transition", f"{why}; nothing was recorded")
-            data = {"instructions": instructions} if instructions is not None else {}
+            data: CompactionRequestedData = (
+                {"instructions": instructions} if instructions is not None else {}
+            )
             actor = principal.actor()
-            [event] = await writer.append([Draft("compaction_requested", data, actor)])
+            [event] = await writer.append([draft("compaction_requested", data, actor)])
             return event.event_id
 
     async def set_output_style(self, name: str, principal: Principal) -> str:

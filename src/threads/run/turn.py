@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TypeGuard, get_args, get_type_hints
 
 from threads.log.fold import Fold, ParkKind
-from threads.log.lines import Draft
 from threads.log.vocabulary import (
+    CancelRequestedData,
     TurnCompletedData,
     TurnCompletedDataCode,
     TurnCompletedDataReason,
@@ -98,8 +98,8 @@ async def honour_cancel_request(rt: Runtime, *, queued: bool = True) -> None:
     turn = rt.fold.turn
     if rt.cancel.wanted and turn is not None and turn.cancel_event is None:
         actor = rt.principal.actor()
-        data = {"reason": "interrupted (Ctrl-C)", "scope": "turn"}
-        await rt.writer.append([Draft("cancel_requested", data, actor)])
+        data: CancelRequestedData = {"reason": "interrupted (Ctrl-C)", "scope": "turn"}
+        await rt.writer.append([draft("cancel_requested", data, actor)])
         return
     if queued:
         await apply_queued_cancels(rt)
@@ -111,8 +111,8 @@ async def finish_cancelled(rt: Runtime) -> Cancelled:
     assert turn.cancel_event is not None
     await rt.writer.append(
         [
-            Draft("cancelled", {"request_event_id": turn.cancel_event.event_id}, HOST),
-            Draft("turn_completed", {"reason": "cancelled"}, HOST),
+            draft("cancelled", {"request_event_id": turn.cancel_event.event_id}, HOST),
+            draft("turn_completed", {"reason": "cancelled"}, HOST),
         ]
     )
     return Cancelled(rt.thread)
