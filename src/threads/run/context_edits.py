@@ -11,7 +11,7 @@ so no request can ever show the result unedited, whatever crashes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from threads.log.fold import Fold
@@ -81,7 +81,7 @@ def clear_reason(
 
 
 async def guard_result(
-    rt: Runtime, call_id: str, tool: str, result: dict[str, object]
+    rt: Runtime, call_id: str, tool: str, result: Mapping[str, object]
 ) -> list[Draft]:
     """The ``before_tool_result`` hooks on a result about to be recorded: their decisions and,
     when one objects, the ``context_edited{guardrail}`` to append with the result. A deny, a
@@ -106,7 +106,7 @@ async def guard_result(
 
 
 def _guardrail_edit(
-    call_id: str, result: dict[str, object], outcomes: Sequence[Outcome]
+    call_id: str, result: Mapping[str, object], outcomes: Sequence[Outcome]
 ) -> ContextEditedDataEditsItem | None:
     spans: list[tuple[int, int]] = []
     for outcome in outcomes:
