@@ -32,7 +32,7 @@ NON_CRITICAL_TYPES: frozenset[str] = frozenset(
 
 # An event's data as its line holds it; ``threads.log.vocabulary.data_of`` reads it as its
 # type's TypedDict. Outside the fold every reader uses that; the fold's rules and the renderer
-# still index it directly, so it stays ``dict[str, Any]`` until they do (then: JsonObject).
+# still index it directly, so its values stay ``Any`` until they do (then: JsonObject).
 Data = dict[str, Any]
 
 
