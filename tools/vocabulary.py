@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import keyword
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,13 +48,16 @@ from __future__ import annotations
 from typing import Literal, NotRequired, TypeAlias, TypedDict, overload
 
 from threads.errors import LogError
-from threads.log.event_types import EventType
+from threads.log.event_types import {envelope}
 from threads.log.json_types import JsonObject, JsonValue
 from threads.log.lines import Draft, Event
 '''
 
 _SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
 _BUILTIN = {"JsonValue", "JsonObject"}
+# The envelope's definitions: written to ``event_types`` (``threads.log.lines`` types an event's
+# actor with them, and may not import ``vocabulary``), imported by ``vocabulary``.
+_ENVELOPE = ("Actor",)
 
 
 def _camel(name: str) -> str:
@@ -136,6 +140,15 @@ class _Writer:
             return f"dict[str, {self.type_of(extra, context + 'Value')}]"
         return _SCALARS[kind]
 
+    def _field(self, schema: Any, context: str) -> str:
+        """A property's annotation; an inline ``enum`` is named ``context`` (an alias), so a
+        writer can spell the values a field takes without repeating them."""
+        if isinstance(schema, dict) and "enum" in schema and "$ref" not in schema:
+            alias = self._quoted(self.type_of(schema, context))
+            self._put(context, f"{context}: TypeAlias = {alias}\n")
+            return context
+        return self.type_of(schema, context)
+
     def _typed_dict(self, name: str, schema: dict[str, Any]) -> None:
         required = set(schema.get("required", []))
         for member in schema.get("allOf", []):  # a ref to an object merges its keys
@@ -147,7 +160,7 @@ class _Writer:
                     required |= set(target.get("required", []))
         fields = []
         for key in sorted(schema["properties"]):
-            annotation = self.type_of(schema["properties"][key], name + _camel(key))
+            annotation = self._field(schema["properties"][key], name + _camel(key))
             fields.append((key, annotation if key in required else f"NotRequired[{annotation}]"))
         if not fields:
             self._put(name, f"class {name}(TypedDict):\n    pass\n")
@@ -206,7 +219,8 @@ def event_types(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def generate(schema: dict[str, Any]) -> str:
     """The source of ``threads.log.vocabulary`` for ``schema`` (the vendored schema merged with
     its declared extension, if any)."""
-    writer = _Writer(schema["$defs"])
+    envelope = _envelope(schema).order
+    writer = _Writer(schema["$defs"], emitted=dict.fromkeys(envelope, ""))
     types = event_types(schema)
     data_names = {}
     for event_type, data in types.items():
@@ -216,12 +230,11 @@ def generate(schema: dict[str, Any]) -> str:
         else:
             writer._put(name, f"{name}: TypeAlias = {writer._quoted(writer.type_of(data, name))}\n")
         data_names[event_type] = name
-    writer.ref("Actor")
     writer.ref("ActorWithPrincipal")
-    parts = [HEADER]
-    parts.extend(f"\n{writer.emitted[name]}\n" for name in writer.order)
-    parts.append(_overloads(data_names))
-    return "".join(parts).rstrip("\n") + "\n"
+    body = "".join(f"\n{writer.emitted[name]}\n" for name in writer.order) + _overloads(data_names)
+    used = [name for name in envelope if re.search(rf"\b{name}\b", body)]
+    header = HEADER.format(envelope=", ".join(sorted([*used, "EventType"])))
+    return (header + body).rstrip("\n") + "\n"
 
 
 DRAFT = '''
@@ -245,12 +258,15 @@ def data_of(event: Event, type: EventType) -> object:
 
 TYPES_HEADER = '''"""Every event type the reader knows, generated from the event schema by
 ``tools/sync_schema.py``: do not edit. ``EventType`` is what ``Event.type`` holds for a known
-event; ``threads.log.vocabulary`` has each type's data.
+event, and ``Actor`` (with the ``Principal`` it may carry) what ``Event.actor`` holds;
+``threads.log.vocabulary`` has each type's data.
 """
+
+# ruff: noqa: E501
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal, NotRequired, TypeAlias, TypedDict, get_args
 
 '''
 
@@ -258,10 +274,21 @@ from typing import Literal, get_args
 def generate_types(schema: dict[str, Any]) -> str:
     """The source of ``threads.log.event_types`` for ``schema``."""
     listed = "".join(f'    "{t}",\n' for t in event_types(schema))
+    envelope = _envelope(schema)
+    defined = "".join(f"\n{envelope.emitted[name]}\n" for name in envelope.order)
     return (
         f"{TYPES_HEADER}EventType = Literal[\n{listed}]\n"
         "EVENT_TYPES: frozenset[str] = frozenset(get_args(EventType))\n"
+        f"\n{defined}".rstrip("\n") + "\n"
     )
+
+
+def _envelope(schema: dict[str, Any]) -> _Writer:
+    """The envelope's definitions (``_ENVELOPE`` and what they use), written for ``event_types``."""
+    writer = _Writer(schema["$defs"])
+    for name in _ENVELOPE:
+        writer.ref(name)
+    return writer
 
 
 def _overloads(data_names: dict[str, str]) -> str:

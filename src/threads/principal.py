@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
-from threads.log.json_types import JsonObject
+from threads.log.event_types import Actor
+from threads.log.event_types import Principal as WirePrincipal
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,8 +22,12 @@ class Principal:
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"Principal.{name} must be a non-empty string")
 
-    def to_wire(self) -> JsonObject:
+    def to_wire(self) -> WirePrincipal:
         return {"issuer": self.issuer, "subject": self.subject, "tenant": self.tenant}
+
+    def actor(self, kind: Literal["user", "approver", "host"] = "user") -> Actor:
+        """The actor of an event this principal caused: a ``user`` by default."""
+        return {"kind": kind, "principal": self.to_wire()}
 
     @classmethod
     def from_wire(cls, value: Mapping[str, object]) -> Principal:

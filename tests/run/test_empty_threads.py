@@ -19,6 +19,7 @@ from threads.cli.main import main
 from threads.host.summaries import Summaries
 from threads.log.ids import uuid7
 from threads.log.lines import first_event, make_header
+from threads.log.vocabulary import draft
 from threads.store.protocol import Store
 from threads.testing.scripted import say, scripted_model
 
@@ -44,7 +45,7 @@ async def left_empty(store: Store, name: str = "t") -> str:
     bot = agent(name=name, model=scripted_model([say("x")]))
     header = make_header(uuid7(store.clock.now_ms()), uuid7(store.clock.now_ms()),
                          store.clock.now_ms())
-    started = first_event(header, "thread_started", bot.config(), {"kind": "host"})
+    started = first_event(header, draft("thread_started", bot.config(), {"kind": "host"}))
     await store.create_branch(header, tenant_id=ALICE.tenant, events=[started])
     return header.thread_id
 

@@ -13,7 +13,7 @@ import pytest
 from threads import Completed, Principal, agent
 from threads.errors import LogError, NotFoundError
 from threads.log.ids import uuid7
-from threads.log.lines import first_event, make_header
+from threads.log.lines import Draft, first_event, make_header
 from threads.run.worker import Worker
 from threads.store.protocol import Store
 from threads.testing.scripted import say, scripted_model
@@ -64,7 +64,9 @@ async def test_a_refused_first_event_creates_no_branch(store: Store) -> None:
     """Creation is one transaction: when the first event is refused, no header is left."""
     now = store.clock.now_ms()
     header = make_header(uuid7(now), uuid7(now), now)
-    broken = first_event(header, "thread_started", {"agent_name": "no config"}, {"kind": "host"})
+    broken = first_event(
+        header, Draft("thread_started", {"agent_name": "no config"}, {"kind": "host"})
+    )
     with pytest.raises(LogError):
         await store.create_branch(header, tenant_id=ALICE.tenant, events=[broken])
     with pytest.raises(NotFoundError):

@@ -18,6 +18,7 @@ from threads.adapters.fenced_client import TaskFenceSlot
 from threads.adapters.wire import as_provider_sees_it
 from threads.errors import ConfigError
 from threads.log.json_types import JsonObject
+from threads.log.vocabulary import AdapterRef
 from threads.models.fence import Fence
 from threads.models.protocol import ModelOutput, ModelRequest, Price, TextDelta
 
@@ -148,7 +149,7 @@ class SdkModel:
         shown = ", ".join(f"{k}={v!r}" for k, v in self._settings.items())
         return f"{type(self).__name__}(name={self.name!r}, {shown})"
 
-    def adapter_ref(self) -> JsonObject:
+    def adapter_ref(self) -> AdapterRef:
         """Only the API the requests are written for: the endpoint and streaming say how a
         request travels, not what it asks, so a thread is not pinned to them."""
         settings = {"api": self._settings["api"]}

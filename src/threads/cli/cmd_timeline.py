@@ -23,6 +23,7 @@ from threads.cli import render
 from threads.cli.support import add_store_option, add_tenant_option, opened_store, tenant_branch
 from threads.log.json_types import JsonObject, JsonValue
 from threads.log.lines import Event
+from threads.log.vocabulary import data_of
 from threads.store.protocol import BranchInfo, Store
 
 FOLLOW_POLL_S = 0.2
@@ -167,21 +168,21 @@ def summary(event: Event) -> str:
     data = event.data
     parts = [f"{key}={_scalar(data[key])}" for key in _KEYS if _is_scalar(data.get(key))]
     if event.type == "thread_started":
-        model = data.get("model", {})
+        started = data_of(event, "thread_started")
+        model = started["model"]
         parts = [
-            f"agent={data.get('agent_name')}",
-            f"model={model.get('provider')}/{model.get('name')}",
-            f"tools={len(data.get('tools', []))}",
+            f"agent={started['agent_name']}",
+            f"model={model['provider']}/{model['name']}",
+            f"tools={len(started['tools'])}",
         ]
-        parent = data.get("parent")
-        if isinstance(parent, dict):
-            parts.append(f"{parent.get('relation')} of thread {parent.get('thread_id')}")
+        parent = started.get("parent")
+        if parent is not None:
+            parts.append(f"{parent['relation']} of thread {parent['thread_id']}")
     elif event.type in _TREE:
         parts = _TREE[event.type](data)
     elif event.type == "fork":
         parts.append(f"parent={data.get('parent_branch_id')}")
-    elif isinstance(data.get("address"), dict):
-        address = data["address"]
+    elif isinstance(address := data.get("address"), dict):
         parts.append(f"address={address.get('kind')}:{address.get('id')}")
     text = _text(data)
     if text is not None:

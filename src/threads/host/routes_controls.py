@@ -12,7 +12,7 @@ of a thread another process runs is queued for that process as a control item (2
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Literal
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -34,6 +34,12 @@ from threads.host.http import (
     thread_view,
 )
 from threads.log.lines import Event
+from threads.log.vocabulary import (
+    SnapshotData as WireSnapshot,
+)
+from threads.log.vocabulary import (
+    data_of,
+)
 from threads.principal import Principal
 from threads.run import Thread, fork_at, refusal
 
@@ -94,7 +100,7 @@ async def post_approval(ctx: Context, request: Request, principal: Principal) ->
         async def decide() -> None:
             await handle.deny(challenge_id, principal, body.reason)
 
-        kind = "approval_denied"
+        kind: Literal["approval_granted", "approval_denied"] = "approval_denied"
     else:
         if body.remember_rule is not None and body.remember_rule != call.name:
             raise HostError(
@@ -107,7 +113,8 @@ async def post_approval(ctx: Context, request: Request, principal: Principal) ->
 
         kind = "approval_granted"
     return await _appended(
-        ctx, view, decide, lambda e: e.type == kind and e.data["challenge_id"] == challenge_id
+        ctx, view, decide,
+        lambda e: e.type == kind and data_of(e, kind)["challenge_id"] == challenge_id,
     )
 
 
@@ -124,7 +131,7 @@ async def post_resolve(ctx: Context, request: Request, principal: Principal) -> 
     return await _appended(
         ctx, view, decide,
         lambda e: e.type == "effect_resolved" and call is not None
-        and e.data["call_id"] == call.call_id,
+        and data_of(e, "effect_resolved")["call_id"] == call.call_id,
     )
 
 
@@ -141,7 +148,7 @@ async def post_answer(ctx: Context, request: Request, principal: Principal) -> R
 
     return await _appended(
         ctx, view, decide,
-        lambda e: e.type == "tool_result" and e.data["call_id"] == call_id,
+        lambda e: e.type == "tool_result" and data_of(e, "tool_result")["call_id"] == call_id,
     )
 
 
@@ -181,7 +188,7 @@ async def post_fork(ctx: Context, request: Request, principal: Principal) -> Res
     agent = ctx.runs.agent_for(view.fold)
     restore = getattr(agent.sandbox, "restore", None) if agent is not None else None
 
-    async def restore_or_refuse(snapshot: dict[str, Any]) -> str:
+    async def restore_or_refuse(snapshot: WireSnapshot) -> str:
         if restore is None:
             raise ThreadsError(
                 "sandbox_required",

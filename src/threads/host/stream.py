@@ -65,18 +65,17 @@ def outcome(run_events: list[Event], runs: Runs, branch_id: str) -> JsonObject |
     held = runs.holds(branch_id)
     parks: dict[tuple[str, str], Event] = {}
     for event in run_events:
-        if event.type in ("parked", "resumed"):
-            address = event.data["address"]
-            key = (address["kind"], address["id"])
-            if event.type == "parked":
-                parks[key] = event
-            else:
-                parks.pop(key, None)
+        if event.type == "parked":
+            address = data_of(event, "parked")["address"]
+            parks[(address["kind"], address["id"])] = event
+        elif event.type == "resumed":
+            address = data_of(event, "resumed")["address"]
+            parks.pop((address["kind"], address["id"]), None)
     if parks and not held:
         last = max(parks.values(), key=lambda e: e.seq)
         return {
             "status": "parked",
-            "reason": last.data["reason"],
+            "reason": data_of(last, "parked")["reason"],
             "pending": [{"kind": kind, "id": ident} for kind, ident in parks],
         }
     refused = runs.refused.get(branch_id)
@@ -86,21 +85,21 @@ def outcome(run_events: list[Event], runs: Runs, branch_id: str) -> JsonObject |
 
 
 def _ended(closing: Event, run_events: list[Event]) -> JsonObject:
-    reason = closing.data["reason"]
+    reason = data_of(closing, "turn_completed")["reason"]
     if reason in ("end_turn", "max_output"):
         accepted = next((e for e in reversed(run_events) if e.type == "output_validated"
-                         and e.data["outcome"] == "accepted"), None)
+                         and data_of(e, "output_validated")["outcome"] == "accepted"), None)
         if accepted is not None:  # structured output: the validated value
-            return {"status": "completed", "output": accepted.data["value"]}
+            return {"status": "completed", "output": data_of(accepted, "output_validated")["value"]}
         response = next((e for e in reversed(run_events) if e.type == "model_response"), None)
-        content = response.data["content"] if response is not None else []
-        text = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+        content = data_of(response, "model_response")["content"] if response is not None else []
+        text = "".join(p["text"] for p in content if p["type"] == "text")
         return {"status": "completed", "output": text}
     if reason == "cancelled":
         return {"status": "cancelled"}
     if reason == "handoff":
         handoff = next((e for e in reversed(run_events) if e.type == "handoff"), None)
-        to_thread = None if handoff is None else handoff.data["to_thread_id"]
+        to_thread = None if handoff is None else data_of(handoff, "handoff")["to_thread_id"]
         return {"status": "handed_off", "to_thread_id": to_thread}
     if reason == "budget_exhausted":
         exceeded = next((e for e in reversed(run_events) if e.type == "budget_exceeded"), None)

@@ -1,11 +1,14 @@
 """Every event type the reader knows, generated from the event schema by
 ``tools/sync_schema.py``: do not edit. ``EventType`` is what ``Event.type`` holds for a known
-event; ``threads.log.vocabulary`` has each type's data.
+event, and ``Actor`` (with the ``Principal`` it may carry) what ``Event.actor`` holds;
+``threads.log.vocabulary`` has each type's data.
 """
+
+# ruff: noqa: E501
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal, NotRequired, TypeAlias, TypedDict, get_args
 
 EventType = Literal[
     "agent_finished",
@@ -82,3 +85,20 @@ EventType = Literal[
     "woken",
 ]
 EVENT_TYPES: frozenset[str] = frozenset(get_args(EventType))
+
+
+ActorKind: TypeAlias = 'Literal["user", "model", "host", "tool", "channel", "scheduler", "approver", "recovery"]'
+
+
+NonEmpty: TypeAlias = 'str'
+
+
+class Principal(TypedDict):
+    issuer: NonEmpty
+    subject: NonEmpty
+    tenant: NonEmpty
+
+
+class Actor(TypedDict):
+    kind: ActorKind
+    principal: NotRequired[Principal]

@@ -7,16 +7,17 @@ nothing is ever re-serialized once stored. ``encode_event`` is the only way even
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from operator import add, itemgetter
 from typing import Any, NamedTuple, TypedDict, Unpack
 
 from threads.log.canonical import JsonValue, canonical
-from threads.log.event_types import EventType
+from threads.log.event_types import Actor, EventType
 from threads.log.hashing import sha256_hex, sha256_hexes
 from threads.log.ids import uuid7
+from threads.log.json_types import JsonObject
 
 FORMAT_LOG = "threads.log"
 FORMAT_HEAD = "threads.head"
@@ -29,7 +30,9 @@ NON_CRITICAL_TYPES: frozenset[str] = frozenset(
     {"log_repaired", "park_escalated", "schedule_skipped"}
 )
 
-Actor = dict[str, Any]
+# An event's data as its line holds it; ``threads.log.vocabulary.data_of`` reads it as its
+# type's TypedDict. Outside the fold every reader uses that; the fold's rules and the renderer
+# still index it directly, so its values stay ``Any`` until they do (then: JsonObject).
 Data = dict[str, Any]
 
 
@@ -116,44 +119,44 @@ def make_header(thread_id: str, branch_id: str, created_at: int) -> Header:
     )
 
 
-def first_event(
-    header: Header, type: EventType, data: Data, actor: Actor, *, seq: int = 1, epoch: int = 1
-) -> Event:
-    """A new branch's first event, chained to ``header`` and written together with it when the
-    branch is created: a root's (seq 1, epoch 1), or a child's ``fork`` (``seq`` at_seq + 1, at
-    the parent's epoch there)."""
+def first_event(header: Header, draft: Draft, *, seq: int = 1, epoch: int = 1) -> Event:
+    """A new branch's first event (``draft``, built by ``threads.log.vocabulary.draft``),
+    chained to ``header`` and written together with it when the branch is created: a root's
+    (seq 1, epoch 1), or a child's ``fork`` (``seq`` at_seq + 1, at the parent's epoch there)."""
     return encode_event(
         seq=seq,
         event_id=uuid7(header.created_at),
         thread_id=header.thread_id,
         branch_id=header.branch_id,
         epoch=epoch,
-        type=type,
+        type=draft.type,
         time=header.created_at,
-        actor=actor,
+        actor=draft.actor,
         prev_hash=header.hash,
-        data=data,
+        data=draft.data,
     )
 
 
-def next_event(previous: Event, type: EventType, data: Data, actor: Actor, time: int) -> Event:
-    """The event after ``previous`` on its branch, at its epoch: for a batch written together
-    with the branch (a new thread's ``thread_started`` and first ``user_input``)."""
+def next_event(previous: Event, draft: Draft, time: int) -> Event:
+    """The event (``draft``) after ``previous`` on its branch, at its epoch: for a batch written
+    together with the branch (a new thread's ``thread_started`` and first ``user_input``)."""
     return encode_event(
         seq=previous.seq + 1,
         event_id=uuid7(time),
         thread_id=previous.thread_id,
         branch_id=previous.branch_id,
         epoch=previous.epoch,
-        type=type,
+        type=draft.type,
         time=time,
-        actor=actor,
+        actor=draft.actor,
         prev_hash=previous.hash,
-        data=data,
+        data=draft.data,
     )
 
 
-def header_from_value(value: dict[str, Any], line: bytes) -> Header:
+def header_from_value(value: Mapping[str, Any], line: bytes) -> Header:
+    """The header ``line`` decodes to (``value``), taken as it reads: its caller has checked it
+    (admission against the header schema; a stored segment by its chain's hashes)."""
     writer = value["writer"]
     return Header(
         value["thread_id"],
@@ -174,7 +177,7 @@ _ENVELOPE_KEYS = (
 _ENVELOPE = itemgetter(*_ENVELOPE_KEYS)
 
 
-def event_from_value(value: dict[str, Any], line: bytes) -> Event:
+def event_from_value(value: JsonObject, line: bytes) -> Event:
     """The event ``line`` decodes to (``value``); a missing envelope key is a ``KeyError``."""
     return Event._make((*_ENVELOPE(value), line, sha256_hex(line)))
 
@@ -182,14 +185,14 @@ def event_from_value(value: dict[str, Any], line: bytes) -> Event:
 _new_event = partial(tuple.__new__, Event)
 
 
-def events_from_values(values: Sequence[dict[str, Any]], lines: Sequence[bytes]) -> list[Event]:
+def events_from_values(values: Sequence[JsonObject], lines: Sequence[bytes]) -> list[Event]:
     """``event_from_value`` of each value and its line, in C loops (a read of a long branch
     builds one event per line); a value that is no envelope raises as it does there."""
     stored = zip(lines, sha256_hexes(lines), strict=True)
     return list(map(_new_event, map(add, map(_envelope_of(values), values), stored)))
 
 
-def _envelope_of(values: Sequence[dict[str, Any]]) -> itemgetter[Any]:
+def _envelope_of(values: Sequence[JsonObject]) -> itemgetter[Any]:
     """``_ENVELOPE`` with the key objects of the first value: a decoder reuses one object per
     key from line to line (orjson does), and a lookup by the very object the dict holds skips
     comparing the strings. Any other value is looked up by equal keys, as ever."""

@@ -48,6 +48,7 @@ from threads.log.render import (
 from threads.log.render_context import Edits
 from threads.log.render_lines import Line
 from threads.log.request_bytes import RequestBytes
+from threads.log.vocabulary import data_of
 
 __all__ = ["FORMAT", "CheckpointUnusableError", "RequestCheckpoint", "Resumed", "checkpoint_of",
            "render_code", "resume"]
@@ -248,7 +249,7 @@ class Resumed:
         if kind in ("compacted", "settings_changed"):
             return False
         if kind == "tool_result":
-            self._results.add(event.data["call_id"])
+            self._results.add(data_of(event, "tool_result")["call_id"])
         elif kind == "hook_decision":
             denied = denied_input(event.data)
             if denied is not None:
@@ -256,7 +257,8 @@ class Resumed:
                 return any(e.event_id == denied for e in self.tail.entries)
         elif kind == "context_edited":
             self._rewritten = True
-            return all(edit["call_id"] in self._results for edit in event.data["edits"])
+            edits = data_of(event, "context_edited")["edits"]
+            return all(edit["call_id"] in self._results for edit in edits)
         return True
 
     def _flat(self) -> _Flat:

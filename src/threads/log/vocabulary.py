@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Literal, NotRequired, TypeAlias, TypedDict, overload
 
 from threads.errors import LogError
-from threads.log.event_types import EventType
+from threads.log.event_types import Actor, EventType, NonEmpty, Principal
 from threads.log.json_types import JsonObject, JsonValue
 from threads.log.lines import Draft, Event
 
@@ -37,6 +37,9 @@ class ArtifactRef(TypedDict):
     sha256: Sha256
 
 
+AgentFinishedDataStatus: TypeAlias = 'Literal["completed", "failed", "cancelled", "budget_exhausted"]'
+
+
 Tokens: TypeAlias = 'Int | None'
 
 
@@ -51,11 +54,8 @@ class Usage(TypedDict):
 class AgentFinishedData(TypedDict):
     child_thread_id: ThreadId
     output_ref: NotRequired[ArtifactRef]
-    status: Literal["completed", "failed", "cancelled", "budget_exhausted"]
+    status: AgentFinishedDataStatus
     usage: Usage
-
-
-NonEmpty: TypeAlias = 'str'
 
 
 PosInt: TypeAlias = 'Int'
@@ -73,22 +73,31 @@ class Budget(TypedDict):
 CallId: TypeAlias = 'str'
 
 
+AgentSpawnedDataIsolation: TypeAlias = 'Literal["none", "shared_sandbox", "worktree", "forked_sandbox"]'
+
+
+AgentSpawnedDataMode: TypeAlias = 'Literal["foreground", "background"]'
+
+
 class AgentSpawnedData(TypedDict):
     agent_name: NonEmpty
     budget: NotRequired[Budget]
     call_id: CallId
     child_thread_id: ThreadId
-    isolation: Literal["none", "shared_sandbox", "worktree", "forked_sandbox"]
-    mode: Literal["foreground", "background"]
+    isolation: AgentSpawnedDataIsolation
+    mode: AgentSpawnedDataMode
 
 
 EventId: TypeAlias = 'Uuid'
 
 
+AnswerRejectedDataReason: TypeAlias = 'Literal["not_an_option"]'
+
+
 class AnswerRejectedData(TypedDict):
     call_id: CallId
     delivery_event_id: EventId
-    reason: Literal["not_an_option"]
+    reason: AnswerRejectedDataReason
 
 
 class ApprovalBinding(TypedDict):
@@ -161,13 +170,19 @@ class CancelledResult(TypedDict):
     status: Literal["cancelled"]
 
 
+ExhaustedResultBudgetLimit: TypeAlias = 'Literal["max_cost_nanos", "max_input_tokens", "max_output_tokens", "max_model_requests", "max_turns", "max_wall_ms"]'
+
+
+ExhaustedResultBudgetScope: TypeAlias = 'Literal["run", "thread", "ancestor"]'
+
+
 class ExhaustedResultBudget(TypedDict):
-    limit: Literal["max_cost_nanos", "max_input_tokens", "max_output_tokens", "max_model_requests", "max_turns", "max_wall_ms"]
+    limit: ExhaustedResultBudgetLimit
     limit_value: Int
     observed: Int
     observed_is_upper_bound: bool
     owner_thread_id: NotRequired[ThreadId]
-    scope: Literal["run", "thread", "ancestor"]
+    scope: ExhaustedResultBudgetScope
 
 
 class ExhaustedResult(TypedDict):
@@ -199,18 +214,27 @@ class AskClosedData(TypedDict):
     outcome: AskClosedDataOutcome0 | AskClosedDataOutcome1 | AskClosedDataOutcome2 | AskClosedDataOutcome3
 
 
+BudgetExceededDataLimit: TypeAlias = 'Literal["max_cost_nanos", "max_input_tokens", "max_output_tokens", "max_model_requests", "max_turns", "max_wall_ms"]'
+
+
+BudgetExceededDataScope: TypeAlias = 'Literal["run", "thread", "ancestor"]'
+
+
 class BudgetExceededData(TypedDict):
-    limit: Literal["max_cost_nanos", "max_input_tokens", "max_output_tokens", "max_model_requests", "max_turns", "max_wall_ms"]
+    limit: BudgetExceededDataLimit
     limit_value: Int
     observed: Int
     observed_is_upper_bound: bool
     owner_thread_id: NotRequired[ThreadId]
-    scope: Literal["run", "thread", "ancestor"]
+    scope: BudgetExceededDataScope
+
+
+CancelRequestedDataScope: TypeAlias = 'Literal["turn", "thread", "tree"]'
 
 
 class CancelRequestedData(TypedDict):
     reason: NotRequired[str]
-    scope: Literal["turn", "thread", "tree"]
+    scope: CancelRequestedDataScope
 
 
 class CancelledData(TypedDict):
@@ -230,6 +254,9 @@ class ChannelDeliveryData(TypedDict):
     text: NotRequired[str]
 
 
+CompactedDataTrigger: TypeAlias = 'Literal["threshold", "reactive", "manual"]'
+
+
 class CompactedData(TypedDict):
     cause_event_id: NotRequired[EventId]
     from_event_id: EventId
@@ -238,18 +265,27 @@ class CompactedData(TypedDict):
     summary_request_event_id: NotRequired[EventId]
     to_event_id: EventId
     to_seq: PosInt
-    trigger: NotRequired[Literal["threshold", "reactive", "manual"]]
+    trigger: NotRequired[CompactedDataTrigger]
+
+
+CompactionFailedDataReason: TypeAlias = 'Literal["hook_denied", "model_error", "prompt_too_long", "empty_summary", "artifact_error", "still_over_threshold"]'
+
+
+CompactionFailedDataStage: TypeAlias = 'Literal["hook", "summary", "restore"]'
 
 
 class CompactionFailedData(TypedDict):
     cause_event_id: NotRequired[EventId]
-    reason: Literal["hook_denied", "model_error", "prompt_too_long", "empty_summary", "artifact_error", "still_over_threshold"]
+    reason: CompactionFailedDataReason
     request_event_id: NotRequired[EventId]
-    stage: Literal["hook", "summary", "restore"]
+    stage: CompactionFailedDataStage
 
 
 class CompactionRequestedData(TypedDict):
     instructions: NotRequired[NonEmpty]
+
+
+ContextEditedDataEditsItemAction: TypeAlias = 'Literal["clear", "redact"]'
 
 
 class Span(TypedDict):
@@ -258,20 +294,26 @@ class Span(TypedDict):
 
 
 class ContextEditedDataEditsItem(TypedDict):
-    action: Literal["clear", "redact"]
+    action: ContextEditedDataEditsItemAction
     call_id: CallId
     part: NotRequired[Int]
     spans: NotRequired[list[Span]]
 
 
+ContextEditedDataReason: TypeAlias = 'Literal["threshold", "idle", "provider", "guardrail", "manual", "compaction_fallback"]'
+
+
 class ContextEditedData(TypedDict):
     edits: list[ContextEditedDataEditsItem]
-    reason: Literal["threshold", "idle", "provider", "guardrail", "manual", "compaction_fallback"]
+    reason: ContextEditedDataReason
     request_event_id: NotRequired[EventId]
 
 
+ContextPreflightBlockedDataAction: TypeAlias = 'Literal["compact", "fail"]'
+
+
 class ContextPreflightBlockedData(TypedDict):
-    action: Literal["compact", "fail"]
+    action: ContextPreflightBlockedDataAction
     estimated_tokens: Int
     window_tokens: Int
 
@@ -287,32 +329,50 @@ class EffectCommitData(TypedDict):
     result_ref: ArtifactRef
 
 
+EffectResolvedDataBy: TypeAlias = 'Literal["provider_dedup", "reconcile", "adapter", "sandbox_terminated", "human"]'
+
+
+EffectResolvedDataOutcome: TypeAlias = 'Literal["confirmed_success", "safe_to_retry", "not_sent", "interrupted", "assume_done", "assume_not_done"]'
+
+
 class EffectResolvedData(TypedDict):
-    by: Literal["provider_dedup", "reconcile", "adapter", "sandbox_terminated", "human"]
+    by: EffectResolvedDataBy
     call_id: CallId
-    outcome: Literal["confirmed_success", "safe_to_retry", "not_sent", "interrupted", "assume_done", "assume_not_done"]
+    outcome: EffectResolvedDataOutcome
     result_ref: NotRequired[ArtifactRef]
+
+
+EffectUnknownDataReason: TypeAlias = 'Literal["crash_after_begin", "timeout", "transport_error"]'
 
 
 class EffectUnknownData(TypedDict):
     call_id: CallId
-    reason: Literal["crash_after_begin", "timeout", "transport_error"]
+    reason: EffectUnknownDataReason
+
+
+ForkDataKnowledgePolicy: TypeAlias = 'Literal["pinned", "current"]'
 
 
 BranchId: TypeAlias = 'Uuid'
 
 
+ForkDataReason: TypeAlias = 'Literal["snapshot", "repair"]'
+
+
 class ForkData(TypedDict):
     at_hash: Sha256
-    knowledge_policy: NotRequired[Literal["pinned", "current"]]
+    knowledge_policy: NotRequired[ForkDataKnowledgePolicy]
     parent_branch_id: BranchId
-    reason: Literal["snapshot", "repair"]
+    reason: ForkDataReason
     sandbox_id: NotRequired[NonEmpty]
+
+
+HandoffDataForwarded: TypeAlias = 'Literal["none", "summary", "transcript"]'
 
 
 class HandoffData(TypedDict):
     call_id: CallId
-    forwarded: Literal["none", "summary", "transcript"]
+    forwarded: HandoffDataForwarded
     forwarded_ref: NotRequired[ArtifactRef]
     to_agent: NonEmpty
     to_thread_id: ThreadId
@@ -322,11 +382,17 @@ class HeartbeatData(TypedDict):
     running_call_ids: list[CallId]
 
 
+HookDecisionDataDecision: TypeAlias = 'Literal["proceed", "deny", "guide", "retry", "allow", "ask", "annotate", "stop", "continue", "failed", "redact"]'
+
+
+HookDecisionDataHook: TypeAlias = 'Literal["before_model", "after_model", "before_tool", "after_tool", "on_stop", "before_input", "after_tool_batch", "before_tool_result", "permission_request", "permission_denied", "before_compact", "after_compact", "stop_failure", "session_start", "session_end", "subagent_start", "subagent_stop", "before_model_switch", "after_model_switch", "notification"]'
+
+
 class HookDecisionData(TypedDict):
     call_id: NotRequired[CallId]
-    decision: Literal["proceed", "deny", "guide", "retry", "allow", "ask", "annotate", "stop", "continue", "failed", "redact"]
+    decision: HookDecisionDataDecision
     extension: Name
-    hook: Literal["before_model", "after_model", "before_tool", "after_tool", "on_stop", "before_input", "after_tool_batch", "before_tool_result", "permission_request", "permission_denied", "before_compact", "after_compact", "stop_failure", "session_start", "session_end", "subagent_start", "subagent_stop", "before_model_switch", "after_model_switch", "notification"]
+    hook: HookDecisionDataHook
     input_event_id: NotRequired[EventId]
     reason: NotRequired[str]
     request_event_id: NotRequired[EventId]
@@ -338,12 +404,18 @@ class InjectedDataOrigin(TypedDict):
     version: NotRequired[str]
 
 
+InjectedDataSource: TypeAlias = 'Literal["memory", "knowledge", "skill", "hook", "attachment", "recovery", "todo", "mode", "output_style", "agent", "handoff"]'
+
+
+InjectedDataTrust: TypeAlias = 'Literal["untrusted_reference", "trusted_instruction"]'
+
+
 class InjectedData(TypedDict):
     origin: InjectedDataOrigin
     ref: NotRequired[ArtifactRef]
-    source: Literal["memory", "knowledge", "skill", "hook", "attachment", "recovery", "todo", "mode", "output_style", "agent", "handoff"]
+    source: InjectedDataSource
     text: NotRequired[str]
-    trust: Literal["untrusted_reference", "trusted_instruction"]
+    trust: InjectedDataTrust
 
 
 class LogRepairedData(TypedDict):
@@ -404,12 +476,6 @@ class MemberStartedDataParent(TypedDict):
     thread_id: ThreadId
 
 
-class Principal(TypedDict):
-    issuer: NonEmpty
-    subject: NonEmpty
-    tenant: NonEmpty
-
-
 class RequestRef(TypedDict):
     event_id: EventId
     thread_id: ThreadId
@@ -431,6 +497,12 @@ class MemberStartedData(TypedDict):
     thread_id: ThreadId
 
 
+MessagePolicyDecidedDataDecision: TypeAlias = 'Literal["allow", "deny"]'
+
+
+MessagePolicyDecidedDataOp: TypeAlias = 'Literal["start", "send", "ask", "monitor", "cancel"]'
+
+
 RequestId: TypeAlias = 'Uuid'
 
 
@@ -443,13 +515,16 @@ MessagePolicyDecidedDataRule = TypedDict(
 )
 
 
+MessagePolicyDecidedDataSource: TypeAlias = 'Literal["team", "message_policy", "default"]'
+
+
 class MessagePolicyDecidedData(TypedDict):
     call_id: NotRequired[CallId]
-    decision: Literal["allow", "deny"]
-    op: Literal["start", "send", "ask", "monitor", "cancel"]
+    decision: MessagePolicyDecidedDataDecision
+    op: MessagePolicyDecidedDataOp
     request_id: NotRequired[RequestId]
     rule: NotRequired[MessagePolicyDecidedDataRule]
-    source: Literal["team", "message_policy", "default"]
+    source: MessagePolicyDecidedDataSource
     target: NonEmpty
 
 
@@ -458,6 +533,9 @@ class MailSender1(TypedDict):
 
 
 MailSender: TypeAlias = 'MemberRef | MailSender1'
+
+
+MailEnvelopeKind: TypeAlias = 'Literal["message", "ask", "reply", "task", "cancel", "member_settled", "member_parked", "member_ended", "bounce"]'
 
 
 ParkReason: TypeAlias = 'Literal["awaiting_approval", "effect_unknown", "awaiting_input", "awaiting_resource", "awaiting_member"]'
@@ -480,7 +558,7 @@ MailEnvelope = TypedDict(
         "code": 'NotRequired[BounceCode]',
         "deadline": 'NotRequired[TimeMs]',
         "from": 'MailSender',
-        "kind": 'Literal["message", "ask", "reply", "task", "cancel", "member_settled", "member_parked", "member_ended", "bounce"]',
+        "kind": 'MailEnvelopeKind',
         "mail_id": 'MailId',
         "monitor_id": 'NotRequired[MonitorId]',
         "provenance": 'Provenance',
@@ -514,11 +592,20 @@ ModeChangedData = TypedDict(
 )
 
 
+ModelAttemptAbandonedDataBilling: TypeAlias = 'Literal["not_billed", "unknown"]'
+
+
+ModelAttemptAbandonedDataProviderOutcome: TypeAlias = 'Literal["not_sent", "unknown", "failed"]'
+
+
+ModelAttemptAbandonedDataReason: TypeAlias = 'Literal["crash", "timeout", "provider_error", "stream_broken", "cancelled", "steered", "rate_limited", "overloaded", "server_error", "prompt_too_long", "guardrail"]'
+
+
 class ModelAttemptAbandonedData(TypedDict):
-    billing: NotRequired[Literal["not_billed", "unknown"]]
+    billing: NotRequired[ModelAttemptAbandonedDataBilling]
     http_status: NotRequired[Int]
-    provider_outcome: Literal["not_sent", "unknown", "failed"]
-    reason: Literal["crash", "timeout", "provider_error", "stream_broken", "cancelled", "steered", "rate_limited", "overloaded", "server_error", "prompt_too_long", "guardrail"]
+    provider_outcome: ModelAttemptAbandonedDataProviderOutcome
+    reason: ModelAttemptAbandonedDataReason
     request_event_id: EventId
     retry_after_ms: NotRequired[Int]
 
@@ -528,13 +615,19 @@ class ModelRequestDataDeclaredPrefix(TypedDict):
     sha256: Sha256
 
 
+ModelRequestDataPurpose: TypeAlias = 'Literal["turn", "compaction"]'
+
+
 class ModelRequestData(TypedDict):
     attempt: PosInt
     cause_event_id: NotRequired[EventId]
     declared_prefix: ModelRequestDataDeclaredPrefix
     input_bound_tokens: NotRequired[PosInt]
-    purpose: NotRequired[Literal["turn", "compaction"]]
+    purpose: NotRequired[ModelRequestDataPurpose]
     request_ref: ArtifactRef
+
+
+ModelResponseDataCompleteness: TypeAlias = 'Literal["complete", "partial"]'
 
 
 class TextPart(TypedDict):
@@ -567,11 +660,14 @@ class HostedToolPart(TypedDict):
     type: Literal["hosted_tool"]
 
 
+CitationPartSourceKind: TypeAlias = 'Literal["web", "knowledge", "document", "tool_result"]'
+
+
 class CitationPart(TypedDict):
     cited_text: NotRequired[str]
     ref: NotRequired[ArtifactRef]
     source_id: NonEmpty
-    source_kind: Literal["web", "knowledge", "document", "tool_result"]
+    source_kind: CitationPartSourceKind
     span: NotRequired[Span]
     title: NotRequired[str]
     type: Literal["citation"]
@@ -592,20 +688,29 @@ class ImagePart(TypedDict):
 OutputPart: TypeAlias = 'TextPart | ToolUsePart | ReasoningPart | HostedToolPart | CitationPart | ImagePart'
 
 
+ModelResponseDataStopReason: TypeAlias = 'Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn", "context_window_exceeded", "other"]'
+
+
 class ModelResponseData(TypedDict):
-    completeness: Literal["complete", "partial"]
+    completeness: ModelResponseDataCompleteness
     content: list[OutputPart]
     request_event_id: EventId
-    stop_reason: Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn", "context_window_exceeded", "other"]
+    stop_reason: ModelResponseDataStopReason
     usage: Usage
 
 
+ModelResponseRecoveredDataCompleteness: TypeAlias = 'Literal["complete", "partial"]'
+
+
+ModelResponseRecoveredDataStopReason: TypeAlias = 'Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn", "context_window_exceeded", "other"]'
+
+
 class ModelResponseRecoveredData(TypedDict):
-    completeness: Literal["complete", "partial"]
+    completeness: ModelResponseRecoveredDataCompleteness
     content: list[OutputPart]
     provider_request_id: NonEmpty
     request_event_id: EventId
-    stop_reason: Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn", "context_window_exceeded", "other"]
+    stop_reason: ModelResponseRecoveredDataStopReason
     usage: Usage
 
 
@@ -621,10 +726,13 @@ class OperatorRefusedData(TypedDict):
     request_id: RequestId
 
 
+OperatorRequestDataOp: TypeAlias = 'Literal["start", "send", "ask", "wait", "cancel"]'
+
+
 class OperatorRequestData(TypedDict):
     body_hash: Sha256
     idempotency_key: NotRequired[NonEmpty]
-    op: Literal["start", "send", "ask", "wait", "cancel"]
+    op: OperatorRequestDataOp
     principal: Principal
     provenance: Provenance
     request_id: RequestId
@@ -635,17 +743,23 @@ class OutputValidatedDataErrorsItem(TypedDict):
     path: str
 
 
+OutputValidatedDataOutcome: TypeAlias = 'Literal["accepted", "rejected"]'
+
+
 class OutputValidatedData(TypedDict):
     errors: NotRequired[list[OutputValidatedDataErrorsItem]]
-    outcome: Literal["accepted", "rejected"]
+    outcome: OutputValidatedDataOutcome
     schema_sha256: Sha256
     source_event_id: EventId
     value: NotRequired[JsonValue]
 
 
+ParkAddressKind: TypeAlias = 'Literal["approval", "effect", "input", "resource", "child", "ask", "wait", "member"]'
+
+
 class ParkAddress(TypedDict):
     id: NonEmpty
-    kind: Literal["approval", "effect", "input", "resource", "child", "ask", "wait", "member"]
+    kind: ParkAddressKind
 
 
 class ParkEscalatedData(TypedDict):
@@ -658,13 +772,22 @@ class ParkedData(TypedDict):
     reason: ParkReason
 
 
+PermissionDecisionDataDecision: TypeAlias = 'Literal["allow", "deny", "ask"]'
+
+
+PermissionDecisionDataSource: TypeAlias = 'Literal["policy", "hook", "default", "self_config_guard", "mode", "protected_path", "thread_rule"]'
+
+
 class PermissionDecisionData(TypedDict):
     call_id: CallId
-    decision: Literal["allow", "deny", "ask"]
+    decision: PermissionDecisionDataDecision
     mode: NotRequired[PermissionMode]
     reason: NotRequired[str]
     rule_id: NotRequired[str]
-    source: Literal["policy", "hook", "default", "self_config_guard", "mode", "protected_path", "thread_rule"]
+    source: PermissionDecisionDataSource
+
+
+PermissionRuleAddedDataDecision: TypeAlias = 'Literal["allow", "deny"]'
 
 
 PermissionRule: TypeAlias = 'str'
@@ -672,7 +795,7 @@ PermissionRule: TypeAlias = 'str'
 
 class PermissionRuleAddedData(TypedDict):
     challenge_id: Uuid
-    decision: Literal["allow", "deny"]
+    decision: PermissionRuleAddedDataDecision
     rule: PermissionRule
 
 
@@ -681,8 +804,11 @@ class ResumedData(TypedDict):
     cause_event_id: EventId
 
 
+RetryScheduledDataBasis: TypeAlias = 'Literal["retry_after", "backoff"]'
+
+
 class RetryScheduledData(TypedDict):
-    basis: Literal["retry_after", "backoff"]
+    basis: RetryScheduledDataBasis
     delay_ms: Int
     not_before: TimeMs
     request_event_id: EventId
@@ -695,12 +821,18 @@ class ScheduleFiredData(TypedDict):
     timezone: NonEmpty
 
 
+ScheduleSkippedDataReason: TypeAlias = 'Literal["missed", "overlap", "removed"]'
+
+
 class ScheduleSkippedData(TypedDict):
     occurrence_id: NonEmpty
-    reason: Literal["missed", "overlap", "removed"]
+    reason: ScheduleSkippedDataReason
     schedule_id: NonEmpty
     scheduled_for: TimeMs
     timezone: NonEmpty
+
+
+SettingsChangedDataReason: TypeAlias = 'Literal["user", "fallback", "escalation", "revert"]'
 
 
 class AdapterRef(TypedDict):
@@ -714,17 +846,23 @@ class ModelRef(TypedDict):
     provider: Name
 
 
+ModelSettingsReasoningCarryover: TypeAlias = 'Literal["keep", "omit_prior"]'
+
+
 class ModelSettings(TypedDict):
     adapter: AdapterRef
     model: ModelRef
     model_params: JsonObject
-    reasoning_carryover: Literal["keep", "omit_prior"]
+    reasoning_carryover: ModelSettingsReasoningCarryover
 
 
 class SettingsChangedData(TypedDict):
     cause_event_id: NotRequired[EventId]
-    reason: Literal["user", "fallback", "escalation", "revert"]
+    reason: SettingsChangedDataReason
     settings: ModelSettings
+
+
+SnapshotDataCaptureClass: TypeAlias = 'Literal["filesystem", "filesystem_and_processes", "full_vm"]'
 
 
 class SnapshotDataQuiesced(TypedDict):
@@ -734,7 +872,7 @@ class SnapshotDataQuiesced(TypedDict):
 
 
 class SnapshotData(TypedDict):
-    capture_class: Literal["filesystem", "filesystem_and_processes", "full_vm"]
+    capture_class: SnapshotDataCaptureClass
     expires_at: TimeMs | None
     knowledge_revision: NotRequired[Int]
     manifest_hash: Sha256
@@ -767,10 +905,13 @@ class AudioPart(TypedDict):
 InputPart: TypeAlias = 'TextPart | ImagePart | DocumentPart | AudioPart'
 
 
+SteerDataSource: TypeAlias = 'Literal["api", "cli", "channel", "parent_agent"]'
+
+
 class SteerData(TypedDict):
     content: NotRequired[list[InputPart]]
     delivery_event_id: NotRequired[EventId]
-    source: Literal["api", "cli", "channel", "parent_agent"]
+    source: SteerDataSource
     text: NotRequired[str]
 
 
@@ -808,15 +949,21 @@ class TeamTaskCreatedData(TypedDict):
     task_id: NonEmpty
 
 
+TeamTaskUpdatedDataStatus: TypeAlias = 'Literal["completed", "failed", "released"]'
+
+
 class TeamTaskUpdatedData(TypedDict):
-    status: Literal["completed", "failed", "released"]
+    status: TeamTaskUpdatedDataStatus
     task_id: NonEmpty
+
+
+ThreadStartedDataParentRelation: TypeAlias = 'Literal["subagent", "handoff", "team_member"]'
 
 
 class ThreadStartedDataParent(TypedDict):
     branch_id: BranchId
     event_id: EventId
-    relation: Literal["subagent", "handoff", "team_member"]
+    relation: ThreadStartedDataParentRelation
     thread_id: ThreadId
 
 
@@ -844,11 +991,17 @@ class PolicyContextCompact(TypedDict):
     trigger: Threshold
 
 
+PolicyContextDeferTools: TypeAlias = 'Literal["auto", "always", "never"]'
+
+
 class PolicyContextRestore(TypedDict):
     file_tokens: Int
     max_files: Int
     skill_tokens: Int
     skills_total_tokens: Int
+
+
+PolicyContextServerEdits: TypeAlias = 'Literal["disabled", "exact_report"]'
 
 
 class PolicyContextSpill(TypedDict):
@@ -863,14 +1016,17 @@ class PolicyContext(TypedDict):
     clear_results: PolicyContextClearResults
     compact: PolicyContextCompact
     defer_threshold: Threshold
-    defer_tools: Literal["auto", "always", "never"]
+    defer_tools: PolicyContextDeferTools
     max_output_continuations: Int
     max_output_escalation_tokens: NotRequired[PosInt]
     max_pause_continuations: NotRequired[Int]
     reserve_tokens: Int
     restore: PolicyContextRestore
-    server_edits: Literal["disabled", "exact_report"]
+    server_edits: PolicyContextServerEdits
     spill: PolicyContextSpill
+
+
+PolicyModelsItemInputBillingBound: TypeAlias = 'Literal["context_window", "none"]'
 
 
 class PolicyModelsItemPrice(TypedDict):
@@ -882,16 +1038,22 @@ class PolicyModelsItemPrice(TypedDict):
 
 class PolicyModelsItem(TypedDict):
     context_window: PosInt
-    input_billing_bound: Literal["context_window", "none"]
+    input_billing_bound: PolicyModelsItemInputBillingBound
     max_output_tokens: PosInt
     name: NonEmpty
     price: NotRequired[PolicyModelsItemPrice]
     provider: Name
 
 
+PolicyOnUnknownUsage: TypeAlias = 'Literal["upper_bound", "stop"]'
+
+
+PolicyOutputMode: TypeAlias = 'Literal["tool", "native"]'
+
+
 class PolicyOutput(TypedDict):
     max_retries: Int
-    mode: Literal["tool", "native"]
+    mode: PolicyOutputMode
     schema: JsonObject
     schema_sha256: Sha256
 
@@ -906,11 +1068,14 @@ class PolicyPermissions(TypedDict):
     protected_paths: list[NonEmpty]
 
 
+PolicyRetryFallbackScope: TypeAlias = 'Literal["turn", "thread"]'
+
+
 class PolicyRetry(TypedDict):
     base_delay_ms: PosInt
     crash_resends: Int
     fallback_after: PosInt
-    fallback_scope: Literal["turn", "thread"]
+    fallback_scope: PolicyRetryFallbackScope
     heartbeat_ms: PosInt
     max_delay_ms: PosInt
     max_retries: Int
@@ -925,7 +1090,7 @@ class Policy(TypedDict):
     fallback: NotRequired[list[ModelSettings]]
     handoffs: NotRequired[list[NonEmpty]]
     models: NotRequired[list[PolicyModelsItem]]
-    on_unknown_usage: NotRequired[Literal["upper_bound", "stop"]]
+    on_unknown_usage: NotRequired[PolicyOnUnknownUsage]
     output: NotRequired[PolicyOutput]
     output_styles: NotRequired[dict[str, NonEmpty]]
     permissions: NotRequired[PolicyPermissions]
@@ -972,11 +1137,14 @@ class ThreadStartedData(TypedDict):
     tools: list[ToolSpec]
 
 
+TodosUpdatedDataTodosItemStatus: TypeAlias = 'Literal["pending", "in_progress", "completed"]'
+
+
 class TodosUpdatedDataTodosItem(TypedDict):
     active_form: NotRequired[str]
     content: NonEmpty
     id: NonEmpty
-    status: Literal["pending", "in_progress", "completed"]
+    status: TodosUpdatedDataTodosItemStatus
 
 
 class TodosUpdatedData(TypedDict):
@@ -991,31 +1159,43 @@ class ToolCallData(TypedDict):
     request_event_id: EventId
 
 
+ToolResultDataCompleteness: TypeAlias = 'Literal["complete", "partial"]'
+
+
 ResultPart: TypeAlias = 'TextPart | ImagePart | DocumentPart | CitationPart'
+
+
+ToolResultDataOrigin: TypeAlias = 'Literal["executed", "materialized_from_commit", "denied", "not_executed", "interrupted", "deferred", "answered"]'
 
 
 class ToolResultData(TypedDict):
     call_id: CallId
-    completeness: Literal["complete", "partial"]
+    completeness: ToolResultDataCompleteness
     content: NotRequired[list[ResultPart]]
     is_error: bool
-    origin: Literal["executed", "materialized_from_commit", "denied", "not_executed", "interrupted", "deferred", "answered"]
+    origin: ToolResultDataOrigin
     preview: str
     ref: NotRequired[ArtifactRef]
+
+
+ToolResultLateDataCompleteness: TypeAlias = 'Literal["complete", "partial"]'
 
 
 class ToolResultLateData(TypedDict):
     call_id: CallId
-    completeness: Literal["complete", "partial"]
+    completeness: ToolResultLateDataCompleteness
     content: NotRequired[list[ResultPart]]
     is_error: bool
     preview: str
     ref: NotRequired[ArtifactRef]
 
 
+ToolsChangedDataCauseKind: TypeAlias = 'Literal["tool_search", "mcp_list_changed", "host"]'
+
+
 class ToolsChangedDataCause(TypedDict):
     call_id: NotRequired[CallId]
-    kind: Literal["tool_search", "mcp_list_changed", "host"]
+    kind: ToolsChangedDataCauseKind
     server: NotRequired[Name]
 
 
@@ -1030,9 +1210,18 @@ class ToolsLoadedData(TypedDict):
     names: list[Name]
 
 
+TurnCompletedDataCode: TypeAlias = 'Literal["content_unsupported", "continuation_unsupported", "transport_fence_unsupported", "secret_in_provider_output", "pin_unavailable", "pin_mismatch"]'
+
+
+TurnCompletedDataReason: TypeAlias = 'Literal["end_turn", "max_turns", "budget_exhausted", "cancelled", "error", "interrupted", "stop_hook_limit", "max_output", "context_exhausted", "output_invalid", "input_denied", "model_unavailable", "handoff"]'
+
+
 class TurnCompletedData(TypedDict):
-    code: NotRequired[Literal["content_unsupported", "continuation_unsupported", "transport_fence_unsupported", "secret_in_provider_output", "pin_unavailable", "pin_mismatch"]]
-    reason: Literal["end_turn", "max_turns", "budget_exhausted", "cancelled", "error", "interrupted", "stop_hook_limit", "max_output", "context_exhausted", "output_invalid", "input_denied", "model_unavailable", "handoff"]
+    code: NotRequired[TurnCompletedDataCode]
+    reason: TurnCompletedDataReason
+
+
+UserInputDataSource: TypeAlias = 'Literal["api", "cli", "channel", "schedule", "parent_agent", "handoff", "team_task"]'
 
 
 class UserInputData(TypedDict):
@@ -1040,7 +1229,7 @@ class UserInputData(TypedDict):
     content: NotRequired[list[InputPart]]
     delivery_event_id: NotRequired[EventId]
     mail_id: NotRequired[MailId]
-    source: Literal["api", "cli", "channel", "schedule", "parent_agent", "handoff", "team_task"]
+    source: UserInputDataSource
     text: NotRequired[str]
 
 
@@ -1069,11 +1258,6 @@ class WaitStartedData(TypedDict):
 
 class WokenData(TypedDict):
     causes: list[EventId]
-
-
-class Actor(TypedDict):
-    kind: Literal["user", "model", "host", "tool", "channel", "scheduler", "approver", "recovery"]
-    principal: NotRequired[Principal]
 
 
 ActorWithPrincipal: TypeAlias = 'Actor'

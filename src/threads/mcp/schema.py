@@ -21,13 +21,14 @@ from referencing import Registry
 
 from threads.errors import ConfigError, LogError
 from threads.log.canonical import canonical, parse_strict
+from threads.log.json_types import JsonObject
 
 MAX_SCHEMA_BYTES = 64 * 1024
 # thread_started > data > tools > [i] > input_schema: the levels above a schema in its line
 _PINNED_DEPTH = 5
 
 
-def checked_schema(label: str, tool: str, schema: object) -> dict[str, Any]:
+def checked_schema(label: str, tool: str, schema: object) -> JsonObject:
     """The server's input schema for ``tool``, or ``invalid_config`` saying what is wrong."""
     where = f"{label}: tool {tool!r} has an input schema that"
     if not isinstance(schema, dict) or schema.get("type") != "object":
@@ -60,7 +61,7 @@ class McpArguments(BaseModel):
     """A call's arguments for one MCP tool, checked against its input schema."""
 
     model_config = ConfigDict(frozen=True)
-    schema_: ClassVar[dict[str, Any]] = {}
+    schema_: ClassVar[JsonObject] = {}
     validator_: ClassVar[Draft202012Validator]
     tool_: ClassVar[str] = ""
 
@@ -85,7 +86,7 @@ class McpArguments(BaseModel):
         return copy.deepcopy(cls.schema_)
 
 
-def arguments_model(agent_name: str, schema: dict[str, Any]) -> type[McpArguments]:
+def arguments_model(agent_name: str, schema: JsonObject) -> type[McpArguments]:
     """The input model of the agent tool ``agent_name`` (its server tool's ``schema``)."""
     namespace = {
         "schema_": copy.deepcopy(schema),

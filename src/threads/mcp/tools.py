@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import cast
 
 import mcp_types
 from pydantic import BaseModel, Field
@@ -138,12 +138,14 @@ async def _call(
     connection: Connection,
     *,
     server_tool: str,
-    arguments: dict[str, Any],
+    arguments: Mapping[str, object],
     meta: mcp_types.RequestParamsMeta | None,
     ctx: RunContext,
 ) -> mcp_types.CallToolResult:
     request = mcp_types.CallToolRequest(
-        params=mcp_types.CallToolRequestParams(name=server_tool, arguments=arguments, _meta=meta)
+        params=mcp_types.CallToolRequestParams(
+            name=server_tool, arguments=dict(arguments), _meta=meta
+        )
     )
     return await answer_of(
         server,

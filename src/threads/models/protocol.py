@@ -17,7 +17,8 @@ from typing import Literal, Protocol, runtime_checkable
 from threads.errors import ThreadsError
 from threads.log.json_types import JsonObject
 from threads.log.render_lines import Message
-from threads.log.vocabulary import OutputPart
+from threads.log.vocabulary import AdapterRef, OutputPart, PolicyModelsItemPrice
+from threads.log.vocabulary import Usage as WireUsage
 from threads.models.fence import Fence
 
 StopReason = Literal[
@@ -56,9 +57,9 @@ class Price:
     cache_write: int | None = None
     currency: str = "USD"
 
-    def to_wire(self) -> dict[str, int]:
+    def to_wire(self) -> PolicyModelsItemPrice:
         """The policy's per-token prices, as thread_started pins them."""
-        wire = {"input": self.input, "output": self.output}
+        wire: PolicyModelsItemPrice = {"input": self.input, "output": self.output}
         if self.cache_read is not None:
             wire["cache_read"] = self.cache_read
         if self.cache_write is not None:
@@ -77,15 +78,17 @@ class Usage:
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = None
 
-    def to_wire(self) -> dict[str, int | None]:
-        out: dict[str, int | None] = {
+    def to_wire(self) -> WireUsage:
+        out: WireUsage = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
         }
-        for name in ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
+        if self.cache_read_tokens is not None:
+            out["cache_read_tokens"] = self.cache_read_tokens
+        if self.cache_write_tokens is not None:
+            out["cache_write_tokens"] = self.cache_write_tokens
+        if self.reasoning_tokens is not None:
+            out["reasoning_tokens"] = self.reasoning_tokens
         return out
 
 
@@ -189,7 +192,7 @@ class Model(Protocol):
     max_output_tokens: int
     price: Price | None
 
-    def adapter_ref(self) -> JsonObject:
+    def adapter_ref(self) -> AdapterRef:
         """``{"name", "version", "settings"}`` as pinned in thread_started (no secrets)."""
         ...
 

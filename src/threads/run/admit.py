@@ -11,14 +11,22 @@ Everything here returns drafts or a reason; nothing is appended or dispatched he
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import ValidationError
 
+from threads.log.event_types import Actor
 from threads.log.fold import Approval, Call
 from threads.log.ids import uuid7
+from threads.log.json_types import JsonObject
 from threads.log.lines import Draft
-from threads.log.vocabulary import OutputPart, ToolCallData, ToolUsePart
+from threads.log.vocabulary import (
+    ApprovalRequestedData,
+    OutputPart,
+    ParkedData,
+    ToolCallData,
+    ToolUsePart,
+    draft,
+)
 from threads.run.authority import recorded_refusal
 from threads.run.drafts import HOST, tool_result_data
 from threads.run.output_schema import is_candidate
@@ -53,7 +61,7 @@ def _call_draft(part: ToolUsePart, request_event_id: str) -> Draft:
         "name": part["name"],
         "request_event_id": request_event_id,
     }
-    return Draft("tool_call", dict(data), HOST)
+    return draft("tool_call", data, HOST)
 
 
 def complete_recording(rt: Runtime) -> list[Draft]:
@@ -111,7 +119,7 @@ def never_runs(rt: Runtime, call: Call, tool: Tool | None) -> str | None:
     return None
 
 
-def admit(rt: Runtime, call_id: str, name: str, args: dict[str, Any]) -> list[Draft]:
+def admit(rt: Runtime, call_id: str, name: str, args: JsonObject) -> list[Draft]:
     """The decision draft for one call: a ``not_executed`` result (unknown tool, invalid input),
     or its ``permission_decision``."""
     tool = rt.spec.tool_named(name)
@@ -124,7 +132,7 @@ def admit(rt: Runtime, call_id: str, name: str, args: dict[str, Any]) -> list[Dr
         return [_not_executed(call_id, f"invalid input for {name}: {validation_summary(exc)}")]
     permissions = rt.permissions.in_mode(rt.fold.mode)  # a mode_changed holds from its seq on
     decision = permissions.decide(name, args, tool.effect, rt.fold.thread_rules)
-    return [Draft("permission_decision", decision.to_wire(call_id), HOST)]
+    return [draft("permission_decision", decision.to_wire(call_id), HOST)]
 
 
 def denied_text(call: Call) -> str:
@@ -160,20 +168,20 @@ def open_approval(rt: Runtime, call: Call) -> tuple[str, list[Draft]]:
     now = rt.now()
     challenge_id = uuid7(now)
     expires_at = now + APPROVAL_TTL_MS
-    request = {
+    request: ApprovalRequestedData = {
         "args_hash": call.args_hash,
         "call_id": call.call_id,
         "challenge_id": challenge_id,
         "expires_at": expires_at,
     }
-    park = {
+    park: ParkedData = {
         "address": {"id": challenge_id, "kind": "approval"},
         "expires_at": expires_at,
         "reason": "awaiting_approval",
     }
     return challenge_id, [
-        Draft("approval_requested", request, HOST),
-        Draft("parked", park, rt.actor()),
+        draft("approval_requested", request, HOST),
+        draft("parked", park, rt.actor()),
     ]
 
 
@@ -185,7 +193,7 @@ def validation_summary(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _not_executed(call_id: str, text: str, actor: dict[str, Any] = HOST) -> Draft:
-    return Draft(
+def _not_executed(call_id: str, text: str, actor: Actor = HOST) -> Draft:
+    return draft(
         "tool_result", tool_result_data(call_id, text, origin="not_executed", is_error=True), actor
     )

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from threads.log.fold import Fold
 from threads.log.fold.saved import first_user_input
 from threads.log.lines import Event
+from threads.log.vocabulary import data_of
 from threads.principal import Principal
 
 
@@ -87,7 +88,10 @@ def human_resolution(fold: Fold, call_id: str) -> Event | None:
     """The call's latest ``effect_resolved`` when a person made it: ``by: human``, or any
     resolution whose actor names a principal (a run's own proofs are written as ``recovery``)."""
     for event in reversed(fold.events):
-        if event.type == "effect_resolved" and event.data["call_id"] == call_id:
-            made_by_a_person = event.data["by"] == "human" or "principal" in event.actor
+        if event.type != "effect_resolved":
+            continue
+        data = data_of(event, "effect_resolved")
+        if data["call_id"] == call_id:
+            made_by_a_person = data["by"] == "human" or "principal" in event.actor
             return event if made_by_a_person else None
     return None

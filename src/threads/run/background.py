@@ -24,10 +24,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from threads.errors import NotFoundError
+from threads.log.event_types import Actor
+from threads.log.event_types import Principal as WirePrincipal
 from threads.log.fold.wakes import RunRef
-from threads.log.json_types import JsonObject
 from threads.log.lines import Draft
-from threads.log.vocabulary import Principal
+from threads.log.vocabulary import data_of, draft
 from threads.run.results import Cancelled, Completed, Parked, RunResult
 from threads.run.runtime import Runtime
 from threads.run.spawn import (
@@ -101,7 +102,7 @@ async def _stop_unreported(rt: Runtime, reason: str) -> None:
     """Stop each child still running, bar it (``cancel_requested{scope: tree}``), run it to its
     end and record that end without ``woken``; a child whose thread was never created is
     recorded cancelled and never started."""
-    principal: JsonObject = rt.principal.to_wire()
+    principal: WirePrincipal = rt.principal.to_wire()
     never: Ended = []
     for child_id, task in list(rt.background.tasks.items()):
         if task.done() and not task.cancelled():
@@ -114,7 +115,8 @@ async def _stop_unreported(rt: Runtime, reason: str) -> None:
             continue
         await bar(rt.writer.store, branch.branch_id, principal, reason=reason)
         spawned = spawned_event(rt.fold, child_id)
-        start_background(rt, spawned, str(rt.fold.calls[spawned.data["call_id"]].input["prompt"]))
+        call = rt.fold.calls[data_of(spawned, "agent_spawned")["call_id"]]
+        start_background(rt, spawned, str(call.input["prompt"]))
     await rt.background.wait_all()
     ended: Ended = [*never, *((c, r) for c, r in rt.background.ended()
                              if not isinstance(r, Parked))]
@@ -141,7 +143,7 @@ async def _ends(rt: Runtime, ended: Ended, *, may_continue: bool) -> list[End]:
     ends: list[End] = []
     for child_id, result in ended:
         spawned = spawned_event(rt.fold, child_id)
-        call_id = spawned.data["call_id"]
+        call_id = data_of(spawned, "agent_spawned")["call_id"]
         if result is None:
             drafts, artifacts = never_started_drafts(call_id, spawned, late=True)
             ends.append(End(child_id, [], drafts, artifacts))
@@ -160,7 +162,7 @@ async def _ends(rt: Runtime, ended: Ended, *, may_continue: bool) -> list[End]:
     return ends
 
 
-async def _append(rt: Runtime, ends: list[End], *, wake: Principal | None) -> None:
+async def _append(rt: Runtime, ends: list[End], *, wake: WirePrincipal | None) -> None:
     """One append: every decision first, then each child's end in spawn order (rule 32: only
     ends lie between a ``woken``'s first cause and it), then maybe the ``woken``."""
     drafts = [d for end in ends for d in end.decisions] + [d for end in ends for d in end.drafts]
@@ -168,8 +170,8 @@ async def _append(rt: Runtime, ends: list[End], *, wake: Principal | None) -> No
     events = rt.writer.prepare(drafts)
     if wake is not None:
         causes = [e.event_id for e in events if e.type == "tool_result_late"]
-        actor = {"kind": "host", "principal": wake}
-        events += rt.writer.prepare([Draft("woken", {"causes": causes}, actor)], after=events)
+        actor: Actor = {"kind": "host", "principal": wake}
+        events += rt.writer.prepare([draft("woken", {"causes": causes}, actor)], after=events)
     await rt.writer.append_prepared(events, artifacts=artifacts)
     for end in ends:
         rt.background.reported(end.child_id)
@@ -177,7 +179,7 @@ async def _append(rt: Runtime, ends: list[End], *, wake: Principal | None) -> No
 
 def _spawning_run(rt: Runtime, child_id: str) -> RunRef | None:
     spawned = spawned_event(rt.fold, child_id)
-    spawn = rt.fold.wakes.spawns.get(spawned.data["call_id"])
+    spawn = rt.fold.wakes.spawns.get(data_of(spawned, "agent_spawned")["call_id"])
     return spawn.run if spawn is not None else None
 
 

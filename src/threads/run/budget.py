@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 from threads.errors import ConfigError
 from threads.log.fold.cost import positive_int
+from threads.log.json_types import JsonObject
+from threads.log.vocabulary import Budget as WireBudget
+from threads.log.vocabulary import BudgetExceededData
 
 BudgetLimit = Literal[
     "max_model_requests", "max_turns", "max_input_tokens", "max_output_tokens",
@@ -30,7 +33,7 @@ class _Priced(Protocol):
     @property
     def price(self) -> Any: ...
 
-    def params(self) -> dict[str, Any]: ...
+    def params(self) -> JsonObject: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,14 +54,16 @@ class Budget:
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ConfigError("invalid_config", f"Budget.{f.name} must be a positive integer")
 
-    def to_wire(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name)}
+    def to_wire(self) -> WireBudget:
+        set_ = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name)}
+        return cast("WireBudget", set_)  # the fields are the wire's limits, by name
 
     @classmethod
-    def from_wire(cls, value: Mapping[str, Any]) -> Budget:
-        return cls(**{k: v for k, v in value.items() if k in LIMITS})
+    def from_wire(cls, value: WireBudget | Mapping[str, int]) -> Budget:
+        limits: Mapping[str, object] = value
+        return cls(**{k: cast(int, v) for k, v in limits.items() if k in LIMITS})
 
-    def turns_refusal(self, turns_completed: int) -> dict[str, Any] | None:
+    def turns_refusal(self, turns_completed: int) -> BudgetExceededData | None:
         """The ``budget_exceeded`` data (thread scope) refusing one more turn after
         ``turns_completed``, or None while ``max_turns`` allows it. ``threads.run.turn_open``,
         which writes every new ``user_input`` (a run's, a host's), checks this first and writes

@@ -25,7 +25,11 @@ from typing import Any
 from threads.errors import NotFoundError, ThreadsError
 from threads.log.fold import Fold, ModelAttempt
 from threads.log.fold.cost import MAX_INT, PriceTable
-from threads.log.lines import Draft
+from threads.log.vocabulary import (
+    BudgetExceededData,
+    data_of,
+    draft,
+)
 from threads.run.budget import (
     NOTHING_SPENT,
     AncestorBudget,
@@ -197,7 +201,7 @@ async def tree_spend(
     ``since_seq``, all but ``excluding``), read from their logs, with the turns they started.
     ``memo``: a run's memo, so a log is read again only once it grew."""
     total = NOTHING_SPENT
-    spawned_at = {e.data["child_thread_id"]: e.seq for e in fold.events
+    spawned_at = {data_of(e, "agent_spawned")["child_thread_id"]: e.seq for e in fold.events
                   if e.type == "agent_spawned"} if since_seq else {}
     for child in fold.features.children.values():
         thread_id = child.child_thread_id
@@ -270,7 +274,7 @@ async def before_request(rt: Runtime) -> BudgetExhausted | None:
 async def _exceeded(
     rt: Runtime, scope: _Scope, limit: BudgetLimit, value: int, observed: int, *, upper: bool
 ) -> BudgetExhausted:
-    data: dict[str, Any] = {
+    data: BudgetExceededData = {
         "limit": limit,
         "limit_value": value,
         "observed": observed,
@@ -279,8 +283,8 @@ async def _exceeded(
     }
     if scope.owner is not None:
         data["owner_thread_id"] = scope.owner
-    drafts = [Draft("budget_exceeded", data, HOST)]
+    drafts = [draft("budget_exceeded", data, HOST)]
     if rt.fold.turn is not None:
-        drafts.append(Draft("turn_completed", {"reason": "budget_exhausted"}, HOST))
+        drafts.append(draft("turn_completed", {"reason": "budget_exhausted"}, HOST))
     await rt.writer.append(drafts)
     return BudgetExhausted(rt.thread, BudgetInfo(limit, value, observed, scope.scope, upper))

@@ -14,7 +14,12 @@ import logging
 from threads.log.fold import Call
 from threads.log.fold.questions import ASK_USER, input_problem
 from threads.log.lines import Draft
-from threads.log.vocabulary import data_of
+from threads.log.vocabulary import (
+    ParkedData,
+    ToolResultDataOrigin,
+    data_of,
+    draft,
+)
 from threads.run import settle, structured
 from threads.run.admit import (
     CANCELLED,
@@ -107,7 +112,7 @@ async def release_approval_parks(rt: Runtime) -> None:
         call = fold.approvals.get(challenge_id) if kind == "approval" else None
         if call is None or call.approval is None or call.approval.state != "open":
             continue
-        drafts = [Draft("resumed", resumed_data(fold, address), HOST)]
+        drafts = [draft("resumed", resumed_data(fold, address), HOST)]
         if call.result is not None:
             pass  # already closed (expired at dispatch): only the park is left to end
         elif turn is not None and turn.cancel_event is not None:
@@ -164,12 +169,12 @@ async def _authorized_start(rt: Runtime, call: Call, tool: Tool) -> Pending | No
         await close(rt, call, EXPIRED, origin="denied", actor=HOST)
         return None
     if ("approval", approval.challenge_id) not in rt.fold.parks:
-        data = {
+        data: ParkedData = {
             "address": {"id": approval.challenge_id, "kind": "approval"},
             "expires_at": approval.expires_at,
             "reason": "awaiting_approval",
         }
-        await rt.writer.append([Draft("parked", data, rt.actor())])
+        await rt.writer.append([draft("parked", data, rt.actor())])
     return Pending("approval", approval.challenge_id)
 
 
@@ -205,8 +210,8 @@ async def close_expired_questions(rt: Runtime) -> None:
             continue
         result = tool_result_data(call_id, NO_ANSWER, origin="not_executed", is_error=True)
         await rt.writer.append([
-            Draft("tool_result", result, HOST),
-            Draft("resumed", resumed_data(fold, address), HOST),
+            draft("tool_result", result, HOST),
+            draft("resumed", resumed_data(fold, address), HOST),
         ])
 
 
@@ -218,16 +223,16 @@ async def _park_on_question(rt: Runtime, call: Call) -> Pending | None:
         await close(rt, call, f"invalid input: {problem}", origin="not_executed", actor=HOST)
         return None
     if ("input", call.call_id) not in rt.fold.parks:
-        data = {
+        data: ParkedData = {
             "address": {"id": call.call_id, "kind": "input"},
             "expires_at": rt.now() + QUESTION_TTL_MS,
             "reason": "awaiting_input",
         }
-        await rt.writer.append([Draft("parked", data, HOST)])
+        await rt.writer.append([draft("parked", data, HOST)])
     return Pending("input", call.call_id)
 
 
-def _error_result(call: Call, text: str, origin: str) -> Draft:
-    return Draft(
+def _error_result(call: Call, text: str, origin: ToolResultDataOrigin) -> Draft:
+    return draft(
         "tool_result", tool_result_data(call.call_id, text, origin=origin, is_error=True), HOST
     )

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from threads.log.json_types import JsonObject
+from threads.log.event_types import Principal as WirePrincipal
 from threads.log.vocabulary import ThreadStartedDataParent
 from threads.principal import Principal
 from threads.run.budget import AncestorBudget
@@ -40,7 +40,7 @@ class ChildRun:
     deps: Any
     ceiling: Permissions
     # the principal of the parent's cancel barrier: the child is barred (scope tree) first
-    cancelled_by: JsonObject | None = None
+    cancelled_by: WirePrincipal | None = None
     ancestors: tuple[AncestorBudget, ...] = ()  # every budget above the child, and its spend
     sandbox: RunSandbox | None = None
     # the reasons the parent's ``subagent_stop`` hooks sent it back with (one not yet given

@@ -21,7 +21,7 @@ log, so a rerun after a crash decides the same way.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Literal
 
 from threads.log.fold import Fold
 from threads.log.fold.compaction import is_side_request, summary_text
@@ -29,12 +29,22 @@ from threads.log.hashing import sha256_hex
 from threads.log.lines import Draft, Event
 from threads.log.render import MEDIA_TYPE, Rendered, render_summary_request
 from threads.log.render_context import summary_guides
-from threads.log.vocabulary import CompactionFailedData, draft
+from threads.log.vocabulary import (
+    ArtifactRef,
+    CompactedData,
+    CompactionFailedData,
+    ContextPreflightBlockedData,
+    ModelRequestData,
+    ModelResponseData,
+    ModelResponseRecoveredData,
+    data_of,
+    draft,
+)
 from threads.models.protocol import ModelCallError, ModelRequest
 from threads.run.compaction_restore import restore_drafts
 from threads.run.context_edits import clear_draft, clear_reason, clearable
 from threads.run.context_policy import ContextPolicy, context_window, pinned_context
-from threads.run.drafts import HOST, HOST_ACTOR, MODEL
+from threads.run.drafts import HOST, MODEL
 from threads.run.hooks import CompactedView, CompactView, ask, recorded
 from threads.run.model_call import abandoned_data, call_model, record_response, render_artifacts
 from threads.run.results import ErrorInfo, Failed, RunResult
@@ -70,15 +80,21 @@ def estimate(fold: Fold, request_bytes: int) -> int:
     for event in reversed(fold.events):
         if event.seq <= since:
             break
-        if event.type not in ("model_response", "model_response_recovered"):
+        if event.type == "model_response":
+            response: ModelResponseData | ModelResponseRecoveredData = data_of(
+                event, "model_response"
+            )
+        elif event.type == "model_response_recovered":
+            response = data_of(event, "model_response_recovered")
+        else:
             continue
-        request = fold.event_by_id(event.data["request_event_id"])
-        usage = event.data["usage"]
+        request = fold.event_by_id(response["request_event_id"])
+        usage = response["usage"]
         if request is None or is_side_request(request) or usage.get("input_tokens") is None:
             continue
-        known = sum(usage.get(k) or 0 for k in
-                    ("input_tokens", "cache_read_tokens", "cache_write_tokens"))
-        grown = max(0, request_bytes - request.data["request_ref"]["bytes"])
+        known = ((usage.get("input_tokens") or 0) + (usage.get("cache_read_tokens") or 0)
+                 + (usage.get("cache_write_tokens") or 0))
+        grown = max(0, request_bytes - data_of(request, "model_request")["request_ref"]["bytes"])
         return int(known + math.ceil(grown / 4))
     return math.ceil(request_bytes / 4)
 
@@ -124,9 +140,11 @@ async def before_request(rt: Runtime, rendered: Rendered) -> RunResult | bool:
     if tokens < limit or barred:
         return False
     blocked = _blocked(fold, policy)
-    data = {"action": "fail" if blocked else "compact", "estimated_tokens": tokens,
-            "window_tokens": limit}
-    await rt.writer.append([Draft("context_preflight_blocked", data, HOST)])
+    data: ContextPreflightBlockedData = {
+        "action": "fail" if blocked else "compact", "estimated_tokens": tokens,
+        "window_tokens": limit,
+    }
+    await rt.writer.append([draft("context_preflight_blocked", data, HOST)])
     if blocked:
         return await fail_turn(
             rt, "context_exhausted", f"the next request needs about {tokens} tokens, more than"
@@ -169,7 +187,7 @@ async def settle_answered(rt: Runtime) -> None:
     side = fold.compaction.pending_side
     if side is None or fold.response_to(side.event_id) is None:
         return
-    cause = fold.event_by_id(side.data.get("cause_event_id") or "")
+    cause = fold.event_by_id(data_of(side, "model_request").get("cause_event_id") or "")
     policy = pinned_context(fold.thread_started) or ContextPolicy()
     span: tuple[int, int] | None
     trigger: Trigger
@@ -191,8 +209,9 @@ def _trigger_of(fold: Fold, side: Event) -> Trigger:
             break
         if event.type == "context_preflight_blocked" or (
             event.type == "model_attempt_abandoned"
-            and event.data["reason"] == "prompt_too_long"
-            and not fold.compaction.is_side(event.data["request_event_id"])
+            and (abandoned := data_of(event, "model_attempt_abandoned"))["reason"]
+            == "prompt_too_long"
+            and not fold.compaction.is_side(abandoned["request_event_id"])
         ):
             return "reactive"
     return "threshold"
@@ -269,7 +288,8 @@ async def _denied(
         (e.seq for e in reversed(fold.events) if e.type in ("model_request", *_OUTCOMES)), 0
     )
     done = recorded(fold.events, "before_compact", since)
-    if any(e.data["decision"] in ("deny", "failed") for e in done.values()):
+    if any(data_of(e, "hook_decision")["decision"] in ("deny", "failed")
+           for e in done.values()):
         return True  # a crash before the answer: the answer follows from the recorded decision
     view = CompactView(trigger, *span)
     for extension in rt.spec.extensions:
@@ -300,7 +320,7 @@ async def _send(
     rendered = render_summary_request(
         started, fold.events, await render_artifacts(rt), guides, cause
     )
-    data: dict[str, Any] = {
+    data: ModelRequestData = {
         "attempt": _attempt(fold, cause),
         "declared_prefix": rendered.declared_prefix(),
         "purpose": "compaction",
@@ -309,7 +329,7 @@ async def _send(
     if cause is not None:
         data["cause_event_id"] = cause.event_id
     [request] = await rt.writer.append(
-        [Draft("model_request", data, HOST)],
+        [draft("model_request", data, HOST)],
         artifacts=[PendingArtifact(rendered.body, MEDIA_TYPE, rendered.sha256)],
     )
     return await _answer(rt, policy, request, rendered, span, trigger=trigger, cause=cause)
@@ -322,7 +342,8 @@ def _attempt(fold: Fold, cause: Event | None) -> int:
         last is not None
         and is_side_request(last.event)
         and last.outcome not in (None, "response")
-        and last.event.data.get("cause_event_id") == (cause.event_id if cause else None)
+        and data_of(last.event, "model_request").get("cause_event_id")
+        == (cause.event_id if cause else None)
         and (cause is not None or not any(e.type in _OUTCOMES for e in _step(fold)))
     ):
         return last.attempt + 1
@@ -342,14 +363,14 @@ async def _answer(
         messages=rendered.messages,
         tools=[],
         params=rendered.prefix["params"],
-        attempt=request.data["attempt"],
+        attempt=data_of(request, "model_request")["attempt"],
         provider_call_ids={},
     )
     try:
         output = await call_model(rt, model, call)
         await record_response(rt, request.event_id, output, "model_response", MODEL)
     except ModelCallError as exc:
-        abandoned = Draft("model_attempt_abandoned", abandoned_data(request.event_id, exc), HOST)
+        abandoned = draft("model_attempt_abandoned", abandoned_data(request.event_id, exc), HOST)
         if exc.reason == "prompt_too_long" and not _too_long_before(rt.fold):
             # the summarizer's own window: clear every shown result (none kept), ask once more
             calls = clearable(rt.fold, policy, keep_recent=0)
@@ -370,8 +391,12 @@ def _too_long_before(fold: Fold) -> bool:
         if event.type in _OUTCOMES or (event.type == "model_request"
                                        and not is_side_request(event)):
             return False
-        if (event.type == "model_attempt_abandoned" and event.data["reason"] == "prompt_too_long"
-                and fold.compaction.is_side(event.data["request_event_id"])):
+        if event.type != "model_attempt_abandoned":
+            continue
+        abandoned = data_of(event, "model_attempt_abandoned")
+        if abandoned["reason"] == "prompt_too_long" and fold.compaction.is_side(
+            abandoned["request_event_id"]
+        ):
             return True
     return False
 
@@ -392,8 +417,8 @@ async def record_summary(
     start, end = span
     first, last = _at(fold, start), _at(fold, end)
     sha256 = sha256_hex(text)
-    ref = {"bytes": len(text), "media_type": SUMMARY_MEDIA, "sha256": sha256}
-    data: dict[str, Any] = {
+    ref: ArtifactRef = {"bytes": len(text), "media_type": SUMMARY_MEDIA, "sha256": sha256}
+    data: CompactedData = {
         "from_event_id": first.event_id, "from_seq": start,
         "summary_ref": ref, "summary_request_event_id": request.event_id,
         "to_event_id": last.event_id, "to_seq": end, "trigger": trigger,
@@ -401,13 +426,13 @@ async def record_summary(
     if cause is not None:
         data["cause_event_id"] = cause.event_id
     restore = await restore_drafts(rt, policy, span)  # L3: the same batch as the compacted
-    await rt.writer.append([Draft("compacted", data, HOST), *restore],
+    await rt.writer.append([draft("compacted", data, HOST), *restore],
                            artifacts=[PendingArtifact(text, SUMMARY_MEDIA, sha256)])
     view = CompactedView(trigger, start, end, text.decode("utf-8"))
     told = [await ask(e, "after_compact", e.after_compact, view)
             for e in rt.spec.extensions if e.after_compact is not None]
     failed = rt.fold.turn is not None and any(o.verdict == "failed" for o in told)
-    end_turn = [draft("turn_completed", {"reason": "error"}, HOST_ACTOR)] if failed else []
+    end_turn = [draft("turn_completed", {"reason": "error"}, HOST)] if failed else []
     if told:  # a failing hook ends the open turn in the same append (digest §1.5)
         await rt.writer.append([*(outcome.draft for outcome in told), *end_turn])
     return True
@@ -419,10 +444,12 @@ def ended_by_hook(rt: Runtime) -> Failed | None:
     if rt.fold.turn is not None or last is None or last.type != "turn_completed":
         return None
     failed = next((e for e in reversed(rt.fold.events[-len(rt.spec.extensions) - 1:])
-                   if e.type == "hook_decision" and e.data["decision"] == "failed"), None)
+                   if e.type == "hook_decision"
+                   and data_of(e, "hook_decision")["decision"] == "failed"), None)
     if failed is None:
         return None
-    reason = f"{failed.data['extension']}: {failed.data.get('reason', 'no reason given')}"
+    decision = data_of(failed, "hook_decision")
+    reason = f"{decision['extension']}: {decision.get('reason', 'no reason given')}"
     return Failed(rt.thread, ErrorInfo(
         "hook_failed", f"an after_compact hook failed ({reason}), which ends the turn; the"
         " compaction is kept. Fix the extension, then run the thread again",
@@ -444,4 +471,4 @@ def _failed_draft(
         data["cause_event_id"] = cause.event_id
     if request is not None:
         data["request_event_id"] = request.event_id
-    return draft("compaction_failed", data, HOST_ACTOR)
+    return draft("compaction_failed", data, HOST)

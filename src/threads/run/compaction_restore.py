@@ -23,9 +23,13 @@ from __future__ import annotations
 from threads.log.fold import Fold
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Draft
-from threads.log.vocabulary import InjectedData, draft
+from threads.log.vocabulary import (
+    InjectedData,
+    data_of,
+    draft,
+)
 from threads.run.context_policy import ContextPolicy
-from threads.run.drafts import HOST, HOST_ACTOR
+from threads.run.drafts import HOST
 from threads.run.runtime import Runtime
 from threads.sandbox.binding import RunSandbox
 from threads.sandbox.protocol import SandboxError
@@ -52,7 +56,7 @@ def _style(fold: Fold, span: tuple[int, int]) -> list[Draft]:
     style = fold.features.style
     if style is None or not span[0] <= style.seq <= span[1]:
         return []
-    return [Draft("injected", style.data, HOST)]
+    return [draft("injected", data_of(style, "injected"), HOST)]
 
 
 def touched_files(fold: Fold, span: tuple[int, int]) -> list[str]:
@@ -60,9 +64,12 @@ def touched_files(fold: Fold, span: tuple[int, int]) -> list[str]:
     paths: list[str] = []
     for seq in range(span[1], span[0] - 1, -1):
         event = fold.events[seq - fold.events[0].seq]
-        if event.type != "tool_call" or event.data["name"] not in FILE_TOOLS:
+        if event.type != "tool_call":
             continue
-        path = event.data["input"].get("path")
+        call = data_of(event, "tool_call")
+        if call["name"] not in FILE_TOOLS:
+            continue
+        path = call["input"].get("path")
         if isinstance(path, str) and path and path not in paths:
             paths.append(path)
     return paths
@@ -76,14 +83,14 @@ async def _attachment(sandbox: RunSandbox, path: str, limit: int) -> Draft:
     try:
         content = await sandbox.read_file(path)
     except SandboxError:
-        return draft("injected", data, HOST_ACTOR)  # gone, a directory, or unreadable now
+        return draft("injected", data, HOST)  # gone, a directory, or unreadable now
     if len(content) <= limit:
         try:
             data["text"] = content.decode("utf-8")
             data["origin"]["version"] = sha256_hex(content)
         except UnicodeDecodeError:
             pass
-    return draft("injected", data, HOST_ACTOR)
+    return draft("injected", data, HOST)
 
 
 def _heartbeat(fold: Fold) -> list[Draft]:
@@ -93,4 +100,4 @@ def _heartbeat(fold: Fold) -> list[Draft]:
         if (call := fold.calls[call_id]).result is not None
         and call.result["origin"] == "deferred" and call.late_result is None
     ]
-    return [draft("heartbeat", {"running_call_ids": running}, HOST_ACTOR)] if running else []
+    return [draft("heartbeat", {"running_call_ids": running}, HOST)] if running else []

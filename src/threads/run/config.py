@@ -9,6 +9,7 @@ this module, never on the facade that starts runs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -16,7 +17,13 @@ from pydantic import BaseModel
 
 from threads.errors import ConfigError
 from threads.log.hashing import value_hash
-from threads.log.vocabulary import ThreadStartedDataParent
+from threads.log.vocabulary import (
+    ModelSettings,
+    Policy,
+    PolicyModelsItem,
+    ThreadStartedData,
+    ThreadStartedDataParent,
+)
 from threads.memory.protocol import Memory
 from threads.models.protocol import Model
 from threads.principal import Principal
@@ -75,7 +82,7 @@ class AgentSpec:
         kept = tuple(t for t in self.tools if t.name in names or t.name == FINAL_OUTPUT)
         return replace(self, tools=kept, approvers=parent.approvers)
 
-    def config(self, *, parent: ThreadStartedDataParent | None = None) -> dict[str, Any]:
+    def config(self, *, parent: ThreadStartedDataParent | None = None) -> ThreadStartedData:
         """thread_started's data: what this agent pins a thread to. ``parent``: the thread
         this one was started from (a handoff's target names its source); hashed with the
         rest, never compared by a later run (``threads.run.pinning``)."""
@@ -86,9 +93,10 @@ class AgentSpec:
                 " known once they are connected (a run does that; so does each server's"
                 " check())",
             )
-        data: dict[str, Any] = {
+        data: ThreadStartedData = {
             "adapter": self.model.adapter_ref(),
             "agent_name": self.name,
+            "config_hash": "",  # set below, from the rest
             "instructions": self.pinned_instructions(),
             "model": {"name": self.model.name, "provider": self.model.provider},
             "model_params": self.model.params(),
@@ -101,7 +109,7 @@ class AgentSpec:
         if policy:
             data["policy"] = policy
         if parent is not None:
-            data["parent"] = dict(parent)
+            data["parent"] = parent.copy()
         data["config_hash"] = config_hash(data)
         return data
 
@@ -112,13 +120,13 @@ class AgentSpec:
         line = handoff_line([target.name for target in self.handoffs])
         return f"{self.instructions}\n\n{line}" if self.instructions else line
 
-    def policy(self) -> dict[str, Any]:
-        policy: dict[str, Any] = {}
+    def policy(self) -> Policy:
+        policy: Policy = {}
         if self.model.price is not None:
             policy["currency"] = self.model.price.currency
         policy["models"] = [_model_entry(m) for m in (self.model, *self.fallback)]
         if self.fallback:
-            policy["fallback"] = [settings_of(m, "omit_prior") for m in self.fallback]
+            policy["fallback"] = [fallback_settings(m) for m in self.fallback]
         if self.budget is not None:
             policy["budget"] = self.budget.to_wire()
         policy["permissions"] = self.permissions.to_wire()
@@ -138,9 +146,9 @@ def _labels(sources: tuple[ToolSource, ...]) -> str:
     return ", ".join(source.label for source in sources)
 
 
-def _model_entry(model: Model) -> dict[str, Any]:
+def _model_entry(model: Model) -> PolicyModelsItem:
     """A ``policy.models`` entry: the bounds and price budgets read."""
-    entry: dict[str, Any] = {
+    entry: PolicyModelsItem = {
         "context_window": model.context_window,
         "input_billing_bound": "context_window",
         "max_output_tokens": model.max_output_tokens,
@@ -152,16 +160,16 @@ def _model_entry(model: Model) -> dict[str, Any]:
     return entry
 
 
-def settings_of(model: Model, carryover: str) -> dict[str, Any]:
-    """A settings epoch on ``model``: a ``policy.fallback`` entry, a ``settings_changed``'s
-    ``settings``."""
+def fallback_settings(model: Model) -> ModelSettings:
+    """A ``policy.fallback`` entry: the settings epoch a fallback to ``model`` starts, without
+    the prior model's reasoning."""
     return {
         "adapter": model.adapter_ref(),
         "model": {"name": model.name, "provider": model.provider},
         "model_params": model.params(),
-        "reasoning_carryover": carryover,
+        "reasoning_carryover": "omit_prior",
     }
 
 
-def config_hash(data: dict[str, Any]) -> str:
+def config_hash(data: Mapping[str, object]) -> str:
     return value_hash({k: v for k, v in data.items() if k != "config_hash"})

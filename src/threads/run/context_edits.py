@@ -11,7 +11,7 @@ so no request can ever show the result unedited, whatever crashes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from threads.log.fold import Fold
@@ -22,10 +22,11 @@ from threads.log.vocabulary import (
     ContextEditedData,
     ContextEditedDataEditsItem,
     Span,
+    data_of,
     draft,
 )
 from threads.run.context_policy import ContextPolicy
-from threads.run.drafts import HOST_ACTOR
+from threads.run.drafts import HOST
 from threads.run.hooks import Outcome, ToolResultView, ask
 from threads.run.runtime import Runtime
 
@@ -37,7 +38,7 @@ def cleared_calls(events: Sequence[Event]) -> set[str]:
     return {
         edit["call_id"]
         for event in events if event.type == "context_edited"
-        for edit in event.data["edits"] if edit["action"] == "clear"
+        for edit in data_of(event, "context_edited")["edits"] if edit["action"] == "clear"
     }
 
 
@@ -47,7 +48,7 @@ def clearable(fold: Fold, policy: ContextPolicy, *, keep_recent: int | None = No
                    if e.type == "model_request" and not is_side_request(e)), None)
     if latest is None:
         return []
-    shown = [e.data["call_id"] for e in fold.events
+    shown = [data_of(e, "tool_result")["call_id"] for e in fold.events
              if e.type == "tool_result" and e.seq < latest]
     keep = policy.keep_recent if keep_recent is None else keep_recent
     older = shown[: max(0, len(shown) - keep)]
@@ -61,7 +62,7 @@ def clear_draft(call_ids: Sequence[str], reason: ClearReason) -> Draft:
         {"action": "clear", "call_id": c} for c in call_ids
     ]
     data: ContextEditedData = {"edits": edits, "reason": reason}
-    return draft("context_edited", data, HOST_ACTOR)
+    return draft("context_edited", data, HOST)
 
 
 def clear_reason(
@@ -80,7 +81,7 @@ def clear_reason(
 
 
 async def guard_result(
-    rt: Runtime, call_id: str, tool: str, result: dict[str, object]
+    rt: Runtime, call_id: str, tool: str, result: Mapping[str, object]
 ) -> list[Draft]:
     """The ``before_tool_result`` hooks on a result about to be recorded: their decisions and,
     when one objects, the ``context_edited{guardrail}`` to append with the result. A deny, a
@@ -100,12 +101,12 @@ async def guard_result(
     edit = _guardrail_edit(call_id, result, outcomes)
     if edit is not None:
         data: ContextEditedData = {"edits": [edit], "reason": "guardrail"}
-        drafts.append(draft("context_edited", data, HOST_ACTOR))
+        drafts.append(draft("context_edited", data, HOST))
     return drafts
 
 
 def _guardrail_edit(
-    call_id: str, result: dict[str, object], outcomes: Sequence[Outcome]
+    call_id: str, result: Mapping[str, object], outcomes: Sequence[Outcome]
 ) -> ContextEditedDataEditsItem | None:
     spans: list[tuple[int, int]] = []
     for outcome in outcomes:

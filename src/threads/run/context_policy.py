@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from threads.errors import ConfigError
+from threads.log.vocabulary import PolicyContext, PolicyContextClearResults
 
 DEFAULT_WINDOW = 200_000  # a model absent from policy.models
 
@@ -60,8 +61,8 @@ class ContextPolicy:
         if not all(isinstance(t, str) and t for t in self.exclude_tools):
             raise ConfigError("invalid_config", "ContextPolicy.exclude_tools holds tool names")
 
-    def to_wire(self) -> dict[str, Any]:
-        clear: dict[str, Any] = {
+    def to_wire(self) -> PolicyContext:
+        clear: PolicyContextClearResults = {
             "exclude_tools": sorted(set(self.exclude_tools)), "keep_recent": self.keep_recent,
             "trigger": {"permille": self.clear_permille},
         }

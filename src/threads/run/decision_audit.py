@@ -19,11 +19,11 @@ permissions is not judged either.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from threads.errors import LogError
 from threads.log.fold import Call, Fold
 from threads.log.lines import Event
+from threads.log.vocabulary import PermissionDecisionData, data_of
 from threads.run.permissions import rule_matches
 
 CODE = "decision_contradicts_policy"
@@ -34,7 +34,7 @@ def audited(fold: Fold) -> Callable[[Event], None]:
 
     def apply(event: Event) -> None:
         if event.type == "permission_decision":
-            contradiction = _contradiction(fold, event.data)
+            contradiction = _contradiction(fold, data_of(event, "permission_decision"))
             if contradiction is not None:
                 raise LogError(CODE, contradiction, seq=event.seq)
         fold.apply(event)
@@ -42,7 +42,7 @@ def audited(fold: Fold) -> Callable[[Event], None]:
     return apply
 
 
-def _contradiction(fold: Fold, data: dict[str, Any]) -> str | None:
+def _contradiction(fold: Fold, data: PermissionDecisionData) -> str | None:
     """Why this decision contradicts the pinned policy, or None when it does not."""
     pinned = fold.policy.get("permissions")
     call = fold.calls.get(data["call_id"])

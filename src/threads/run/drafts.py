@@ -9,40 +9,50 @@ than one step writes. It imports only the log layer and principals, so every ste
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from threads.log.event_types import Actor
 from threads.log.fold import Fold
 from threads.log.lines import Draft
-from threads.log.vocabulary import Actor
+from threads.log.vocabulary import (
+    ArtifactRef,
+    Budget,
+    ResumedData,
+    ToolResultData,
+    ToolResultDataOrigin,
+    UserInputData,
+    UserInputDataSource,
+    data_of,
+    draft,
+)
 from threads.principal import Principal
 
-HOST: dict[str, Any] = {"kind": "host"}
-HOST_ACTOR: Actor = {"kind": "host"}  # HOST, typed for ``threads.log.vocabulary.draft``
-MODEL: dict[str, Any] = {"kind": "model"}
-RECOVERY: dict[str, Any] = {"kind": "recovery"}
-TOOL: dict[str, Any] = {"kind": "tool"}
+HOST: Actor = {"kind": "host"}
+MODEL: Actor = {"kind": "model"}
+RECOVERY: Actor = {"kind": "recovery"}
+TOOL: Actor = {"kind": "tool"}
 
 PREVIEW_CHARS = 512
 INLINE_RESULT_BYTES = 64 * 1024
 
 
 def user_input(
-    text: str, principal: Principal, budget: dict[str, Any] | None, *, source: str = "api"
+    text: str, principal: Principal, budget: Budget | None, *, source: UserInputDataSource = "api"
 ) -> Draft:
     """The ``user_input`` that opens a turn for ``text``; ``budget``: the run's, on the wire;
     ``source``: ``parent_agent`` for a subagent's prompt."""
-    data: dict[str, Any] = {"source": source, "text": text}
+    data: UserInputData = {"source": source, "text": text}
     if budget is not None:
         data["budget"] = budget
-    return Draft("user_input", data, {"kind": "user", "principal": principal.to_wire()})
+    return draft("user_input", data, principal.actor())
 
 
 def tool_result_data(
-    call_id: str, text: str, *, origin: str, is_error: bool, ref: dict[str, Any] | None = None
-) -> dict[str, Any]:
+    call_id: str, text: str, *, origin: ToolResultDataOrigin, is_error: bool,
+    ref: ArtifactRef | None = None,
+) -> ToolResultData:
     """``tool_result``'s data: a preview always; the full text inline, or by ``ref`` when it was
     stored as an artifact."""
-    data: dict[str, Any] = {
+    data: ToolResultData = {
         "call_id": call_id,
         "completeness": "complete",
         "is_error": is_error,
@@ -57,10 +67,11 @@ def tool_result_data(
     return data
 
 
-def resumed_data(fold: Fold, address: Mapping[str, Any]) -> dict[str, Any]:
+def resumed_data(fold: Fold, address: Mapping[str, object]) -> ResumedData:
     """``resumed``'s data for a park: its address and the ``parked`` event it ends."""
     park = next(
-        e for e in reversed(fold.events) if e.type == "parked" and e.data["address"] == address
+        e for e in reversed(fold.events)
+        if e.type == "parked" and data_of(e, "parked")["address"] == address
     )
-    return {"address": dict(address), "cause_event_id": park.event_id}
+    return {"address": data_of(park, "parked")["address"].copy(), "cause_event_id": park.event_id}
 

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 
 from threads import telemetry
 from threads.log.fold import Call
-from threads.log.lines import Draft
+from threads.log.vocabulary import (
+    EffectUnknownDataReason,
+    draft,
+)
 from threads.run.drafts import HOST, TOOL
 from threads.run.queued_controls import watch_for_cancel
 from threads.run.record import close, commit
@@ -47,13 +50,13 @@ async def dispatch(rt: Runtime, call: Call, tool: Tool) -> Done | InDoubt:
     effectful = tool.effect != "read_only"
     if effectful:
         await rt.writer.append(
-            [Draft("effect_begin", {"attempt": attempt, "call_id": call.call_id}, HOST)]
+            [draft("effect_begin", {"attempt": attempt, "call_id": call.call_id}, HOST)]
         )
     await rt.writer.check()
     cancelled = rt.cancel.tool_started(tool.name)
     ctx = rt.tool_context(call, attempt, cancelled)
     watcher = asyncio.create_task(watch_for_cancel(rt, cancelled))
-    in_doubt: str | None = None
+    in_doubt: EffectUnknownDataReason | None = None
     with telemetry.tool_span(
         rt.writer.thread_id,
         tool.name,
@@ -85,7 +88,7 @@ async def dispatch(rt: Runtime, call: Call, tool: Tool) -> Done | InDoubt:
         telemetry.outcome(span, _outcome(in_doubt, is_error), error=is_error)
     if effectful and in_doubt is not None:
         await rt.writer.append(
-            [Draft("effect_unknown", {"call_id": call.call_id, "reason": in_doubt}, HOST)]
+            [draft("effect_unknown", {"call_id": call.call_id, "reason": in_doubt}, HOST)]
         )
         return InDoubt(in_doubt)
     if effectful:

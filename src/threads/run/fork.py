@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 from threads.errors import ConfigError, LogError, NotFoundError, StoreError
 from threads.log.ids import uuid7
-from threads.log.lines import Draft, make_header
+from threads.log.lines import make_header
+from threads.log.vocabulary import ForkData, data_of, draft
+from threads.log.vocabulary import SnapshotData as WireSnapshot
+from threads.run.drafts import HOST
 from threads.run.writer import BranchWriter
 from threads.sandbox.ledger import Owner
 from threads.sandbox.protocol import (
@@ -30,7 +33,7 @@ from threads.sandbox.protocol import (
 from threads.store.capabilities import resources_of
 from threads.store.protocol import BranchInfo, Store
 
-Restore = Callable[[dict[str, Any]], Awaitable[str]]
+Restore = Callable[[WireSnapshot], Awaitable[str]]
 FORK_LEASE_TTL_MS = 10_000
 
 
@@ -58,15 +61,16 @@ async def fork_at(
             "a fork starts only at a quiescent snapshot; list them with thread.fork_points()",
             seq=event.seq,
         )
-    expires_at = event.data["expires_at"]
+    snapshot = data_of(event, "snapshot")
+    expires_at = snapshot["expires_at"]
     if expires_at is not None and expires_at <= now:
         raise LogError(
             "snapshot_expired", "this snapshot expired; fork at a newer one", seq=event.seq
         )
-    if isinstance(restore, Sandbox) and restore.info.provider != event.data["provider"]:
+    if isinstance(restore, Sandbox) and restore.info.provider != snapshot["provider"]:
         raise ConfigError(
             "invalid_config",
-            f"the snapshot was taken by the {event.data['provider']!r} sandbox provider; fork"
+            f"the snapshot was taken by the {snapshot['provider']!r} sandbox provider; fork"
             f" it with that provider, not {restore.info.provider!r}",
         )
     header = make_header(parent.thread_id, new_branch_id or uuid7(now), now)
@@ -85,13 +89,13 @@ async def fork_at(
     writer.start_renewal()  # a slow restore keeps the child's lease, so no one gives it up
     try:
         try:
-            sandbox_id = await _restore(store, parent, writer, restore, event.data)
+            sandbox_id = await _restore(store, parent, writer, restore, snapshot)
         except SandboxError as exc:
             # The failure is the fork point's: name its seq (a lost restore the ledger can't
             # settle is ``resource_unknown`` at the snapshot it restored).
             raise SandboxError(cast(SandboxErrorCode, exc.code), exc.message,
                                seq=event.seq) from exc
-        data = {
+        data: ForkData = {
             "at_hash": event.hash,
             "knowledge_policy": knowledge_policy,
             "parent_branch_id": parent.branch_id,
@@ -101,7 +105,7 @@ async def fork_at(
         # One transaction: the fork event, and the child becoming ready. A crash before it
         # leaves a ``forking`` child, which ``abandon_interrupted_forks`` fails once its lease
         # lapsed (gc then releases its sandbox); never a ready child without its fork event.
-        await writer.append([Draft("fork", data, {"kind": "host"})], finishes_fork=True)
+        await writer.append([draft("fork", data, HOST)], finishes_fork=True)
     except BaseException:
         # Never resume an interrupted fork: the child is marked failed and never runs, and
         # gc releases whatever sandbox it was given.
@@ -115,7 +119,7 @@ async def fork_at(
 
 async def _restore(
     store: Store, parent: BranchInfo, writer: BranchWriter, restore: Restore | Sandbox,
-    snapshot: dict[str, Any],
+    snapshot: WireSnapshot,
 ) -> str:
     if not isinstance(restore, Sandbox):
         return await restore(snapshot)

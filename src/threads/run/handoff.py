@@ -18,11 +18,11 @@ run of it returns the same ``HandedOff`` again.
 from __future__ import annotations
 
 from threads.errors import ConfigError, NotFoundError
+from threads.log.event_types import Actor
 from threads.log.fold import Call, Fold
 from threads.log.ids import uuid7
-from threads.log.lines import Draft, Event, Header, first_event, make_header, next_event
+from threads.log.lines import Event, Header, first_event, make_header, next_event
 from threads.log.vocabulary import (
-    Actor,
     ArtifactRef,
     HandoffData,
     InjectedData,
@@ -82,8 +82,8 @@ async def hand_off(rt: Runtime, call: Call) -> None:
     result = tool_result_data(call.call_id, f"handed off to {name}", origin="executed",
                               is_error=False)
     await rt.writer.append(
-        [draft("handoff", data, BY_HOST), Draft("tool_result", result, TOOL),
-         Draft("turn_completed", {"reason": "handoff"}, HOST)],
+        [draft("handoff", data, BY_HOST), draft("tool_result", result, TOOL),
+         draft("turn_completed", {"reason": "handoff"}, HOST)],
         artifacts=[PendingArtifact(forwarded, "text/plain")],
     )
 
@@ -147,7 +147,7 @@ def _target_events(rt: Runtime, header: Header, spec: AgentSpec, opener: Event) 
         "relation": "handoff",
         "thread_id": rt.writer.thread_id,
     }
-    started = first_event(header, "thread_started", spec.config(parent=parent), HOST)
+    started = first_event(header, draft("thread_started", spec.config(parent=parent), HOST))
     injected: InjectedData = {
         "origin": {"id": rt.writer.thread_id},
         "source": "handoff",
@@ -155,10 +155,10 @@ def _target_events(rt: Runtime, header: Header, spec: AgentSpec, opener: Event) 
     }
     if "forwarded_ref" in data:
         injected["ref"] = data["forwarded_ref"]
-    context = next_event(started, *draft("injected", injected, BY_HOST), time=now)
+    context = next_event(started, draft("injected", injected, BY_HOST), time=now)
     said: UserInputData = {"source": "handoff", "text": _input_text(opener)}
     by: Actor = {"kind": "user", "principal": opener.actor["principal"]}
-    return [started, context, next_event(context, *draft("user_input", said, by), time=now)]
+    return [started, context, next_event(context, draft("user_input", said, by), time=now)]
 
 
 def _input_text(opener: Event) -> str:

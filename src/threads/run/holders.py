@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from threads.log.fold import Call, Fold
+from threads.log.vocabulary import data_of
 from threads.store.holder import gone_epochs
 from threads.store.protocol import Store
 from threads.tools.tool import Tool
@@ -98,7 +99,8 @@ def window_park_ends(
     holder = earlier_holder(fold, call, tool.settle_ms, gone=gone)
     address = {"id": call.effect_key, "kind": "effect"}
     park = next(
-        (e for e in reversed(fold.events) if e.type == "parked" and e.data["address"] == address),
+        (e for e in reversed(fold.events)
+         if e.type == "parked" and data_of(e, "parked")["address"] == address),
         None,
     )
     if holder is None or park is None or park.time >= holder.until:

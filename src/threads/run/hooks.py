@@ -21,8 +21,12 @@ from typing import Literal, cast
 
 from threads.errors import ConfigError
 from threads.log.lines import Draft, Event
-from threads.log.vocabulary import HookDecisionData, draft
-from threads.run.drafts import HOST_ACTOR
+from threads.log.vocabulary import (
+    HookDecisionData,
+    data_of,
+    draft,
+)
+from threads.run.drafts import HOST
 
 HookPoint = Literal[
     "before_tool_result", "before_compact", "after_compact", "subagent_start", "subagent_stop"
@@ -189,7 +193,7 @@ def decision_draft(
         data["reason"] = reason
     if call_id is not None:
         data["call_id"] = call_id
-    return draft("hook_decision", data, HOST_ACTOR)
+    return draft("hook_decision", data, HOST)
 
 
 def recorded(events: Sequence[Event], point: HookPoint, since: int) -> dict[str, Event]:
@@ -198,6 +202,8 @@ def recorded(events: Sequence[Event], point: HookPoint, since: int) -> dict[str,
     for event in reversed(events):
         if event.seq <= since:
             break
-        if event.type == "hook_decision" and event.data["hook"] == point:
-            found.setdefault(event.data["extension"], event)
+        if event.type == "hook_decision":
+            data = data_of(event, "hook_decision")
+            if data["hook"] == point:
+                found.setdefault(data["extension"], event)
     return found

@@ -15,7 +15,11 @@ from __future__ import annotations
 import dataclasses
 
 from threads.errors import StoreError
-from threads.log.lines import Draft
+from threads.log.vocabulary import (
+    LogRepairedData,
+    UserInputDataSource,
+    draft,
+)
 from threads.run import structured
 from threads.run.background import record_ended, settle
 from threads.run.calls import release_approval_parks, run_pending
@@ -43,7 +47,7 @@ MISSING_BYTES = ("artifact_missing", "artifact_corrupt")
 
 
 async def drive(
-    rt: Runtime, input: str | None, *, recovering: bool, source: str = "api"
+    rt: Runtime, input: str | None, *, recovering: bool, source: UserInputDataSource = "api"
 ) -> RunResult:
     """The run: repair, recover, continue the open turn, then open one for ``input`` (its
     ``user_input`` of ``source``); then wait for the background children it runs
@@ -120,9 +124,9 @@ async def _repair_torn_tail(rt: Runtime) -> None:
     at_offset = sum(len(e.line) + 1 for e in fold.events) + sum(
         len(h.line) + 1 for h in fold.segment_headers
     )
-    data = {
+    data: LogRepairedData = {
         "at_offset": at_offset,
         "dropped_ref": rt.dropped_ref,
         "truncated_bytes": rt.dropped_ref["bytes"],
     }
-    await rt.writer.append([Draft("log_repaired", data, HOST)])
+    await rt.writer.append([draft("log_repaired", data, HOST)])

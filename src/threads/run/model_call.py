@@ -7,12 +7,20 @@ recovery.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Literal
 
 from threads.errors import LogError, StoreError
-from threads.log.lines import Draft, Event
+from threads.log.event_types import Actor
+from threads.log.lines import Event
 from threads.log.render import event_refs
-from threads.log.vocabulary import OutputPart, data_of
+from threads.log.vocabulary import (
+    ModelAttemptAbandonedData,
+    ModelResponseData,
+    ModelResponseRecoveredData,
+    OutputPart,
+    data_of,
+    draft,
+)
 from threads.models.normalize import (
     Unrecordable,
     minted_sha256,
@@ -25,9 +33,9 @@ from threads.run.runtime import CallIdMemo, Runtime
 from threads.store.protocol import PendingArtifact
 
 
-def abandoned_data(request_event_id: str, exc: ModelCallError) -> dict[str, Any]:
+def abandoned_data(request_event_id: str, exc: ModelCallError) -> ModelAttemptAbandonedData:
     """``model_attempt_abandoned``'s data for a request that failed with ``exc``."""
-    data: dict[str, Any] = {
+    data: ModelAttemptAbandonedData = {
         "provider_outcome": exc.provider_outcome,
         "reason": exc.reason,
         "request_event_id": request_event_id,
@@ -89,7 +97,7 @@ async def record_response(
     request_event_id: str,
     output: ModelOutput,
     type_: Literal["model_response", "model_response_recovered"],
-    actor: dict[str, Any],
+    actor: Actor,
     *,
     hold: bool = False,
 ) -> None:
@@ -108,7 +116,7 @@ async def record_response(
     except Unrecordable as exc:
         raise unrecordable_reply(str(exc)) from None
     output = normalized.output
-    data: dict[str, Any] = {
+    data: ModelResponseData = {
         "completeness": "complete",
         "content": output.content,
         "request_event_id": request_event_id,
@@ -116,8 +124,13 @@ async def record_response(
         "usage": output.usage.to_wire(),
     }
     if type_ == "model_response_recovered":
-        data["provider_request_id"] = output.provider_request_id or "unknown"
-    drafts = [Draft(type_, data, actor), *record_calls(rt, output.content, request_event_id)]
+        recovered: ModelResponseRecoveredData = {
+            **data, "provider_request_id": output.provider_request_id or "unknown"
+        }
+        response = draft("model_response_recovered", recovered, actor)
+    else:
+        response = draft("model_response", data, actor)
+    drafts = [response, *record_calls(rt, output.content, request_event_id)]
     try:
         events = rt.writer.prepare(drafts)
     except LogError as exc:

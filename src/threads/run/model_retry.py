@@ -15,8 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from threads import telemetry
-from threads.log.lines import Draft, Event
-from threads.log.vocabulary import data_of
+from threads.log.lines import Event
+from threads.log.vocabulary import (
+    RetryScheduledData,
+    TurnCompletedDataReason,
+    data_of,
+    draft,
+)
 from threads.models.protocol import ModelCallError
 from threads.run.compaction import after_prompt_too_long
 from threads.run.drafts import HOST
@@ -30,6 +35,11 @@ from threads.run.turn import fail_turn
 RETRYABLE = ("rate_limited", "overloaded")
 IN_DOUBT_REASONS = ("crash", "server_error", "timeout", "stream_broken")
 
+# The errors a turn ends with as its own reason, rather than ``error``.
+_OWN_ENDINGS: dict[str, TurnCompletedDataReason] = {
+    "context_exhausted": "context_exhausted", "model_unavailable": "model_unavailable",
+}
+
 
 async def on_model_error(
     rt: Runtime, request_event_id: str, exc: ModelCallError
@@ -38,7 +48,7 @@ async def on_model_error(
     data = abandoned_data(request_event_id, exc)
     if exc.code == "stale_epoch":
         return Failed(rt.thread, ErrorInfo("stale_epoch", exc.message))
-    [abandoned] = await rt.writer.append([Draft("model_attempt_abandoned", data, HOST)])
+    [abandoned] = await rt.writer.append([draft("model_attempt_abandoned", data, HOST)])
     if exc.retryable:
         return await _retry(rt, request_event_id, abandoned.event_id, exc)
     if exc.provider_outcome == "unknown" and not exc.terminal:
@@ -49,8 +59,9 @@ async def on_model_error(
             return compacted
         if compacted:
             return None  # compacted: the turn goes on with a smaller request
-    if exc.code in ("context_exhausted", "model_unavailable"):
-        return await fail_turn(rt, exc.code, exc.message, exc.code)
+    ending = _OWN_ENDINGS.get(exc.code)
+    if ending is not None:
+        return await fail_turn(rt, exc.code, exc.message, ending)
     return await fail_turn(rt, exc.code, exc.message)
 
 
@@ -72,13 +83,13 @@ async def _retry(
             f" {retry - 1} retries ({waited} ms of waiting); run the thread again later",
             "model_unavailable",
         )
-    data = {
+    data: RetryScheduledData = {
         "basis": basis,
         "delay_ms": delay,
         "not_before": rt.now() + delay,
         "request_event_id": request_event_id,
     }
-    await rt.writer.append([Draft("retry_scheduled", data, HOST)])
+    await rt.writer.append([draft("retry_scheduled", data, HOST)])
     telemetry.retry_wait(rt.writer.thread_id, delay, exc.reason)
     return None
 

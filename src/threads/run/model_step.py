@@ -13,9 +13,13 @@ from __future__ import annotations
 
 from threads import telemetry
 from threads.errors import LogError
-from threads.log.lines import Draft
 from threads.log.render import MEDIA_TYPE, render
 from threads.log.render_resume import checkpoint_of
+from threads.log.vocabulary import (
+    ModelAttemptAbandonedData,
+    ModelRequestData,
+    draft,
+)
 from threads.models.protocol import (
     ModelCallError,
     ModelRequest,
@@ -86,24 +90,24 @@ async def model_step(rt: Runtime) -> RunResult | None:
     if ladder is not False:
         return None if ladder is True else ladder
     attempt = _next_attempt(rt)
-    data = {
+    data: ModelRequestData = {
         "attempt": attempt,
         "declared_prefix": rendered.declared_prefix(),
         "request_ref": rendered.request_ref(),
     }
     [request_event] = await rt.writer.append(
-        [Draft("model_request", data, HOST)],
+        [draft("model_request", data, HOST)],
         artifacts=[PendingArtifact(rendered.body, MEDIA_TYPE, rendered.sha256)],
     )
     rt.writer.keep_checkpoint(checkpoint_of(rt.memo.cache, request_event))
     if await cancel_queued(rt):  # queued while a tool ran: this request is never sent
-        unsent = {
+        unsent: ModelAttemptAbandonedData = {
             "billing": "not_billed",
             "provider_outcome": "not_sent",
             "reason": "cancelled",
             "request_event_id": request_event.event_id,
         }
-        await rt.writer.append([Draft("model_attempt_abandoned", unsent, HOST)])
+        await rt.writer.append([draft("model_attempt_abandoned", unsent, HOST)])
         await apply_queued_cancels(rt)  # the barrier, here: the loop's next check ends the turn
         return None
     request = ModelRequest(

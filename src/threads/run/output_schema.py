@@ -15,8 +15,14 @@ from pydantic import BaseModel
 from threads.errors import ConfigError
 from threads.log.fold import Fold
 from threads.log.hashing import value_hash
+from threads.log.json_types import (
+    JsonObject,
+    JsonValue,
+)
 from threads.log.output_eval import SchemaIssue, UnsupportedSchemaError, compile_schema, issues_of
-from threads.log.vocabulary import PolicyOutput
+from threads.log.vocabulary import (
+    PolicyOutput,
+)
 from threads.tools.tool import RunContext, Tool, tool
 
 FINAL_OUTPUT = "final_output"
@@ -25,14 +31,14 @@ ASK_TEXT = "Return the final result by calling final_output."
 DEFAULT_OUTPUT_RETRIES = 2
 
 
-def output_policy_of(model: type[BaseModel], retries: int) -> dict[str, Any]:
+def output_policy_of(model: type[BaseModel], retries: int) -> PolicyOutput:
     """``policy.output`` for ``agent(output=model, output_retries=retries)``."""
     schema = checked_schema(model)
     return {"max_retries": retries, "mode": "tool", "schema": schema,
             "schema_sha256": value_hash(schema)}
 
 
-def checked_schema(model: type[BaseModel]) -> dict[str, Any]:
+def checked_schema(model: type[BaseModel]) -> JsonObject:
     """The model's JSON schema, refused (``invalid_config``) when it uses a keyword or format
     outside the evaluator's dialect: a run must never pin a schema no reader can apply."""
     schema = model.model_json_schema()
@@ -61,7 +67,7 @@ def is_candidate(fold: Fold, name: str) -> bool:
     return name == FINAL_OUTPUT and pinned_output(fold) is not None
 
 
-def schema_errors(schema: dict[str, Any], value: Any) -> list[SchemaIssue]:
+def schema_errors(schema: JsonObject, value: JsonValue) -> list[SchemaIssue]:
     """What is wrong with ``value`` under ``schema`` (``output_validated``'s errors)."""
     return issues_of(schema, value)
 

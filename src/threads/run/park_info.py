@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from threads.log.fold import Call, Fold
+from threads.log.json_types import JsonObject
 from threads.log.lines import Event
+from threads.log.vocabulary import data_of
 from threads.run.holders import EarlierHolder, earlier_holder, iso
 from threads.tools.tool import DEFAULT_SETTLE_MS, Tool
 
@@ -30,7 +31,7 @@ class ParkFacts:
     effect_key: str
     call_id: str
     tool: str
-    input: dict[str, Any]
+    input: JsonObject
     effect_class: str
     attempts: int
     unknown_reason: str
@@ -260,7 +261,8 @@ def dedup_window_end(call: Call) -> int | None:
 def parked_event(fold: Fold, address: Mapping[str, object]) -> Event | None:
     """The last ``parked`` event of ``address`` on the branch."""
     return next(
-        (e for e in reversed(fold.events) if e.type == "parked" and e.data["address"] == address),
+        (e for e in reversed(fold.events)
+         if e.type == "parked" and data_of(e, "parked")["address"] == address),
         None,
     )
 

@@ -12,11 +12,13 @@ import fnmatch
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Literal, TypeAlias, cast
 
 from threads.errors import ConfigError
+from threads.log.json_types import JsonObject
+from threads.log.vocabulary import PermissionDecisionData, PermissionMode, PolicyPermissions
 
-Mode = Literal["default", "accept_edits", "plan", "dont_ask", "bypass"]
+Mode: TypeAlias = PermissionMode
 MODES = ("default", "accept_edits", "plan", "dont_ask", "bypass")
 RULE = re.compile(r"^(?P<tool>[a-z][a-z0-9_]{0,127}\*?)(\((?P<arg>[A-Za-z0-9_]+):(?P<glob>.+)\))?$")
 RANK = {"allow": 0, "ask": 1, "deny": 2}
@@ -25,13 +27,13 @@ RANK = {"allow": 0, "ask": 1, "deny": 2}
 @dataclass(frozen=True, slots=True)
 class Decision:
     decision: Literal["allow", "ask", "deny"]
-    source: str  # policy | default | mode | thread_rule
+    source: Literal["policy", "default", "mode", "thread_rule"]
     rule_id: str | None = None
-    mode: str | None = None
+    mode: Mode | None = None
     reason: str | None = None
 
-    def to_wire(self, call_id: str) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_wire(self, call_id: str) -> PermissionDecisionData:
+        data: PermissionDecisionData = {
             "call_id": call_id,
             "decision": self.decision,
             "source": self.source,
@@ -54,7 +56,7 @@ def check_rule(rule: str) -> None:
         )
 
 
-def rule_matches(rule: str, tool_name: str, args: dict[str, Any]) -> bool:
+def rule_matches(rule: str, tool_name: str, args: JsonObject) -> bool:
     match = RULE.match(rule)
     if match is None:
         return False
@@ -118,7 +120,7 @@ class Permissions:
         for rule in (*self.allow, *self.ask, *self.deny):
             check_rule(rule)
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> PolicyPermissions:
         return {
             "allow": list(self.allow),
             "allow_bypass": self.allow_bypass,
@@ -156,7 +158,7 @@ class Permissions:
     def decide(
         self,
         tool_name: str,
-        args: dict[str, Any],
+        args: JsonObject,
         effect_class: str,
         thread_rules: Sequence[tuple[str, str]] = (),
     ) -> Decision:
@@ -169,7 +171,7 @@ class Permissions:
         return self.ceiling.narrow(own, tool_name, args, effect_class)
 
     def narrow(
-        self, decision: Decision, tool_name: str, args: dict[str, Any], effect_class: str
+        self, decision: Decision, tool_name: str, args: JsonObject, effect_class: str
     ) -> Decision:
         """``decision`` under this policy used as a ceiling: the stricter one wins, and a
         ``dont_ask`` ceiling turns a remaining ask into a deny."""
@@ -183,7 +185,7 @@ class Permissions:
     def _decide_own(
         self,
         tool_name: str,
-        args: dict[str, Any],
+        args: JsonObject,
         effect_class: str,
         thread_rules: Sequence[tuple[str, str]],
     ) -> Decision:

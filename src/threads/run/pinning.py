@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from threads.errors import ConfigError
 
@@ -56,12 +56,12 @@ class Change:
         return f"{self.path}: {_shown(self.path, self.before)} -> {_shown(self.path, self.after)}"
 
 
-def _pinned_view(config: Mapping[str, Any]) -> dict[str, Any]:
+def _pinned_view(config: Mapping[str, object]) -> dict[str, object]:
     """The parts of a thread's config a later run must match (transport left out)."""
     return {key: _without_transport(key, config.get(key)) for key in PINNED_KEYS}
 
 
-def changes(pinned: Mapping[str, Any], config: Mapping[str, Any]) -> list[Change]:
+def changes(pinned: Mapping[str, object], config: Mapping[str, object]) -> list[Change]:
     """Every pinned key path whose value differs between ``pinned`` (a ``thread_started``) and
     ``config`` (an agent's), in key order."""
     out: list[Change] = []
@@ -76,7 +76,9 @@ def describe(found: list[Change]) -> str:
     return f"changed: {shown}" + (f"; and {more} more" if more > 0 else "")
 
 
-def check_pinned(pinned: Mapping[str, Any], config: Mapping[str, Any], sources: str = "") -> None:
+def check_pinned(
+    pinned: Mapping[str, object], config: Mapping[str, object], sources: str = ""
+) -> None:
     """Raise ``ConfigError("invalid_config")`` naming what changed when ``config`` is not the
     config ``pinned`` records; ``sources`` adds which tool servers changed their tools."""
     found = changes(pinned, config)

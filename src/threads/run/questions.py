@@ -13,12 +13,12 @@ the reader applies to every log.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from threads.log.event_types import Actor
 from threads.log.fold.questions import ASK_USER, input_problem
 from threads.log.lines import Draft
+from threads.log.vocabulary import draft
 from threads.run.drafts import tool_result_data
 from threads.tools.tool import RunContext, Tool, tool
 
@@ -64,7 +64,7 @@ ask_user: Tool = tool(
 )
 
 
-def answer_draft(call_id: str, text: str, actor: dict[str, Any]) -> Draft:
+def answer_draft(call_id: str, text: str, actor: Actor) -> Draft:
     """The call's result: the answer, recorded as the person gave it."""
-    return Draft("tool_result", tool_result_data(call_id, text, origin="answered", is_error=False),
+    return draft("tool_result", tool_result_data(call_id, text, origin="answered", is_error=False),
                  actor)

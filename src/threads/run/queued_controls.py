@@ -21,10 +21,13 @@ that watches it (the sandbox tools do) stops instead of running to its own end.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from threads.errors import StoreError
-from threads.log.lines import Draft
+from threads.log.json_types import JsonObject
+from threads.log.vocabulary import (
+    CancelRequestedData,
+    draft,
+)
 from threads.principal import Principal
 from threads.run.runtime import Runtime
 from threads.store.capabilities import controls_of
@@ -47,9 +50,9 @@ async def apply_queued_cancels(rt: Runtime) -> None:
         if not _cancels_turn(rt, item):
             await controls.consume_control(item.inbox_id, rt.fold.last_seq)
             continue
-        data = {"reason": QUEUED_REASON, "scope": "turn"}
-        actor = {"kind": "user", "principal": item.principal}
-        await rt.writer.append([Draft("cancel_requested", data, actor)], consumes=[item.inbox_id])
+        data: CancelRequestedData = {"reason": QUEUED_REASON, "scope": "turn"}
+        actor = Principal.from_wire(item.principal).actor()  # valid: ``_cancels_turn``
+        await rt.writer.append([draft("cancel_requested", data, actor)], consumes=[item.inbox_id])
 
 
 async def cancel_queued(rt: Runtime) -> bool:
@@ -98,7 +101,7 @@ def _cancels_turn(rt: Runtime, item: ControlItem) -> bool:
     )
 
 
-def _valid_principal(wire: dict[str, Any]) -> bool:
+def _valid_principal(wire: JsonObject) -> bool:
     try:
         return Principal.from_wire(wire).to_wire() == wire  # no other key either
     except (KeyError, TypeError, ValueError):

@@ -10,11 +10,14 @@ a call (executed, materialized from a commit, settled, denied, not executed) com
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from threads.log.event_types import Actor
 from threads.log.fold import Call
 from threads.log.lines import Draft
+from threads.log.vocabulary import (
+    ArtifactRef,
+    ToolResultDataOrigin,
+    draft,
+)
 from threads.run.context_edits import guard_result
 from threads.run.drafts import HOST, INLINE_RESULT_BYTES, tool_result_data
 from threads.run.runtime import Runtime
@@ -31,7 +34,7 @@ async def commit(rt: Runtime, call: Call, text: str, *, hold: bool = False) -> N
     data = valid_text(text).encode("utf-8")
     ref = artifact_ref(data, "text/plain")
     await rt.writer.append(
-        [Draft("effect_commit", {"call_id": call.call_id, "result_ref": ref}, HOST)],
+        [draft("effect_commit", {"call_id": call.call_id, "result_ref": ref}, HOST)],
         artifacts=[PendingArtifact(data, "text/plain")],
         hold=hold,
     )
@@ -42,8 +45,8 @@ async def close(
     call: Call,
     text: str,
     *,
-    origin: str,
-    actor: dict[str, Any],
+    origin: ToolResultDataOrigin,
+    actor: Actor,
     is_error: bool | None = None,
     hold: bool = False,
 ) -> None:
@@ -58,7 +61,8 @@ async def close(
 
 
 def result_draft(
-    call_id: str, text: str, *, origin: str, actor: dict[str, Any], is_error: bool | None = None
+    call_id: str, text: str, *, origin: ToolResultDataOrigin, actor: Actor,
+    is_error: bool | None = None,
 ) -> tuple[Draft, list[PendingArtifact]]:
     """A call's ``tool_result`` draft and the artifact its text needs when it is stored by
     reference (over ``INLINE_RESULT_BYTES``): for a step that appends it with other events."""
@@ -71,10 +75,10 @@ def result_draft(
         ref = artifact_ref(blob, "text/plain")
         artifacts.append(PendingArtifact(blob, "text/plain"))
     data = tool_result_data(call_id, text, origin=origin, is_error=error, ref=ref)
-    return Draft("tool_result", data, actor), artifacts
+    return draft("tool_result", data, actor), artifacts
 
 
-async def stored_text(rt: Runtime, ref: Mapping[str, Any] | None) -> str:
+async def stored_text(rt: Runtime, ref: ArtifactRef | None) -> str:
     if ref is None:
         return ""
     data = await rt.writer.store.get_artifact(ref["sha256"])

@@ -12,9 +12,12 @@ cancel is waiting). There is no separate resume call: running the thread again d
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
-from threads.log.lines import Draft
+from threads.log.vocabulary import (
+    ModelAttemptAbandonedData,
+    data_of,
+    draft,
+)
 from threads.models.protocol import ModelCallError, ModelOutput, ModelRequest, SupportsLookup
 from threads.run.calls import run_pending
 from threads.run.drafts import RECOVERY
@@ -45,7 +48,8 @@ async def _pending_resources(rt: Runtime) -> None:
     by the next run, or when this one attaches."""
     if rt.sandbox is None:
         return
-    recorded = {str(e.data["snapshot_id"]) for e in rt.fold.events if e.type == "snapshot"}
+    recorded = {data_of(e, "snapshot")["snapshot_id"] for e in rt.fold.events
+                if e.type == "snapshot"}
     with contextlib.suppress(SandboxError):
         await rt.sandbox.settle_pending(recorded)
 
@@ -79,14 +83,16 @@ async def _open_model_request(rt: Runtime) -> bool:
             return True
         except ModelCallError:
             pass  # a recovered reply with no faithful form: abandoned as unknown below
-    data: dict[str, Any] = {"reason": "crash", "request_event_id": event.event_id}
+    data: ModelAttemptAbandonedData = {
+        "provider_outcome": "unknown", "reason": "crash", "request_event_id": event.event_id,
+    }
     if answer is not None and answer.status == "not_found" and answer.final:
         data["provider_outcome"] = "not_sent"
         data["billing"] = "not_billed"
     else:
         data["provider_outcome"] = "unknown"
         data["billing"] = "unknown"
-    await rt.writer.append([Draft("model_attempt_abandoned", data, RECOVERY)])
+    await rt.writer.append([draft("model_attempt_abandoned", data, RECOVERY)])
     return False
 
 
@@ -102,5 +108,5 @@ async def _open_turn(rt: Runtime, *, recovered: bool) -> RunResult | None:
         # arrived live (the loop closes it end_turn, or runs its calls).
         return None
     if fold.transcript and answered(fold) and last_stop(fold) not in CONTINUED:
-        await rt.writer.append([Draft("turn_completed", {"reason": "interrupted"}, RECOVERY)])
+        await rt.writer.append([draft("turn_completed", {"reason": "interrupted"}, RECOVERY)])
     return None

@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from threads.errors import ConfigError
+from threads.log.vocabulary import PolicyRetry
 
 Basis = Literal["retry_after", "backoff"]
 FallbackScope = Literal["turn", "thread"]
@@ -47,8 +48,8 @@ class RetryPolicy:
         if self.fallback_scope not in ("turn", "thread"):
             raise ConfigError("invalid_config", "RetryPolicy.fallback_scope is turn or thread")
 
-    def to_wire(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_wire(self) -> PolicyRetry:
+        return cast("PolicyRetry", asdict(self))  # the fields are the wire's, by name
 
     def delay(self, retry: int, retry_after_ms: int | None) -> tuple[int, Basis]:
         """The wait before the ``retry``-th retry of a step (1-based), and what it is based on."""

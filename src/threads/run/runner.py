@@ -21,14 +21,15 @@ from threads.errors import ConfigError, NotFoundError, StoreError, ThreadsError
 from threads.log.fold import Fold
 from threads.log.fold.saved import RestoredFold
 from threads.log.ids import uuid7
-from threads.log.lines import Draft, Event, first_event, make_header, next_event
+from threads.log.lines import Event, first_event, make_header, next_event
+from threads.log.vocabulary import UserInputDataSource, data_of, draft
 from threads.memory.protocol import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.budget import AncestorBudget, Budget
 from threads.run.budget_check import handoff_ancestors
 from threads.run.child_run import ChildRun, shares_sandbox
 from threads.run.config import AgentSpec
-from threads.run.drafts import user_input
+from threads.run.drafts import HOST, user_input
 from threads.run.loop import drive
 from threads.run.permissions import Permissions
 from threads.run.results import ErrorInfo, Failed, HandedOff, RunResult, describe
@@ -218,7 +219,7 @@ async def _run_connected(
             refused = await _sandbox_elsewhere(store, agent.sandbox, fold)
         if refused is not None:
             return Failed(handle, refused)
-        source = "api"
+        source: UserInputDataSource = "api"
         if options.continuations:
             input = undelivered(fold.events, options.continuations)
             source = "parent_agent"
@@ -243,7 +244,7 @@ async def _run_connected(
         if fold.thread_started is None:
             # A header-only branch (an older version crashed right after creating it): it was
             # never started, so this run starts it.
-            await writer.append([Draft("thread_started", agent.config(), {"kind": "host"})])
+            await writer.append([draft("thread_started", agent.config(), HOST)])
         # a continuing run renders its next request on from the last one a run recorded (the
         # request checkpoint in the fold row), not from every line, while that holds
         memo = RenderMemo()
@@ -299,11 +300,10 @@ async def run_child(store: Store, child: ChildRun) -> RunResult:
         now = store.clock.now_ms()
         header = make_header(child.thread_id, uuid7(now), now)
         started = first_event(
-            header, "thread_started", child.spec.config(parent=child.parent),
-            {"kind": "host"},
+            header, draft("thread_started", child.spec.config(parent=child.parent), HOST)
         )
         prompt = user_input(child.prompt, child.principal, None, source="parent_agent")
-        events = [started, next_event(started, *prompt, time=now)]
+        events = [started, next_event(started, prompt, time=now)]
         await store.create_branch(header, tenant_id=child.principal.tenant, events=events)
         telemetry.committed(child.thread_id, events)
     options = RunOptions(
@@ -344,7 +344,9 @@ async def _sandbox_elsewhere(store: Store, sandbox: Sandbox, fold: Fold) -> Erro
     started = next((e for e in events if e.type == "thread_started"), None)
     if spawned is None or started is None:
         return None
-    if not shares_sandbox(spawned.data["isolation"], started.data.get("sandbox_provider"),
+    isolation = data_of(spawned, "agent_spawned")["isolation"]
+    provider = data_of(started, "thread_started").get("sandbox_provider")
+    if not shares_sandbox(isolation, provider,
                           sandbox.info.provider):
         return None
     return ErrorInfo(

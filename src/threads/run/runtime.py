@@ -17,14 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from threads.clock import sleep_on
+from threads.log.event_types import Actor
 from threads.log.fold import Call, Fold
 from threads.log.render import RenderCache
+from threads.log.vocabulary import ArtifactRef
 from threads.memory.protocol import MemoryHandle
 from threads.principal import Principal
 from threads.run.budget import AncestorBudget, Budget, SpendMemo
 from threads.run.child_run import StartChild
 from threads.run.config import AgentSpec
-from threads.run.drafts import RECOVERY
+from threads.run.drafts import HOST, RECOVERY
 from threads.run.permissions import Permissions
 from threads.run.results import RunResult
 from threads.run.streaming import RunStream
@@ -149,7 +151,7 @@ class Runtime:
     ceiling: Permissions | None
     run_budget: Budget | None
     sink: RunStream | None
-    dropped_ref: dict[str, Any] | None
+    dropped_ref: ArtifactRef | None
     http: ToolHttp  # ctx.http, fenced by ``writer``
     start_child: StartChild  # runs a subagent's thread (``threads.run.spawn``)
     cancel: CancelSignal = field(default_factory=CancelSignal)
@@ -176,8 +178,8 @@ class Runtime:
             await sleep_on(self.writer.store.clock, min(remaining, max(self.writer.ttl_ms // 3, 1)))
             await self.writer.renew()
 
-    def actor(self, kind: str = "host") -> dict[str, Any]:
-        return RECOVERY if self.recovering else {"kind": kind}
+    def actor(self) -> Actor:
+        return RECOVERY if self.recovering else HOST
 
     def tool_context(self, call: Call, attempt: int, cancelled: asyncio.Event) -> RunContext:
         return RunContext(

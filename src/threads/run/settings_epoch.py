@@ -15,11 +15,16 @@ runs no hooks of its own; it honours the decisions a log holds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from threads.log.lines import Draft, Event
-from threads.log.vocabulary import data_of
+from threads.log.vocabulary import (
+    ModelRef,
+    ModelSettings,
+    SettingsChangedData,
+    data_of,
+    draft,
+)
 from threads.models.protocol import Model
 from threads.run.drafts import HOST
 from threads.run.retry_policy import pinned_retry
@@ -47,8 +52,10 @@ def fallback(rt: Runtime, cause_event_id: str) -> list[Draft]:
     after = names.index(current) + 1 if current in names else 0
     for entry in entries[after:]:
         if _model_named(rt, entry["model"]) is not None:
-            data = {"cause_event_id": cause_event_id, "reason": "fallback", "settings": entry}
-            return [Draft("settings_changed", data, HOST)]
+            data: SettingsChangedData = {
+                "cause_event_id": cause_event_id, "reason": "fallback", "settings": entry,
+            }
+            return [draft("settings_changed", data, HOST)]
     return []
 
 
@@ -70,14 +77,16 @@ def revert(rt: Runtime) -> list[Draft]:
         return []
     started = fold.thread_started
     assert started is not None  # a settings_changed follows thread_started
-    settings = {
+    settings: ModelSettings = {
         "adapter": started["adapter"],
         "model": started["model"],
         "model_params": started["model_params"],
         "reasoning_carryover": "keep",
     }
-    data = {"cause_event_id": turn.input_event.event_id, "reason": "revert", "settings": settings}
-    return [Draft("settings_changed", data, HOST)]
+    data: SettingsChangedData = {
+        "cause_event_id": turn.input_event.event_id, "reason": "revert", "settings": settings,
+    }
+    return [draft("settings_changed", data, HOST)]
 
 
 def revert_denied(events: Sequence[Event], cause: Event) -> bool:
@@ -98,7 +107,7 @@ def revert_denied(events: Sequence[Event], cause: Event) -> bool:
     return False
 
 
-def _model_named(rt: Runtime, ref: Mapping[str, Any]) -> Model | None:
+def _model_named(rt: Runtime, ref: ModelRef) -> Model | None:
     for model in (rt.spec.model, *rt.spec.fallback):
         if model.name == ref["name"] and model.provider == ref["provider"]:
             return model

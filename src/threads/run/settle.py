@@ -24,7 +24,15 @@ from dataclasses import dataclass
 
 from threads.errors import StoreError
 from threads.log.fold import Call
-from threads.log.lines import Draft
+from threads.log.vocabulary import (
+    EffectResolvedData,
+    EffectResolvedDataBy,
+    EffectResolvedDataOutcome,
+    EffectUnknownData,
+    ParkedData,
+    RetryScheduledData,
+    draft,
+)
 from threads.run.authority import human_resolution, recorded_refusal
 from threads.run.drafts import RECOVERY, resumed_data
 from threads.run.holders import EarlierHolder, earlier_holder, iso, window_park_ends
@@ -75,8 +83,8 @@ async def settle(rt: Runtime, call: Call) -> Settled:
     if call.parked and not await _window_closed(rt, call):
         return Parked()
     if call.effect == "begun":
-        unknown = {"call_id": call.call_id, "reason": "crash_after_begin"}
-        await rt.writer.append([Draft("effect_unknown", unknown, RECOVERY)])
+        unknown: EffectUnknownData = {"call_id": call.call_id, "reason": "crash_after_begin"}
+        await rt.writer.append([draft("effect_unknown", unknown, RECOVERY)])
     tool = rt.spec.tool_named(call.name)
     if tool is None or call.spec is None:
         return await park(rt, call)
@@ -164,14 +172,14 @@ async def _reconcile(rt: Runtime, call: Call, tool: Tool) -> Settled:
     if isinstance(answer, Found):
         data = result_text(answer.value).encode("utf-8")
         ref = artifact_ref(data, "text/plain")
-        resolved = {
+        resolved: EffectResolvedData = {
             "by": "reconcile",
             "call_id": call.call_id,
             "outcome": "confirmed_success",
             "result_ref": ref,
         }
         await rt.writer.append(
-            [Draft("effect_resolved", resolved, RECOVERY)],
+            [draft("effect_resolved", resolved, RECOVERY)],
             artifacts=[PendingArtifact(data, "text/plain")],
         )
         await close(rt, call, data.decode("utf-8"), origin="executed", actor=rt.actor())
@@ -211,7 +219,7 @@ async def _window_closed(rt: Runtime, call: Call) -> bool:
     if address is None or ends is None or rt.now() < ends:
         return False  # not a window park (a person decides), or its window is still open
     parked_at = resumed_data(rt.fold, address)
-    await rt.writer.append([Draft("resumed", parked_at, RECOVERY)])
+    await rt.writer.append([draft("resumed", parked_at, RECOVERY)])
     return True
 
 
@@ -255,13 +263,13 @@ def backoff_ms(tool: Tool, attempts: int) -> int:
     return min(tool.retry_backoff_ms << min(max(attempts - 1, 0), 30), MAX_RETRY_DELAY_MS)
 
 
-async def _resend(rt: Runtime, call: Call, tool: Tool, by: str) -> Settled:
+async def _resend(rt: Runtime, call: Call, tool: Tool, by: EffectResolvedDataBy) -> Settled:
     """Allow one more dispatch (``safe_to_retry``) with its recorded wait, or park when the
     call has had all the dispatches its tool allows."""
     if call.attempt >= tool.max_attempts:
         return await park(rt, call)
-    resolved = {"by": by, "call_id": call.call_id, "outcome": "safe_to_retry"}
-    drafts = [Draft("effect_resolved", resolved, RECOVERY)]
+    resolved: EffectResolvedData = {"by": by, "call_id": call.call_id, "outcome": "safe_to_retry"}
+    drafts = [draft("effect_resolved", resolved, RECOVERY)]
     # A crash is no sign the provider is struggling, and the restart took its own time: only a
     # resend after a timeout or transport error (seen by a live run) waits.
     delay = 0 if call.unknown_reason == "crash_after_begin" else backoff_ms(tool, call.attempt)
@@ -269,30 +277,32 @@ async def _resend(rt: Runtime, call: Call, tool: Tool, by: str) -> Settled:
     if delay > 0:
         assert call.begin_event is not None  # an effect in doubt was begun
         not_before = rt.now() + delay
-        retry = {
+        retry: RetryScheduledData = {
             "basis": "backoff",
             "delay_ms": delay,
             "not_before": not_before,
             "request_event_id": call.begin_event.event_id,
         }
-        drafts.append(Draft("retry_scheduled", retry, RECOVERY))
+        drafts.append(draft("retry_scheduled", retry, RECOVERY))
     await rt.writer.append(drafts)
     return Retry(not_before)
 
 
-async def _resolve(rt: Runtime, call: Call, outcome: str, by: str) -> None:
-    resolved = {"by": by, "call_id": call.call_id, "outcome": outcome}
-    await rt.writer.append([Draft("effect_resolved", resolved, RECOVERY)])
+async def _resolve(
+    rt: Runtime, call: Call, outcome: EffectResolvedDataOutcome, by: EffectResolvedDataBy
+) -> None:
+    resolved: EffectResolvedData = {"by": by, "call_id": call.call_id, "outcome": outcome}
+    await rt.writer.append([draft("effect_resolved", resolved, RECOVERY)])
 
 
 async def park(rt: Runtime, call: Call) -> Parked:
     if not call.parked:
-        data = {
+        data: ParkedData = {
             "address": {"id": call.effect_key, "kind": "effect"},
             "expires_at": rt.now() + PARK_TTL_MS,
             "reason": "effect_unknown",
         }
-        await rt.writer.append([Draft("parked", data, RECOVERY)])
+        await rt.writer.append([draft("parked", data, RECOVERY)])
     return Parked()
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 import logging
 
 from threads.log.lines import Draft
-from threads.log.vocabulary import data_of
+from threads.log.vocabulary import (
+    data_of,
+)
 from threads.run.drafts import HOST
 from threads.run.runtime import Runtime
 from threads.sandbox.protocol import SandboxError

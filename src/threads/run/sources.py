@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from threads.errors import ConfigError, StoreError
+from threads.log.vocabulary import ToolSpec
 from threads.models.fence import Fence, OpenFence
 from threads.run.config import AgentSpec
 from threads.tools.source import ToolSource
@@ -83,14 +84,13 @@ class RunSources:
 
 
 def changed_sources(
-    pinned: Sequence[Mapping[str, Any]] | None,
-    now: list[dict[str, Any]],
+    pinned: Sequence[Mapping[str, object]] | None, now: Sequence[ToolSpec],
     sources: tuple[ToolSource, ...],
 ) -> list[str]:
     """Per source whose tools differ from the pinned ones: ``"<label>: added x; removed y;
     changed z"``."""
     before = {str(t.get("name")): t for t in pinned or []}
-    after = {str(t.get("name")): t for t in now}
+    after = {t["name"]: t for t in now}
     out: list[str] = []
     for source in sources:
         added = sorted(n for n in after if n not in before and source.owns(n))

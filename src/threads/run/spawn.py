@@ -26,24 +26,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from threads.errors import NotFoundError, StoreError
 from threads.log.canonical import canonical
+from threads.log.event_types import Principal as WirePrincipal
 from threads.log.fold import Fold
 from threads.log.fold.features import CHILD_RUNNING
 from threads.log.ids import uuid7
-from threads.log.json_types import JsonObject
 from threads.log.lines import Draft, Event
 from threads.log.vocabulary import (
+    AgentFinishedData,
+    AgentFinishedDataStatus,
     AgentSpawnedData,
+    ParkedData,
+    ResumedData,
     ThreadStartedDataParent,
     Usage,
+    data_of,
     draft,
 )
-from threads.log.vocabulary import Budget as WireBudget
 from threads.run.budget_check import ancestors_below
 from threads.run.child_run import ChildRun, shares_sandbox
 from threads.run.config import AgentSpec
@@ -120,7 +124,8 @@ def spawned_event(fold: Fold, child_thread_id: str) -> Event:
     """The ``agent_spawned`` that created the child."""
     return next(
         e for e in reversed(fold.events)
-        if e.type == "agent_spawned" and e.data["child_thread_id"] == child_thread_id
+        if e.type == "agent_spawned"
+        and data_of(e, "agent_spawned")["child_thread_id"] == child_thread_id
     )
 
 
@@ -190,7 +195,7 @@ def _unparked(rt: Runtime, spawned: Event) -> list[Draft]:
     parent is parked on it (a run's recovery re-dispatches the call before anything else):
     recorded in the same append as what follows the child's run, so no crash leaves the parent
     parked on a child whose end it recorded."""
-    child_id = spawned.data["child_thread_id"]
+    child_id = data_of(spawned, "agent_spawned")["child_thread_id"]
     if ("child", child_id) not in rt.fold.parks:
         return []
     data = {"address": {"id": child_id, "kind": "child"}, "cause_event_id": spawned.event_id}
@@ -205,16 +210,16 @@ async def resume_parked_children(rt: Runtime) -> None:
         if kind != "child":
             continue
         spawned = spawned_event(rt.fold, child_id)
-        call = rt.fold.calls[spawned.data["call_id"]]
+        call = rt.fold.calls[data_of(spawned, "agent_spawned")["call_id"]]
         result = await _run_child(rt, spawned, str(call.input["prompt"]))
         if isinstance(result, Parked):
             continue
-        address = {"id": child_id, "kind": "child"}
-        data = {"address": address, "cause_event_id": spawned.event_id}
-        await rt.writer.append([Draft("resumed", data, rt.actor())])
+        data: ResumedData = {"address": {"id": child_id, "kind": "child"},
+                             "cause_event_id": spawned.event_id}
+        await rt.writer.append([draft("resumed", data, rt.actor())])
 
 
-def _barrier(rt: Runtime, spawned: Event | None = None) -> JsonObject | None:
+def _barrier(rt: Runtime, spawned: Event | None = None) -> WirePrincipal | None:
     """The principal of the cancel barrier that stops a child (the run's when it names
     none): the open turn's; with no turn open, a thread cancel recorded after ``spawned``
     (``Thread.cancel`` on a thread whose background children had not reported). None when
@@ -228,13 +233,13 @@ def _barrier(rt: Runtime, spawned: Event | None = None) -> JsonObject | None:
         cancel = next(e for e in reversed(fold.events) if e.seq == fold.wakes.cancel_seq)
     if cancel is None:
         return None
-    principal: JsonObject = cancel.actor.get("principal") or rt.principal.to_wire()
+    principal: WirePrincipal = cancel.actor.get("principal") or rt.principal.to_wire()
     return principal
 
 
 async def _created(rt: Runtime, spawned: Event) -> bool:
     try:
-        await rt.writer.store.root_branch(spawned.data["child_thread_id"])
+        await rt.writer.store.root_branch(data_of(spawned, "agent_spawned")["child_thread_id"])
     except NotFoundError:
         return False
     return True
@@ -250,13 +255,13 @@ def never_started_drafts(
     call_id: str, spawned: Event, *, late: bool
 ) -> tuple[list[Draft], list[PendingArtifact]]:
     """The end of a child whose thread was never created: cancelled, usage unknown."""
-    finished = {
-        "child_thread_id": spawned.data["child_thread_id"],
+    finished: AgentFinishedData = {
+        "child_thread_id": data_of(spawned, "agent_spawned")["child_thread_id"],
         "status": "cancelled",
         "usage": {"input_tokens": None, "output_tokens": None},
     }
     shown, artifacts = _shown(call_id, "cancelled: cancelled", is_error=True, late=late)
-    return [Draft("agent_finished", finished, HOST), shown], artifacts
+    return [draft("agent_finished", finished, HOST), shown], artifacts
 
 
 def _shown(
@@ -285,11 +290,11 @@ async def _record_spawn(
         "mode": "background" if input.background else "foreground",
     }
     if spec.budget is not None:
-        data["budget"] = cast(WireBudget, spec.budget.to_wire())
-    drafts = [*decisions, draft("agent_spawned", data, {"kind": "host"})]
+        data["budget"] = spec.budget.to_wire()
+    drafts = [*decisions, draft("agent_spawned", data, HOST)]
     if input.background:
         placeholder = tool_result_data(call_id, STARTED, origin="deferred", is_error=False)
-        drafts.append(Draft("tool_result", placeholder, HOST))
+        drafts.append(draft("tool_result", placeholder, HOST))
     events = await rt.writer.append(drafts)
     return events[len(decisions)]
 
@@ -297,7 +302,8 @@ async def _record_spawn(
 def start_background(rt: Runtime, spawned: Event, prompt: str) -> None:
     """Run a background child beside the parent's run; its end is recorded at a later step
     boundary (``threads.run.background``)."""
-    rt.background.start(spawned.data["child_thread_id"], _run_child(rt, spawned, prompt))
+    child_id = data_of(spawned, "agent_spawned")["child_thread_id"]
+    rt.background.start(child_id, _run_child(rt, spawned, prompt))
 
 
 async def adopt_background(rt: Runtime) -> None:
@@ -325,7 +331,8 @@ async def adopt_background(rt: Runtime) -> None:
 
 
 async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
-    spec = rt.spec.subagent_named(spawned.data["agent_name"])
+    spawn = data_of(spawned, "agent_spawned")
+    spec = rt.spec.subagent_named(spawn["agent_name"])
     assert spec is not None  # the pinned config lists it (a run with another is refused)
     parent: ThreadStartedDataParent = {
         "branch_id": rt.writer.branch_id,
@@ -336,17 +343,17 @@ async def _run_child(rt: Runtime, spawned: Event, prompt: str) -> RunResult:
     cancelled_by = _barrier(rt, spawned)
     child = ChildRun(
         spec=spec.under_parent(rt.spec),
-        thread_id=spawned.data["child_thread_id"],
+        thread_id=spawn["child_thread_id"],
         parent=parent,
         prompt=prompt,
         principal=rt.principal,
         deps=rt.deps,
         ceiling=rt.permissions,
         cancelled_by=cancelled_by,
-        ancestors=await ancestors_below(rt, spawned.data["child_thread_id"]),
-        sandbox=_shared(rt, spec, spawned.data["isolation"]),
+        ancestors=await ancestors_below(rt, spawn["child_thread_id"]),
+        sandbox=_shared(rt, spec, spawn["isolation"]),
         # a cancelled parent gives its child no new input (a reason not yet given is dropped)
-        continuations=() if cancelled_by else continuations(rt.fold, spawned.data["call_id"]),
+        continuations=() if cancelled_by else continuations(rt.fold, spawn["call_id"]),
     )
     result = await rt.start_child(child)
     if isinstance(result, Failed) and result.error.code in HALTING:
@@ -372,11 +379,12 @@ def _shared(rt: Runtime, spec: AgentSpec, isolation: str) -> RunSandbox | None:
 
 
 async def park_on_child(rt: Runtime, spawned: Event, result: Parked) -> Pending:
-    child_id = spawned.data["child_thread_id"]
+    child_id = data_of(spawned, "agent_spawned")["child_thread_id"]
     if ("child", child_id) not in rt.fold.parks:
-        data = {"address": {"id": child_id, "kind": "child"}, "reason": result.reason}
-        await rt.writer.append([Draft("parked", data, rt.actor())])
-    return Pending("child", child_id, f"subagent {spawned.data['agent_name']}: {result.reason}")
+        data: ParkedData = {"address": {"id": child_id, "kind": "child"}, "reason": result.reason}
+        await rt.writer.append([draft("parked", data, rt.actor())])
+    name = data_of(spawned, "agent_spawned")["agent_name"]
+    return Pending("child", child_id, f"subagent {name}: {result.reason}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,7 +392,7 @@ class ChildEnd:
     """How a child ended, as its parent records it: ``agent_finished``'s status and usage, and
     the output the parent is told (canonical JSON when ``structured``)."""
 
-    status: str
+    status: AgentFinishedDataStatus
     output: str
     structured: bool
     usage: Usage
@@ -403,15 +411,15 @@ def end_drafts(
     ``tool_result``, or for a background child a ``tool_result_late``)."""
     media_type = "application/json" if end.structured else "text/plain"
     blob = end.output.encode("utf-8")
-    finished = {
-        "child_thread_id": spawned.data["child_thread_id"],
+    finished: AgentFinishedData = {
+        "child_thread_id": data_of(spawned, "agent_spawned")["child_thread_id"],
         "output_ref": artifact_ref(blob, media_type),
         "status": end.status,
         "usage": end.usage,
     }
     text = end.output if end.status == "completed" else f"{end.status}: {end.output}"
     shown, artifacts = _shown(call_id, text, is_error=end.status != "completed", late=late)
-    return [Draft("agent_finished", finished, HOST), shown], [
+    return [draft("agent_finished", finished, HOST), shown], [
         PendingArtifact(blob, media_type), *artifacts
     ]
 
@@ -420,13 +428,13 @@ def _structured(fold: Fold) -> bool:
     return "output" in fold.policy
 
 
-def _outcome(result: RunResult, fold: Fold) -> tuple[str, str]:
+def _outcome(result: RunResult, fold: Fold) -> tuple[AgentFinishedDataStatus, str]:
     """(agent_finished status, the child's output as the parent is told it). A run of a child
     that had already ended (a crash came before the parent recorded it) returns ``Completed``
     whatever the end was, so then the child's last ``turn_completed`` says how it ended."""
     if isinstance(result, Completed):
         ended = _last_end(fold)
-        if ended is not None and ended.data["reason"] != "end_turn":
+        if ended is not None and data_of(ended, "turn_completed")["reason"] != "end_turn":
             return _ended_as(fold, ended)
         if _structured(fold):  # the accepted value, as canonical JSON
             return "completed", canonical(fold.features.accepted_output).decode("utf-8")
@@ -443,14 +451,16 @@ def _last_end(fold: Fold) -> Event | None:
     return next((e for e in reversed(fold.events) if e.type == "turn_completed"), None)
 
 
-def _ended_as(fold: Fold, ended: Event) -> tuple[str, str]:
-    reason = ended.data["reason"]
+def _ended_as(fold: Fold, ended: Event) -> tuple[AgentFinishedDataStatus, str]:
+    data = data_of(ended, "turn_completed")
+    reason = data["reason"]
     if reason == "cancelled":
         return "cancelled", "cancelled"
     if reason == "budget_exhausted":
         exceeded = next(e for e in reversed(fold.events) if e.type == "budget_exceeded")
-        return "budget_exhausted", f"budget exhausted: {exceeded.data['limit']}"
-    code = ended.data.get("code")
+        limit = data_of(exceeded, "budget_exceeded")["limit"]
+        return "budget_exhausted", f"budget exhausted: {limit}"
+    code = data.get("code")
     return "failed", f"the turn ended {reason}" + (f" ({code})" if code else "")
 
 

@@ -12,9 +12,16 @@ thread's pinned policy (``policy.context``), 3 each when it has none.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
-from threads.log.lines import Draft
+from threads.log.lines import (
+    Event,
+)
+from threads.log.vocabulary import (
+    InjectedData,
+    TurnCompletedDataReason,
+    data_of,
+    draft,
+)
 from threads.run.drafts import HOST
 from threads.run.output_schema import pinned_output
 from threads.run.results import Completed, RunResult
@@ -46,46 +53,49 @@ async def after_reply(rt: Runtime) -> RunResult | None:
             rt, "context_exhausted", "the reply was cut off by the model's context window, so"
             " its text is not a finished answer", "context_exhausted",
         )
-    reason = "end_turn"
+    reason: TurnCompletedDataReason = "end_turn"
     if stop != "max_tokens" and pinned_output(rt.fold) is not None:
         return await ask_for_output(rt)  # plain text is no final_output: ask for one
     if stop == "max_tokens":
         if _in_turn(rt, _is_continuation) < _bound(rt, "max_output_continuations"):
-            data = {
+            data: InjectedData = {
                 "origin": {"id": CONTINUE_ORIGIN},
                 "source": "recovery",
                 "text": CONTINUE_TEXT,
                 "trust": "trusted_instruction",
             }
-            await rt.writer.append([Draft("injected", data, HOST)])
+            await rt.writer.append([draft("injected", data, HOST)])
             return None
         reason = "max_output"
-    await rt.writer.append([Draft("turn_completed", {"reason": reason}, HOST)])
+    await rt.writer.append([draft("turn_completed", {"reason": reason}, HOST)])
     await snapshot_turn(rt)
     return Completed(rt.thread, last_text(rt.fold))
 
 
 def _bound(rt: Runtime, key: str) -> int:
-    context: Mapping[str, Any] = rt.fold.policy.get("context") or {}  # ``key`` is one of its
-    return int(context.get(key, DEFAULT_CONTINUATIONS))
+    context: Mapping[str, object] = rt.fold.policy.get("context") or {}
+    value = context.get(key, DEFAULT_CONTINUATIONS)  # ``key`` is one of its integer limits
+    return value if isinstance(value, int) else DEFAULT_CONTINUATIONS
 
 
-def _is_pause(event_type: str, data: dict[str, Any]) -> bool | None:
+def _is_pause(event: Event) -> bool | None:
     """True for a paused reply; None (stop counting) at any other reply."""
-    if event_type in ("model_response", "model_response_recovered"):
-        return True if data["stop_reason"] == "pause_turn" else None
+    if event.type == "model_response":
+        return True if data_of(event, "model_response")["stop_reason"] == "pause_turn" else None
+    if event.type == "model_response_recovered":
+        recovered = data_of(event, "model_response_recovered")
+        return True if recovered["stop_reason"] == "pause_turn" else None
     return False
 
 
-def _is_continuation(event_type: str, data: dict[str, Any]) -> bool | None:
-    return (
-        event_type == "injected"
-        and data["source"] == "recovery"
-        and data["origin"]["id"] == CONTINUE_ORIGIN
-    )
+def _is_continuation(event: Event) -> bool | None:
+    if event.type != "injected":
+        return False
+    data = data_of(event, "injected")
+    return data["source"] == "recovery" and data["origin"]["id"] == CONTINUE_ORIGIN
 
 
-def _in_turn(rt: Runtime, counts: Callable[[str, dict[str, Any]], bool | None]) -> int:
+def _in_turn(rt: Runtime, counts: Callable[[Event], bool | None]) -> int:
     """How many events of the open turn, newest first, ``counts`` counts before it says stop."""
     turn = rt.fold.turn
     assert turn is not None
@@ -93,7 +103,7 @@ def _in_turn(rt: Runtime, counts: Callable[[str, dict[str, Any]], bool | None]) 
     for event in reversed(rt.fold.events):
         if event.seq <= turn.input_event.seq:
             break
-        verdict = counts(event.type, event.data)
+        verdict = counts(event)
         if verdict is None:
             break
         total += bool(verdict)

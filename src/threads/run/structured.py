@@ -21,8 +21,16 @@ from pydantic import ValidationError
 
 from threads.log.canonical import canonical
 from threads.log.fold import Call, Fold
-from threads.log.lines import Draft
-from threads.log.vocabulary import PolicyOutput
+from threads.log.lines import (
+    Event,
+)
+from threads.log.vocabulary import (
+    InjectedData,
+    OutputValidatedData,
+    PolicyOutput,
+    data_of,
+    draft,
+)
 from threads.run.drafts import HOST, TOOL, tool_result_data
 from threads.run.output_schema import ASK_ORIGIN, ASK_TEXT, pinned_output, pointer, schema_errors
 from threads.run.results import Completed, ErrorInfo, Failed, RunResult
@@ -41,7 +49,7 @@ async def judge(rt: Runtime, call: Call) -> None:
             rt.spec.output.model_validate(call.input)
         except ValidationError as exc:
             errors = [{"message": e["msg"], "path": pointer(e["loc"])} for e in exc.errors()]
-    checked: dict[str, Any] = {
+    checked: OutputValidatedData = {
         "outcome": "rejected" if errors else "accepted",
         "schema_sha256": output["schema_sha256"],
         "source_event_id": call.event_id,
@@ -49,14 +57,14 @@ async def judge(rt: Runtime, call: Call) -> None:
     if errors:
         checked["errors"] = errors
         text = "invalid final_output: " + "; ".join(f"{e['path']}: {e['message']}" for e in errors)
-        result = Draft("tool_result", tool_result_data(
+        result = draft("tool_result", tool_result_data(
             call.call_id, text, origin="not_executed", is_error=True), HOST)
     else:
         checked["value"] = call.input
-        result = Draft("tool_result", tool_result_data(
+        result = draft("tool_result", tool_result_data(
             call.call_id, canonical(call.input).decode("utf-8"), origin="executed",
             is_error=False), TOOL)
-    await rt.writer.append([Draft("output_validated", checked, HOST), result])
+    await rt.writer.append([draft("output_validated", checked, HOST), result])
 
 
 async def after_calls(rt: Runtime) -> RunResult | None:
@@ -67,7 +75,7 @@ async def after_calls(rt: Runtime) -> RunResult | None:
     if output is None or fold.turn is None:
         return None
     if _accepted_in_turn(fold):
-        await rt.writer.append([Draft("turn_completed", {"reason": "end_turn"}, HOST)])
+        await rt.writer.append([draft("turn_completed", {"reason": "end_turn"}, HOST)])
         await snapshot_turn(rt)
         return Completed(rt.thread, typed_output(rt))
     if _failures_in_turn(fold) >= failure_limit(output):
@@ -80,14 +88,14 @@ async def ask_for_output(rt: Runtime) -> RunResult | None:
     it ``output_invalid`` when the candidates ran out."""
     output = pinned_output(rt.fold)
     assert output is not None
-    data = {"origin": {"id": ASK_ORIGIN}, "source": "recovery", "text": ASK_TEXT,
-            "trust": "trusted_instruction"}
+    data: InjectedData = {"origin": {"id": ASK_ORIGIN}, "source": "recovery", "text": ASK_TEXT,
+                          "trust": "trusted_instruction"}
     if _failures_in_turn(rt.fold) + 1 < failure_limit(output):
-        await rt.writer.append([Draft("injected", data, HOST)])
+        await rt.writer.append([draft("injected", data, HOST)])
         return None
     # the ask is the turn's last failed candidate: its batch also ends the turn
-    await rt.writer.append([Draft("injected", data, HOST),
-                            Draft("turn_completed", {"reason": "output_invalid"}, HOST)])
+    await rt.writer.append([draft("injected", data, HOST),
+                            draft("turn_completed", {"reason": "output_invalid"}, HOST)])
     return Failed(rt.thread, ErrorInfo("output_invalid", _gave_up(output)))
 
 
@@ -128,14 +136,15 @@ def _failures_in_turn(fold: Fold) -> int:
     for event in reversed(fold.events):
         if event.seq <= turn.input_event.seq:
             break
-        count += _failed_candidate(event.type, event.data)
+        count += _failed_candidate(event)
     return count
 
 
-def _failed_candidate(event_type: str, data: dict[str, Any]) -> bool:
+def _failed_candidate(event: Event) -> bool:
     """A rejected final_output, or the ask that followed a plain-text ending."""
-    if event_type == "output_validated":
-        return bool(data["outcome"] == "rejected")
-    return event_type == "injected" and data["source"] == "recovery" and (
-        data["origin"]["id"] == ASK_ORIGIN
-    )
+    if event.type == "output_validated":
+        return data_of(event, "output_validated")["outcome"] == "rejected"
+    if event.type != "injected":
+        return False
+    data = data_of(event, "injected")
+    return data["source"] == "recovery" and data["origin"]["id"] == ASK_ORIGIN

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from threads.log.fold import Fold
 from threads.log.lines import Draft, Event
+from threads.log.vocabulary import data_of
 from threads.run.hooks import (
     HookPoint,
     SubagentStartView,
@@ -62,10 +63,10 @@ async def start_decisions(
 
 def continuations(fold: Fold, call_id: str) -> tuple[str, ...]:
     """The reasons the call's child was sent back with, in order (the parent's log)."""
+    decisions = (data_of(e, "hook_decision") for e in fold.events if e.type == "hook_decision")
     return tuple(
-        str(e.data.get("reason", "")) for e in fold.events
-        if e.type == "hook_decision" and e.data["hook"] == STOP
-        and e.data.get("call_id") == call_id and e.data["decision"] == "continue"
+        d.get("reason", "") for d in decisions
+        if d["hook"] == STOP and d.get("call_id") == call_id and d["decision"] == "continue"
     )
 
 
@@ -73,7 +74,8 @@ def undelivered(child_events: Sequence[Event], reasons: Sequence[str]) -> str | 
     """The reason the child has not been given yet: its ``parent_agent`` inputs after the
     prompt are the reasons it was given, in order."""
     given = sum(1 for e in child_events
-                if e.type == "user_input" and e.data.get("source") == "parent_agent") - 1
+                if e.type == "user_input"
+                and data_of(e, "user_input").get("source") == "parent_agent") - 1
     return reasons[given] if 0 <= given < len(reasons) else None
 
 
@@ -86,10 +88,11 @@ async def stop_decisions(
     hooks = [(e, e.subagent_stop) for e in rt.spec.extensions if e.subagent_stop is not None]
     if not hooks:
         return [], None
-    call_id = spawned.data["call_id"]
+    spawn = data_of(spawned, "agent_spawned")
+    call_id = spawn["call_id"]
     sent = len(continuations(rt.fold, call_id))
-    view = SubagentStopView(call_id, spawned.data["agent_name"],
-                            spawned.data["child_thread_id"], status, output, sent)
+    view = SubagentStopView(call_id, spawn["agent_name"], spawn["child_thread_id"], status,
+                            output, sent)
     drafts: list[Draft] = []
     for extension, hook in hooks:
         outcome = await ask(extension, STOP, hook, view, call_id=call_id)

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 from threads.errors import ConfigError, LogError, NotFoundError, ThreadsError
 from threads.log.collector import collector_paused
@@ -30,15 +30,18 @@ from threads.log.json_types import JsonObject
 from threads.log.lines import Draft, Event
 from threads.log.replay import Replayed
 from threads.log.vocabulary import (
-    Actor,
+    ApprovalBinding,
+    CancelRequestedData,
+    CompactionRequestedData,
     InjectedData,
     ModeChangedData,
     ModelRef,
     ModelSettings,
     PermissionMode,
+    PermissionRuleAddedData,
+    data_of,
     draft,
 )
-from threads.log.vocabulary import Principal as WirePrincipal
 from threads.principal import Principal
 from threads.run.authority import refusal
 from threads.run.config import AgentSpec
@@ -87,7 +90,7 @@ class ParkedEffect:
     tool: str
     attempts: int
     detail: str  # what to know before resolving it (see ``threads.run.park_info``)
-    input: dict[str, Any]  # the call's arguments, as the model gave them
+    input: JsonObject  # the call's arguments, as the model gave them
 
 
 def folded_at_head(fold: Fold, branch: BranchInfo) -> bool:
@@ -292,15 +295,15 @@ class Thread:
                 raise ControlError("not_parked", f"no effect {effect_key} is parked on this thread")
             if decision == "assume_not_done":
                 self._refuse_while_an_earlier_holder_may_send(fold, call, writer.gone_epochs())
-            actor = {"kind": "approver", "principal": principal.to_wire()}
+            actor = principal.actor("approver")
             await writer.append(
                 [
-                    Draft(
+                    draft(
                         "effect_resolved",
                         {"by": "human", "call_id": call.call_id, "outcome": decision},
                         actor,
                     ),
-                    Draft("resumed", resumed_data(fold, address), actor),
+                    draft("resumed", resumed_data(fold, address), actor),
                 ]
             )
 
@@ -376,22 +379,26 @@ class Thread:
                 )
             _check_open(call, args_hash, self.store.clock.now_ms())
             approval = call.approval
-            data: dict[str, Any] = {
+            data: ApprovalBinding = {
                 "args_hash": approval.args_hash,
                 "call_id": call.call_id,
                 "challenge_id": challenge_id,
             }
             if reason is not None:
                 data["reason"] = reason
-            actor = {"kind": "approver", "principal": principal.to_wire()}
-            items = [Draft("approval_granted" if granted else "approval_denied", data, actor)]
+            actor = principal.actor("approver")
+            decided = (draft("approval_granted", data, actor) if granted
+                       else draft("approval_denied", data, actor))
+            items = [decided]
             if remember_rule is not None:
                 _check_rule_covers(remember_rule, call)
-                rule = {"challenge_id": challenge_id, "decision": "allow", "rule": remember_rule}
-                items.append(Draft("permission_rule_added", rule, actor))
+                rule: PermissionRuleAddedData = {
+                    "challenge_id": challenge_id, "decision": "allow", "rule": remember_rule,
+                }
+                items.append(draft("permission_rule_added", rule, actor))
             address = fold.parks.get(("approval", challenge_id))
             if address is not None:
-                items.append(Draft("resumed", resumed_data(fold, address), actor))
+                items.append(draft("resumed", resumed_data(fold, address), actor))
             await writer.append(items)
 
     async def answer(
@@ -418,7 +425,7 @@ class Thread:
                 text = match_answer(call.input, answer)
             except ValueError as exc:
                 raise ControlError("invalid_answer", f"{exc}; nothing was recorded") from None
-            actor = {"kind": "user", "principal": principal.to_wire()}
+            actor = principal.actor()
             await writer.append([answer_draft(call_id, text, actor)])
 
     async def cancel(self, principal: Principal, reason: str | None = None) -> None:
@@ -435,11 +442,10 @@ class Thread:
             self._authorize(fold, principal, branch)
             scope = cancel_scope(fold)
             if scope is not None:
-                data: dict[str, Any] = {"scope": scope}
+                data: CancelRequestedData = {"scope": scope}
                 if reason:
                     data["reason"] = reason
-                actor = {"kind": "user", "principal": principal.to_wire()}
-                await writer.append([Draft("cancel_requested", data, actor)])
+                await writer.append([draft("cancel_requested", data, principal.actor())])
                 fold = writer.fold
         await cancel_descendants(self.store, fold, principal.to_wire())
 
@@ -479,7 +485,7 @@ class Thread:
                 "reasoning_carryover": reasoning_carryover,
             }
             return draft("settings_changed", {"reason": "user", "settings": settings},
-                         _user(principal))
+                         principal.actor())
 
         return await self._change(principal, branch_id, change)
 
@@ -493,7 +499,7 @@ class Thread:
 
         def change(fold: Fold) -> Draft:
             data: ModeChangedData = {"from": cast(PermissionMode, fold.mode), "to": mode}
-            return draft("mode_changed", data, _user(principal))
+            return draft("mode_changed", data, principal.actor())
 
         return await self._change(principal, branch_id, change)
 
@@ -534,9 +540,11 @@ class Thread:
             why = compaction_refusal(fold)
             if why is not None:
                 raise ControlError("invalid_transition", f"{why}; nothing was recorded")
-            data = {"instructions": instructions} if instructions is not None else {}
-            actor = {"kind": "user", "principal": principal.to_wire()}
-            [event] = await writer.append([Draft("compaction_requested", data, actor)])
+            data: CompactionRequestedData = (
+                {"instructions": instructions} if instructions is not None else {}
+            )
+            actor = principal.actor()
+            [event] = await writer.append([draft("compaction_requested", data, actor)])
             return event.event_id
 
     async def set_output_style(self, name: str, principal: Principal) -> str:
@@ -560,10 +568,7 @@ class Thread:
                                    " ends; nothing was recorded")
             data: InjectedData = {"origin": {"id": name}, "source": "output_style",
                                   "text": text, "trust": "trusted_instruction"}
-            who: WirePrincipal = {"issuer": principal.issuer, "subject": principal.subject,
-                                  "tenant": principal.tenant}
-            actor: Actor = {"kind": "user", "principal": who}
-            [event] = await writer.append([draft("injected", data, actor)])
+            [event] = await writer.append([draft("injected", data, principal.actor())])
             return event.event_id
 
     async def queue_cancel(self, principal: Principal) -> str:
@@ -601,7 +606,7 @@ def cancel_scope(fold: Fold) -> Literal["turn", "thread"] | None:
             "not_pending", "no turn is open and no subagent of this thread is unreported;"
             " nothing to cancel"
         )
-    spawned = {e.data["child_thread_id"]: e.seq for e in fold.events
+    spawned = {data_of(e, "agent_spawned")["child_thread_id"]: e.seq for e in fold.events
                if e.type == "agent_spawned"}
     covered = all(spawned[c.child_thread_id] < fold.wakes.cancel_seq for c in unreported)
     return None if covered else "thread"
@@ -625,13 +630,6 @@ def _unwritable(why: str) -> ControlError:
         f"this change can't be recorded in the log ({why}): keep integers within ±(2^53-1)"
         " and use plain JSON values; nothing was recorded",
     )
-
-
-def _user(principal: Principal) -> Actor:
-    wire: WirePrincipal = {
-        "issuer": principal.issuer, "subject": principal.subject, "tenant": principal.tenant
-    }
-    return {"kind": "user", "principal": wire}
 
 
 def _no_tool(_name: str) -> None:

@@ -12,10 +12,18 @@ it again (``ChildRun.cancelled_by``).
 from __future__ import annotations
 
 from threads.errors import NotFoundError, StoreError
+from threads.log.event_types import (
+    Actor,
+)
+from threads.log.event_types import (
+    Principal as WirePrincipal,
+)
 from threads.log.fold import Fold
 from threads.log.fold.features import CHILD_RUNNING
-from threads.log.json_types import JsonObject
-from threads.log.lines import Draft
+from threads.log.vocabulary import (
+    CancelRequestedData,
+    draft,
+)
 from threads.run.control import control_writer
 from threads.store.protocol import Store
 
@@ -33,18 +41,18 @@ def barred(fold: Fold) -> bool:
 
 
 async def bar(
-    store: Store, branch_id: str, principal: JsonObject, *, reason: str = TREE_REASON
+    store: Store, branch_id: str, principal: WirePrincipal, *, reason: str = TREE_REASON
 ) -> Fold:
     """Append the tree cancel to a child's branch unless it is barred already; its fold."""
     async with control_writer(store, branch_id) as writer:
         if not barred(writer.fold):
-            data = {"reason": reason, "scope": "tree"}
-            await writer.append([Draft("cancel_requested", data,
-                                       {"kind": "host", "principal": principal})])
+            data: CancelRequestedData = {"reason": reason, "scope": "tree"}
+            actor: Actor = {"kind": "host", "principal": principal}
+            await writer.append([draft("cancel_requested", data, actor)])
         return writer.fold
 
 
-async def cancel_descendants(store: Store, fold: Fold, principal: JsonObject) -> None:
+async def cancel_descendants(store: Store, fold: Fold, principal: WirePrincipal) -> None:
     """Bar every unfinished child of the thread ``fold`` is of, then theirs, recursively."""
     for child in fold.features.children.values():
         if child.status != CHILD_RUNNING:

@@ -7,11 +7,17 @@ later run with nothing to do returns the same outcome read back from the recorde
 
 from __future__ import annotations
 
-from typing import Any, get_args, get_type_hints
+from typing import TypeGuard, get_args, get_type_hints
 
 from threads.log.fold import Fold, ParkKind
-from threads.log.lines import Draft
-from threads.log.vocabulary import TurnCompletedData, data_of
+from threads.log.vocabulary import (
+    CancelRequestedData,
+    TurnCompletedData,
+    TurnCompletedDataCode,
+    TurnCompletedDataReason,
+    data_of,
+    draft,
+)
 from threads.run.drafts import HOST
 from threads.run.park_info import effect_park_detail, parked_event
 from threads.run.queued_controls import apply_queued_cancels
@@ -81,7 +87,7 @@ def park_reason(fold: Fold, pending: Pending) -> ParkReason:
     if pending.kind != "child":
         return PARK_REASONS.get(pending.kind, "effect_unknown")
     park = parked_event(fold, {"id": pending.id, "kind": "child"})
-    reason = park.data["reason"] if park is not None else None
+    reason = data_of(park, "parked")["reason"] if park is not None else None
     return CHILD_REASONS.get(str(reason), "effect_unknown")
 
 
@@ -91,9 +97,9 @@ async def honour_cancel_request(rt: Runtime, *, queued: bool = True) -> None:
     it."""
     turn = rt.fold.turn
     if rt.cancel.wanted and turn is not None and turn.cancel_event is None:
-        actor = {"kind": "user", "principal": rt.principal.to_wire()}
-        data = {"reason": "interrupted (Ctrl-C)", "scope": "turn"}
-        await rt.writer.append([Draft("cancel_requested", data, actor)])
+        actor = rt.principal.actor()
+        data: CancelRequestedData = {"reason": "interrupted (Ctrl-C)", "scope": "turn"}
+        await rt.writer.append([draft("cancel_requested", data, actor)])
         return
     if queued:
         await apply_queued_cancels(rt)
@@ -105,27 +111,33 @@ async def finish_cancelled(rt: Runtime) -> Cancelled:
     assert turn.cancel_event is not None
     await rt.writer.append(
         [
-            Draft("cancelled", {"request_event_id": turn.cancel_event.event_id}, HOST),
-            Draft("turn_completed", {"reason": "cancelled"}, HOST),
+            draft("cancelled", {"request_event_id": turn.cancel_event.event_id}, HOST),
+            draft("turn_completed", {"reason": "cancelled"}, HOST),
         ]
     )
     return Cancelled(rt.thread)
 
 
-async def fail_turn(rt: Runtime, code: str, message: str, reason: str = "error") -> Failed:
+async def fail_turn(
+    rt: Runtime, code: str, message: str, reason: TurnCompletedDataReason = "error"
+) -> Failed:
     """End the open turn ``reason`` and return the run's ``Failed``; the two agree. For
     ``reason: error`` the ending records ``code`` when the format has it (``CODED_ERRORS``);
     any other code is reported as ``model_error`` (what a turn that ended ``error`` without a
     code reads as, ``recorded_ending``), its own code kept at the head of the message."""
-    data: dict[str, Any] = {"reason": reason}
+    data: TurnCompletedData = {"reason": reason}
     if reason == "error":
-        if code in CODED_ERRORS:
+        if _coded(code):
             data["code"] = code
         elif code != UNCODED:
             code, message = UNCODED, f"{code}: {message}"
     if rt.fold.turn is not None and rt.fold.open_attempt is None:
-        await rt.writer.append([Draft("turn_completed", data, HOST)])
+        await rt.writer.append([draft("turn_completed", data, HOST)])
     return Failed(rt.thread, ErrorInfo(code, message))
+
+
+def _coded(code: str) -> TypeGuard[TurnCompletedDataCode]:
+    return code in CODED_ERRORS
 
 
 def recorded_ending(rt: Runtime) -> RunResult:

@@ -31,6 +31,7 @@ from threads.log.lines import (
     make_header,
     next_event,
 )
+from threads.log.vocabulary import UserInputDataSource, draft
 from threads.principal import Principal
 from threads.run.budget import Budget
 from threads.run.budget_check import tree_spend
@@ -72,7 +73,8 @@ class TurnRequest:
     principal: Principal
     budget: Budget | None = None
     key: RunKey | None = None
-    source: str = "api"  # ``parent_agent``: a subagent sent back by its parent's hook
+    # ``parent_agent``: a subagent sent back by its parent's hook
+    source: UserInputDataSource = "api"
 
     def draft(self) -> Draft:
         return user_input(
@@ -100,8 +102,8 @@ async def create_thread(store: Store, agent: AgentSpec, request: TurnRequest) ->
     leaves no thread behind (``max_turns`` is >= 1, so a first turn is always allowed)."""
     now = store.clock.now_ms()
     header = make_header(uuid7(now), uuid7(now), now)
-    started = first_event(header, "thread_started", agent.config(), HOST)
-    opened = next_event(started, *request.draft(), time=now)
+    started = first_event(header, draft("thread_started", agent.config(), HOST))
+    opened = next_event(started, request.draft(), time=now)
     tenant = request.principal.tenant
     receipt = None if request.key is None else request.key.receipt(tenant, opened, now)
     await store.create_branch(header, tenant_id=tenant, events=[started, opened], receipt=receipt)
@@ -154,7 +156,7 @@ async def open_turn(
         below = await tree_spend(writer.store, writer.fold)
         refused = agent.budget.turns_refusal(writer.fold.turns_completed + below.turns)
     if refused is not None:
-        await writer.append([Draft("budget_exceeded", refused, HOST)])
+        await writer.append([draft("budget_exceeded", refused, HOST)])
         return BudgetInfo("max_turns", refused["limit_value"], refused["observed"], "thread", False)
     if request.key is None:
         [opened] = await writer.append([request.draft()])

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from threads.log.fold import Fold
+from threads.log.json_types import JsonObject
 from threads.log.lines import Event
-from threads.log.vocabulary import data_of
+from threads.log.vocabulary import (
+    data_of,
+)
 from threads.principal import Principal
 from threads.run.park_info import ParkFacts, park_facts, parked_event
 from threads.tools.tool import Tool
@@ -32,7 +34,7 @@ class PendingApproval:
     challenge_id: str
     call_id: str
     tool: str
-    input: dict[str, Any]
+    input: JsonObject
     args_hash: str
     expires_at: int
     effect_class: str
@@ -84,7 +86,7 @@ def pending_approvals(fold: Fold) -> list[PendingApproval]:
             and approval.state == "open"
             and call.result is None
         ):
-            requested = _last(fold, "approval_requested", "challenge_id", challenge_id)
+            requested = _requested(fold, challenge_id)
             out.append(
                 PendingApproval(
                     challenge_id,
@@ -145,7 +147,10 @@ def asked_by(fold: Fold, seq: int) -> Principal | None:
     return Principal.from_wire(opened) if isinstance(opened, dict) else None
 
 
-def _last(fold: Fold, kind: str, key: str, value: str) -> Event | None:
+def _requested(fold: Fold, challenge_id: str) -> Event | None:
+    """The ``approval_requested`` that opened challenge ``challenge_id``."""
     return next(
-        (e for e in reversed(fold.events) if e.type == kind and e.data.get(key) == value), None
+        (e for e in reversed(fold.events) if e.type == "approval_requested"
+         and data_of(e, "approval_requested")["challenge_id"] == challenge_id),
+        None,
     )

@@ -19,14 +19,26 @@ import os
 import stat
 import tarfile
 from pathlib import Path
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
 from threads import safe_tar
 from threads.log.hashing import value_hash
 
 
-def manifest(root: Path) -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = []
+class Entry(TypedDict):
+    """A manifest entry: ``target`` for a symlink; ``executable``, ``sha256``, ``size`` for a
+    file."""
+
+    kind: Literal["dir", "file", "symlink"]
+    path: str
+    target: NotRequired[str]
+    executable: NotRequired[bool]
+    sha256: NotRequired[str]
+    size: NotRequired[int]
+
+
+def manifest(root: Path) -> list[Entry]:
+    entries: list[Entry] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames.sort()
         here = Path(dirpath)
@@ -49,7 +61,7 @@ def manifest(root: Path) -> list[dict[str, Any]]:
                     }
                 )
             # Sockets, fifos and devices are not workspace content; a snapshot leaves them out.
-    entries.sort(key=lambda e: str(e["path"]))
+    entries.sort(key=lambda e: e["path"])
     return entries
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from threads.errors import ThreadsError
+from threads.log.json_types import JsonObject
 
 SandboxErrorCode = Literal[
     "unavailable",
@@ -144,13 +145,14 @@ class SnapshotData:
     manifest_hash: str
     quiesced: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
-    def event_data(self) -> dict[str, object]:
+    def event_data(self) -> JsonObject:
+        quiesced: JsonObject = {k: list(v) for k, v in self.quiesced.items()}
         return {
             "capture_class": self.capture_class,
             "expires_at": self.expires_at,
             "manifest_hash": self.manifest_hash,
             "provider": self.provider,
-            "quiesced": {k: list(v) for k, v in self.quiesced.items()},
+            "quiesced": quiesced,
             "sandbox_id": self.sandbox_id,
             "snapshot_id": self.snapshot_id,
         }

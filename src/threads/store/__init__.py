@@ -10,8 +10,8 @@ log (``controls``, ``resource_ledger``, ``request_deltas``).
 ``docs/internals/store.md`` draws the layout.
 """
 
+from threads.log.vocabulary import ArtifactRef
 from threads.store.protocol import (
-    ArtifactRef,
     BranchInfo,
     Chain,
     Lease,

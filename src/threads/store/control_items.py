@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 
 from threads.errors import StoreError
 from threads.log.canonical import canonical
+from threads.log.event_types import Principal as WirePrincipal
 from threads.log.ids import uuid7
 from threads.log.json_types import JsonObject
 
@@ -41,7 +42,7 @@ class ControlItem:
     received_at: int
 
 
-def item_bytes(principal: JsonObject, thread_id: str, item_key: str, command: str) -> bytes:
+def item_bytes(principal: WirePrincipal, thread_id: str, item_key: str, command: str) -> bytes:
     return canonical({
         "address": thread_id,
         "command": command,
@@ -119,7 +120,7 @@ def waiting_key(rows: Iterable[tuple[Any, ...]], command: str) -> str | None:
 
 
 def insert_args(
-    tenant_id: str, thread_id: str, principal: JsonObject, command: str, now: int
+    tenant_id: str, thread_id: str, principal: WirePrincipal, command: str, now: int
 ) -> tuple[str, tuple[Any, ...]]:
     """A fresh item's key and ``INSERT``'s arguments for it."""
     key = uuid7(now)
@@ -146,7 +147,7 @@ class ControlItems(Protocol):
     """What a store engine provides for control items."""
 
     async def queue_control(
-        self, *, tenant_id: str, thread_id: str, principal: JsonObject, command: Command
+        self, *, tenant_id: str, thread_id: str, principal: WirePrincipal, command: Command
     ) -> str:
         """Queue ``command`` for the thread's holder; returns the item key (the waiting
         item's, when one with this command is already queued)."""

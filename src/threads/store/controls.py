@@ -5,7 +5,7 @@ gives of a store.
 
 from __future__ import annotations
 
-from threads.log.json_types import JsonObject
+from threads.log.event_types import Principal as WirePrincipal
 from threads.store import flows, statements
 from threads.store.control_items import (
     Command,
@@ -24,7 +24,7 @@ _TABLES = (INBOX,)
 
 
 def _queue(
-    dialect: Dialect, thread_id: str, *, tenant_id: str, principal: JsonObject,
+    dialect: Dialect, thread_id: str, *, tenant_id: str, principal: WirePrincipal,
     command: str, now: int,
 ) -> Flow[str]:
     if dialect.locks:  # two hosts queueing one command for one thread queue it once
@@ -52,7 +52,7 @@ class StoreControls:
         self.store = store
 
     async def queue_control(
-        self, *, tenant_id: str, thread_id: str, principal: JsonObject, command: Command
+        self, *, tenant_id: str, thread_id: str, principal: WirePrincipal, command: Command
     ) -> str:
         now, dialect = self.store.clock.now_ms(), self.store.dialect
         key = await self.store._transact(

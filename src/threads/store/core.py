@@ -22,13 +22,13 @@ from typing import TypeVar
 from threads.clock import Clock
 from threads.errors import StoreError
 from threads.log.lines import Event, Header
+from threads.log.vocabulary import ArtifactRef
 from threads.store import flows, fold_snapshots
 from threads.store import statements as sql
 from threads.store.control_items import InboxViews
 from threads.store.flows import Access, ConstraintError, Flow
 from threads.store.layout import FOLD_SNAPSHOTS, RUN_RECEIPTS, Table
 from threads.store.protocol import (
-    ArtifactRef,
     BranchInfo,
     Chain,
     Lease,

@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 
 from threads.errors import NotFoundError, StoreError
 from threads.log.lines import Event, Header
+from threads.log.vocabulary import ArtifactRef
 from threads.store import statements as sql
 from threads.store.holder import succeeding
-from threads.store.protocol import ArtifactRef, BranchInfo, Lease, LeaseState, Segment, StoredRow
+from threads.store.protocol import BranchInfo, Lease, LeaseState, Segment, StoredRow
 from threads.store.receipts import RunReceipt, key_taken, receipt_from_row
 from threads.store.rows import (
     branch_from_row,

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 
 from threads.errors import NotFoundError, StoreError
 from threads.log.verify import Segment
-from threads.store.protocol import ArtifactRef, Store
+from threads.log.vocabulary import ArtifactRef
 from threads.store.protocol import Segment as StoredSegment
+from threads.store.protocol import Store
 from threads.store.snapshot_row import StoredSnapshot
 
 

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from threads.clock import Clock
 from threads.log.collector import collector_paused
 from threads.log.fold import Fold
 from threads.log.lines import Event, Header
 from threads.log.request_bytes import RequestBytes
+from threads.log.vocabulary import ArtifactRef
 from threads.store.receipts import RunReceipt
 from threads.store.snapshot_row import StoredSnapshot
-
-ArtifactRef = dict[str, Any]  # {"sha256", "bytes", "media_type"}
 
 
 @dataclass(frozen=True, slots=True)

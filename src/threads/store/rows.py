@@ -19,6 +19,7 @@ from threads.log.admission import admit_line
 from threads.log.canonical import MAX_SAFE_INT, canonical
 from threads.log.collector import collector_paused
 from threads.log.hashing import sha256_hex
+from threads.log.json_types import JsonObject
 from threads.log.lines import (
     Event,
     Header,
@@ -27,10 +28,11 @@ from threads.log.lines import (
     header_from_value,
 )
 from threads.log.stored_json import UndecodedLineError, loads_stored, loads_stored_lines
+from threads.log.vocabulary import ArtifactRef
 from threads.store.holder import parse as parse_holder
 from threads.store.holder import provably_gone
 from threads.store.layout import SCHEMA_VERSION
-from threads.store.protocol import ArtifactRef, BranchInfo, Chain, Lease, Segment, StoredRow
+from threads.store.protocol import BranchInfo, Chain, Lease, Segment, StoredRow
 
 
 def free_roots(rows: Sequence[tuple[Any, ...]]) -> list[BranchInfo]:
@@ -320,7 +322,7 @@ def _events(branch_id: str, first: int, lines: list[bytes], values: list[Any]) -
     return events
 
 
-def _decoded(raw: bytes) -> dict[str, Any]:
+def _decoded(raw: bytes) -> JsonObject:
     value = loads_stored(raw)
     if not isinstance(value, dict):
         raise TypeError("a stored line is not a JSON object")

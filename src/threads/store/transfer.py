@@ -26,11 +26,11 @@ from threads.log.refs import first_reference, referenced_artifacts
 from threads.log.replay import missing_before
 from threads.log.verify import Segment as VerifiedSegment
 from threads.log.verify import VerifiedExport, verify_export
-from threads.log.vocabulary import data_of
+from threads.log.vocabulary import ArtifactRef, data_of
 from threads.store.bundle import is_bundle, read_bundle, write_bundle
 from threads.store.fold_open import fold_row, row_at_head_pays
 from threads.store.import_checks import check_owner, store_owned, stored_already
-from threads.store.protocol import ArtifactRef, Store
+from threads.store.protocol import Store
 from threads.store.snapshot_row import StoredSnapshot
 
 TORN_MEDIA_TYPE = "application/octet-stream"

@@ -24,7 +24,7 @@ from typing import Literal
 from threads.log.json_types import JsonObject
 from threads.log.render_context import SUMMARIZE
 from threads.log.render_lines import Message, UserLine
-from threads.log.vocabulary import ToolUsePart
+from threads.log.vocabulary import AdapterRef, ToolUsePart
 from threads.models.fence import Fence
 from threads.models.protocol import (
     ModelCallError,
@@ -71,7 +71,7 @@ class ChatModel:
     async def aclose(self) -> None:
         """Nothing to release."""
 
-    def adapter_ref(self) -> JsonObject:
+    def adapter_ref(self) -> AdapterRef:
         return {"name": "scripted", "settings": {}, "version": "1"}
 
     def params(self) -> JsonObject:

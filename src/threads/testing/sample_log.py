@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from threads.clock import Clock
-from threads.log.event_types import EventType
+from threads.log.event_types import Actor, EventType
 from threads.log.hashing import value_hash
 from threads.log.ids import uuid7
 from threads.log.json_types import JsonObject
-from threads.log.lines import Actor, Draft, Event, Head, Header, encode_event, make_header
+from threads.log.lines import Draft, Event, Head, Header, encode_event, make_header
 from threads.log.render import RenderCache, render
 from threads.log.render_resume import RequestCheckpoint, checkpoint_of
 from threads.log.vocabulary import draft

@@ -18,7 +18,7 @@ from typing import Any
 from threads.log.ids import random_bytes
 from threads.log.json_types import JsonObject
 from threads.log.render_lines import Message
-from threads.log.vocabulary import OutputPart
+from threads.log.vocabulary import AdapterRef, OutputPart
 from threads.models.fence import Fence
 from threads.models.protocol import (
     LookupResult,
@@ -163,7 +163,7 @@ class ScriptedModel:
     async def aclose(self) -> None:
         """Nothing to release."""
 
-    def adapter_ref(self) -> JsonObject:
+    def adapter_ref(self) -> AdapterRef:
         return {"name": "scripted", "settings": {}, "version": "1"}
 
     def params(self) -> JsonObject:

@@ -22,7 +22,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 from pydantic import BaseModel
 
 from threads.errors import ConfigError
-from threads.log.json_types import JsonObject
+from threads.log.vocabulary import ToolSpec
 from threads.tools.context import DepsT, RunContext
 from threads.tools.signature import Execute, as_async, from_function
 
@@ -117,9 +117,9 @@ class Tool(Generic[DepsT]):
     retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS
     settle_ms: int = DEFAULT_SETTLE_MS
 
-    def spec(self) -> JsonObject:
+    def spec(self) -> ToolSpec:
         """The ToolSpec pinned in thread_started (and rendered to the model)."""
-        spec: JsonObject = {
+        spec: ToolSpec = {
             "name": self.name,
             "description": self.description,
             "input_schema": self.input.model_json_schema(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from threads.log.event_types import Principal
 from threads.log.hashing import value_hash
 from threads.log.ids import effect_key
 from threads.log.json_types import JsonObject
@@ -18,7 +19,6 @@ from threads.log.vocabulary import (
     ModelResponseData,
     ModelResponseRecoveredData,
     ModelSettings,
-    Principal,
     ThreadStartedData,
     ToolResultData,
     ToolResultLateData,

@@ -33,6 +33,7 @@ from typing import Any, NotRequired, TypedDict, cast
 
 from threads.log import tool_ext
 from threads.log.canonical import compact_dumps, fast_loads
+from threads.log.event_types import Principal
 from threads.log.fold.cache_breaks import CacheBreak, CacheBreaks, Cause
 from threads.log.fold.compaction import Compaction
 from threads.log.fold.features import Child, Features
@@ -56,7 +57,6 @@ from threads.log.vocabulary import (
     Budget,
     ModelSettings,
     ParkAddress,
-    Principal,
     ThreadStartedData,
     TodosUpdatedDataTodosItem,
     ToolResultData,
@@ -199,7 +199,7 @@ class _Attempts(dict[str, ModelAttempt]):
         header = self._header
         # a settled older attempt's model_request as far as a rule reads it: id, seq, time
         event = Event(seq, key, header.thread_id, header.branch_id, 0, "model_request", 1, time,
-                      {}, "", False, {}, b"", "")
+                      {"kind": "host"}, "", False, {}, b"", "")
         attempt = self._attempt(event, row)
         dict.__setitem__(self, key, attempt)
         return attempt

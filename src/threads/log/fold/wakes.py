@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from threads.errors import LogError
+from threads.log.event_types import Principal
 from threads.log.lines import Event
-from threads.log.vocabulary import Principal, data_of
+from threads.log.vocabulary import data_of
 
 _BETWEEN = frozenset({"agent_finished", "tool_result_late"})
 

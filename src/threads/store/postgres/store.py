@@ -40,6 +40,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the import test wi
 from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import StoreError
 from threads.log.lines import Event
+from threads.log.vocabulary import ArtifactRef
 from threads.store import flows, statements
 from threads.store.control_items import InboxViews, consume_args, lost_item
 from threads.store.core import Append, StoreCore
@@ -53,7 +54,6 @@ from threads.store.postgres.deltas import INSERT_DELTAS, PostgresDeltas
 from threads.store.postgres.group import Conn, GroupCommitter
 from threads.store.postgres.schema import ensure, has_table, init_schema
 from threads.store.protocol import (
-    ArtifactRef,
     Lease,
     PendingArtifact,
 )

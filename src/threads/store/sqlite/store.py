@@ -38,6 +38,7 @@ from threads.clock import SYSTEM_CLOCK, Clock
 from threads.errors import NotFoundError, StoreError
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
+from threads.log.vocabulary import ArtifactRef
 from threads.store import flows
 from threads.store import statements as sql
 from threads.store.artifact_files import ArtifactFiles, make_store_dirs
@@ -49,7 +50,6 @@ from threads.store.holder import holder_id as recorded_holder
 from threads.store.identity import sqlite_owner
 from threads.store.layout import FOLD_SNAPSHOTS, Table
 from threads.store.protocol import (
-    ArtifactRef,
     Lease,
 )
 from threads.store.request_deltas import (
