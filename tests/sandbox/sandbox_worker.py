@@ -105,7 +105,7 @@ def build(spec: dict[str, Any]) -> Any:
                  for word in THREE]
         return agent(name="drill", model=scripted_model([*steps, say("done")]),
                      sandbox=provider, snapshots=True)
-    if spec["script"] == "shared":
+    if spec["script"] == "lent":
         clerk = agent(name="clerk", sandbox=provider, model=scripted_model([
             use(call("bash", command="echo child >> /workspace/runs")),
             use(call("bash", command=LONG_COMMAND.replace("echo start", "echo child2"))),

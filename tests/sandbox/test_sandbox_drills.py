@@ -225,7 +225,7 @@ def test_sigkill_mid_command_of_a_child_sharing_the_sandbox(tmp_path: Path) -> N
     interrupted; the child's earlier command and the parent's are not repeated, and the parent
     reads everything both wrote."""
     drill = SandboxDrill(tmp_path)
-    worker = drill.spawn(input="go", script="shared")
+    worker = drill.spawn(input="go", script="lent")
     workspace = drill.wait_for("started", worker)
     worker.send_signal(signal.SIGKILL)
     worker.communicate(timeout=60)
@@ -235,7 +235,7 @@ def test_sigkill_mid_command_of_a_child_sharing_the_sandbox(tmp_path: Path) -> N
     [parent] = [t for t in drill.threads() if t != child]
     assert [e["type"] for e in drill.events(child)][-1] == "effect_begin"
 
-    again = drill.run(thread=parent, input=None, script="shared")
+    again = drill.run(thread=parent, input=None, script="lent")
     assert again["status"] == "completed", again
     assert drill.workspaces() == [workspace]  # the same sandbox, re-attached
     runs = (workspace / "runs").read_text().splitlines()
@@ -254,7 +254,7 @@ def test_sigkill_mid_command_of_a_child_sharing_the_sandbox(tmp_path: Path) -> N
     assert [(r.kind, r.state, r.owner_branch_id) for r in drill.ledger()] == [
         ("sandbox", "live", parent_branch)
     ]
-    assert drill.run(thread=parent, input=None, script="shared")["status"] == "completed"
+    assert drill.run(thread=parent, input=None, script="lent")["status"] == "completed"
     assert (workspace / "runs").read_text().splitlines() == runs
     assert len(drill.events(parent)) == len(parent_events)
 
