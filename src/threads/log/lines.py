@@ -30,10 +30,9 @@ NON_CRITICAL_TYPES: frozenset[str] = frozenset(
     {"log_repaired", "park_escalated", "schedule_skipped"}
 )
 
-# An event's data as its line holds it; ``threads.log.vocabulary.data_of`` reads it as its
-# type's TypedDict. Outside the fold every reader uses that; the fold's rules and the renderer
-# still index it directly, so its values stay ``Any`` until they do (then: JsonObject).
-Data = dict[str, Any]
+# An event's data as its line holds it: JSON. ``threads.log.vocabulary.data_of`` reads it as its
+# type's TypedDict.
+Data = JsonObject
 
 
 class Draft(NamedTuple):

@@ -25,7 +25,7 @@ import hashlib
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 from threads.errors import LogError
 from threads.log.canonical import fast_loads
@@ -151,16 +151,22 @@ def _part_refs(parts: Sequence[Mapping[str, Any]] | None) -> Iterator[ArtifactRe
 def event_refs(event: Event) -> list[ArtifactRef]:
     """The artifacts rendering ``event`` reads or verifies. A tool result's own ``ref`` (the
     spilled full output) is not among them: without content the model sees the preview."""
-    data = event.data
-    if event.type in ("user_input", "steer", "tool_result", "tool_result_late"):
-        return list(_part_refs(data.get("content")))
-    if event.type in ("model_response", "model_response_recovered"):
-        return list(_part_refs(data.get("content")))
-    if event.type == "injected" and isinstance(data.get("ref"), dict):
-        return [data["ref"]]
-    if event.type == "compacted":
-        return [data["summary_ref"]]
+    kind = event.type
+    if kind in ("user_input", "steer", "tool_result", "tool_result_late", "model_response",
+                "model_response_recovered"):
+        return list(_part_refs(_content(event)))
+    if kind == "injected":
+        ref = data_of(event, "injected").get("ref")
+        return [ref] if ref is not None else []
+    if kind == "compacted":
+        return [data_of(event, "compacted")["summary_ref"]]
     return []
+
+
+def _content(event: Event) -> Sequence[Mapping[str, Any]] | None:
+    """The content parts of an event that carries them (None when it has none)."""
+    content = event.data.get("content")
+    return cast("Sequence[Mapping[str, Any]]", content) if isinstance(content, list) else None
 
 
 def _verified(event: Event, ref: ArtifactRef, artifacts: Artifacts) -> bytes:
@@ -196,8 +202,9 @@ def _user(text: str) -> UserLine:
 
 
 def _injected(event: Event, artifacts: Artifacts) -> UserLine:
-    data = event.data
-    text = data["text"] if "text" in data else _text(event, data["ref"], artifacts)
+    data = data_of(event, "injected")
+    ref = data.get("ref")
+    text = data.get("text", "") if ref is None else _text(event, ref, artifacts)
     if data["source"] == "output_style":
         return _user(style_body(data["origin"]["id"], text))
     if data["trust"] != "untrusted_reference":
@@ -209,12 +216,13 @@ def _injected(event: Event, artifacts: Artifacts) -> UserLine:
 
 
 def _result(event: Event, *, late: bool) -> ToolLine:
-    data = event.data
+    data = data_of(event, "tool_result_late" if late else "tool_result")
+    content = data.get("content")
     line: ToolLine = {
         "role": "tool",
         "call_id": data["call_id"],
         "is_error": data["is_error"],
-        "content": data.get("content") or [{"type": "text", "text": data["preview"]}],
+        "content": content or [{"type": "text", "text": data["preview"]}],
     }
     if late:
         line["late"] = True
@@ -228,15 +236,18 @@ def _summary(event: Event, artifacts: Artifacts) -> UserLine:
 
 def _line(event: Event, artifacts: Artifacts) -> Line | None:
     """The Render v1 line of one event, or None for an event the model does not see."""
-    data = event.data
     for ref in event_refs(event):
         _verified(event, ref, artifacts)
     if event.type in ("user_input", "steer"):
-        content = data.get("content") or [{"type": "text", "text": data.get("text", "")}]
-        user: UserLine = {"role": "user", "content": content}
+        said = data_of(event, event.type)
+        user: UserLine = {
+            "role": "user",
+            "content": said.get("content") or [{"type": "text", "text": said.get("text", "")}],
+        }
         return user
     if event.type in ("model_response", "model_response_recovered"):
-        response: AssistantLine = {"role": "assistant", "content": data["content"]}
+        reply = data_of(event, event.type)["content"]
+        response: AssistantLine = {"role": "assistant", "content": reply}
         return response
     if event.type == "tool_result":
         return _result(event, late=False)
@@ -245,9 +256,11 @@ def _line(event: Event, artifacts: Artifacts) -> Line | None:
     if event.type == "injected":
         return _injected(event, artifacts)
     if event.type == "heartbeat":
-        return _user(f"<heartbeat>\nrunning: {', '.join(data['running_call_ids'])}\n</heartbeat>")
+        running = ", ".join(data_of(event, "heartbeat")["running_call_ids"])
+        return _user(f"<heartbeat>\nrunning: {running}\n</heartbeat>")
     if event.type == "tools_changed":
-        tools: ToolsLine = {"role": TOOLS_ROLE, "tools": [prefix_tool(s) for s in data["tools"]]}
+        specs = data_of(event, "tools_changed")["tools"]
+        tools: ToolsLine = {"role": TOOLS_ROLE, "tools": [prefix_tool(s) for s in specs]}
         return tools
     if event.type == "compacted":
         return _summary(event, artifacts)
@@ -294,8 +307,9 @@ class _Lines:
     def feed(self, event: Event, artifacts: Artifacts) -> None:
         data = event.data
         if event.type == "settings_changed":
-            self.settings = data["settings"]
-            if data["settings"]["reasoning_carryover"] == "omit_prior":
+            settings = data_of(event, "settings_changed")["settings"]
+            self.settings = settings
+            if settings["reasoning_carryover"] == "omit_prior":
                 self.omit_before = event.seq
             return
         if event.type == "hook_decision":
@@ -323,7 +337,8 @@ class _Lines:
         if event.type != "compacted":
             self.entries.append(_Entry(event.seq, event.event_id, line, raw, carryover))
             return
-        start, end = data["from_seq"], data["to_seq"]
+        compacted = data_of(event, "compacted")
+        start, end = compacted["from_seq"], compacted["to_seq"]
         self.compacted.append((start, end, event.seq))
         # the summary, then the tool set in force at the range's end (its last tools line)
         made = [_Entry(start, event.event_id, line, raw, False, event.seq)]

@@ -123,12 +123,10 @@ def summary_guides(events: Sequence[Event], cause: Event | None = None) -> list[
             break
         if cause is None and event.type == "model_request":
             break
-        data = event.data
-        if (
-            event.type == "hook_decision"
-            and data["hook"] == _GUIDE_HOOK
-            and data["decision"] == "guide"
-            and data.get("reason")
-        ):
-            reasons.append(data["reason"])
+        if event.type != "hook_decision":
+            continue
+        data = data_of(event, "hook_decision")
+        reason = data.get("reason")
+        if data["hook"] == _GUIDE_HOOK and data["decision"] == "guide" and reason:
+            reasons.append(reason)
     return reasons[::-1]

@@ -198,8 +198,9 @@ def _unparked(rt: Runtime, spawned: Event) -> list[Draft]:
     child_id = data_of(spawned, "agent_spawned")["child_thread_id"]
     if ("child", child_id) not in rt.fold.parks:
         return []
-    data = {"address": {"id": child_id, "kind": "child"}, "cause_event_id": spawned.event_id}
-    return [Draft("resumed", data, rt.actor())]
+    data: ResumedData = {"address": {"id": child_id, "kind": "child"},
+                         "cause_event_id": spawned.event_id}
+    return [draft("resumed", data, rt.actor())]
 
 
 async def resume_parked_children(rt: Runtime) -> None:
