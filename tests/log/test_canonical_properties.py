@@ -22,7 +22,10 @@ from threads.log.canonical import (
     canonical,
     canonical_reference,
     compact_dumps,
+    deeper_than,
     fast_loads,
+    may_hold_unsafe_integer,
+    parse_written,
 )
 
 # Lone surrogates have no UTF-8 form, so no line can hold one.
@@ -216,3 +219,23 @@ def test_compact_json_sorts_keys_and_writes_any_integer() -> None:
     value = {"b": [1, 2**70], "a": "\u00e9"}
     assert compact_dumps(value) == '{"a":"\u00e9","b":[1,1180591620717411303424]}'.encode()
     assert fast_loads(compact_dumps({"b": 1.5, "a": None})) == {"a": None, "b": 1.5}
+
+
+@given(st.integers(0, 70), st.booleans(), st.integers(-(2**60), 2**60))
+def test_a_written_line_is_judged_as_deeper_than_and_the_integer_scan_judge_it(
+    depth: int, objects: bool, number: int
+) -> None:
+    """``parse_written`` scans a line once for both checks: its refusals are theirs."""
+    value: Any = number
+    for _ in range(depth):
+        value = {"k": value} if objects else [value]
+    raw = canonical(value)
+    try:
+        admitted = admit_canonical(raw)  # the full admission a stranger's line gets
+    except LogError:
+        assert deeper_than(raw) or may_hold_unsafe_integer(raw)
+        with pytest.raises(LogError) as refused:
+            parse_written(raw)
+        assert refused.value.code == "invalid_line"
+    else:
+        assert parse_written(raw) == admitted

@@ -345,6 +345,31 @@ async def test_budget_stops_before_sending(store: Store) -> None:
     assert types(timeline)[-2:] == ["budget_exceeded", "turn_completed"]
 
 
+async def test_a_run_under_no_budget_sums_no_spend(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spend is linear in the thread's requests: summed before every request of a run no
+    budget covers, it made each step grow with the conversation. A budgeted run still sums it."""
+    from threads.run import budget_check
+
+    summed: list[int] = []
+    real_spend = budget_check.spend
+
+    def counted(table: Any, attempts: Any) -> Any:
+        summed.append(len(attempts))
+        return real_spend(table, attempts)
+
+    monkeypatch.setattr(budget_check, "spend", counted)
+    free = agent(name="t", model=scripted_model([use(call("read_file", path="a")), say("ok")]),
+                 tools=make_tools([]))
+    assert isinstance(await free.run("go", store=store, principal=ALICE), Completed)
+    assert summed == []
+    capped = agent(name="t", model=scripted_model([use(call("read_file", path="a")), say("ok")]),
+                   tools=make_tools([]), budget=Budget(max_model_requests=5))
+    assert isinstance(await capped.run("go", store=store, principal=ALICE), Completed)
+    assert summed == [0, 1]
+
+
 async def test_a_large_tool_result_is_spilled_and_the_model_sees_its_preview(
     store: Store,
 ) -> None:

@@ -16,10 +16,11 @@ line its writer just admitted is a lookup, with the same verdict.
 from __future__ import annotations
 
 import threading
-from typing import Any, Unpack
+from typing import Unpack, cast
 
 from threads.errors import LogError
 from threads.log.canonical import admit_canonical, parse_written
+from threads.log.json_types import JsonObject, JsonValue
 from threads.log.lines import (
     FORMAT_HEAD,
     FORMAT_LOG,
@@ -78,7 +79,7 @@ def encode_admitted(**fields: Unpack[EventFields]) -> Event:
     return _remember(event_from_value(read_back, line))
 
 
-def _admit_formatted(value: dict[str, Any], raw: bytes, position_seq: int) -> Header | Head:
+def _admit_formatted(value: JsonObject, raw: bytes, position_seq: int) -> Header | Head:
     fmt = value["format"]
     if fmt == FORMAT_LOG:
         _admit_version(value, "header", seq=0)
@@ -89,7 +90,9 @@ def _admit_formatted(value: dict[str, Any], raw: bytes, position_seq: int) -> He
         head_seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else position_seq
         _admit_version(value, "head", seq=head_seq)
         validate_head(value, seq=head_seq)
-        return Head(value["branch_id"], value["seq"], value["hash"])
+        # the schema pinned their types (Head: a branch id, a seq, a hash)
+        branch_id, head_hash = cast(str, value["branch_id"]), cast(str, value["hash"])
+        return Head(branch_id, cast(int, value["seq"]), head_hash)
     shown = repr(fmt) if isinstance(fmt, str) else _json_kind(fmt)
     # Position rule: at the start of an export the position is the header slot, seq 0.
     raise LogError(
@@ -99,7 +102,7 @@ def _admit_formatted(value: dict[str, Any], raw: bytes, position_seq: int) -> He
     )
 
 
-def _admit_version(value: dict[str, Any], what: str, *, seq: int) -> None:
+def _admit_version(value: JsonObject, what: str, *, seq: int) -> None:
     """A newer integer version means a newer writer (unsupported_format); anything else that is
     not a positive integer is a broken line (invalid_line)."""
     version = value.get("format_version")
@@ -117,7 +120,7 @@ def _admit_version(value: dict[str, Any], what: str, *, seq: int) -> None:
         )
 
 
-def _json_kind(value: Any) -> str:
+def _json_kind(value: JsonValue) -> str:
     kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
     if value is None:
         return "null"

@@ -297,13 +297,15 @@ def parse_strict(raw: bytes, *, seq: int | None = None) -> JsonValue:
 
 
 # Digits to "1", the bytes that can end an integer literal (",", "}", "]", JSON whitespace) to
-# "2", every other byte to "0". An integer literal past the safe range has at least 16 digits
-# (2^53 has 16), and in valid JSON it ends at one of those bytes or at the end of the text: a
-# line without 16 ones followed by a two (or closing it) holds none. A run of digits that ends
-# otherwise is part of a string (a hash, an id) or of a number with a fraction or an exponent,
-# which every parser reads as a double.
+# "2", the bytes that open a level ("[", "{") to "3", every other byte to "0". An integer literal
+# past the safe range has at least 16 digits (2^53 has 16), and in valid JSON it ends at one of
+# those bytes or at the end of the text: a line without 16 ones followed by a two (or closing
+# it) holds none. A run of digits that ends otherwise is part of a string (a hash, an id) or of
+# a number with a fraction or an exponent, which every parser reads as a double. The threes
+# count what ``deeper_than`` counts, so a writer's line is scanned once for both.
 _DIGITS = bytes(
-    0x31 if 0x30 <= b <= 0x39 else 0x32 if b in b",}] \t\n\r" else 0x30 for b in range(256)
+    0x31 if 0x30 <= b <= 0x39 else 0x32 if b in b",}] \t\n\r" else 0x33 if b in b"[{" else 0x30
+    for b in range(256)
 )
 _SIXTEEN_DIGITS = b"1" * 16
 _UNSAFE_END = _SIXTEEN_DIGITS + b"2"
@@ -311,7 +313,10 @@ _UNSAFE_END = _SIXTEEN_DIGITS + b"2"
 
 def may_hold_unsafe_integer(raw: bytes) -> bool:
     """False when ``raw`` surely holds no integer literal past ±(2^53-1) (a fast byte scan)."""
-    scanned = raw.translate(_DIGITS)
+    return _unsafe_in(raw.translate(_DIGITS))
+
+
+def _unsafe_in(scanned: bytes) -> bool:
     return _UNSAFE_END in scanned or scanned.endswith(_SIXTEEN_DIGITS)
 
 
@@ -360,10 +365,11 @@ def parse_written(raw: bytes, *, seq: int | None = None) -> JsonValue:
     has no duplicate keys by construction). Any violation is ``invalid_line`` at ``seq``."""
     if len(raw) > MAX_LINE_BYTES:
         raise LogError("invalid_line", f"line is {len(raw)} bytes; the limit is 1 MiB", seq=seq)
-    if deeper_than(raw):
+    scanned = raw.translate(_DIGITS)  # what deeper_than and may_hold_unsafe_integer scan
+    if scanned.count(b"3") > MAX_DEPTH and _nesting_depth(raw) > MAX_DEPTH:
         raise LogError("invalid_line", f"nesting is deeper than {MAX_DEPTH} levels", seq=seq)
     try:
-        if may_hold_unsafe_integer(raw):
+        if _unsafe_in(scanned):
             return json.loads(raw, parse_int=_written_int)
         return fast_loads(raw)
     except ValueError as exc:

@@ -31,7 +31,8 @@ from jsonschema.exceptions import ValidationError, best_match
 from referencing import Registry, Resource
 
 from threads.errors import LogError
-from threads.log.schema_ext import merge_extension
+from threads.log.json_types import JsonObject
+from threads.log.schema_ext import json_array, json_object, known_tags, merge_extension
 
 SCHEMA_ID = "urn:threads:schema:events:v1"
 _MAX_MESSAGE = 160
@@ -39,14 +40,13 @@ _MAX_MESSAGE = 160
 Predicate = Callable[[Any], bool]
 
 
-def _load(name: str) -> dict[str, Any]:
+def _load(name: str) -> JsonObject:
     text = resources.files("threads.log").joinpath(name).read_text("utf-8")
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded
+    return json_object(json.loads(text), name)
 
 
 @cache
-def _schema() -> dict[str, Any]:
+def _schema() -> JsonObject:
     """The vendored schema with the declared extension merged in (``threads.log.schema_ext``)."""
     return merge_extension(_load("events.v1.schema.json"), _load("events.ext.schema.json"))
 
@@ -62,7 +62,7 @@ def _registry() -> Registry[Any]:
 def known_types() -> frozenset[str]:
     """The event types this reader knows (all at ``type_version`` 1): ``$defs/KnownTag`` of the
     vendored schema plus the extension's ``event_types``."""
-    return frozenset(_schema()["$defs"]["KnownTag"]["properties"]["type"]["enum"])
+    return frozenset(str(tag) for tag in known_tags(_schema()))
 
 
 # --- the compiled fast path --------------------------------------------------------------------
@@ -103,8 +103,8 @@ class _Compiler:
     _IGNORED = frozenset({"$defs", "$id", "$schema", "title", "description", "then", "else"})
     _OBJECT = frozenset({"properties", "required", "additionalProperties"})
 
-    def __init__(self, root: dict[str, Any]) -> None:
-        self._defs: dict[str, Any] = root["$defs"]
+    def __init__(self, root: JsonObject) -> None:
+        self._defs = json_object(root["$defs"], "$defs")
         self._done: dict[str, Predicate] = {}
         self._cells: dict[str, list[Predicate]] = {}
 
@@ -140,13 +140,14 @@ class _Compiler:
             checks.append(method(val, schema))
         return _conjunction(checks)
 
-    def _object(self, schema: dict[str, Any]) -> Predicate:
+    def _object(self, schema: JsonObject) -> Predicate:
         """type object + properties + required + additionalProperties as one loop."""
         if "patternProperties" in schema:
             raise ValueError("patternProperties is not supported by the fast validator")
         strict = schema.get("type") == "object"
-        required = tuple(schema.get("required", ()))
-        props = {name: self.node(sub) for name, sub in schema.get("properties", {}).items()}
+        required = tuple(json_array(schema.get("required", []), "required"))
+        properties = json_object(schema.get("properties", {}), "properties")
+        props = {name: self.node(sub) for name, sub in properties.items()}
         extra_schema = schema.get("additionalProperties", True)
         extra = None if extra_schema is True else self.node(extra_schema)
 
@@ -246,7 +247,7 @@ class _Compiler:
         sub = self.node(val)
         return lambda v: not sub(v)
 
-    def _kw_if(self, val: Any, schema: dict[str, Any]) -> Predicate:
+    def _kw_if(self, val: Any, schema: JsonObject) -> Predicate:
         cond = self.node(val)
         then = self.node(schema.get("then", True))
         other = self.node(schema.get("else", True))
@@ -350,7 +351,7 @@ def validate_head(value: Any, *, seq: int | None) -> None:
     _check(_validator("Head"), value, "head line", seq)
 
 
-def is_known(value: dict[str, Any]) -> bool:
+def is_known(value: JsonObject) -> bool:
     """Whether this reader knows the event's ``(type, type_version)``."""
     return value.get("type") in known_types() and value.get("type_version") == 1
 

@@ -14,27 +14,51 @@ Invariant: the result is a pure function of the two files; neither is modified.
 from __future__ import annotations
 
 import copy
-from typing import Any
+
+from threads.log.json_types import JsonObject, JsonValue
 
 
-def merge_extension(vendored: dict[str, Any], extension: dict[str, Any]) -> dict[str, Any]:
+def json_object(value: JsonValue, where: str) -> JsonObject:
+    """``value`` when it is a JSON object; ``ValueError`` naming ``where`` else (a schema file
+    of the wrong shape fails loudly at load)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"schema: {where} is not an object")
+    return value
+
+
+def json_array(value: JsonValue, where: str) -> list[JsonValue]:
+    """``value`` when it is a JSON array; ``ValueError`` naming ``where`` else."""
+    if not isinstance(value, list):
+        raise ValueError(f"schema: {where} is not an array")
+    return value
+
+
+def known_tags(schema: JsonObject) -> list[JsonValue]:
+    """``$defs/KnownTag/properties/type/enum`` of ``schema``: the event types it knows."""
+    known = json_object(json_object(schema["$defs"], "$defs")["KnownTag"], "KnownTag")
+    tag = json_object(json_object(known["properties"], "KnownTag.properties")["type"], "type")
+    return json_array(tag["enum"], "KnownTag's type enum")
+
+
+def merge_extension(vendored: JsonObject, extension: JsonObject) -> JsonObject:
     """``vendored`` with ``extension``'s definitions and event types merged in (a new dict)."""
     merged = copy.deepcopy(vendored)
-    defs: dict[str, Any] = merged["$defs"]
-    replaces = set(extension.get("replaces", ()))
-    sources = extension.get("sources", {})
-    for name, definition in extension["$defs"].items():
+    defs = json_object(merged["$defs"], "$defs")
+    replaces = set(json_array(extension.get("replaces", []), "replaces"))
+    sources = json_object(extension.get("sources", {}), "sources")
+    added = json_object(extension["$defs"], "the extension's $defs")
+    for name, definition in added.items():
         if (name in defs) != (name in replaces):
             state = "shadows a vendored definition" if name in defs else "replaces nothing"
             raise ValueError(f"schema extension: {name} {state} (see its 'replaces' list)")
         if name not in sources:
             raise ValueError(f"schema extension: {name} names no source in the digest")
         defs[name] = copy.deepcopy(definition)
-    known: list[str] = defs["KnownTag"]["properties"]["type"]["enum"]
-    for event_type in extension["event_types"]:
+    known = known_tags(merged)
+    for event_type in json_array(extension["event_types"], "event_types"):
         if event_type in known:
             raise ValueError(f"schema extension: {event_type} is already a known type")
-        if f"ev_{event_type}" not in extension["$defs"]:
+        if f"ev_{event_type}" not in added:
             raise ValueError(f"schema extension: {event_type} has no ev_{event_type}")
         known.append(event_type)
     return merged

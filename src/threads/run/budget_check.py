@@ -101,8 +101,14 @@ def _thread_started_ms(fold: Fold) -> int:
 async def _scopes(rt: Runtime) -> list[_Scope]:
     """Each budget in force and what its scope spent: the thread's and the run's count every
     subagent below them too; an ancestor's counts what the tree spent outside this thread when
-    it started, plus this thread's subtree."""
+    it started, plus this thread's subtree. A run under no budget reads nothing (spend is
+    linear in the thread's requests: summing it before every request of an unbudgeted run made
+    its steps grow with the conversation)."""
     fold = rt.fold
+    turn = fold.turn
+    run_budget = turn is not None and turn.budget is not None
+    if rt.spec.budget is None and not run_budget and not rt.ancestors:
+        return []
     table = fold.price_table()
     attempts = list(fold.attempts.values())
     store = rt.writer.store
@@ -112,7 +118,6 @@ async def _scopes(rt: Runtime) -> list[_Scope]:
     )
     if rt.spec.budget is not None:
         scopes.append(_Scope("thread", rt.spec.budget, own, None, _thread_started_ms(fold)))
-    turn = fold.turn
     if turn is not None and turn.budget is not None:
         start = turn.input_event.seq
         run = [a for a in attempts if a.event.seq > start]
