@@ -13,8 +13,9 @@ To run the suite on another engine, add its name to ``ENGINES`` and an opener to
 The tiers: ``drill``, ``race``, ``timed`` and ``browser`` mark the slow kinds of test; every
 other test gets the ``fast`` marker, so ``pytest -m fast`` is the tier to run while working.
 
-Scratch files live on a tmpfs and Postgres commits are not flushed (``scratch_io``): what a
-test asserts never depends on a disk flush, and the flushes were most of the suite's time.
+Scratch files live on a tmpfs, Postgres commits are not flushed and Python's bytecode is
+cached (``scratch_io``): no test can observe the difference, and the flushes and recompiles
+were most of the suite's time.
 
 ``chain_reads`` lists the branches whose chain ``store`` was asked to read (clear it where
 counting starts). ``sqlite_store`` is a SQLite store alone, on the machine's clock.
