@@ -13,6 +13,10 @@ To run the suite on another engine, add its name to ``ENGINES`` and an opener to
 The tiers: ``drill``, ``race``, ``timed`` and ``browser`` mark the slow kinds of test; every
 other test gets the ``fast`` marker, so ``pytest -m fast`` is the tier to run while working.
 
+Scratch files live on a tmpfs, Postgres commits are not flushed and Python's bytecode is
+cached (``scratch_io``): no test can observe the difference, and the flushes and recompiles
+were most of the suite's time.
+
 ``chain_reads`` lists the branches whose chain ``store`` was asked to read (clear it where
 counting starts). ``sqlite_store`` is a SQLite store alone, on the machine's clock.
 """
@@ -25,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from postgres_support import POSTGRES_MARKS, drop_store, open_postgres
+from scratch_io import use_scratch_io
 from threads.clock import Clock, FakeClock
 from threads.store.protocol import Chain, Store
 from threads.store.sqlite import SQLiteStore, sqlite
@@ -46,6 +51,10 @@ def engine(request: pytest.FixtureRequest) -> str:
 
 
 SLOW_KINDS = ("drill", "race", "timed", "browser")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    use_scratch_io()  # before the first tmp_path: pytest picks its directory lazily
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -37,9 +37,9 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def database() -> Iterator[str]:
-    """A fresh database (the CLI uses the default schema), dropped after the test."""
+@pytest.fixture(scope="module")
+def server_database() -> Iterator[str]:
+    """A database of this module's own (dropping one forces a checkpoint: once is enough)."""
     name = f"cli_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
@@ -50,6 +50,15 @@ def database() -> Iterator[str]:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+@pytest.fixture
+def database(server_database: str) -> Iterator[str]:
+    """The module's database with nothing in it (the CLI uses the default schema, dropped
+    after the test)."""
+    yield server_database
+    with psycopg.connect(server_database, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS threads CASCADE")
 
 
 @pytest.mark.parametrize("scheme", ["postgres://", "postgresql://"])

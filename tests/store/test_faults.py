@@ -140,7 +140,8 @@ def _read_only_mount_open(directory: Path) -> str:
     if bwrap is None:
         pytest.skip("running as root and bubblewrap (bwrap) is not installed")
     d = str(directory)
-    mounts = ["--bind", "/", "/", "--ro-bind", d, d, "--dev", "/dev", "--proc", "/proc"]
+    # The read-only bind last: a scratch directory may live under /dev (/dev/shm).
+    mounts = ["--bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--ro-bind", d, d]
     out = subprocess.run(
         [bwrap, *mounts, sys.executable, "-c", _LIST_THREADS, d],
         capture_output=True, text=True, timeout=60, check=True,
