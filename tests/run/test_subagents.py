@@ -24,13 +24,16 @@ from threads import (
     Parked,
     Permissions,
     Principal,
+    RunResult,
     agent,
     open_thread,
     tool,
 )
 from threads.errors import ConfigError
 from threads.log.lines import Event
+from threads.run import runner
 from threads.run.agent import Agent
+from threads.run.child_run import ChildRun
 from threads.run.worker import Worker
 from threads.store.protocol import Store
 from threads.testing import call, say, scripted_model, use
@@ -422,16 +425,16 @@ async def test_a_late_result_during_an_open_turn_is_ordinary_input(
     store: Store, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The child ends while the parent's turn still works (its tool waits until the child's
-    turn is over): the end is recorded at the parent's next step boundary, no ``woken``."""
+    run has returned): the end is recorded at the parent's next step boundary, no ``woken``."""
     child_done = asyncio.Event()
-    append = store.append
+    run_child = runner.run_child
 
-    async def watching(branch_id: str, events: list[Event], **kwargs: object) -> None:
-        await append(branch_id, events, **kwargs)  # type: ignore[arg-type]
-        if any(e.type == "turn_completed" and e.actor == {"kind": "host"} for e in events):
-            child_done.set()
+    async def watching(store: Store, child: ChildRun) -> RunResult:
+        result = await run_child(store, child)
+        child_done.set()  # the child's task ends in this same step: it returns right after
+        return result
 
-    monkeypatch.setattr(store, "append", watching)
+    monkeypatch.setattr(runner, "run_child", watching)
 
     async def waits_for_the_child(args: Note, ctx: object) -> str:
         await asyncio.wait_for(child_done.wait(), 30)
