@@ -58,7 +58,10 @@ class Header:
 
 class Event(NamedTuple):
     """One event line. A tuple (immutable, and cheap to build: a read of a long branch builds
-    one per line) whose fields are the envelope's, in this order, then the line and its hash."""
+    one per line) whose fields are the envelope's, in this order, then the line and its hash.
+
+    ``data`` is the line's JSON object (``JsonObject``); ``threads.log.vocabulary.data_of(event,
+    "<type>")`` reads it as that type's TypedDict, so a type checker knows each field."""
 
     seq: int
     event_id: str
