@@ -299,9 +299,12 @@ class Drill:
                     assert kind == "effect", result
                     self.parked_keys.append(key)
                     self.settle_park(key, decide)
-            elif result["status"] == "failed" and resend_bound_reached(log_events(self.store_dir)):
+            elif result["status"] in ("failed", "killed") and resend_bound_reached(
+                log_events(self.store_dir)
+            ):
                 # Crashes kept landing right after the same model_request: the loop stops
                 # resending (bounded crash resends) and ends the turn; the thread is done.
+                # A kill can land after that end is durable and before the run returns it.
                 self.resend_bound_hits += 1
                 return {"status": "resend_bound"}
             elif result["status"] not in ("killed", "completed"):
