@@ -20,6 +20,7 @@ from threads.run import queued_controls
 from threads.run.agent import Agent
 from threads.store.protocol import Store
 from threads.testing import call, say, scripted_model, use
+from threads.tools.tool import Tool
 
 ALICE = Principal("api", "acme", "alice")
 BOB = Principal("api", "acme", "bob")
@@ -42,8 +43,8 @@ def stuck_parent(inside: asyncio.Event) -> Agent:
         await asyncio.Event().wait()
         return "never"
 
-    stuck = tool(name="write_note", description="Write a note.", input=Note, execute=forever,
-                 effect="read_only")
+    stuck: Tool[object] = tool(name="write_note", description="Write a note.", input=Note,
+                               execute=forever, effect="read_only")
     child = agent(name="clerk", model=scripted_model([use(call("write_note", text="x")),
                                                       say("never")]), tools=[stuck])
     return agent(name="boss", model=scripted_model([
