@@ -9,16 +9,22 @@ as ``cancel`` refuses. Both engines."""
 from __future__ import annotations
 
 import asyncio
+import sys
+from collections.abc import Awaitable, Callable
 
 import pytest
 from pydantic import BaseModel
 
+from postgres_support import URL
 from threads import Cancelled, ControlError, Principal, agent, open_thread, tool
 from threads.errors import StoreError
 from threads.log.lines import Event
 from threads.run import queued_controls
 from threads.run.agent import Agent
+from threads.run.thread import Thread
+from threads.store.postgres import PostgresStore
 from threads.store.protocol import Store
+from threads.store.sqlite import SQLiteStore
 from threads.testing import call, say, scripted_model, use
 from threads.tools.tool import Tool
 
@@ -54,8 +60,66 @@ def stuck_parent(inside: asyncio.Event) -> Agent:
     ]), tools=[stuck], subagents=[child])
 
 
+QUEUE_ELSEWHERE = """
+import asyncio, sys
+from pathlib import Path
+from threads import FakeClock, Principal, open_thread, sqlite
+from threads.errors import StoreError
+from threads.store.postgres import postgres
+
+async def main(kind, where, thread_id, now):
+    clock = FakeClock(int(now))  # the test's clock: the run's lease is live on it
+    store = postgres(where.split(" ")[0], schema=where.split(" ")[1], clock=clock) \\
+        if kind == "postgres" else sqlite(Path(where), clock=clock)
+    alice = Principal("api", "acme", "alice")
+    try:
+        thread = await open_thread(store, thread_id, principal=alice)
+        try:
+            await thread.cancel(alice)
+        except StoreError as busy:
+            print(busy.code)
+        print(await thread.queue_cancel(alice))
+    finally:
+        await store.close()
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+async def in_another_process(store: Store, thread: Thread) -> None:
+    """``threads cancel`` from another process: ``branch_busy``, so it queues the cancel."""
+    if isinstance(store, PostgresStore):
+        kind, where = "postgres", f"{URL} {store.schema}"
+    else:
+        assert isinstance(store, SQLiteStore)
+        assert store.root is not None
+        kind, where = "sqlite", str(store.root)
+    now = str(store.clock.now_ms())
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", QUEUE_ELSEWHERE, kind, where, thread.id, now,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().split()[0] == "branch_busy"
+
+
+async def in_this_process(store: Store, thread: Thread) -> None:
+    """A second handle on the same store: ``cancel`` is ``branch_busy``; a stranger of the
+    tenant is refused as ``cancel`` refuses; the owner's cancel is queued."""
+    with pytest.raises(StoreError) as busy:  # the waiting run holds the parent
+        await thread.cancel(ALICE)
+    assert busy.value.code == "branch_busy"
+    with pytest.raises(ControlError) as stranger:
+        await thread.queue_cancel(BOB)
+    assert stranger.value.code == "forbidden"
+    await thread.queue_cancel(ALICE)
+
+
+@pytest.mark.parametrize("queue", [in_this_process, in_another_process])
 async def test_a_cancel_queued_while_the_run_waits_for_its_background_child(
     store: Store, monkeypatch: pytest.MonkeyPatch,
+    queue: Callable[[Store, Thread], Awaitable[None]],
 ) -> None:
     monkeypatch.setattr(queued_controls, "CANCEL_POLL_S", 0)  # look at every loop turn
     inside, turn_over = asyncio.Event(), asyncio.Event()
@@ -74,13 +138,7 @@ async def test_a_cancel_queued_while_the_run_waits_for_its_background_child(
               if (await (await open_thread(store, t.thread_id, principal=ALICE)).children())]
     thread = await open_thread(store, info.thread_id, principal=ALICE)  # a second handle
     assert (await thread.fold()).turn is None
-    with pytest.raises(StoreError) as busy:  # the waiting run holds the parent
-        await thread.cancel(ALICE)
-    assert busy.value.code == "branch_busy"
-    with pytest.raises(ControlError) as stranger:
-        await thread.queue_cancel(BOB)
-    assert stranger.value.code == "forbidden"
-    await thread.queue_cancel(ALICE)
+    await queue(store, thread)
 
     result = await asyncio.wait_for(running, 30)
     assert isinstance(result, Cancelled), result
