@@ -26,7 +26,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from threads.errors import NotFoundError
+from threads.errors import NotFoundError, StoreError
 from threads.log.event_types import Actor
 from threads.log.event_types import Principal as WirePrincipal
 from threads.log.fold.wakes import RunRef
@@ -114,8 +114,8 @@ async def settle(rt: Runtime, result: RunResult, run_turn: Turn) -> RunResult:
 async def _child_ended_or_cancel(rt: Runtime) -> ControlItem | None:
     """Wait until a child's run ends or, with no turn open, another process queues a cancel
     for this thread (``threads.run.queued_controls``); then the cancel to apply, if one waits
-    (looked at once more, so a cancel queued as a child ended is applied before its end is
-    recorded and can wake the thread)."""
+    (looked at once more when a child ended, so a cancel queued meanwhile is applied before
+    that end is recorded and could wake the thread)."""
     ended = asyncio.ensure_future(rt.background.wait())
     watch = asyncio.ensure_future(wait_for_idle_cancel(rt))
     try:
@@ -124,7 +124,12 @@ async def _child_ended_or_cancel(rt: Runtime) -> ControlItem | None:
         for task in (ended, watch):
             task.cancel()
         await asyncio.gather(ended, watch, return_exceptions=True)
-    return await idle_cancel_item(rt)
+    if watch.done() and not watch.cancelled():
+        return watch.result()
+    try:
+        return await idle_cancel_item(rt)
+    except StoreError:
+        return None  # an unreachable store: the next wait looks again
 
 
 async def _stop_unreported(rt: Runtime, reason: str) -> None:
