@@ -16,7 +16,16 @@ import pytest
 from pydantic import BaseModel
 
 from postgres_support import URL
-from threads import Cancelled, ControlError, Principal, agent, open_thread, tool
+from threads import (
+    Cancelled,
+    ControlError,
+    Parked,
+    Permissions,
+    Principal,
+    agent,
+    open_thread,
+    tool,
+)
 from threads.errors import StoreError
 from threads.log.lines import Event
 from threads.run import queued_controls
@@ -175,3 +184,64 @@ async def test_queue_cancel_with_nothing_open_and_no_child_is_not_pending(store:
     with pytest.raises(ControlError) as nothing:
         await thread.queue_cancel(ALICE)
     assert nothing.value.code == "not_pending"
+
+
+async def test_a_queued_cancel_reaches_a_parked_child_beside_a_running_one(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One background child parked on an approval (the parent is parked on it), another still
+    running: the queued cancel bars both; the waiting run ends the running one and returns
+    ``Parked`` (the parked child's end is still to be recorded: a cancel never precedes an
+    unsettled descendant); the parent's next run records it cancelled, nothing applied."""
+    monkeypatch.setattr(queued_controls, "CANCEL_POLL_S", 0)
+    inside, parked = asyncio.Event(), asyncio.Event()
+    applied: list[str] = []
+
+    async def forever(args: Note, ctx: object) -> str:
+        inside.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    async def write(args: Note, ctx: object) -> str:
+        applied.append(args.text)
+        return "written"
+
+    stuck: Tool[object] = tool(name="wait", description="Wait.", input=Note, execute=forever,
+                               effect="read_only")
+    note: Tool[object] = tool(name="write_note", description="Write.", input=Note,
+                              execute=write, effect="idempotent", dedup_window_ms=60_000)
+    slow = agent(name="slow", model=scripted_model([use(call("wait", text="x")),
+                                                    say("never")]), tools=[stuck])
+    asks = agent(name="asks", model=scripted_model([use(call("write_note", text="y")),
+                                                    say("never")]),
+                 tools=[note], permissions=Permissions(ask=["write_note"]))
+    parent = agent(name="boss", model=scripted_model([
+        use(call("spawn_agent", agent="slow", prompt="a", background=True),
+            call("spawn_agent", agent="asks", prompt="b", background=True)),
+        say("started them"),
+        say("never"),
+    ]), tools=[stuck, note], subagents=[slow, asks])
+    append = store.append
+
+    async def watching(branch_id: str, events: list[Event], **kwargs: object) -> None:
+        await append(branch_id, events, **kwargs)  # type: ignore[arg-type]
+        if any(e.type == "parked" and e.data["address"]["kind"] == "child" for e in events):
+            parked.set()
+
+    monkeypatch.setattr(store, "append", watching)
+    running = asyncio.create_task(parent.run("go", store=store, principal=ALICE))
+    await asyncio.wait_for(asyncio.gather(inside.wait(), parked.wait()), 30)
+    [info] = [t for t in await store.list_threads(ALICE.tenant)
+              if len(await (await open_thread(store, t.thread_id, principal=ALICE))
+                     .children()) == 2]
+    thread = await open_thread(store, info.thread_id, principal=ALICE)
+    await thread.queue_cancel(ALICE)
+    first = await asyncio.wait_for(running, 30)
+    assert isinstance(first, Parked), first
+    second = await parent.run(None, thread=thread.id, store=store, principal=ALICE)
+    assert not isinstance(second, Parked), second
+    events = await thread.timeline()
+    assert len(of_type(events, "cancel_requested")) == 1
+    assert of_type(events, "woken") == []
+    assert [c.status for c in await thread.children()] == ["cancelled", "cancelled"]
+    assert applied == []

@@ -17,7 +17,8 @@ it runs and for the parent's reaction; a run that ends ``failed``, ``budget_exha
 ``cancelled`` stops its unreported children instead (``cancel_requested{scope: tree}``, then
 each is run to its end and that end recorded, no ``woken``). While it waits with no turn open,
 a cancel another process queued is applied as ``Thread.cancel`` on an idle thread is, and the
-run then stops its children that way and returns ``Cancelled``.
+run then stops its children that way and returns ``Cancelled`` (``Parked`` while a child it
+parked on is still to be recorded: the next run records that child's cancelled end).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ async def settle(rt: Runtime, result: RunResult, run_turn: Turn) -> RunResult:
     """What ``run()`` returns once its turn is over: with background children still running,
     wait for each, record its end and let the parent react to it, until none is left; a run
     that did not complete (or parked) stops its unreported children instead."""
+    cancelled_idle = False
     while rt.background.tasks:
         if not isinstance(result, Completed | Parked):
             reason = TREE_REASON if isinstance(result, Cancelled) else PARENT_ENDED
@@ -102,11 +104,11 @@ async def settle(rt: Runtime, result: RunResult, run_turn: Turn) -> RunResult:
         cancel = await _child_ended_or_cancel(rt)
         if cancel is not None:
             await apply_idle_cancel(rt, cancel)
-            result = Cancelled(rt.thread)
+            result, cancelled_idle = Cancelled(rt.thread), True
             continue
         if await record_ended(rt) and isinstance(result, Completed):
             result = await run_turn(rt)
-    if isinstance(result, Completed) and rt.fold.parks:
+    if (isinstance(result, Completed) or cancelled_idle) and rt.fold.parks:
         return parked_result(rt)  # a background child parked: the parent waits on it
     return result
 
