@@ -15,20 +15,29 @@ and a child they send back runs again instead of being recorded.
 ``settle`` is what ``run()`` does once a turn is over: it waits (no time limit) for every child
 it runs and for the parent's reaction; a run that ends ``failed``, ``budget_exhausted`` or
 ``cancelled`` stops its unreported children instead (``cancel_requested{scope: tree}``, then
-each is run to its end and that end recorded, no ``woken``).
+each is run to its end and that end recorded, no ``woken``). While it waits with no turn open,
+a cancel another process queued is applied as ``Thread.cancel`` on an idle thread is, and the
+run then stops its children that way and returns ``Cancelled`` (``Parked`` while a child it
+parked on is still to be recorded: the next run records that child's cancelled end).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from threads.errors import NotFoundError
+from threads.errors import NotFoundError, StoreError
 from threads.log.event_types import Actor
 from threads.log.event_types import Principal as WirePrincipal
 from threads.log.fold.wakes import RunRef
 from threads.log.lines import Draft
 from threads.log.vocabulary import data_of, draft
+from threads.run.queued_controls import (
+    apply_idle_cancel,
+    idle_cancel_item,
+    wait_for_idle_cancel,
+)
 from threads.run.results import Cancelled, Completed, Parked, RunResult
 from threads.run.runtime import Runtime
 from threads.run.spawn import (
@@ -42,6 +51,7 @@ from threads.run.spawn import (
 from threads.run.subagent_hooks import stop_decisions
 from threads.run.tree_cancel import TREE_REASON, bar
 from threads.run.turn import parked_result
+from threads.store.control_items import ControlItem
 from threads.store.protocol import PendingArtifact
 
 PARENT_ENDED = "parent run ended"
@@ -85,17 +95,43 @@ async def settle(rt: Runtime, result: RunResult, run_turn: Turn) -> RunResult:
     """What ``run()`` returns once its turn is over: with background children still running,
     wait for each, record its end and let the parent react to it, until none is left; a run
     that did not complete (or parked) stops its unreported children instead."""
+    cancelled_idle = False
     while rt.background.tasks:
         if not isinstance(result, Completed | Parked):
             reason = TREE_REASON if isinstance(result, Cancelled) else PARENT_ENDED
             await _stop_unreported(rt, reason)
             break
-        await rt.background.wait()
+        cancel = await _child_ended_or_cancel(rt)
+        if cancel is not None:
+            await apply_idle_cancel(rt, cancel)
+            result, cancelled_idle = Cancelled(rt.thread), True
+            continue
         if await record_ended(rt) and isinstance(result, Completed):
             result = await run_turn(rt)
-    if isinstance(result, Completed) and rt.fold.parks:
+    if (isinstance(result, Completed) or cancelled_idle) and rt.fold.parks:
         return parked_result(rt)  # a background child parked: the parent waits on it
     return result
+
+
+async def _child_ended_or_cancel(rt: Runtime) -> ControlItem | None:
+    """Wait until a child's run ends or, with no turn open, another process queues a cancel
+    for this thread (``threads.run.queued_controls``); then the cancel to apply, if one waits
+    (looked at once more when a child ended, so a cancel queued meanwhile is applied before
+    that end is recorded and could wake the thread)."""
+    ended = asyncio.ensure_future(rt.background.wait())
+    watch = asyncio.ensure_future(wait_for_idle_cancel(rt))
+    try:
+        await asyncio.wait((ended, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (ended, watch):
+            task.cancel()
+        await asyncio.gather(ended, watch, return_exceptions=True)
+    if watch.done() and not watch.cancelled():
+        return watch.result()
+    try:
+        return await idle_cancel_item(rt)
+    except StoreError:
+        return None  # an unreachable store: the next wait looks again
 
 
 async def _stop_unreported(rt: Runtime, reason: str) -> None:

@@ -16,6 +16,13 @@ once the request's ``model_request`` (with the tool's result) commits, from that
 read, and a request it stops is abandoned unsent. While a tool runs, ``watch_for_cancel`` looks
 every ``CANCEL_POLL_S`` and sets the tool's ``ctx.cancelled`` when a cancel is queued, so a tool
 that watches it (the sandbox tools do) stops instead of running to its own end.
+
+With no turn open, a run still holds the thread while it waits for background subagents that
+have not reported (``threads.run.background.settle``). It looks every ``CANCEL_POLL_S`` then
+too (``wait_for_idle_cancel``), and once a child ends; a cancel queued after one of those
+children was spawned is applied as ``Thread.cancel`` on an idle thread is
+(``apply_idle_cancel``: ``cancel_requested{scope: thread}`` unless a barrier covers every
+unreported child already, then every unfinished descendant barred).
 """
 
 from __future__ import annotations
@@ -30,6 +37,11 @@ from threads.log.vocabulary import (
 )
 from threads.principal import Principal
 from threads.run.runtime import Runtime
+from threads.run.tree_cancel import (
+    cancel_descendants,
+    unreported_spawns,
+    unreported_uncovered,
+)
 from threads.store.capabilities import controls_of
 from threads.store.control_items import ControlItem, ControlItems
 
@@ -80,6 +92,50 @@ async def watch_for_cancel(rt: Runtime, cancelled: asyncio.Event) -> None:
             continue  # an unreachable store: the next look tries again
         if any(item.command == "cancel" and _cancels_turn(rt, item) for item in items):
             cancelled.set()
+
+
+async def idle_cancel_item(rt: Runtime) -> ControlItem | None:
+    """With no turn open and a child unreported: the first cancel queued (fresh read) since
+    one of the unreported children was spawned, by a valid principal; else None."""
+    controls = controls_of(rt.writer.store)
+    fold = rt.fold
+    spawns = unreported_spawns(fold)
+    if controls is None or fold.turn is not None or not spawns:
+        return None
+    since = min(e.time for e in spawns)
+    items = await controls.pending_controls(rt.writer.thread_id)
+    return next((item for item in items if item.command == "cancel"
+                 and item.received_at >= since and _valid_principal(item.principal)), None)
+
+
+async def wait_for_idle_cancel(rt: Runtime) -> ControlItem:
+    """Look every ``CANCEL_POLL_S`` until ``idle_cancel_item`` finds one; an unreachable store
+    is looked at again. Runs until cancelled by its caller otherwise."""
+    while True:
+        await asyncio.sleep(CANCEL_POLL_S)
+        try:
+            item = await idle_cancel_item(rt)
+        except StoreError:
+            continue
+        if item is not None:
+            return item
+
+
+async def apply_idle_cancel(rt: Runtime, item: ControlItem) -> None:
+    """Record the queued cancel on the idle thread (``scope: thread``, actor the principal who
+    asked) in the append that consumes the item, or consume it alone when a barrier already
+    covers every unreported child; then bar the unfinished descendants no run holds (the
+    waiting run bars those it runs itself as it stops them)."""
+    controls = controls_of(rt.writer.store)
+    assert controls is not None  # ``idle_cancel_item`` found the item
+    principal = Principal.from_wire(item.principal)  # valid: ``idle_cancel_item``
+    if unreported_uncovered(rt.fold):
+        data: CancelRequestedData = {"reason": QUEUED_REASON, "scope": "thread"}
+        await rt.writer.append([draft("cancel_requested", data, principal.actor())],
+                               consumes=[item.inbox_id])
+    else:
+        await controls.consume_control(item.inbox_id, rt.fold.last_seq)
+    await cancel_descendants(rt.writer.store, rt.fold, principal.to_wire())
 
 
 async def _pending_at_head(rt: Runtime, controls: ControlItems) -> list[ControlItem]:

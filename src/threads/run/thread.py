@@ -23,7 +23,6 @@ from threads.errors import ConfigError, LogError, NotFoundError, ThreadsError
 from threads.log.collector import collector_paused
 from threads.log.fold import Call, Fold
 from threads.log.fold.cache_breaks import CacheBreak
-from threads.log.fold.features import CHILD_RUNNING
 from threads.log.fold.questions import match_answer
 from threads.log.fold.saved import RestoredFold
 from threads.log.json_types import JsonObject
@@ -39,7 +38,6 @@ from threads.log.vocabulary import (
     ModelSettings,
     PermissionMode,
     PermissionRuleAddedData,
-    data_of,
     draft,
 )
 from threads.principal import Principal
@@ -53,7 +51,7 @@ from threads.run.park_info import detail
 from threads.run.permissions import check_rule, rule_matches
 from threads.run.questions import answer_draft
 from threads.run.replay import replay_branch
-from threads.run.tree_cancel import cancel_descendants
+from threads.run.tree_cancel import cancel_descendants, unreported_uncovered
 from threads.run.views import (
     Child,
     ForkPoint,
@@ -574,13 +572,15 @@ class Thread:
     async def queue_cancel(self, principal: Principal) -> str:
         """For a thread another process is running (``cancel`` was ``branch_busy``): check the
         authority as ``cancel`` does, then queue the cancel for that process as a control item
-        (``threads.store.control_items``); it records ``cancel_requested`` at its next step.
-        Returns the item key (the waiting item's, when one is queued already)."""
+        (``threads.store.control_items``); it records ``cancel_requested`` at its next step,
+        or, with no turn open, while it waits for subagents that have not reported (then as
+        ``cancel`` on an idle thread: ``scope: thread``, every unfinished child barred).
+        ``not_pending`` as for ``cancel``. Returns the item key (the waiting item's, when one
+        is queued already)."""
         branch = await self._branch()
         fold = await self.fold()
         self._authorize(fold, principal, branch)
-        if fold.turn is None:
-            raise ControlError("not_pending", "no turn is open on this thread; nothing to cancel")
+        cancel_scope(fold)  # ``not_pending``: no turn open and every child reported
         controls = controls_of(self.store)
         if controls is None:
             raise ControlError(
@@ -600,16 +600,13 @@ def cancel_scope(fold: Fold) -> Literal["turn", "thread"] | None:
     again). ``not_pending`` when nothing is open and no child is unreported."""
     if fold.turn is not None:
         return "turn"
-    unreported = [c for c in fold.features.children.values() if c.status == CHILD_RUNNING]
-    if not unreported:
+    uncovered = unreported_uncovered(fold)
+    if uncovered is None:
         raise ControlError(
             "not_pending", "no turn is open and no subagent of this thread is unreported;"
             " nothing to cancel"
         )
-    spawned = {data_of(e, "agent_spawned")["child_thread_id"]: e.seq for e in fold.events
-               if e.type == "agent_spawned"}
-    covered = all(spawned[c.child_thread_id] < fold.wakes.cancel_seq for c in unreported)
-    return None if covered else "thread"
+    return "thread" if uncovered else None
 
 
 def compaction_refusal(fold: Fold) -> str | None:

@@ -20,8 +20,10 @@ from threads.log.event_types import (
 )
 from threads.log.fold import Fold
 from threads.log.fold.features import CHILD_RUNNING
+from threads.log.lines import Event
 from threads.log.vocabulary import (
     CancelRequestedData,
+    data_of,
     draft,
 )
 from threads.run.control import control_writer
@@ -38,6 +40,24 @@ def barred(fold: Fold) -> bool:
     if fold.turn is not None:
         return fold.turn.cancel_event is not None
     return fold.wakes.cancel_seq > 0
+
+
+def unreported_spawns(fold: Fold) -> list[Event]:
+    """The ``agent_spawned`` events of the thread's children that have not reported."""
+    unreported = {c.child_thread_id for c in fold.features.children.values()
+                  if c.status == CHILD_RUNNING}
+    return [e for e in fold.events if e.type == "agent_spawned"
+            and data_of(e, "agent_spawned")["child_thread_id"] in unreported]
+
+
+def unreported_uncovered(fold: Fold) -> bool | None:
+    """With no turn open: None when every child has reported (nothing to cancel); else whether
+    a child that has not reported was spawned after the thread's last cancel (a new
+    ``cancel_requested{scope: thread}`` is needed; False: one covers them all already)."""
+    spawns = unreported_spawns(fold)
+    if not spawns:
+        return None
+    return any(e.seq > fold.wakes.cancel_seq for e in spawns)
 
 
 async def bar(

@@ -1,0 +1,247 @@
+"""A cancel queued for a parent whose turn is over but whose run still waits for its background
+children (digest §6.2–6.3, issue 34): ``queue_cancel`` accepts it while a child is unreported,
+the waiting run applies it as ``Thread.cancel`` on an idle parent does (one
+``cancel_requested{scope: thread}`` with the asker as actor, each unfinished child barred and run
+to its cancelled end, recorded without ``woken``) and returns ``Cancelled``; with nothing open
+and every child reported it is still ``not_pending``; a stranger of the same tenant is refused
+as ``cancel`` refuses. Both engines."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+
+import pytest
+from pydantic import BaseModel
+
+from postgres_support import URL
+from threads import (
+    Cancelled,
+    ControlError,
+    Parked,
+    Permissions,
+    Principal,
+    agent,
+    open_thread,
+    tool,
+)
+from threads.errors import StoreError
+from threads.log.lines import Event
+from threads.run import queued_controls
+from threads.run.agent import Agent
+from threads.run.thread import Thread
+from threads.store.postgres import PostgresStore
+from threads.store.protocol import Store
+from threads.store.sqlite import SQLiteStore
+from threads.testing import call, say, scripted_model, use
+from threads.tools.tool import Tool
+
+ALICE = Principal("api", "acme", "alice")
+BOB = Principal("api", "acme", "bob")
+
+
+class Note(BaseModel):
+    text: str
+
+
+def of_type(events: list[Event], type_: str) -> list[Event]:
+    return [e for e in events if e.type == type_]
+
+
+def stuck_parent(inside: asyncio.Event) -> Agent:
+    """A parent that starts a background child and ends its turn; the child's tool never
+    returns on its own."""
+
+    async def forever(args: Note, ctx: object) -> str:
+        inside.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    stuck: Tool[object] = tool(name="write_note", description="Write a note.", input=Note,
+                               execute=forever, effect="read_only")
+    child = agent(name="clerk", model=scripted_model([use(call("write_note", text="x")),
+                                                      say("never")]), tools=[stuck])
+    return agent(name="boss", model=scripted_model([
+        use(call("spawn_agent", agent="clerk", prompt="slow", background=True)),
+        say("started it"),
+        say("never: the parent is not woken"),
+    ]), tools=[stuck], subagents=[child])
+
+
+QUEUE_ELSEWHERE = """
+import asyncio, sys
+from pathlib import Path
+from threads import FakeClock, Principal, open_thread, sqlite
+from threads.errors import StoreError
+from threads.store.postgres import postgres
+
+async def main(kind, where, thread_id, now):
+    clock = FakeClock(int(now))  # the test's clock: the run's lease is live on it
+    store = postgres(where.split(" ")[0], schema=where.split(" ")[1], clock=clock) \\
+        if kind == "postgres" else sqlite(Path(where), clock=clock)
+    alice = Principal("api", "acme", "alice")
+    try:
+        thread = await open_thread(store, thread_id, principal=alice)
+        try:
+            await thread.cancel(alice)
+        except StoreError as busy:
+            print(busy.code)
+        print(await thread.queue_cancel(alice))
+    finally:
+        await store.close()
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+async def in_another_process(store: Store, thread: Thread) -> None:
+    """``threads cancel`` from another process: ``branch_busy``, so it queues the cancel."""
+    if isinstance(store, PostgresStore):
+        kind, where = "postgres", f"{URL} {store.schema}"
+    else:
+        assert isinstance(store, SQLiteStore)
+        assert store.root is not None
+        kind, where = "sqlite", str(store.root)
+    now = str(store.clock.now_ms())
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", QUEUE_ELSEWHERE, kind, where, thread.id, now,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().split()[0] == "branch_busy"
+
+
+async def in_this_process(store: Store, thread: Thread) -> None:
+    """A second handle on the same store: ``cancel`` is ``branch_busy``; a stranger of the
+    tenant is refused as ``cancel`` refuses; the owner's cancel is queued."""
+    with pytest.raises(StoreError) as busy:  # the waiting run holds the parent
+        await thread.cancel(ALICE)
+    assert busy.value.code == "branch_busy"
+    with pytest.raises(ControlError) as stranger:
+        await thread.queue_cancel(BOB)
+    assert stranger.value.code == "forbidden"
+    await thread.queue_cancel(ALICE)
+
+
+@pytest.mark.parametrize("queue", [in_this_process, in_another_process])
+async def test_a_cancel_queued_while_the_run_waits_for_its_background_child(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+    queue: Callable[[Store, Thread], Awaitable[None]],
+) -> None:
+    monkeypatch.setattr(queued_controls, "CANCEL_POLL_S", 0)  # look at every loop turn
+    inside, turn_over = asyncio.Event(), asyncio.Event()
+    append = store.append
+
+    async def watching(branch_id: str, events: list[Event], **kwargs: object) -> None:
+        await append(branch_id, events, **kwargs)  # type: ignore[arg-type]
+        if any(e.type == "turn_completed" for e in events):
+            turn_over.set()  # the child never ends its turn: this is the parent's
+
+    monkeypatch.setattr(store, "append", watching)
+    parent = stuck_parent(inside)
+    running = asyncio.create_task(parent.run("go", store=store, principal=ALICE))
+    await asyncio.wait_for(asyncio.gather(inside.wait(), turn_over.wait()), 30)
+    [info] = [t for t in await store.list_threads(ALICE.tenant)
+              if (await (await open_thread(store, t.thread_id, principal=ALICE)).children())]
+    thread = await open_thread(store, info.thread_id, principal=ALICE)  # a second handle
+    assert (await thread.fold()).turn is None
+    await queue(store, thread)
+
+    result = await asyncio.wait_for(running, 30)
+    assert isinstance(result, Cancelled), result
+    events = await thread.timeline()
+    [barrier] = of_type(events, "cancel_requested")
+    assert barrier.data == {"reason": queued_controls.QUEUED_REASON, "scope": "thread"}
+    assert barrier.actor == {"kind": "user", "principal": ALICE.to_wire()}
+    assert of_type(events, "woken") == []
+    [finished] = of_type(events, "agent_finished")
+    assert finished.data["status"] == "cancelled"
+    assert barrier.seq < finished.seq
+    [late] = of_type(events, "tool_result_late")
+    assert late.data["preview"] == "cancelled: cancelled"
+    [kid] = await thread.children()
+    assert kid.status == "cancelled"
+    kid_events = await (await open_thread(store, kid.thread_id, principal=ALICE)).timeline()
+    [kid_barrier] = of_type(kid_events, "cancel_requested")
+    assert kid_barrier.data == {"reason": "ancestor cancelled", "scope": "tree"}
+    [closed] = of_type(kid_events, "tool_result")
+    assert closed.data["preview"] == "not executed: cancelled"
+
+    head = events[-1].seq
+    await parent.run(None, thread=thread.id, store=store, principal=ALICE)  # nothing left
+    assert (await thread.timeline())[-1].seq == head
+    with pytest.raises(ControlError) as nothing:  # every child reported: nothing to cancel
+        await thread.queue_cancel(ALICE)
+    assert nothing.value.code == "not_pending"
+
+
+async def test_queue_cancel_with_nothing_open_and_no_child_is_not_pending(store: Store) -> None:
+    lone = agent(name="lone", model=scripted_model([say("hi")]))
+    done = await lone.run("go", store=store, principal=ALICE)
+    thread = await open_thread(store, done.thread.id, principal=ALICE)
+    with pytest.raises(ControlError) as nothing:
+        await thread.queue_cancel(ALICE)
+    assert nothing.value.code == "not_pending"
+
+
+async def test_a_queued_cancel_reaches_a_parked_child_beside_a_running_one(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One background child parked on an approval (the parent is parked on it), another still
+    running: the queued cancel bars both; the waiting run ends the running one and returns
+    ``Parked`` (the parked child's end is still to be recorded: a cancel never precedes an
+    unsettled descendant); the parent's next run records it cancelled, nothing applied."""
+    monkeypatch.setattr(queued_controls, "CANCEL_POLL_S", 0)
+    inside, parked = asyncio.Event(), asyncio.Event()
+    applied: list[str] = []
+
+    async def forever(args: Note, ctx: object) -> str:
+        inside.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    async def write(args: Note, ctx: object) -> str:
+        applied.append(args.text)
+        return "written"
+
+    stuck: Tool[object] = tool(name="wait", description="Wait.", input=Note, execute=forever,
+                               effect="read_only")
+    note: Tool[object] = tool(name="write_note", description="Write.", input=Note,
+                              execute=write, effect="idempotent", dedup_window_ms=60_000)
+    slow = agent(name="slow", model=scripted_model([use(call("wait", text="x")),
+                                                    say("never")]), tools=[stuck])
+    asks = agent(name="asks", model=scripted_model([use(call("write_note", text="y")),
+                                                    say("never")]),
+                 tools=[note], permissions=Permissions(ask=["write_note"]))
+    parent = agent(name="boss", model=scripted_model([
+        use(call("spawn_agent", agent="slow", prompt="a", background=True),
+            call("spawn_agent", agent="asks", prompt="b", background=True)),
+        say("started them"),
+        say("never"),
+    ]), tools=[stuck, note], subagents=[slow, asks])
+    append = store.append
+
+    async def watching(branch_id: str, events: list[Event], **kwargs: object) -> None:
+        await append(branch_id, events, **kwargs)  # type: ignore[arg-type]
+        if any(e.type == "parked" and e.data["address"]["kind"] == "child" for e in events):
+            parked.set()
+
+    monkeypatch.setattr(store, "append", watching)
+    running = asyncio.create_task(parent.run("go", store=store, principal=ALICE))
+    await asyncio.wait_for(asyncio.gather(inside.wait(), parked.wait()), 30)
+    [info] = [t for t in await store.list_threads(ALICE.tenant)
+              if len(await (await open_thread(store, t.thread_id, principal=ALICE))
+                     .children()) == 2]
+    thread = await open_thread(store, info.thread_id, principal=ALICE)
+    await thread.queue_cancel(ALICE)
+    first = await asyncio.wait_for(running, 30)
+    assert isinstance(first, Parked), first
+    second = await parent.run(None, thread=thread.id, store=store, principal=ALICE)
+    assert not isinstance(second, Parked), second
+    events = await thread.timeline()
+    assert len(of_type(events, "cancel_requested")) == 1
+    assert of_type(events, "woken") == []
+    assert [c.status for c in await thread.children()] == ["cancelled", "cancelled"]
+    assert applied == []
