@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from threads.log.canonical import compact_dumps, fast_loads
+from threads.log.fold.compaction import is_side_request
 from threads.log.hashing import sha256_hex
 from threads.log.lines import Event
 from threads.log.render import (
@@ -59,7 +60,6 @@ _ZLIB_LEVEL = 1
 # is refused, as they could render the same events to other bytes
 _RENDER_MODULES = ("canonical", "render", "render_context", "render_lines", "render_resume",
                    "request_bytes")
-_COMPACTION = "compaction"
 
 
 class CheckpointUnusableError(Exception):
@@ -135,7 +135,8 @@ def render_code() -> str:
 
 
 def is_turn_request(event: Event) -> bool:
-    return event.type == "model_request" and event.data.get("purpose") != _COMPACTION
+    """A ``model_request`` of a turn, not a summarizer's."""
+    return event.type == "model_request" and not is_side_request(event)
 
 
 def checkpoint_of(cache: RenderCache, request: Event) -> RequestCheckpoint | None:
