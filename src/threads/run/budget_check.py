@@ -25,6 +25,7 @@ from typing import Any
 from threads.errors import NotFoundError, ThreadsError
 from threads.log.fold import Fold, ModelAttempt
 from threads.log.fold.cost import MAX_INT, PriceTable
+from threads.log.lines import Event
 from threads.log.vocabulary import (
     BudgetExceededData,
     data_of,
@@ -109,21 +110,13 @@ async def _scopes(rt: Runtime) -> list[_Scope]:
     run_budget = turn is not None and turn.budget is not None
     if rt.spec.budget is None and not run_budget and not rt.ancestors:
         return []
-    table = fold.price_table()
-    attempts = list(fold.attempts.values())
     store = rt.writer.store
     scopes: list[_Scope] = []
-    own = spend(table, attempts).with_turns(started_turns(fold)).plus(
-        await tree_spend(store, fold, memo=rt.spend_memo)
-    )
+    own = await _spent(store, fold, memo=rt.spend_memo)
     if rt.spec.budget is not None:
         scopes.append(_Scope("thread", rt.spec.budget, own, None, _thread_started_ms(fold)))
     if turn is not None and turn.budget is not None:
-        start = turn.input_event.seq
-        run = [a for a in attempts if a.event.seq > start]
-        spent = spend(table, run).with_turns(1).plus(
-            await tree_spend(store, fold, since_seq=start, memo=rt.spend_memo)
-        )
+        spent = await _spent(store, fold, since=turn.input_event, memo=rt.spend_memo)
         scopes.append(_Scope("run", Budget.from_wire(turn.budget), spent, None,
                              turn.input_event.time))
     scopes.extend(
@@ -138,12 +131,8 @@ async def ancestors_below(rt: Runtime, child_thread_id: str) -> tuple[AncestorBu
     run's, and every ancestor's of this thread, each with what the tree spent outside the
     child's subtree."""
     fold = rt.fold
-    table = fold.price_table()
-    attempts = list(fold.attempts.values())
     store = rt.writer.store
-    elsewhere = spend(table, attempts).with_turns(started_turns(fold)).plus(
-        await tree_spend(store, fold, excluding=child_thread_id, memo=rt.spend_memo)
-    )
+    elsewhere = await _spent(store, fold, excluding=child_thread_id, memo=rt.spend_memo)
     thread_id = rt.writer.thread_id
     out: list[AncestorBudget] = []
     if rt.spec.budget is not None:
@@ -151,11 +140,8 @@ async def ancestors_below(rt: Runtime, child_thread_id: str) -> tuple[AncestorBu
                                   _thread_started_ms(fold)))
     turn = fold.turn
     if turn is not None and turn.budget is not None:
-        start = turn.input_event.seq
-        run = spend(table, [a for a in attempts if a.event.seq > start]).with_turns(1).plus(
-            await tree_spend(store, fold, since_seq=start, excluding=child_thread_id,
-                             memo=rt.spend_memo)
-        )
+        run = await _spent(store, fold, since=turn.input_event, excluding=child_thread_id,
+                           memo=rt.spend_memo)
         out.append(AncestorBudget(thread_id, Budget.from_wire(turn.budget), run,
                                   turn.input_event.time))
     out.extend(
@@ -178,24 +164,37 @@ async def handoff_ancestors(
     handoff (rule 26), so those amounts are final."""
     branch = await store.root_branch(source_thread_id)
     fold = (await store.read_chain(branch.branch_id)).fold(store.clock.now_ms())
-    table = fold.price_table()
-    attempts = list(fold.attempts.values())
-    spent = spend(table, attempts).with_turns(started_turns(fold)).plus(
-        await tree_spend(store, fold)
-    )
+    spent = await _spent(store, fold)
     out: list[AncestorBudget] = []
     if agent_budget is not None:
         out.append(AncestorBudget(source_thread_id, agent_budget, spent,
                                   _thread_started_ms(fold)))
     opener = next((e for e in reversed(fold.events) if e.type == "user_input"), None)
     if run_budget is not None and opener is not None:
-        run = spend(table, [a for a in attempts if a.event.seq > opener.seq]).with_turns(1).plus(
-            await tree_spend(store, fold, since_seq=opener.seq)
-        )
+        run = await _spent(store, fold, since=opener)
         out.append(AncestorBudget(source_thread_id, run_budget, run, opener.time))
     out.extend(AncestorBudget(a.owner_thread_id, a.budget, a.spent.plus(spent), a.started_ms)
                for a in inherited)
     return tuple(out)
+
+
+async def _spent(
+    store: Store, fold: Fold, *, since: Event | None = None, excluding: str | None = None,
+    memo: SpendMemo | None = None,
+) -> Spend:
+    """What the thread of ``fold`` and its subagents (all but ``excluding``) spent: over the
+    thread's life, with every turn it started; or since a run's input ``since``, that run's
+    attempts and its one turn, and the children it spawned."""
+    table = fold.price_table()
+    attempts = list(fold.attempts.values())
+    if since is None:
+        own = spend(table, attempts).with_turns(started_turns(fold))
+    else:
+        own = spend(table, [a for a in attempts if a.event.seq > since.seq]).with_turns(1)
+    since_seq = 0 if since is None else since.seq
+    return own.plus(
+        await tree_spend(store, fold, since_seq=since_seq, excluding=excluding, memo=memo)
+    )
 
 
 async def tree_spend(
