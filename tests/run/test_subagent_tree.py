@@ -247,9 +247,30 @@ async def test_cancel_of_an_idle_parent_bars_its_parked_background_child(
     assert late.data["preview"] == "cancelled: cancelled"
     assert applied == []
     assert [c.status for c in await thread.children()] == ["cancelled"]
-    with pytest.raises(ControlError) as nothing:  # every child reported: nothing to cancel
-        await thread.cancel(ALICE)
-    assert nothing.value.code == "not_pending"
+    # Every child reported, and the cancel is still the thread's latest word: a second cancel
+    # answers with it and records nothing.
+    again = await thread.cancel(ALICE)
+    assert (again.seq, again.event_id) == (own.seq, own.event_id)
+    assert of_type(await thread.timeline(), "cancel_requested") == [own]
+
+
+async def test_a_second_cancel_of_a_barred_idle_parent_answers_the_first_barrier(
+    store: Store, clock: FakeClock,
+) -> None:
+    """Before any run carried the cancel out: the second cancel returns the barrier the first
+    recorded, and neither the parent nor the child gets a second one."""
+    note = ticking(clock, [])
+    child = clerk(note, use(call("write_note", text="x")), say("never"),
+                  permissions=Permissions(ask=["write_note"]))
+    parent = boss(child, note,
+                  use(call("spawn_agent", agent="clerk", prompt="a", background=True)),
+                  say("started"), say("never"))
+    parked = await parent.run("go", store=store, principal=ALICE)
+    thread = await open_thread(store, parked.thread.id, principal=ALICE)
+    first = await thread.cancel(ALICE)
+    assert await thread.cancel(ALICE) == first
+    assert of_type(await thread.timeline(), "cancel_requested") == [first]
+    assert len(of_type(await kid_events(store, thread), "cancel_requested")) == 1
 
 
 async def test_cancel_of_an_idle_parent_keeps_a_finished_childs_true_end(
