@@ -23,6 +23,7 @@ from threads import (
     Permissions,
     Principal,
     agent,
+    ask_user,
     open_thread,
     tool,
 )
@@ -247,3 +248,97 @@ async def test_a_queued_cancel_reaches_a_parked_child_beside_a_running_one(
     assert of_type(events, "woken") == []
     assert [c.status for c in await thread.children()] == ["cancelled", "cancelled"]
     assert applied == []
+
+
+def parked_parent(inside: asyncio.Event, applied: list[str], *, question: bool) -> Agent:
+    """A parent whose one reply starts a background child (whose tool never returns on its
+    own) and makes a call it must wait for: a ``write_note`` that needs an approval, or (with
+    ``question``) an ``ask_user``. Its turn stays open, parked, while its run waits for the
+    child."""
+
+    async def forever(args: Note, ctx: object) -> str:
+        inside.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    async def write(args: Note, ctx: object) -> str:
+        applied.append(args.text)
+        return "written"
+
+    stuck: Tool[object] = tool(name="wait", description="Wait.", input=Note, execute=forever,
+                               effect="read_only")
+    note: Tool[object] = tool(name="write_note", description="Write.", input=Note,
+                              execute=write, effect="idempotent", dedup_window_ms=60_000)
+    child = agent(name="clerk", model=scripted_model([use(call("wait", text="x")),
+                                                      say("never")]), tools=[stuck])
+    waits = (call("ask_user", "q1", question="Which?", options=["a", "b"]) if question
+             else call("write_note", "w1", text="y"))
+    return agent(name="boss", model=scripted_model([
+        use(call("spawn_agent", agent="clerk", prompt="slow", background=True), waits),
+        say("never: the turn is cancelled"),
+    ]), tools=[stuck, note, ask_user], subagents=[child],
+        permissions=Permissions(ask=["write_note"]))
+
+
+@pytest.mark.parametrize("question", [False, True], ids=["approval", "question"])
+async def test_a_cancel_queued_while_the_parked_run_waits_is_carried_out_at_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch, question: bool,
+) -> None:
+    """The parent's turn is parked (on its own approval, or a question) and its run waits for
+    a background child. A cancel queued then is applied by that run, not left for the next
+    one: the turn's barrier (the asker as actor), the park ended (``resumed``, the call ``not
+    executed: cancelled``), the turn ``cancelled``, the child barred and recorded cancelled
+    (no ``woken``); the run returns ``Cancelled`` and nothing was applied."""
+    monkeypatch.setattr(queued_controls, "CANCEL_POLL_S", 0)
+    inside, parked = asyncio.Event(), asyncio.Event()
+    applied: list[str] = []
+    append = store.append
+
+    async def watching(branch_id: str, events: list[Event], **kwargs: object) -> None:
+        await append(branch_id, events, **kwargs)  # type: ignore[arg-type]
+        if any(e.type == "parked" for e in events):
+            parked.set()
+
+    monkeypatch.setattr(store, "append", watching)
+    parent = parked_parent(inside, applied, question=question)
+    running = asyncio.create_task(parent.run("go", store=store, principal=ALICE))
+    await asyncio.wait_for(asyncio.gather(inside.wait(), parked.wait()), 30)
+    [info] = [t for t in await store.list_threads(ALICE.tenant)
+              if (await (await open_thread(store, t.thread_id, principal=ALICE)).children())]
+    thread = await open_thread(store, info.thread_id, principal=ALICE)
+    assert (await thread.fold()).turn is not None  # open, parked
+    await in_this_process(store, thread)
+
+    try:
+        result = await asyncio.wait_for(asyncio.shield(running), 10)
+    except TimeoutError:
+        running.cancel()
+        raise AssertionError("the waiting run left the queued cancel for its next run") from None
+    assert isinstance(result, Cancelled), result
+    events = await thread.timeline()
+    [barrier] = of_type(events, "cancel_requested")
+    assert barrier.data == {"reason": queued_controls.QUEUED_REASON, "scope": "turn"}
+    assert barrier.actor == {"kind": "user", "principal": ALICE.to_wire()}
+    park_id = "q1" if question else "w1"
+    [resumed] = of_type(events, "resumed")
+    assert resumed.data["address"]["kind"] == ("input" if question else "approval")
+    [closed] = [e for e in of_type(events, "tool_result") if e.data["call_id"] == park_id]
+    assert (closed.data["origin"], closed.data["preview"]) == (
+        "not_executed", "not executed: cancelled")
+    assert barrier.seq < resumed.seq
+    assert (await thread.fold()).parks == {}
+    ends = [e.data for e in of_type(events, "turn_completed")]
+    assert ends == [{"reason": "cancelled"}]
+    assert of_type(events, "woken") == []
+    [finished] = of_type(events, "agent_finished")
+    assert finished.data["status"] == "cancelled"
+    [kid] = await thread.children()
+    kid_events = await (await open_thread(store, kid.thread_id, principal=ALICE)).timeline()
+    [kid_barrier] = of_type(kid_events, "cancel_requested")
+    assert kid_barrier.data == {"reason": "ancestor cancelled", "scope": "tree"}
+    assert applied == []
+
+    head = events[-1].seq
+    again = await parent.run(None, thread=thread.id, store=store, principal=ALICE)
+    assert not isinstance(again, Parked), again
+    assert (await thread.timeline())[-1].seq == head  # nothing was left for the next run
