@@ -342,3 +342,68 @@ async def test_a_cancel_queued_while_the_parked_run_waits_is_carried_out_at_once
     again = await parent.run(None, thread=thread.id, store=store, principal=ALICE)
     assert not isinstance(again, Parked), again
     assert (await thread.timeline())[-1].seq == head  # nothing was left for the next run
+
+
+async def test_a_cancel_queued_while_the_run_waits_parked_on_a_child_ends_the_child(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The parent's turn is parked on a foreground child that waits for an approval, while its
+    run waits for a background child. The queued cancel is carried out by that run: the parked
+    child runs again under the barrier (its approval ended, nothing applied) and is recorded
+    cancelled, the turn ends ``cancelled``, the background child is stopped."""
+    monkeypatch.setattr(queued_controls, "CANCEL_POLL_S", 0)
+    inside, parked = asyncio.Event(), asyncio.Event()
+    applied: list[str] = []
+
+    async def forever(args: Note, ctx: object) -> str:
+        inside.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    async def write(args: Note, ctx: object) -> str:
+        applied.append(args.text)
+        return "written"
+
+    stuck: Tool[object] = tool(name="wait", description="Wait.", input=Note, execute=forever,
+                               effect="read_only")
+    note: Tool[object] = tool(name="write_note", description="Write.", input=Note,
+                              execute=write, effect="idempotent", dedup_window_ms=60_000)
+    slow = agent(name="slow", model=scripted_model([use(call("wait", text="x")),
+                                                    say("never")]), tools=[stuck])
+    asks = agent(name="asks", model=scripted_model([use(call("write_note", text="y")),
+                                                    say("never")]),
+                 tools=[note], permissions=Permissions(ask=["write_note"]))
+    parent = agent(name="boss", model=scripted_model([
+        use(call("spawn_agent", agent="slow", prompt="a", background=True),
+            call("spawn_agent", agent="asks", prompt="b")),
+        say("never: the turn is cancelled"),
+    ]), tools=[stuck, note], subagents=[slow, asks])
+    append = store.append
+
+    async def watching(branch_id: str, events: list[Event], **kwargs: object) -> None:
+        await append(branch_id, events, **kwargs)  # type: ignore[arg-type]
+        if any(e.type == "parked" and e.data["address"]["kind"] == "child" for e in events):
+            parked.set()
+
+    monkeypatch.setattr(store, "append", watching)
+    running = asyncio.create_task(parent.run("go", store=store, principal=ALICE))
+    await asyncio.wait_for(asyncio.gather(inside.wait(), parked.wait()), 30)
+    [info] = [t for t in await store.list_threads(ALICE.tenant)
+              if len(await (await open_thread(store, t.thread_id, principal=ALICE))
+                     .children()) == 2]
+    thread = await open_thread(store, info.thread_id, principal=ALICE)
+    assert (await thread.fold()).turn is not None
+    await thread.queue_cancel(ALICE)
+    try:
+        result = await asyncio.wait_for(asyncio.shield(running), 10)
+    except TimeoutError:
+        running.cancel()
+        raise AssertionError("the waiting run left the queued cancel for its next run") from None
+    assert isinstance(result, Cancelled), result
+    events = await thread.timeline()
+    assert [e.data["scope"] for e in of_type(events, "cancel_requested")] == ["turn"]
+    assert [e.data for e in of_type(events, "turn_completed")] == [{"reason": "cancelled"}]
+    assert of_type(events, "woken") == []
+    assert [c.status for c in await thread.children()] == ["cancelled", "cancelled"]
+    assert (await thread.fold()).parks == {}
+    assert applied == []
