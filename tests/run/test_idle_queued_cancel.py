@@ -36,7 +36,7 @@ from threads.store.postgres import PostgresStore
 from threads.store.protocol import Store
 from threads.store.sqlite import SQLiteStore
 from threads.testing import call, say, scripted_model, use
-from threads.tools.tool import Tool
+from threads.tools.tool import EffectUnknown, Tool
 
 ALICE = Principal("api", "acme", "alice")
 BOB = Principal("api", "acme", "bob")
@@ -407,3 +407,58 @@ async def test_a_cancel_queued_while_the_run_waits_parked_on_a_child_ends_the_ch
     assert [c.status for c in await thread.children()] == ["cancelled", "cancelled"]
     assert (await thread.fold()).parks == {}
     assert applied == []
+
+
+async def test_a_cancel_queued_while_parked_on_an_effect_stops_the_background_child(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The parent's turn is parked on an effect in doubt (a cancel can't end that) while its
+    run waits for a background child. The queued cancel becomes the turn's barrier, the child
+    is stopped and recorded cancelled, and the run returns ``Parked`` on the effect."""
+    monkeypatch.setattr(queued_controls, "CANCEL_POLL_S", 0)
+    inside, parked = asyncio.Event(), asyncio.Event()
+
+    async def forever(args: Note, ctx: object) -> str:
+        inside.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    async def cut(args: Note, ctx: object) -> str:
+        raise EffectUnknown("the connection dropped after sending")
+
+    stuck: Tool[object] = tool(name="wait", description="Wait.", input=Note, execute=forever,
+                               effect="read_only")
+    send: Tool[object] = tool(name="send", description="Send.", input=Note, execute=cut)
+    slow = agent(name="slow", model=scripted_model([use(call("wait", text="x")),
+                                                    say("never")]), tools=[stuck])
+    parent = agent(name="boss", model=scripted_model([
+        use(call("spawn_agent", agent="slow", prompt="a", background=True),
+            call("send", "s1", text="y")),
+        say("never"),
+    ]), tools=[stuck, send], subagents=[slow])
+    append = store.append
+
+    async def watching(branch_id: str, events: list[Event], **kwargs: object) -> None:
+        await append(branch_id, events, **kwargs)  # type: ignore[arg-type]
+        if any(e.type == "parked" for e in events):
+            parked.set()
+
+    monkeypatch.setattr(store, "append", watching)
+    running = asyncio.create_task(parent.run("go", store=store, principal=ALICE))
+    await asyncio.wait_for(asyncio.gather(inside.wait(), parked.wait()), 30)
+    [info] = [t for t in await store.list_threads(ALICE.tenant)
+              if (await (await open_thread(store, t.thread_id, principal=ALICE)).children())]
+    thread = await open_thread(store, info.thread_id, principal=ALICE)
+    await thread.queue_cancel(ALICE)
+    try:
+        result = await asyncio.wait_for(asyncio.shield(running), 10)
+    except TimeoutError:
+        running.cancel()
+        raise AssertionError("the waiting run left the queued cancel for its next run") from None
+    assert isinstance(result, Parked), result
+    assert [p.kind for p in result.pending] == ["effect"]
+    events = await thread.timeline()
+    assert [e.data["scope"] for e in of_type(events, "cancel_requested")] == ["turn"]
+    assert of_type(events, "turn_completed") == []  # parked on the effect: never cancelled
+    [kid] = await thread.children()
+    assert kid.status == "cancelled"

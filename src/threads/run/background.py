@@ -99,11 +99,14 @@ async def record_ended(rt: Runtime) -> bool:
 async def settle(rt: Runtime, result: RunResult, run_turn: Turn) -> RunResult:
     """What ``run()`` returns once its turn is over: with background children still running,
     wait for each, record its end and let the parent react to it, until none is left; a run
-    that did not complete (or parked) stops its unreported children instead."""
+    that did not complete (or parked) stops its unreported children instead, as does one
+    parked under a cancel barrier (on what a cancel can't end: an effect in doubt)."""
     cancelled_idle = False
     while rt.background.tasks:
-        if not isinstance(result, Completed | Parked):
-            reason = TREE_REASON if isinstance(result, Cancelled) else PARENT_ENDED
+        turn = rt.fold.turn
+        barred = turn is not None and turn.cancel_event is not None  # parked on what stays
+        if barred or not isinstance(result, Completed | Parked):
+            reason = TREE_REASON if barred or isinstance(result, Cancelled) else PARENT_ENDED
             await _stop_unreported(rt, reason)
             break
         cancel = await _child_ended_or_cancel(rt)
