@@ -585,10 +585,12 @@ class Thread:
         """For a thread another process is running (``cancel`` was ``branch_busy``): check the
         authority as ``cancel`` does, then queue the cancel for that process as a control item
         (``threads.store.control_items``); it records ``cancel_requested`` at its next step,
-        or, with no turn open, while it waits for subagents that have not reported (then as
-        ``cancel`` on an idle thread: ``scope: thread``, every unfinished child barred).
-        ``not_pending`` as for ``cancel``. Returns the item key (the waiting item's, when one
-        is queued already)."""
+        or while it waits for subagents that have not reported: with no turn open as
+        ``cancel`` on an idle thread (``scope: thread``, every unfinished child barred), with
+        its turn parked as the turn's barrier, which it then carries out at once (the parks
+        end, the turn ends cancelled). ``not_pending`` as for ``cancel``; a cancel already in
+        force is queued all the same (it records nothing). Returns the item key (the waiting
+        item's, when one is queued already)."""
         branch = await self._branch()
         fold = await self.fold()
         self._authorize(fold, principal, branch)
