@@ -15,7 +15,15 @@ from threads.principal import LOCAL_OPERATOR, Principal
 from threads.run.agent import Agent, agent
 from threads.run.budget import Budget
 from threads.run.context_policy import ContextPolicy
-from threads.run.hooks import Extension, HookDecision
+from threads.run.hooks import (
+    CompactedView,
+    CompactView,
+    Extension,
+    HookDecision,
+    SubagentStartView,
+    SubagentStopView,
+    ToolResultView,
+)
 from threads.run.permissions import Permissions
 from threads.run.questions import ask_user
 from threads.run.results import (
@@ -59,6 +67,8 @@ __all__ = [
     "Cancelled",
     "Child",
     "Clock",
+    "CompactView",
+    "CompactedView",
     "Completed",
     "ConfigError",
     "ContextPolicy",
@@ -100,6 +110,8 @@ __all__ = [
     "RunStatus",
     "Store",
     "StoreError",
+    "SubagentStartView",
+    "SubagentStopView",
     "SystemClock",
     "TextDelta",
     "Thread",
@@ -109,6 +121,7 @@ __all__ = [
     "ThreadUsage",
     "ThreadsError",
     "Tool",
+    "ToolResultView",
     "Usage",
     "__version__",
     "agent",

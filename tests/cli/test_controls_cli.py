@@ -152,6 +152,28 @@ def test_cancel_and_resolve(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert cancel["actor"] == {"kind": "user", "principal": LOCAL_OPERATOR.to_wire()}
 
 
+def test_a_second_cancel_records_nothing_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cancel is in force already: exit 0, no second ``cancel_requested``."""
+    store_dir = tmp_path / "store"
+    thread = parked_thread(store_dir)
+    assert main(["cancel", thread, *store_of(store_dir)]) == 0
+    assert "cancel recorded" in capsys.readouterr().out
+    assert main(["cancel", thread, *store_of(store_dir)]) == 0
+    assert "a cancel is in force already" in capsys.readouterr().out
+
+    async def barriers() -> int:
+        store = sqlite(store_dir)
+        try:
+            timeline = await (await open_thread(store, thread)).timeline()
+        finally:
+            await store.close()
+        return sum(e.type == "cancel_requested" for e in timeline)
+
+    assert asyncio.run(barriers()) == 1
+
+
 def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store_dir = tmp_path / "store"
     thread = parked_thread(store_dir)

@@ -17,13 +17,25 @@ subagent's thread alone) continues the root, and is killed mid-charge, after the
 ``resumed`` for the clerk, or after its ``agent_finished``; more worker passes complete it.
 Each case: the charge and the email applied once; the parent completes as an uncrashed tree;
 every worker run was the root's.
+
+A cancel queued while the parent's run waits with its turn parked: the parent's reply starts
+the clerk in the background (its look-up waits at a gate) and asks for an approval of its own
+email, so its turn parks while its run waits for the clerk. A cancel queued from the test's
+process is applied by that run at once; the run is killed right after the barrier (before the
+approval's end), after the approval's end, or after the turn's end, or not at all. Fresh runs
+then finish it. Each case: one barrier on the parent (``scope: turn``, the starter its actor)
+and one on the clerk; the approval ended once and its email never sent; the turn ended
+``cancelled`` once and the clerk recorded ``cancelled`` once, no ``woken``; nothing applied;
+every log only grew; exports verify; a rerun appends nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +43,7 @@ import pytest
 from drill_harness import KILLED, LEASE_PAST_MS, STARTER, SUMMARY, WORKER, Drill, branch_lines
 from test_subagent_drills import (
     BG,
+    DEADLINE_S,
     PROFILE,
     _act_on,
     of_type,
@@ -40,11 +53,13 @@ from test_subagent_drills import (
     verified,
 )
 
+from threads.run.queued_controls import QUEUED_REASON
 from threads.testing.fake_service import FakeService
 
 pytestmark = pytest.mark.drill
 
 RECORDED: list[str] = []
+PARKED_RECORDED: list[str] = []
 # (where the cancel process dies, where the parent's next run dies)
 CANCEL_CASES: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {
     "cancel_after_parent_barrier": ({"type": "cancel_requested", "nth": 1}, None),
@@ -52,6 +67,14 @@ CANCEL_CASES: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {
     "run_after_child_cancelled": (None, {"type": "cancelled", "nth": 1}),
     "run_after_child_turn_end": (None, {"type": "turn_completed", "nth": 1}),
     "run_after_agent_finished": (None, {"type": "agent_finished", "nth": 1}),
+}
+ASK = {"profile": "subagent_bg_ask"}
+# where the run applying the queued cancel dies (None: it does not)
+PARKED_KILLS: dict[str, dict[str, Any] | None] = {
+    "after_barrier": {"type": "cancel_requested", "nth": 1},
+    "after_approval_ended": {"type": "resumed", "nth": 1},
+    "after_turn_cancelled": {"type": "turn_completed", "nth": 1},
+    "not_killed": None,
 }
 WORK_KILLS: dict[str, dict[str, Any]] = {
     "root_mid_child_charge": {"in_execute": "charge_card", "nth": 1},
@@ -170,8 +193,6 @@ def test_a_grant_on_the_child_is_carried_out_by_the_roots_run_once(
         [approval] = await thread.pending_approvals()
         await thread.approve(approval.challenge_id, STARTER)
 
-    import asyncio
-
     asyncio.run(_act_on(drill.spec(), child_id, grant))
     worked = in_process(drill, "work", kill=WORK_KILLS[case], **asked)
     assert worked["status"] == "killed"
@@ -199,6 +220,90 @@ def test_a_grant_on_the_child_is_carried_out_by_the_roots_run_once(
     RECORDED.append(f"{case}: {drill.runs} processes, {drill.kills} kill, root runs only,"
                     " charge x1, email x1")
     _summarize()
+
+
+def _until(what: str, seen: Any, proc: subprocess.Popen[bytes]) -> None:
+    """Watch the store until ``seen()``; the run still going (killed when it never comes)."""
+    started = time.monotonic()
+    while not seen():
+        assert proc.poll() is None, f"the run ended before {what}: {proc.communicate()}"
+        if time.monotonic() - started > DEADLINE_S:
+            proc.kill()
+            proc.communicate(timeout=60)
+            raise AssertionError(f"no {what} within {DEADLINE_S} s")
+        time.sleep(0.05)  # watching another process's log; no lease is waited on
+
+
+@pytest.mark.parametrize("case", list(PARKED_KILLS))
+def test_a_cancel_queued_while_the_parked_parent_waits_is_carried_out_once(
+    case: str, service: FakeService, tmp_path: Path,
+) -> None:
+    drill = Drill(tmp_path, service)
+    gate = f"{drill.root.name}-parked"
+    kill = PARKED_KILLS[case]
+    proc = drill.spawn(input="go", child_gate=gate, kill=kill, **ASK)
+
+    def parent_events() -> list[dict[str, Any]]:
+        return threads_in(drill.store_dir)[0] if branch_lines(drill.store_dir) else []
+
+    _until("approval park", lambda: of_type(parent_events(), "parked"), proc)
+    parent_id = parent_events()[0]["thread_id"]
+
+    async def queue(thread: Any) -> str:
+        return str(await thread.queue_cancel(STARTER))
+
+    asyncio.run(_act_on(drill.spec(), parent_id, queue))
+    _until("barrier", lambda: of_type(parent_events(), "cancel_requested"), proc)
+    service.client().open_gate(gate)  # the clerk's look-up returns into a stopped run
+    out, err = proc.communicate(timeout=DEADLINE_S)
+    if kill is not None:
+        assert proc.returncode == KILLED, err.decode()
+        drill.kills += 1
+        drill.advance(LEASE_PAST_MS)
+        parent, _child = threads_in(drill.store_dir)
+        # the kill landed where it was meant to: right after the append holding that event
+        assert kill["type"] in [e["type"] for e in parent[-2:]], parent[-2:]
+        lines_at_kill = branch_lines(drill.store_dir)
+        result = drill.run(thread=parent_id, input=None, **ASK)
+        lines = branch_lines(drill.store_dir)
+        for branch_id, kept in lines_at_kill.items():
+            assert lines[branch_id][: len(kept)] == kept, "a rerun rewrote or dropped events"
+    else:
+        assert proc.returncode == 0, err.decode()
+        result = json.loads(out.decode().strip().splitlines()[-1])
+    # A rerun that finds the turn already ended cancelled has nothing of it left to carry out
+    # (``recorded_ending``: completed); it still records the clerk's end.
+    ended = "completed" if case == "after_turn_cancelled" else "cancelled"
+    assert result["status"] == ended, result
+
+    parent, child = threads_in(drill.store_dir)
+    [barrier] = of_type(parent, "cancel_requested")
+    assert barrier["data"] == {"reason": QUEUED_REASON, "scope": "turn"}
+    assert barrier["actor"] == {"kind": "user", "principal": STARTER.to_wire()}
+    [resumed] = of_type(parent, "resumed")
+    assert resumed["data"]["address"]["kind"] == "approval"
+    [email] = [e for e in of_type(parent, "tool_call") if e["data"]["name"] == "send_email"]
+    [closed] = [e for e in of_type(parent, "tool_result")
+                if e["data"]["call_id"] == email["data"]["call_id"]]
+    assert closed["data"]["preview"] == "not executed: cancelled"
+    assert [e["data"] for e in of_type(parent, "turn_completed")] == [{"reason": "cancelled"}]
+    assert of_type(parent, "woken") == []
+    [finished] = of_type(parent, "agent_finished")
+    assert finished["data"]["status"] == "cancelled"
+    [kid_barrier] = of_type(child, "cancel_requested")
+    assert kid_barrier["data"] == {"reason": "ancestor cancelled", "scope": "tree"}
+    assert child[-1]["data"] == {"reason": "cancelled"}
+    counts = service.client().snapshot()["counts"]  # the module's service: every test's
+    mine = (parent[0]["branch_id"], child[0]["branch_id"])
+    assert [key for key in counts if key.startswith(mine)] == []  # nothing applied, by either
+    verified(drill.spec(), parent_id)
+    verified(drill.spec(), child[0]["thread_id"])
+    before = branch_lines(drill.store_dir)
+    drill.run(thread=parent_id, input=None, **ASK)  # nothing left: the cancel was carried out
+    assert branch_lines(drill.store_dir) == before, "a restart after the cancel appended"
+    PARKED_RECORDED.append(f"{case}: {drill.runs} runs, {drill.kills} killed, nothing applied")
+    if len(PARKED_RECORDED) == len(PARKED_KILLS):
+        SUMMARY.append("parked-cancel drills: " + "; ".join(PARKED_RECORDED))
 
 
 def _summarize() -> None:

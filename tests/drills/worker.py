@@ -13,7 +13,9 @@ service), ``profile`` (the script: ``drill``, ``every_class``, ``result_last`` w
 parent that spawns a clerk; ``subagent_bg``: in the background, ``child_gate`` the gate its
 look-up waits at; ``subagent_hooks``: the ``subagent`` parent with ``subagent_start`` (allow)
 and ``subagent_stop`` (sends the clerk back once to email d too) hooks, each asking written as
-a line to ``hook_log``; ``subagent_bg_hooks``: the same in the background), ``thread`` (id or
+a line to ``hook_log``; ``subagent_bg_hooks``: the same in the background;
+``subagent_bg_ask``: the background clerk, and an email of the parent's own that waits for an
+approval, in the same reply), ``thread`` (id or
 null), ``input`` (text or null), ``label`` (who,
 for the service), ``kill`` (where to SIGKILL ourselves, or null), ``gate`` (a service gate a tool
 waits on, or null), ``clock_file`` (a file holding a millisecond offset the parent moves, or
@@ -118,6 +120,15 @@ SUBAGENT_BG_SCRIPT = [
     say("the clerk is done"),
     say("bye"),
 ]
+# ``subagent_bg_ask``: the same background clerk, and in the same reply an email the parent
+# itself must have approved (``send_email`` is an ``ask`` rule of the parent here): its turn
+# parks on the approval while its run waits for the clerk.
+SUBAGENT_BG_ASK_SCRIPT = [
+    use(call("spawn_agent", agent="clerk", prompt="charge a1 and email c", background=True),
+        call("send_email", to="p@example.com")),
+    say("emailed p"),
+    say("bye"),
+]
 CLERK_SCRIPT = [
     use(call("look_up", account="a1")),
     use(call("charge_card", amount=5)),
@@ -126,7 +137,9 @@ CLERK_SCRIPT = [
 ]
 
 
-SUBAGENT_PROFILES = ("subagent", "subagent_bg", "subagent_hooks", "subagent_bg_hooks")
+SUBAGENT_PROFILES = (
+    "subagent", "subagent_bg", "subagent_bg_ask", "subagent_hooks", "subagent_bg_hooks",
+)
 # ``subagent_hooks`` (``subagent_bg_hooks``: in the background): the clerk, sent back once by
 # the parent's subagent_stop hook with CONTINUE_REASON, emails d too.
 CONTINUE_REASON = "email d@example.com too"
@@ -407,9 +420,12 @@ def build_agent(spec: dict[str, Any]) -> Agent:
                       instructions="Do the task.", tools=tools,
                       permissions=Permissions(ask=tuple(spec.get("ask") or ())))
         background = spec["profile"].startswith("subagent_bg")
-        script = SUBAGENT_BG_SCRIPT if background else SUBAGENT_SCRIPT
+        asks = spec["profile"] == "subagent_bg_ask"
+        script = (SUBAGENT_BG_ASK_SCRIPT if asks else SUBAGENT_BG_SCRIPT if background
+                  else SUBAGENT_SCRIPT)
         return agent(name="drill", model=scripted_model(list(script)),
                      instructions="Delegate.", tools=tools, subagents=[clerk],
+                     permissions=Permissions(ask=("send_email",)) if asks else None,
                      extensions=[subagent_hooks(spec["hook_log"])] if hooked else [])
     model = (
         provider_model(spec["model"]) if spec.get("model")

@@ -234,8 +234,12 @@ def test_cancel_a_running_run_and_a_parked_one(server: HostServer, service: Any)
     assert set(ok.json()) == {"event_id"}
     messages = sse(alice, f"/v1/threads/{parked['thread_id']}/runs/{parked['run_id']}/events")
     assert messages[-1]["data"]["result"] == {"status": "cancelled"}
-    # Nothing left to cancel: the turn is closed.
-    assert code(alice.post(f"/v1/threads/{parked['thread_id']}/cancel")) == (404, "not_found")
+    # The turn is closed, and the cancel is the thread's latest word: a second cancel is
+    # answered as the first was, with the barrier recorded then, and records nothing.
+    again = alice.post(f"/v1/threads/{parked['thread_id']}/cancel")
+    assert (again.status_code, again.json()) == (200, ok.json())
+    barriers = [e for e in timeline(alice, parked["thread_id"]) if e["type"] == "cancel_requested"]
+    assert [e["event_id"] for e in barriers] == [ok.json()["event_id"]]
 
 
 def test_a_question_is_answered_over_http_and_the_run_goes_on(server: HostServer) -> None:

@@ -206,3 +206,21 @@ async def test_a_cancel_on_an_idle_root_ends_its_parked_background_child(store: 
     [finished] = [e for e in events if e.type == "agent_finished"]
     assert finished.data["status"] == "cancelled"
     assert (await timeline(store, child))[-1].data == {"reason": "cancelled"}
+
+
+async def test_a_second_cancel_on_a_barred_idle_root_answers_as_the_first(store: Store) -> None:
+    """The root was cancelled (``scope: thread``) while idle, by a handle no host saw; a cancel
+    over HTTP then finds it barred: 200 with the barrier in force, nothing new recorded, and
+    the same again once the host's run carried the cancel out."""
+    lead, clerk = team([], background=True)
+    root, child, _ = await parked_tree(store, lead)
+    barrier = await (await open_thread(store, root, principal=ALICE)).cancel(ALICE)
+    served = Host(store, lead, clerk, who="bob")
+    for _ in range(2):
+        again = await served.post(f"/v1/threads/{root}/cancel", {})
+        assert again.status_code == 200, again.text
+        assert again.json() == {"event_id": barrier.event_id}
+    events = await timeline(store, root)
+    assert [e.event_id for e in events if e.type == "cancel_requested"] == [barrier.event_id]
+    assert [e.data["status"] for e in events if e.type == "agent_finished"] == ["cancelled"]
+    assert types(await timeline(store, child)).count("cancel_requested") == 1

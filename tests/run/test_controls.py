@@ -292,11 +292,29 @@ async def test_cancel_is_branch_busy_while_a_run_holds_the_thread(store: Store) 
         await handle.cancel(ALICE)
     assert busy.value.code == "branch_busy"
     await store.release_lease(lease)
-    await handle.cancel(ALICE)  # no run holds it now
+    barrier = await handle.cancel(ALICE)  # no run holds it now
+    assert (barrier.type, barrier.data) == ("cancel_requested", {"scope": "turn"})
+    assert await handle.cancel(ALICE) == barrier  # in force already: nothing new
     result = await bot.run(None, store=store, thread=parked.thread.id, principal=ALICE)
     assert isinstance(result, Cancelled)
     timeline = await handle.timeline()
     assert types(timeline)[-2:] == ["cancelled", "turn_completed"]
+    assert await handle.cancel(ALICE) == barrier  # the thread's latest word: the same answer
+    assert types(await handle.timeline()) == types(timeline)
+    assert sum(e.type == "cancel_requested" for e in timeline) == 1
+
+
+async def test_cancel_after_a_later_turn_is_not_pending(store: Store) -> None:
+    """A cancel carried out stops being the answer once a later turn ended otherwise."""
+    bot = writer_bot([], [use(call("write_file", path="a")), say("again")],
+                     permissions=Permissions(ask=("write_file",)))
+    parked = await parked_for_approval(store, bot)
+    handle = await open_thread(store, parked.thread.id)
+    await handle.cancel(ALICE)
+    assert isinstance(await bot.run(None, store=store, thread=parked.thread.id,
+                                    principal=ALICE), Cancelled)
+    assert isinstance(await bot.run("hello", store=store, thread=parked.thread.id,
+                                    principal=ALICE), Completed)
     with pytest.raises(ControlError) as idle:
         await handle.cancel(ALICE)
     assert idle.value.code == "not_pending"

@@ -285,3 +285,61 @@ async def test_the_budgets_that_covered_the_source_cover_the_target(store: Store
         assert refused.data["scope"] == "ancestor"
         assert refused.data["owner_thread_id"] == result.thread.id
         assert len(of_type(events, "model_request")) == 1
+
+
+async def test_a_later_run_of_the_target_is_bound_by_the_sources_agent_budget(
+    store: Store,
+) -> None:
+    """The source's agent budget covers the target for as long as it is in force (the source's
+    life): a later ``Agent.run(thread=target)`` reads it again, with the source's spend and the
+    target's own counted. Computed once at the handoff, it once bound only the first turn."""
+    target = billing(say("Hello."), say("never: the tree's fourth request"))
+    bot = agent(name="triage", model=scripted_model(HANDING_OFF), tools=[lookup_order],
+                handoffs=[target], budget=Budget(max_model_requests=3))
+    result = await bot.run("Refund order 42", store=store, principal=ALICE)
+    assert isinstance(result, HandedOff)
+    assert isinstance(result.target, Completed)  # the third request of the tree
+    later = await target.run("One more thing", thread=result.to_thread.id, store=store,
+                             principal=ALICE)
+    assert isinstance(later, BudgetExhausted), later
+    assert (later.budget.scope, later.budget.limit, later.budget.observed) == (
+        "ancestor", "max_model_requests", 4)
+    [refused] = of_type(await later.thread.timeline(), "budget_exceeded")
+    assert refused.data["owner_thread_id"] == result.thread.id
+
+
+async def test_a_rerun_of_the_targets_first_turn_is_bound_by_the_handing_off_run(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run that handed off had a budget; the process died in the target's first turn. The
+    rerun of the target (that turn still open) is bound by that run's budget too, and a later
+    turn of the target, a run of its own, is not."""
+    target = billing(use(call("refund", "r1", order=42)), say("Refunded."), say("Later."))
+    bot = agent(name="triage", model=scripted_model(HANDING_OFF), tools=[lookup_order],
+                handoffs=[target])
+    append = store.append
+    dead: list[str] = []
+
+    async def dies_at_the_refund(branch_id: str, events: list[Event], **kwargs: object) -> None:
+        if not dead and any(e.type == "tool_result" and e.data["call_id"] == "r1"
+                            for e in events):
+            dead.append(branch_id)
+            raise RuntimeError("the process died here")  # before the refund's result
+        await append(branch_id, events, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "append", dies_at_the_refund)
+    with pytest.raises(RuntimeError):
+        await bot.run("Refund order 42", store=store, principal=ALICE,
+                      budget=Budget(max_model_requests=3))
+    monkeypatch.setattr(store, "append", append)
+    [source_id] = [t.thread_id for t in await store.list_threads(ALICE.tenant)
+                   if t.branch_id != dead[0]]
+    target_id = next(t.thread_id for t in await store.list_threads(ALICE.tenant)
+                     if t.branch_id == dead[0])
+    rerun = await target.run(None, thread=target_id, store=store, principal=ALICE)
+    assert isinstance(rerun, BudgetExhausted), rerun  # its 2nd request: the tree's 4th
+    assert (rerun.budget.scope, rerun.budget.limit) == ("ancestor", "max_model_requests")
+    [refused] = of_type(await rerun.thread.timeline(), "budget_exceeded")
+    assert refused.data["owner_thread_id"] == source_id
+    later = await target.run("And now?", thread=target_id, store=store, principal=ALICE)
+    assert isinstance(later, Completed), later  # the handing-off run is over: not in force

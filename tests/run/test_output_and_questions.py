@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from threads import (
     Agent,
+    Cancelled,
     Completed,
     ControlError,
     Failed,
@@ -114,6 +115,28 @@ async def test_ask_user_parks_until_the_starter_answers(store: Store) -> None:
     parks = [e for e in await handle.timeline() if e.type == "parked"]
     assert len(parks) == 1
     assert parks[0].data["expires_at"] - parks[0].time == 24 * 60 * 60 * 1000
+
+
+async def test_a_cancel_ends_the_question_it_was_parked_on(store: Store) -> None:
+    """Digest §2.1: a cancel ends an open question's park (``resumed``) and the call is not
+    executed; the next run ends the turn ``cancelled``. It once closed the call and left the
+    park open: every later run returned ``Parked(awaiting_input)`` on a closed question."""
+    bot = question_bot()
+    parked = await bot.run("Paint it.", store=store, principal=ALICE)
+    handle = await open_thread(store, parked.thread.id)
+    await handle.cancel(ALICE)
+    ended = await bot.run(None, store=store, thread=parked.thread.id, principal=ALICE)
+    assert isinstance(ended, Cancelled), ended
+    events = await handle.timeline()
+    [result] = of_type(events, "tool_result")
+    assert (result.data["origin"], result.data["preview"]) == (
+        "not_executed", "not executed: cancelled")
+    [resumed] = of_type(events, "resumed")
+    assert resumed.data["address"] == {"id": "q1", "kind": "input"}
+    assert [e.type for e in events][-2:] == ["cancelled", "turn_completed"]
+    with pytest.raises(ControlError) as late:
+        await handle.answer("q1", "blue", ALICE)
+    assert late.value.code == "not_parked"
 
 
 def test_threads_answer_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,6 +27,7 @@ from threads import (
 from threads.clock import FakeClock
 from threads.log.lines import Event
 from threads.run.agent import Agent
+from threads.run.thread import Thread
 from threads.run.worker import Worker
 from threads.store.protocol import Store
 from threads.testing import call, say, scripted_model, use
@@ -212,14 +213,11 @@ async def test_a_handoff_target_counts_against_the_sources_max_turns(store: Stor
 # ---- cancel of a parent with no open turn ---------------------------------------------------
 
 
-async def test_cancel_of_an_idle_parent_bars_its_parked_background_child(
-    store: Store, clock: FakeClock,
-) -> None:
-    """The parent's turn is over; its background child waits for an approval (the parent is
-    parked on it, no turn open). Cancel is accepted: ``cancel_requested{scope: thread}`` on
-    the parent, the child barred; the next run records the child's cancelled end (late, no
-    ``woken``) and nothing was applied."""
-    applied: list[str] = []
+async def idle_parked_parent(
+    store: Store, clock: FakeClock, applied: list[str]
+) -> tuple[Agent, Thread]:
+    """A parent whose turn is over, parked on its background child that waits for an approval
+    of its ``write_note``: the parent agent and a handle on its thread."""
     note = ticking(clock, applied)
     child = clerk(note, use(call("write_note", text="x")), say("never"),
                   permissions=Permissions(ask=["write_note"]))
@@ -230,6 +228,18 @@ async def test_cancel_of_an_idle_parent_bars_its_parked_background_child(
     assert isinstance(parked, Parked)
     thread = await open_thread(store, parked.thread.id, principal=ALICE)
     assert (await thread.fold()).turn is None
+    return parent, thread
+
+
+async def test_cancel_of_an_idle_parent_bars_its_parked_background_child(
+    store: Store, clock: FakeClock,
+) -> None:
+    """The parent's turn is over; its background child waits for an approval (the parent is
+    parked on it, no turn open). Cancel is accepted: ``cancel_requested{scope: thread}`` on
+    the parent, the child barred; the next run records the child's cancelled end (late, no
+    ``woken``) and nothing was applied."""
+    applied: list[str] = []
+    parent, thread = await idle_parked_parent(store, clock, applied)
     await thread.cancel(ALICE)
     own = (await thread.timeline())[-1]
     assert (own.type, own.data) == ("cancel_requested", {"scope": "thread"})
@@ -247,9 +257,23 @@ async def test_cancel_of_an_idle_parent_bars_its_parked_background_child(
     assert late.data["preview"] == "cancelled: cancelled"
     assert applied == []
     assert [c.status for c in await thread.children()] == ["cancelled"]
-    with pytest.raises(ControlError) as nothing:  # every child reported: nothing to cancel
-        await thread.cancel(ALICE)
-    assert nothing.value.code == "not_pending"
+    # Every child reported, and the cancel is still the thread's latest word: a second cancel
+    # answers with it and records nothing.
+    again = await thread.cancel(ALICE)
+    assert (again.seq, again.event_id) == (own.seq, own.event_id)
+    assert of_type(await thread.timeline(), "cancel_requested") == [own]
+
+
+async def test_a_second_cancel_of_a_barred_idle_parent_answers_the_first_barrier(
+    store: Store, clock: FakeClock,
+) -> None:
+    """Before any run carried the cancel out: the second cancel returns the barrier the first
+    recorded, and neither the parent nor the child gets a second one."""
+    _parent, thread = await idle_parked_parent(store, clock, [])
+    first = await thread.cancel(ALICE)
+    assert await thread.cancel(ALICE) == first
+    assert of_type(await thread.timeline(), "cancel_requested") == [first]
+    assert len(of_type(await kid_events(store, thread), "cancel_requested")) == 1
 
 
 async def test_cancel_of_an_idle_parent_keeps_a_finished_childs_true_end(

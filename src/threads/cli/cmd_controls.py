@@ -6,7 +6,8 @@ controls, so the CLI is held to the same authority rule as the API (the thread's
 the principal who started it; never another tenant), and appends one event with the operator as
 actor under the thread's lease for that one append: a live run holding the thread makes it fail
 ``branch_busy``, except ``cancel``, which is then queued for the process running the thread
-(it records the cancel at its next step). Refusals are coded errors (exit 1); run the thread
+(it records the cancel at its next step); a cancel while one is in force records nothing and
+says so. Refusals are coded errors (exit 1); run the thread
 again after.
 """
 
@@ -204,8 +205,9 @@ async def run_cancel(args: argparse.Namespace) -> int:
     who = operator(args)
     async with opened_store(args.store) as store:
         thread = await open_thread(store, args.thread, principal=who)
+        head = (await thread.fold()).last_seq
         try:
-            await thread.cancel(who, args.reason)
+            barrier = await thread.cancel(who, args.reason)
         except StoreError as error:
             if error.code != "branch_busy":
                 raise
@@ -216,6 +218,10 @@ async def run_cancel(args: argparse.Namespace) -> int:
                 print("the reason was not recorded: a queued cancel carries none (the log"
                       f" gives {QUEUED_REASON!r})")
             return 0
+    if barrier.seq <= head:
+        print(f"a cancel is in force already (event {barrier.event_id}, seq {barrier.seq});"
+              " nothing new was recorded")
+        return 0
     print("cancel recorded; the next run of the thread ends cancelled")
     return 0
 

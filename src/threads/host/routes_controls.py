@@ -6,7 +6,8 @@ After approve, deny, answer, resolve and cancel the host continues the thread it
 the decision's outcome; a decision recorded on a subagent's thread continues the tree's root
 instead, whose run reruns the child first (a refused one continues nothing there). A cancel
 of a thread another process runs is queued for that process as a control item (202
-``CancelAccepted``), which it records at its next step boundary.
+``CancelAccepted``), which it records at its next step boundary. A cancel while one is in force
+already records nothing and answers as the first did, with the barrier recorded then.
 """
 
 from __future__ import annotations
@@ -162,12 +163,10 @@ async def post_cancel(ctx: Context, request: Request, principal: Principal) -> R
     if refused is not None:
         raise HostError("forbidden", refused)
     handle = await _handle(ctx, view, principal)
-
-    async def decide() -> None:
-        await handle.cancel(principal)
-
+    decided = False
     try:
-        return await _appended(ctx, view, decide, lambda e: e.type == "cancel_requested")
+        barrier = await handle.cancel(principal)
+        decided = True
     except StoreError as error:
         if error.code != "branch_busy":
             raise
@@ -176,6 +175,11 @@ async def post_cancel(ctx: Context, request: Request, principal: Principal) -> R
         ctx.runs.cancel_in_process(branch_id)
         item_key = await handle.queue_cancel(principal)
         return JSONResponse({"item_key": item_key}, status_code=202)
+    finally:
+        ctx.runs.hub.notify(branch_id)
+        await ctx.runs.resume(view.thread_id, tree=decided)
+    # The barrier in force: the one recorded now, or (a second cancel) the one before it.
+    return JSONResponse({"event_id": barrier.event_id})
 
 
 async def post_fork(ctx: Context, request: Request, principal: Principal) -> Response:

@@ -18,7 +18,10 @@ it runs and for the parent's reaction; a run that ends ``failed``, ``budget_exha
 each is run to its end and that end recorded, no ``woken``). While it waits with no turn open,
 a cancel another process queued is applied as ``Thread.cancel`` on an idle thread is, and the
 run then stops its children that way and returns ``Cancelled`` (``Parked`` while a child it
-parked on is still to be recorded: the next run records that child's cancelled end).
+parked on is still to be recorded: the next run records that child's cancelled end). While it
+waits with its turn parked, a cancel queued for that turn becomes the turn's barrier and is
+carried out at once (``_carry_out``): the approvals and questions it waited on end, the turn
+ends ``cancelled`` and the children are stopped as above.
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ from threads.log.event_types import Principal as WirePrincipal
 from threads.log.fold.wakes import RunRef
 from threads.log.lines import Draft
 from threads.log.vocabulary import data_of, draft
+from threads.run.calls import release_approval_parks
 from threads.run.queued_controls import (
-    apply_idle_cancel,
-    idle_cancel_item,
-    wait_for_idle_cancel,
+    apply_waiting_cancel,
+    wait_for_waiting_cancel,
+    waiting_cancel_item,
 )
 from threads.run.results import Cancelled, Completed, Parked, RunResult
 from threads.run.runtime import Runtime
@@ -45,6 +49,7 @@ from threads.run.spawn import (
     end_drafts,
     never_started_drafts,
     park_on_child,
+    resume_parked_children,
     spawned_event,
     start_background,
 )
@@ -94,17 +99,24 @@ async def record_ended(rt: Runtime) -> bool:
 async def settle(rt: Runtime, result: RunResult, run_turn: Turn) -> RunResult:
     """What ``run()`` returns once its turn is over: with background children still running,
     wait for each, record its end and let the parent react to it, until none is left; a run
-    that did not complete (or parked) stops its unreported children instead."""
+    that did not complete (or parked) stops its unreported children instead, as does one
+    parked under a cancel barrier (on what a cancel can't end: an effect in doubt)."""
     cancelled_idle = False
     while rt.background.tasks:
-        if not isinstance(result, Completed | Parked):
-            reason = TREE_REASON if isinstance(result, Cancelled) else PARENT_ENDED
+        turn = rt.fold.turn
+        barred = turn is not None and turn.cancel_event is not None  # parked on what stays
+        if barred or not isinstance(result, Completed | Parked):
+            reason = TREE_REASON if barred or isinstance(result, Cancelled) else PARENT_ENDED
             await _stop_unreported(rt, reason)
             break
         cancel = await _child_ended_or_cancel(rt)
         if cancel is not None:
-            await apply_idle_cancel(rt, cancel)
-            result, cancelled_idle = Cancelled(rt.thread), True
+            parked = rt.fold.turn is not None
+            await apply_waiting_cancel(rt, cancel)
+            if parked:
+                result = await _carry_out(rt, run_turn)
+            else:
+                result, cancelled_idle = Cancelled(rt.thread), True
             continue
         if await record_ended(rt) and isinstance(result, Completed):
             result = await run_turn(rt)
@@ -113,13 +125,26 @@ async def settle(rt: Runtime, result: RunResult, run_turn: Turn) -> RunResult:
     return result
 
 
+async def _carry_out(rt: Runtime, run_turn: Turn) -> RunResult:
+    """The parked turn just got its barrier: do at once what the thread's next run would do
+    first. The approvals and questions it waits on end (``resumed``, the call ``not executed:
+    cancelled``), a child it waits on runs again under the barrier, and the turn ends
+    ``cancelled``; or it stays parked on what a cancel can't end (a begun effect, a child
+    still parked)."""
+    await release_approval_parks(rt)
+    await resume_parked_children(rt)
+    if rt.fold.parks:
+        return parked_result(rt)
+    return await run_turn(rt)
+
+
 async def _child_ended_or_cancel(rt: Runtime) -> ControlItem | None:
-    """Wait until a child's run ends or, with no turn open, another process queues a cancel
-    for this thread (``threads.run.queued_controls``); then the cancel to apply, if one waits
-    (looked at once more when a child ended, so a cancel queued meanwhile is applied before
-    that end is recorded and could wake the thread)."""
+    """Wait until a child's run ends or another process queues a cancel for this thread
+    (``threads.run.queued_controls``: with no turn open, or the turn parked); then the cancel
+    to apply, if one waits (looked at once more when a child ended, so a cancel queued
+    meanwhile is applied before that end is recorded and could wake the thread)."""
     ended = asyncio.ensure_future(rt.background.wait())
-    watch = asyncio.ensure_future(wait_for_idle_cancel(rt))
+    watch = asyncio.ensure_future(wait_for_waiting_cancel(rt))
     try:
         await asyncio.wait((ended, watch), return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -129,7 +154,7 @@ async def _child_ended_or_cancel(rt: Runtime) -> ControlItem | None:
     if watch.done() and not watch.cancelled():
         return watch.result()
     try:
-        return await idle_cancel_item(rt)
+        return await waiting_cancel_item(rt)
     except StoreError:
         return None  # an unreachable store: the next wait looks again
 

@@ -152,30 +152,71 @@ async def ancestors_below(rt: Runtime, child_thread_id: str) -> tuple[AncestorBu
 
 
 async def handoff_ancestors(
-    store: Store,
-    source_thread_id: str,
-    agent_budget: Budget | None,
-    run_budget: Budget | None,
-    inherited: tuple[AncestorBudget, ...],
+    store: Store, thread_id: str, fold: Fold, memo: SpendMemo
 ) -> tuple[AncestorBudget, ...]:
-    """The budgets a handoff target runs under besides its own: every budget that covered the
-    thread that handed off (its agent's, the handing-off run's, and those above it), each with
-    what was spent under it before the handoff. The source takes no more requests after a
-    handoff (rule 26), so those amounts are final."""
-    branch = await store.root_branch(source_thread_id)
-    fold = (await store.read_chain(branch.branch_id)).fold(store.clock.now_ms())
-    spent = await _spent(store, fold)
+    """The budgets a handoff target runs under besides its own, read from the logs at each of
+    its runs (its first turn inside the run that handed off, a rerun after a crash, any later
+    ``Agent.run(thread=target)``): every budget that covers the thread it was started from
+    (``above``), while that budget is in force. None for another thread."""
+    parent = fold.thread_started.get("parent") if fold.thread_started is not None else None
+    if parent is None or parent["relation"] != "handoff":
+        return ()
+    return await above(store, thread_id, fold, memo)
+
+
+async def above(
+    store: Store, thread_id: str, fold: Fold, memo: SpendMemo
+) -> tuple[AncestorBudget, ...]:
+    """Every budget of the threads above ``thread_id`` (whose log ``fold`` is: the thread it
+    was started from, a subagent's parent or a handoff's source, and theirs, up to the root)
+    in force now, each with what was spent under it outside this thread's subtree (read from the
+    logs; ``memo`` keeps each subagent's spend by its log head). In force: a thread's agent
+    budget (its pinned ``policy.budget``), for its whole life; a run's budget, while its turn
+    goes on: a subagent's parent's run while the turn that spawned it is open, a handoff
+    source's run while the target's first turn is (the source takes no more requests after a
+    handoff, rule 26, so its amounts are final)."""
+    parent = fold.thread_started.get("parent") if fold.thread_started is not None else None
+    if parent is None:
+        return ()
+    try:
+        branch = await store.root_branch(parent["thread_id"])
+    except NotFoundError:
+        return ()  # an imported thread without the one it came from: nothing to read
+    theirs = (await store.read_chain(branch.branch_id)).fold(store.clock.now_ms())
+    child = parent["relation"] == "subagent"
+    below = thread_id if child else None  # a handoff target is none of its source's children
+    spent = await _spent(store, theirs, excluding=below, memo=memo)
+    owner = parent["thread_id"]
     out: list[AncestorBudget] = []
+    agent_budget = theirs.policy.get("budget")
     if agent_budget is not None:
-        out.append(AncestorBudget(source_thread_id, agent_budget, spent,
-                                  _thread_started_ms(fold)))
-    opener = next((e for e in reversed(fold.events) if e.type == "user_input"), None)
-    if run_budget is not None and opener is not None:
-        run = await _spent(store, fold, since=opener)
-        out.append(AncestorBudget(source_thread_id, run_budget, run, opener.time))
+        out.append(AncestorBudget(owner, Budget.from_wire(agent_budget), spent,
+                                  _thread_started_ms(theirs)))
+    opener = _run_in_force(theirs, parent["event_id"], fold, child=child)
+    run_budget = data_of(opener, "user_input").get("budget") if opener is not None else None
+    if opener is not None and run_budget is not None:
+        run = await _spent(store, theirs, since=opener, excluding=below, memo=memo)
+        out.append(AncestorBudget(owner, Budget.from_wire(run_budget), run, opener.time))
     out.extend(AncestorBudget(a.owner_thread_id, a.budget, a.spent.plus(spent), a.started_ms)
-               for a in inherited)
+               for a in await above(store, owner, theirs, memo))
     return tuple(out)
+
+
+def _run_in_force(theirs: Fold, started_by: str, fold: Fold, *, child: bool) -> Event | None:
+    """The ``user_input`` of the run above whose budget still covers the thread of ``fold``:
+    for a subagent, its parent's open turn, when it spawned the child (``started_by``, the
+    ``agent_spawned``); for a handoff target still in its first turn, the source's last input
+    (the run that handed off). Else None."""
+    if child:
+        turn = theirs.turn
+        if turn is None or turn.input_event.type != "user_input":
+            return None
+        spawned = next((e for e in theirs.events if e.event_id == started_by), None)
+        return turn.input_event if spawned is not None and \
+            spawned.seq > turn.input_event.seq else None
+    if fold.turns_completed > 0:
+        return None  # the target's first turn is over: the run that handed off is too
+    return next((e for e in reversed(theirs.events) if e.type == "user_input"), None)
 
 
 async def _spent(

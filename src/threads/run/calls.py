@@ -104,20 +104,27 @@ async def settle_until_closed(rt: Runtime, call: Call) -> bool:
 async def release_approval_parks(rt: Runtime) -> None:
     """An approval park ends without a decision when the approval expired (the call counts as
     denied) or a cancel barrier follows it (the call is not executed); a question park when it
-    expired unanswered (``close_expired_questions``)."""
+    expired unanswered (``close_expired_questions``) or a cancel barrier follows it (digest
+    §2.1: the call is not executed)."""
     await close_expired_questions(rt)
     fold = rt.fold
     turn = fold.turn
-    for (kind, challenge_id), address in list(fold.parks.items()):
-        call = fold.approvals.get(challenge_id) if kind == "approval" else None
-        if call is None or call.approval is None or call.approval.state != "open":
+    barred = turn is not None and turn.cancel_event is not None
+    for (kind, park_id), address in list(fold.parks.items()):
+        if kind == "input":
+            call = fold.calls.get(park_id) if barred else None
+        else:
+            call = fold.approvals.get(park_id) if kind == "approval" else None
+            if call is not None and (call.approval is None or call.approval.state != "open"):
+                call = None
+        if call is None:
             continue
         drafts = [draft("resumed", resumed_data(fold, address), HOST)]
         if call.result is not None:
-            pass  # already closed (expired at dispatch): only the park is left to end
-        elif turn is not None and turn.cancel_event is not None:
+            pass  # already closed (expired at dispatch, or by recovery): the park is left
+        elif barred:
             drafts.append(_error_result(call, CANCELLED, "not_executed"))
-        elif call.approval.expires_at <= rt.now():
+        elif call.approval is not None and call.approval.expires_at <= rt.now():
             drafts.append(_error_result(call, EXPIRED, "denied"))
         else:
             continue

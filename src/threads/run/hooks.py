@@ -60,6 +60,9 @@ class HookDecision:
 
 @dataclass(frozen=True, slots=True)
 class ToolResultView:
+    """A tool's result about to be recorded, before the model sees it: ``text`` is what it
+    would be shown."""
+
     call_id: str
     tool: str
     text: str
@@ -113,8 +116,8 @@ class SubagentStopView:
 class Extension:
     """Hooks an agent runs (``agent(extensions=[...])``), under a name its decisions are
     recorded by. Each hook is an async function of its point's view (``ToolResultView``,
-    ``CompactView``, ``CompactedView``, ``SubagentStartView``, ``SubagentStopView`` in
-    ``threads.run.hooks``) answering a ``HookDecision``. Hooks are code, not config: they are
+    ``CompactView``, ``CompactedView``, ``SubagentStartView``, ``SubagentStopView``, each
+    exported by ``threads``) answering a ``HookDecision``. Hooks are code, not config: they are
     not pinned with the thread."""
 
     name: str

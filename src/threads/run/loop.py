@@ -28,7 +28,15 @@ from threads.run.drafts import HOST
 from threads.run.handoff import handed_off
 from threads.run.model_step import model_step
 from threads.run.recovery import recover
-from threads.run.results import BudgetExhausted, BudgetInfo, Completed, ErrorInfo, Failed, RunResult
+from threads.run.results import (
+    BudgetExhausted,
+    BudgetInfo,
+    Cancelled,
+    Completed,
+    ErrorInfo,
+    Failed,
+    RunResult,
+)
 from threads.run.runtime import Runtime
 from threads.run.spawn import adopt_background, resume_parked_children
 from threads.run.stops import after_reply
@@ -58,6 +66,11 @@ async def drive(
             return await handed_off(rt, input)  # rule 26: nothing more happens here
         if recovering:
             stop = await recover(dataclasses.replace(rt, recovering=True))
+            if isinstance(stop, Cancelled):
+                # the turn's cancel is carried out: its background children are stopped now,
+                # as the run that recorded the barrier would have (they run barred)
+                await adopt_background(rt)
+                return await settle(rt, stop, run_turn)
             if stop is not None:
                 return stop
         await release_approval_parks(rt)  # expired, or cancelled

@@ -17,17 +17,22 @@ read, and a request it stops is abandoned unsent. While a tool runs, ``watch_for
 every ``CANCEL_POLL_S`` and sets the tool's ``ctx.cancelled`` when a cancel is queued, so a tool
 that watches it (the sandbox tools do) stops instead of running to its own end.
 
-With no turn open, a run still holds the thread while it waits for background subagents that
-have not reported (``threads.run.background.settle``). It looks every ``CANCEL_POLL_S`` then
-too (``wait_for_idle_cancel``), and once a child ends; a cancel queued after one of those
-children was spawned is applied as ``Thread.cancel`` on an idle thread is
-(``apply_idle_cancel``: ``cancel_requested{scope: thread}`` unless a barrier covers every
-unreported child already, then every unfinished descendant barred).
+Once its turn is over, or parked (on an approval, a question, a child or an effect), a run
+still holds the thread while it waits for background subagents that have not reported
+(``threads.run.background.settle``). It looks every ``CANCEL_POLL_S`` then too
+(``wait_for_waiting_cancel``), and once a child ends, and applies a cancel it finds as
+``Thread.cancel`` on a thread no run holds would record it (``apply_waiting_cancel``). With no
+turn open: one queued after one of those children was spawned, recorded as
+``cancel_requested{scope: thread}`` unless a barrier covers every unreported child already.
+With the turn parked: one queued for that turn, recorded as its ``cancel_requested{scope:
+turn}`` (the waiting run then carries it out at once, as the next run would have). Either way
+every unfinished descendant no run holds is barred.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Literal
 
 from threads.errors import StoreError
 from threads.log.json_types import JsonObject
@@ -62,9 +67,7 @@ async def apply_queued_cancels(rt: Runtime) -> None:
         if not _cancels_turn(rt, item):
             await controls.consume_control(item.inbox_id, rt.fold.last_seq)
             continue
-        data: CancelRequestedData = {"reason": QUEUED_REASON, "scope": "turn"}
-        actor = Principal.from_wire(item.principal).actor()  # valid: ``_cancels_turn``
-        await rt.writer.append([draft("cancel_requested", data, actor)], consumes=[item.inbox_id])
+        await _record(rt, item, "turn")
 
 
 async def cancel_queued(rt: Runtime) -> bool:
@@ -94,13 +97,23 @@ async def watch_for_cancel(rt: Runtime, cancelled: asyncio.Event) -> None:
             cancelled.set()
 
 
-async def idle_cancel_item(rt: Runtime) -> ControlItem | None:
-    """With no turn open and a child unreported: the first cancel queued (fresh read) since
-    one of the unreported children was spawned, by a valid principal; else None."""
+async def waiting_cancel_item(rt: Runtime) -> ControlItem | None:
+    """For a run waiting for its background children (fresh read): with its turn parked, the
+    first cancel queued for that turn; with no turn open and a child unreported, the first
+    cancel queued since one of the unreported children was spawned; by a valid principal.
+    Else None."""
     controls = controls_of(rt.writer.store)
+    if controls is None:
+        return None
     fold = rt.fold
+    if fold.turn is not None:
+        if fold.turn.cancel_event is not None:
+            return None  # barred already: the run carries that barrier out
+        items = await controls.pending_controls(rt.writer.thread_id)
+        return next((item for item in items
+                     if item.command == "cancel" and _cancels_turn(rt, item)), None)
     spawns = unreported_spawns(fold)
-    if controls is None or fold.turn is not None or not spawns:
+    if not spawns:
         return None
     since = min(e.time for e in spawns)
     items = await controls.pending_controls(rt.writer.thread_id)
@@ -108,34 +121,43 @@ async def idle_cancel_item(rt: Runtime) -> ControlItem | None:
                  and item.received_at >= since and _valid_principal(item.principal)), None)
 
 
-async def wait_for_idle_cancel(rt: Runtime) -> ControlItem:
-    """Look every ``CANCEL_POLL_S`` until ``idle_cancel_item`` finds one; an unreachable store
-    is looked at again. Runs until cancelled by its caller otherwise."""
+async def wait_for_waiting_cancel(rt: Runtime) -> ControlItem:
+    """Look every ``CANCEL_POLL_S`` until ``waiting_cancel_item`` finds one; an unreachable
+    store is looked at again. Runs until cancelled by its caller otherwise."""
     while True:
         await asyncio.sleep(CANCEL_POLL_S)
         try:
-            item = await idle_cancel_item(rt)
+            item = await waiting_cancel_item(rt)
         except StoreError:
             continue
         if item is not None:
             return item
 
 
-async def apply_idle_cancel(rt: Runtime, item: ControlItem) -> None:
-    """Record the queued cancel on the idle thread (``scope: thread``, actor the principal who
-    asked) in the append that consumes the item, or consume it alone when a barrier already
-    covers every unreported child; then bar the unfinished descendants no run holds (the
-    waiting run bars those it runs itself as it stops them)."""
+async def apply_waiting_cancel(rt: Runtime, item: ControlItem) -> None:
+    """Record the queued cancel (actor the principal who asked) in the append that consumes
+    the item: on the parked turn, its barrier (``scope: turn``); with no turn open, ``scope:
+    thread``, or the item consumed alone when a barrier already covers every unreported child.
+    Then bar the unfinished descendants no run holds (the waiting run bars those it runs
+    itself as it stops them)."""
     controls = controls_of(rt.writer.store)
-    assert controls is not None  # ``idle_cancel_item`` found the item
-    principal = Principal.from_wire(item.principal)  # valid: ``idle_cancel_item``
-    if unreported_uncovered(rt.fold):
-        data: CancelRequestedData = {"reason": QUEUED_REASON, "scope": "thread"}
-        await rt.writer.append([draft("cancel_requested", data, principal.actor())],
-                               consumes=[item.inbox_id])
+    assert controls is not None  # ``waiting_cancel_item`` found the item
+    principal = Principal.from_wire(item.principal)  # valid: ``waiting_cancel_item``
+    if rt.fold.turn is not None:
+        await _record(rt, item, "turn")
+    elif unreported_uncovered(rt.fold):
+        await _record(rt, item, "thread")
     else:
         await controls.consume_control(item.inbox_id, rt.fold.last_seq)
     await cancel_descendants(rt.writer.store, rt.fold, principal.to_wire())
+
+
+async def _record(rt: Runtime, item: ControlItem, scope: Literal["turn", "thread"]) -> None:
+    """The item's ``cancel_requested`` (actor the principal who queued it, a valid one), in
+    the append that consumes it."""
+    data: CancelRequestedData = {"reason": QUEUED_REASON, "scope": scope}
+    actor = Principal.from_wire(item.principal).actor()
+    await rt.writer.append([draft("cancel_requested", data, actor)], consumes=[item.inbox_id])
 
 
 async def _pending_at_head(rt: Runtime, controls: ControlItems) -> list[ControlItem]:

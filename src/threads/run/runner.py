@@ -25,7 +25,7 @@ from threads.log.lines import Event, first_event, make_header, next_event
 from threads.log.vocabulary import UserInputDataSource, data_of, draft
 from threads.memory.protocol import MemoryHandle, MemoryScope
 from threads.principal import LOCAL_OPERATOR, Principal
-from threads.run.budget import AncestorBudget, Budget
+from threads.run.budget import AncestorBudget, Budget, SpendMemo
 from threads.run.budget_check import handoff_ancestors
 from threads.run.child_run import ChildRun, shares_sandbox
 from threads.run.config import AgentSpec
@@ -110,17 +110,12 @@ async def _run_target(
     ceiling, deps and lease settings. Once that turn ended, running it again appends nothing."""
     target = result.to_thread
     assert target.agent is not None  # ``ensure_target`` hands the target's agent over
-    source = result.thread
-    assert source.agent is not None
-    ancestors = await handoff_ancestors(
-        target.store, source.id, source.agent.budget, options.budget, options.ancestors
-    )
-    ran = await start_run(
+    ran = await start_run(  # under the source's budgets: every run of a target reads them
         target.agent, None,
         RunOptions(
             thread=target.id, store=target.store, deps=options.deps,
             principal=target.principal, lease_ttl_ms=options.lease_ttl_ms,
-            ceiling=options.ceiling, wait=options.wait, ancestors=ancestors,
+            ceiling=options.ceiling, wait=options.wait,
         ),
         sink=sink, cancel=cancel,
     )
@@ -245,6 +240,11 @@ async def _run_connected(
             # A header-only branch (an older version crashed right after creating it): it was
             # never started, so this run starts it.
             await writer.append([draft("thread_started", agent.config(), HOST)])
+        # A handoff target runs under its source's budgets in force, read from the logs at
+        # each of its runs; a subagent's come from its parent's run.
+        spend_memo = SpendMemo()
+        ancestors = options.ancestors or await handoff_ancestors(
+            store, thread_id, fold, spend_memo)
         # a continuing run renders its next request on from the last one a run recorded (the
         # request checkpoint in the fold row), not from every line, while that holds
         memo = RenderMemo()
@@ -268,7 +268,8 @@ async def _run_connected(
             ),
             memory=_run_memory(agent, store, principal, writer),
             start_child=lambda child: run_child(store, child),
-            ancestors=options.ancestors,
+            ancestors=ancestors,
+            spend_memo=spend_memo,
             memo=memo,
         )
         return await drive(rt, input, recovering=not new, source=source)

@@ -222,16 +222,19 @@ async def resume_parked_children(rt: Runtime) -> None:
 
 def _barrier(rt: Runtime, spawned: Event | None = None) -> WirePrincipal | None:
     """The principal of the cancel barrier that stops a child (the run's when it names
-    none): the open turn's; with no turn open, a thread cancel recorded after ``spawned``
-    (``Thread.cancel`` on a thread whose background children had not reported). None when
-    no barrier stops it."""
+    none): the open turn's; with no turn open, any cancel recorded after ``spawned``: a
+    thread cancel (``Thread.cancel`` on a thread whose background children had not reported),
+    or a turn's, whose turn then ended cancelled (a run ending ``cancelled`` stops every child
+    still unreported, ``threads.run.background``; one a crash cut off before it did is stopped
+    by the next run the same way). None when no barrier stops it."""
     fold = rt.fold
     turn = fold.turn
     cancel: Event | None = None
     if turn is not None:
         cancel = turn.cancel_event
-    elif spawned is not None and fold.wakes.cancel_seq > spawned.seq:
-        cancel = next(e for e in reversed(fold.events) if e.seq == fold.wakes.cancel_seq)
+    elif spawned is not None:
+        cancel = next((e for e in reversed(fold.events) if e.seq > spawned.seq
+                       and e.type == "cancel_requested"), None)
     if cancel is None:
         return None
     principal: WirePrincipal = cancel.actor.get("principal") or rt.principal.to_wire()

@@ -51,7 +51,11 @@ from threads.run.park_info import detail
 from threads.run.permissions import check_rule, rule_matches
 from threads.run.questions import answer_draft
 from threads.run.replay import replay_branch
-from threads.run.tree_cancel import cancel_descendants, unreported_uncovered
+from threads.run.tree_cancel import (
+    barrier_in_force,
+    cancel_descendants,
+    unreported_uncovered,
+)
 from threads.run.views import (
     Child,
     ForkPoint,
@@ -426,27 +430,35 @@ class Thread:
             actor = principal.actor()
             await writer.append([answer_draft(call_id, text, actor)])
 
-    async def cancel(self, principal: Principal, reason: str | None = None) -> None:
+    async def cancel(self, principal: Principal, reason: str | None = None) -> Event:
         """Record a durable cancel barrier; the next run of the thread carries it out. Every
         unfinished subagent thread below it is barred too (``threads.run.tree_cancel``).
+        Returns the barrier in force: the ``cancel_requested`` appended now, or the one a
+        cancel recorded before (then nothing new is appended: a second cancel is answered
+        as the first was).
 
         With a turn open the barrier is the turn's (``scope: turn``). With none, a thread
         whose subagents have not all reported (a background child still running, or parked)
         gets ``scope: thread``: no ``woken`` follows for them, and the next run records each
-        one's (cancelled) end. With neither there is nothing to cancel (``not_pending``)."""
+        one's (cancelled) end. With neither, and no cancel as the thread's latest word, there
+        is nothing to cancel (``not_pending``)."""
         branch = await self._branch()
         async with control_writer(self.store, branch.branch_id) as writer:
             fold = writer.fold
             self._authorize(fold, principal, branch)
             scope = cancel_scope(fold)
-            if scope is not None:
+            if isinstance(scope, Event):
+                barrier = scope
+            else:
                 data: CancelRequestedData = {"scope": scope}
                 if reason:
                     data["reason"] = reason
-                await writer.append([draft("cancel_requested", data, principal.actor())])
+                [barrier] = await writer.append(
+                    [draft("cancel_requested", data, principal.actor())]
+                )
                 fold = writer.fold
         await cancel_descendants(self.store, fold, principal.to_wire())
-
+        return barrier
 
     async def change_settings(
         self,
@@ -573,10 +585,12 @@ class Thread:
         """For a thread another process is running (``cancel`` was ``branch_busy``): check the
         authority as ``cancel`` does, then queue the cancel for that process as a control item
         (``threads.store.control_items``); it records ``cancel_requested`` at its next step,
-        or, with no turn open, while it waits for subagents that have not reported (then as
-        ``cancel`` on an idle thread: ``scope: thread``, every unfinished child barred).
-        ``not_pending`` as for ``cancel``. Returns the item key (the waiting item's, when one
-        is queued already)."""
+        or while it waits for subagents that have not reported: with no turn open as
+        ``cancel`` on an idle thread (``scope: thread``, every unfinished child barred), with
+        its turn parked as the turn's barrier, which it then carries out at once (the parks
+        end, the turn ends cancelled). ``not_pending`` as for ``cancel``; a cancel already in
+        force is queued all the same (it records nothing). Returns the item key (the waiting
+        item's, when one is queued already)."""
         branch = await self._branch()
         fold = await self.fold()
         self._authorize(fold, principal, branch)
@@ -593,20 +607,22 @@ class Thread:
         )
 
 
-def cancel_scope(fold: Fold) -> Literal["turn", "thread"] | None:
-    """The scope of the barrier a cancel records now: ``turn`` on an open turn; ``thread``
-    when no turn is open but a child has not reported since the last thread cancel; None when
-    a barrier already covers every unreported child (the cancel then only reaches down
-    again). ``not_pending`` when nothing is open and no child is unreported."""
+def cancel_scope(fold: Fold) -> Literal["turn", "thread"] | Event:
+    """The scope of the barrier a cancel records now (``turn`` on an open turn; ``thread``
+    when no turn is open but a child has not reported since the last thread cancel), or the
+    barrier in force that a cancel would only repeat (``barrier_in_force``).
+    ``not_pending`` when nothing is open, no child is unreported and no cancel is in force."""
+    in_force = barrier_in_force(fold)
+    if in_force is not None:
+        return in_force
     if fold.turn is not None:
         return "turn"
-    uncovered = unreported_uncovered(fold)
-    if uncovered is None:
-        raise ControlError(
-            "not_pending", "no turn is open and no subagent of this thread is unreported;"
-            " nothing to cancel"
-        )
-    return "thread" if uncovered else None
+    if unreported_uncovered(fold):
+        return "thread"
+    raise ControlError(
+        "not_pending", "no turn is open, no subagent of this thread is unreported and no"
+        " cancel is in force; nothing to cancel"
+    )
 
 
 def compaction_refusal(fold: Fold) -> str | None:

@@ -42,6 +42,30 @@ def barred(fold: Fold) -> bool:
     return fold.wakes.cancel_seq > 0
 
 
+def barrier_in_force(fold: Fold) -> Event | None:
+    """The ``cancel_requested`` a new cancel would only repeat, if there is one: the open
+    turn's barrier; with no turn open, the last thread or tree barrier when it covers every
+    child that has not reported, else the thread's latest word when it is a cancel (a thread
+    or tree barrier recorded after the last turn ended, or that turn's own barrier when it
+    ended cancelled). None when a cancel would record something new, or finds nothing."""
+    if fold.turn is not None:
+        return fold.turn.cancel_event
+    uncovered = unreported_uncovered(fold)
+    if uncovered:
+        return None
+    ended_cancelled = False
+    for event in reversed(fold.events):
+        if event.type == "cancel_requested" and (
+            event.seq == fold.wakes.cancel_seq or ended_cancelled
+        ):
+            return event
+        if event.type == "turn_completed" and uncovered is None:
+            if ended_cancelled or data_of(event, "turn_completed")["reason"] != "cancelled":
+                return None
+            ended_cancelled = True
+    return None
+
+
 def unreported_spawns(fold: Fold) -> list[Event]:
     """The ``agent_spawned`` events of the thread's children that have not reported."""
     unreported = {c.child_thread_id for c in fold.features.children.values()
