@@ -103,11 +103,16 @@ def fold_code() -> str:
 
 @dataclass
 class RestoredFold(Fold):
-    """A fold restored from a snapshot at seq ``cut``: ``events`` holds only later lines, and
-    of the earlier ones what a listing shows: the chain's first ``user_input``
-    (``first_input``) and the time of the line at the cut (``cut_time``; None for a header)."""
+    """A fold restored from a snapshot at seq ``cut``: ``events`` holds only the lines from seq
+    ``start`` on, and of the earlier ones what a listing shows: the chain's first
+    ``user_input`` (``first_input``) and the time of the line at the cut (``cut_time``; None
+    for a header). ``start`` is ``cut + 1`` for an open (``threads.store.fold_open.open_fold``);
+    a continuing run's fold (``open_window``) also holds the lines from its request
+    checkpoint's request on, so ``start`` may be at or before the cut. Never the whole chain:
+    a reader that needs a line before ``start`` reads the chain instead."""
 
     cut: int = 0
+    start: int = 1
     first_input: Event | None = None
     cut_time: int | None = None
 
@@ -444,8 +449,8 @@ def _restore(value: _Body, settled: bytes, now_ms: int | None) -> RestoredFold:
     headers = [_header(line) for line in value["headers"]]
     last_seq, last_hash, epoch, cut_time = value["head"]
     first = value["first_input"]
-    fold = RestoredFold(now_ms=now_ms, cut=last_seq, first_input=None if first is None else
-                        _event(first), cut_time=cut_time)
+    fold = RestoredFold(now_ms=now_ms, cut=last_seq, start=last_seq + 1,
+                        first_input=None if first is None else _event(first), cut_time=cut_time)
     fold.segment_headers = headers
     fold.root_header, fold.header_ = headers[0], headers[-1]
     fold.thread_started = value["thread_started"]
