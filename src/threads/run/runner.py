@@ -253,9 +253,14 @@ async def _run_connected(
         # a continuing run renders its next request on from the last one a run recorded (the
         # request checkpoint in the fold row), not from every line, while that holds
         memo = RenderMemo()
-        memo.cache.resumed = opened.resumed
-        if memo.cache.resumed is None and not new:
-            memo.cache.resumed = await open_checkpoint(store, branch_id, fold)
+        resumed = opened.resumed
+        if resumed is None and not new:
+            resumed = await open_checkpoint(store, branch_id, fold)
+        if resumed is not None:
+            memo.cache.resumed = resumed
+            # the rows this run puts before its first request carry the checkpoint it opened
+            # with (still a request of this chain; the next run checks it again)
+            writer.keep_checkpoint(resumed.checkpoint)
         rt = Runtime(
             writer=writer,
             spec=agent,
