@@ -339,12 +339,15 @@ def dump(fold: Fold) -> bytes:
     last = fold.last_attempt
     first = first_user_input(fold)
     epochs = _Epochs()
+    # in seq order: a restored fold's attempts are in the order they were decoded, and the body
+    # is the same bytes whichever way the fold was reached
+    attempts = sorted(fold.attempts.items(), key=lambda item: item[1].event.seq)
     rows = {  # every attempt's row; those whose line is kept go with it, the rest apart
         key: [a.event.seq, a.event.time, a.attempt, a.outcome, a.retry_not_before,
               epochs.of(a.settings), a.usage, a.billing]
-        for key, a in fold.attempts.items()
+        for key, a in attempts
     }
-    kept = [(k, a) for k, a in fold.attempts.items() if a is last or a.outcome in (None, "unknown")]
+    kept = [(k, a) for k, a in attempts if a is last or a.outcome in (None, "unknown")]
     roles, ids = zip(*fold.transcript, strict=True) if fold.transcript else ((), ())
     features = fold.features
     responses = fold.responses[-1:]  # a rule or a read looks at the last one only
