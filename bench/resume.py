@@ -45,7 +45,7 @@ async def next_request(directory: Path, thread_id: str, way: Way) -> Rendered:
         root = await store.root_branch(thread_id)
         cache = RenderCache()
         if way == "row":
-            opened = await open_run(store, root.branch_id, None, window=True)
+            opened = await open_run(store, root.branch_id, None, window=True, has_input=True)
             fold = opened.fold
             assert isinstance(fold, RestoredFold)
             assert opened.resumed is not None

@@ -18,9 +18,12 @@ import pytest
 import threads.log.ids as ids
 import threads.run.runner as runner
 from threads import FakeClock, agent, sqlite, tool
+from threads.principal import LOCAL_OPERATOR
 from threads.run.agent import Agent
+from threads.run.drafts import user_input
 from threads.run.permissions import Permissions
 from threads.run.results import RunResult
+from threads.run.writer import BranchWriter
 from threads.store.snapshot_row import StoredSnapshot
 from threads.store.sqlite.store import SQLiteStore
 from threads.testing.scripted import (
@@ -145,11 +148,30 @@ class Reads:
         monkeypatch.setattr(SQLiteStore, "read_chain", counted)
 
 
+async def host_input(root: Path, thread_id: str, text: str) -> None:
+    """The next turn's input written as the host writes it before the turn's run (under a
+    lease of its own, then released); none while a turn is open or parked (the host refuses
+    it, and the run goes on with the open turn)."""
+    store = sqlite(root, clock=FakeClock(NOW))
+    try:
+        branch = await store.root_branch(thread_id)
+        lease = await store.acquire_lease(branch.branch_id, "host", 60_000)
+        fold = (await store.read_chain(branch.branch_id)).fold(NOW)
+        writer = BranchWriter(store, lease, fold, ttl_ms=60_000)
+        if fold.turn is None and not fold.parks:
+            await writer.append([user_input(text, LOCAL_OPERATOR, None)])
+        await writer.close()
+        await store.release_lease(lease)
+    finally:
+        await store.close()
+
+
 async def continued_both_ways(
-    tmp_path: Path, thread_id: str, turns: list[list[str]], reads: Reads
+    tmp_path: Path, thread_id: str, turns: list[list[str]], reads: Reads, *, host: bool = False
 ) -> tuple[bool, RunResult | str, RunResult | str]:
     """The same continuing run on two copies of the store, with the row and without it;
-    asserts the lines appended (and the rows written) are the same. Whether the row served."""
+    asserts the lines appended (and the rows written) are the same. Whether the row served.
+    ``host``: its input written first, as the host does, and the run given none."""
     outcomes = []
     served = False
     for way in ("row", "chain"):
@@ -162,8 +184,10 @@ async def continued_both_ways(
                 patch = pytest.MonkeyPatch()
                 stack.callback(patch.undo)
                 patch.setattr(runner, "window_serves", lambda *a, **k: False)
+            if host:
+                await host_input(copy, thread_id, "and now")
             before = reads.chains
-            outcomes.append(await run(copy, spec, "and now", thread_id))
+            outcomes.append(await run(copy, spec, None if host else "and now", thread_id))
             if way == "row":
                 served = reads.chains == before
     row_lines, row_row = await lines_of(tmp_path / "row", thread_id)

@@ -48,16 +48,18 @@ turns_strategy = st.lists(st.lists(st.sampled_from(STEPS), max_size=3), min_size
 @given(
     turns=turns_strategy, last=st.lists(st.sampled_from(STEPS), max_size=4),
     every=st.integers(min_value=1, max_value=7), park=st.booleans(), open_turn=st.booleans(),
+    host=st.booleans(),
 )
 async def test_a_run_from_the_row_writes_what_a_run_from_the_chain_writes(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
     turns: list[list[str]], last: list[str], every: int, park: bool, open_turn: bool,
+    host: bool,
 ) -> None:
     tmp_path = tmp_path_factory.mktemp("runs")
     monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", every)
     reads = Reads(monkeypatch)
     thread_id = await build(tmp_path / "base", turns, park, open_turn)
-    await continued_both_ways(tmp_path, thread_id, [*turns, last], reads)
+    await continued_both_ways(tmp_path, thread_id, [*turns, last], reads, host=host)
 
 
 async def test_a_quiet_thread_continues_from_the_row_without_reading_the_chain(
@@ -69,6 +71,22 @@ async def test_a_quiet_thread_continues_from_the_row_without_reading_the_chain(
     thread_id = await build(tmp_path / "base", turns, False, False)
     served, row, _ = await continued_both_ways(tmp_path, thread_id, [*turns, ["look", "rate"]],
                                                reads)
+    assert served
+    assert not isinstance(row, str)
+    assert row.status == "completed"
+
+
+async def test_a_host_run_of_a_turn_whose_input_is_written_continues_from_the_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rows every 5 events: the last before the input is a run's, with its checkpoint (a row
+    # the host's append put would have none, and the run would read every line)
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 5)
+    reads = Reads(monkeypatch)
+    turns = [["look", "put"], ["two"], ["say"]]
+    thread_id = await build(tmp_path / "base", turns, False, False)
+    served, row, _ = await continued_both_ways(tmp_path, thread_id, [*turns, ["look"]], reads,
+                                               host=True)
     assert served
     assert not isinstance(row, str)
     assert row.status == "completed"

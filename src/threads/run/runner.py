@@ -213,9 +213,9 @@ async def _run_connected(
         try:
             plain = (budget is None and not options.ancestors and options.sandbox is None
                      and not options.continuations)
-            opened = await open_run(store, branch_id, options.fold, window=not new and (
-                window_serves(agent, has_input=input is not None, plain=plain)
-            ))
+            opened = await open_run(store, branch_id, options.fold,
+                                    window=not new and window_serves(agent, plain=plain),
+                                    has_input=input is not None)
             branch, fold = opened.branch, opened.fold
             refused = refusal(branch.state, fold)
         except ThreadsError as exc:
