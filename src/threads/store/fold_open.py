@@ -8,14 +8,22 @@ it to the head, a line after it that needs an event the snapshot dropped) is not
 the row is ignored and the whole chain is read and folded, which raises what a broken log
 raises. ``fold_row`` is what a writer (or an import) puts with an append, when
 ``SnapshotSchedule`` (``row_at_head_pays``) says so; a writer's row also carries the request
-checkpoint of the last turn request its run rendered (``threads.log.render_resume``), after the
-fold's two lines, which ``open_checkpoint`` reads for a run holding the whole chain folded, so
-that its next request is rendered on from that one rather than from every line.
+checkpoint of the last turn request its run rendered, or of the one it opened with
+(``threads.log.render_resume``), after the fold's two lines.
 
-A damaged line before the snapshot is therefore not noticed by an open: ``verify`` and
-``export`` (and every run, which folds the whole chain) still read and check every line.
-Invariant: the fold ``open_fold`` returns has the ``state()``, ``cost()`` and ``projections()``
-of the full fold of the branch's chain; only its ``events`` may start after the snapshot.
+A continuing run reads that checkpoint one of two ways. ``open_window`` opens its fold from the
+row as ``open_fold`` does, and also reads the lines from the checkpoint's request up to the
+row's cut, which must chain into the row's head hash, so that its ``events``
+(``RestoredFold.start``) hold that request and every line after it, and the next request is
+rendered on from the checkpoint (``threads.run.run_open`` decides when a run may use it).
+``open_checkpoint`` is for a run holding the whole chain folded.
+
+A damaged line before the snapshot (before the checkpoint's request, for a run) is therefore not
+noticed by an open: ``verify`` and ``export`` (and every run that folds the whole chain) still
+read and check every line.
+Invariant: the fold ``open_fold`` and ``open_window`` return has the ``state()``, ``cost()`` and
+``projections()`` of the full fold of the branch's chain; only its ``events`` start later, at
+``start``.
 """
 
 from __future__ import annotations
