@@ -123,13 +123,16 @@ async def run(root: Path, spec: Agent, text: str | None, thread: str | None) -> 
         await store.close()
 
 
-async def lines_of(root: Path, thread_id: str) -> tuple[list[bytes], StoredSnapshot | None]:
-    """The thread's stored lines and its fold row."""
+async def lines_of(
+    root: Path, thread_id: str
+) -> tuple[list[bytes], StoredSnapshot | None, StoredSnapshot | None]:
+    """The thread's stored lines, its fold row and its listing row."""
     store = sqlite(root, clock=FakeClock(NOW))
     try:
         branch = await store.root_branch(thread_id)
         rows = await store.stored_rows(branch.branch_id)
-        return [r.line for r in rows], await store.read_fold_row(branch.branch_id)
+        _, listing = await store.read_summary(branch.branch_id)
+        return [r.line for r in rows], await store.read_fold_row(branch.branch_id), listing
     finally:
         await store.close()
 
@@ -190,10 +193,10 @@ async def continued_both_ways(
             outcomes.append(await run(copy, spec, None if host else "and now", thread_id))
             if way == "row":
                 served = reads.chains == before
-    row_lines, row_row = await lines_of(tmp_path / "row", thread_id)
-    chain_lines, chain_row = await lines_of(tmp_path / "chain", thread_id)
-    assert row_lines == chain_lines
-    assert row_row == chain_row  # the fold rows too, body and all
+    # the lines, and the fold and listing rows too, body and all
+    assert await lines_of(tmp_path / "row", thread_id) == await lines_of(
+        tmp_path / "chain", thread_id
+    )
     row, chain = outcomes
     assert type(row) is type(chain)
     if isinstance(row, str):

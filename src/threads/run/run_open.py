@@ -104,8 +104,8 @@ async def open_run(
     one it ended at (a chain ending at that hash holds exactly the events it was folded from);
     else, when ``window`` (``window_serves``), from the fold row when it holds and the state is
     ``quiet`` for a run with (``has_input``) or without an input; else a fresh read of the
-    chain, its hash chain checked, folded. A fold a caller
-    opened from a snapshot (a host's or a worker's ``RestoredFold``) is never taken as it is."""
+    chain, its hash chain checked, folded. A fold a caller opened from a snapshot (a host's or
+    a worker's ``RestoredFold``) is never taken as it is."""
     now = store.clock.now_ms()
     if known is not None and not isinstance(known, RestoredFold):
         branch = await store.get_branch(branch_id)
