@@ -10,6 +10,7 @@ the run reads every line and behaves as before."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ from hypothesis import strategies as st
 
 import threads.store.fold_open as fold_open
 from run_open_support import STEPS, Reads, bot, continued_both_ways, run, same_ids
+from threads.log.fold.saved import RestoredFold, SnapshotShortError
+from threads.log.lines import Event
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -43,7 +46,7 @@ async def build(root: Path, turns: list[list[str]], park: bool, open_turn: bool)
 turns_strategy = st.lists(st.lists(st.sampled_from(STEPS), max_size=3), min_size=1, max_size=4)
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     turns=turns_strategy, last=st.lists(st.sampled_from(STEPS), max_size=4),
@@ -143,3 +146,33 @@ async def test_a_row_that_does_not_hold_makes_the_run_read_every_line(
     # a broken chain stops the run whichever way it opens
     assert row.status == ("failed" if damage == "tail" else "completed")
 
+
+
+async def test_an_event_whose_rule_needs_an_older_line_is_folded_on_the_whole_chain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should a rule need a line before the window mid-run (``SnapshotShortError``), the
+    writer reads the chain whole, folds the events it holds back on it, then the new ones:
+    played here by the first ``effect_begin`` a restored fold is given, which follows a held
+    reply and its call."""
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 3)
+    reads = Reads(monkeypatch)
+    turns = [["look", "put"], ["two"], ["say"]]
+    thread_id = await build(tmp_path / "base", turns, False, False)
+    real = RestoredFold.extend
+    raised: list[int] = []
+
+    def short(fold: RestoredFold, events: Iterable[Event]) -> None:
+        events = list(events)
+        if not raised and any(e.type == "effect_begin" for e in events):
+            raised.append(events[0].seq)
+            raise SnapshotShortError("played")
+        real(fold, events)
+
+    monkeypatch.setattr(RestoredFold, "extend", short)
+    served, row, _ = await continued_both_ways(tmp_path, thread_id, [*turns, ["put", "look"]],
+                                               reads)
+    assert raised
+    assert not served  # the chain was read, mid-run
+    assert not isinstance(row, str)
+    assert row.status == "completed"

@@ -42,7 +42,6 @@ from threads.run.model_retry import (
 from threads.run.queued_controls import apply_queued_cancels, cancel_queued
 from threads.run.results import ErrorInfo, Failed, RunResult
 from threads.run.retry_policy import pinned_retry
-from threads.run.run_open import read_whole
 from threads.run.runtime import Runtime
 from threads.run.settings_epoch import current_model, revert
 from threads.run.turn import fail_turn
@@ -160,18 +159,17 @@ def _next_attempt(rt: Runtime) -> int:
     return last.attempt + 1
 
 
-
-
 async def _render(rt: Runtime, started: ThreadStartedData) -> Rendered:
     """The next turn request. A run opened from the fold row renders on from its checkpoint;
-    once that no longer holds, the fold is read whole (``run_open.read_whole``) before every
-    line is rendered."""
+    once that no longer holds, the fold is read whole (``BranchWriter.read_whole``) before
+    every line is rendered."""
     cache = rt.memo.cache
-    if isinstance(rt.fold, RestoredFold):
+    if isinstance(rt.fold, RestoredFold) and rt.fold.partial:
         artifacts = await render_artifacts(rt)
         resumed = cache.resumed
         rendered = None if resumed is None else resumed.render(started, rt.fold.events, artifacts)
         if rendered is not None:
             return rendered
-        await read_whole(rt)
+        await rt.writer.read_whole()
+        cache.resumed = None
     return render(started, rt.fold.events, await render_artifacts(rt), cache)

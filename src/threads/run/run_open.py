@@ -24,8 +24,11 @@ In such a run the readers scan the turn it opens (its input and after), which ``
 The call ids already used start as every call the state holds (each ``tool_use`` part of a
 reply is recorded with its ``tool_call``, in one append). Its next request is rendered on from
 the checkpoint; when an event after it rewrites an earlier line (a ``settings_changed``, say)
-``read_whole`` replaces the run's fold with the whole chain read and checked, ending at the
-same head, before anything is rendered from every line.
+the writer's ``read_whole`` makes the run's fold the whole chain's, read and checked, ending at
+the same head, in place, before anything is rendered from every line (and so it does for an
+event whose fold rule needs an older line, should one come: ``SnapshotShortError``). What
+scans ``fold.events`` incrementally (``RenderMemo``, ``CallIdMemo``) remembers which list it
+scanned and starts over on another.
 
 What the row's open does not check that a full read does: the lines before the checkpoint's
 request. A damaged old line is found by ``threads verify`` and export, not by every run.
@@ -35,7 +38,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from threads.errors import StoreError
 from threads.log.fold import Fold
 from threads.log.fold.saved import RestoredFold
 from threads.log.render_resume import Resumed
@@ -123,26 +125,5 @@ async def open_run(
 def seed_call_ids(rt: Runtime) -> None:
     """A run opened from the row: the call ids already used are every call the state holds
     (the lines before ``start`` are not scanned)."""
-    if isinstance(rt.fold, RestoredFold):
+    if isinstance(rt.fold, RestoredFold) and rt.fold.partial:
         rt.call_ids.taken.update(rt.fold.calls)
-
-
-async def read_whole(rt: Runtime) -> None:
-    """The run's fold, opened from the row, replaced by the whole chain's, read, checked and
-    folded, once something needs a line before ``start`` (its next request rendered from
-    every line). Held events are written first, so the chain ends where the fold does; a chain
-    that does not is ``seq_conflict`` (the branch is not what this run wrote)."""
-    writer = rt.writer
-    fold = writer.fold
-    if not isinstance(fold, RestoredFold):
-        return
-    await writer.append([])  # held events, if any: the chain then ends at the fold's head
-    chain = await writer.store.read_chain(writer.branch_id)
-    whole = chain.fold(writer.store.clock.now_ms())
-    if (whole.last_seq, whole.last_hash) != (fold.last_seq, fold.last_hash):
-        raise StoreError("seq_conflict", "the branch's chain no longer ends where this run's"
-                         f" fold does (seq {fold.last_seq})")
-    writer.fold = whole
-    rt.memo.seen = 0  # artifacts and call ids are looked up over every line now
-    rt.memo.cache.resumed = None
-    rt.call_ids.seen = 0

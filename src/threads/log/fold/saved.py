@@ -116,9 +116,22 @@ class RestoredFold(Fold):
     first_input: Event | None = None
     cut_time: int | None = None
 
+    @property
+    def partial(self) -> bool:
+        """Whether ``events`` start after the chain's first line (until ``become``)."""
+        return self.start > 1
+
+    def become(self, whole: Fold) -> None:
+        """Take the state of ``whole``, the full fold of the same chain to the same head, in
+        place: whoever holds this fold (a run's steps) sees every line from now on."""
+        settled = self.settled_calls  # how far ``pending_calls`` looked: a full fold's too
+        vars(self).update(vars(whole))
+        self.cut, self.start, self.first_input, self.cut_time = 0, 1, None, None
+        self.settled_calls = settled
+
     def event_by_id(self, event_id: str) -> Event | None:
         found = Fold.event_by_id(self, event_id)
-        if found is None:
+        if found is None and self.partial:
             raise SnapshotShortError(f"event {event_id} is not after the snapshot")
         return found
 
