@@ -21,6 +21,9 @@ import threads.store.fold_open as fold_open
 from run_open_support import STEPS, Reads, bot, continued_both_ways, run, same_ids
 from threads.log.fold.saved import RestoredFold, SnapshotShortError
 from threads.log.lines import Event
+from threads.log.render import render
+from threads.log.vocabulary import data_of
+from threads.store.protocol import Store
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -176,3 +179,29 @@ async def test_an_event_whose_rule_needs_an_older_line_is_folded_on_the_whole_ch
     assert not served  # the chain was read, mid-run
     assert not isinstance(row, str)
     assert row.status == "completed"
+
+
+async def test_on_either_engine_a_quiet_thread_continues_from_the_row(
+    store: Store, chain_reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row, the window before its cut and the tail read on SQLite and on Postgres; the
+    requests the run sends are the whole log's."""
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 3)
+    turns = [["look", "put"], ["two"], ["say"]]
+    thread_id = None
+    for n in range(len(turns)):
+        result = await bot(turns[: n + 1]).run(f"turn {n}", thread=thread_id, store=store)
+        thread_id = result.thread.id
+    assert thread_id is not None
+    branch = await store.root_branch(thread_id)
+    chain_reads.clear()
+    result = await bot([*turns, ["look"]]).run("and now", thread=thread_id, store=store)
+    assert result.status == "completed"
+    assert chain_reads == []
+    events = (await store.read_chain(branch.branch_id)).events
+    requests = [at for at, e in enumerate(events)
+                if e.type == "model_request" and e.seq > branch.head_seq]
+    assert len(requests) == 2
+    for at in requests:
+        sent = data_of(events[at], "model_request")["request_ref"]["sha256"]
+        assert sent == render(events[0].data, events[:at]).sha256
