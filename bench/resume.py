@@ -1,13 +1,16 @@
-"""What a continuing run pays before its first request on a long thread: open the thread (read
-the chain, check it, fold it) and render the next request, on a fresh store object, with the
-store built once by ``bench/open_state.py``'s builder (its fold row carries the checkpoint of a
-request 6 lines before the head, as a run leaves it).
+"""What a continuing run pays before its first request on a long thread: open the thread and
+render the next request, on a fresh store object, with the store built once by
+``bench/open_state.py``'s builder (its fold row carries the checkpoint of a request 6 lines
+before the head, as a run leaves it).
 
-Two ways, timed in turns: ``before`` renders every line of the log (what a run did before the
-request checkpoint, and does without one); ``after`` renders on from the checkpoint in the
-branch's fold row (``threads.store.fold_open.open_checkpoint``), as ``Agent.run`` now does.
-Both give the same bytes (asserted). Prints the medians in ms and, with ``--profile``, the
-function calls and the total time of one of each under cProfile.
+Three ways, timed in turns: ``before`` reads, checks and folds the chain and renders every line
+(a run without a usable row); ``checkpoint`` reads and folds the chain but renders on from the
+request checkpoint in the fold row (``threads.store.fold_open.open_checkpoint``: a run whose
+state the row can't serve); ``row`` opens as ``Agent.run`` now does on a quiet thread
+(``threads.run.run_open.open_run``): the fold row, the lines from its checkpoint's request on
+and the tail, checked, and the request rendered on from the checkpoint. All give the same
+bytes (asserted). Prints the medians in ms and, with ``--profile``, the function calls and the
+total time of one of each under cProfile.
 
 Run: ``python bench/resume.py [--dir DIR] [--events N] [--rounds N] [--profile]``.
 """
@@ -22,44 +25,56 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Literal
 
 import open_state  # bench/open_state.py, beside this file
 from threads import sqlite
+from threads.log.fold.saved import RestoredFold
 from threads.log.render import RenderCache, Rendered, render
+from threads.run.run_open import open_run
 from threads.store.fold_open import open_checkpoint
 
+Way = Literal["before", "checkpoint", "row"]
+WAYS: tuple[Way, ...] = ("before", "checkpoint", "row")
 
-async def next_request(directory: Path, thread_id: str, *, checkpoint: bool) -> Rendered:
-    """The request a continuing run renders first, the log read and folded on a fresh store
-    object; from the fold row's checkpoint when ``checkpoint``, else from every line."""
+
+async def next_request(directory: Path, thread_id: str, way: Way) -> Rendered:
+    """The request a continuing run renders first, on a fresh store object, opened ``way``."""
     store = sqlite(directory)
     try:
         root = await store.root_branch(thread_id)
-        fold = (await store.read_chain(root.branch_id)).fold(store.clock.now_ms())
+        cache = RenderCache()
+        if way == "row":
+            opened = await open_run(store, root.branch_id, None, window=True, has_input=True)
+            fold = opened.fold
+            assert isinstance(fold, RestoredFold)
+            assert opened.resumed is not None
+            cache.resumed = opened.resumed
+        else:
+            fold = (await store.read_chain(root.branch_id)).fold(store.clock.now_ms())
         started = fold.thread_started
         assert started is not None
-        cache = RenderCache()
-        if checkpoint:
+        if way == "checkpoint":
             cache.resumed = await open_checkpoint(store, root.branch_id, fold)
             assert cache.resumed is not None
         rendered = render(started, fold.events, {}, cache)
-        assert cache.resumed is not None or not checkpoint
+        assert cache.resumed is not None or way == "before"
         return rendered
     finally:
         await store.close()
 
 
-async def timed(directory: Path, thread_id: str, *, checkpoint: bool) -> float:
+async def timed(directory: Path, thread_id: str, way: Way) -> float:
     start = time.perf_counter_ns()
-    await next_request(directory, thread_id, checkpoint=checkpoint)
+    await next_request(directory, thread_id, way)
     return (time.perf_counter_ns() - start) / 1e6
 
 
-def profiled(directory: Path, thread_id: str, *, checkpoint: bool) -> tuple[int, float]:
+def profiled(directory: Path, thread_id: str, way: Way) -> tuple[int, float]:
     """Function calls and total seconds of one open + render under cProfile."""
     profile = cProfile.Profile()
     profile.enable()
-    asyncio.run(next_request(directory, thread_id, checkpoint=checkpoint))
+    asyncio.run(next_request(directory, thread_id, way))
     profile.disable()
     stats = pstats.Stats(profile)
     return stats.total_calls, stats.total_tt  # type: ignore[attr-defined]
@@ -76,24 +91,25 @@ async def main() -> None:
         directory = args.dir or Path(tmp)
         directory.mkdir(parents=True, exist_ok=True)
         thread_id = await open_state.build(directory, args.events)
-        whole = await next_request(directory, thread_id, checkpoint=False)
-        resumed = await next_request(directory, thread_id, checkpoint=True)
-        assert (bytes(resumed.body), resumed.sha256) == (bytes(whole.body), whole.sha256)
-        before, after = [], []
+        whole = await next_request(directory, thread_id, "before")
+        for way in WAYS[1:]:
+            other = await next_request(directory, thread_id, way)
+            assert (bytes(other.body), other.sha256) == (bytes(whole.body), whole.sha256)
+        times: dict[Way, list[float]] = {way: [] for way in WAYS}
         for _ in range(args.rounds):
-            before.append(await timed(directory, thread_id, checkpoint=False))
-            after.append(await timed(directory, thread_id, checkpoint=True))
+            for way in WAYS:
+                times[way].append(await timed(directory, thread_id, way))
         print(f"open + next request of a {args.events:,}-event thread ({whole.body.size:,}"
               f" request bytes), median of {args.rounds}:")
-        print(f"  before (every line rendered):     {statistics.median(before):7.1f} ms")
-        print(f"  after (from the request checkpoint): {statistics.median(after):7.1f} ms")
+        labels = {"before": "chain read, every line rendered",
+                  "checkpoint": "chain read, from the request checkpoint",
+                  "row": "fold row + window + tail, from the checkpoint"}
+        for way in WAYS:
+            print(f"  {way:10} ({labels[way]}): {statistics.median(times[way]):7.1f} ms")
         if args.profile:
-            for name, flag in (("before", False), ("after", True)):
-                calls, seconds = await asyncio.to_thread(
-                    profiled, directory, thread_id, checkpoint=flag
-                )
-                print(f"  cProfile {name}: {calls:,} function calls, {seconds * 1e3:.1f} ms")
-
+            for way in WAYS:
+                calls, seconds = await asyncio.to_thread(profiled, directory, thread_id, way)
+                print(f"  cProfile {way}: {calls:,} function calls, {seconds * 1e3:.1f} ms")
 
 if __name__ == "__main__":
     asyncio.run(main())

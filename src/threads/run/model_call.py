@@ -51,7 +51,7 @@ async def render_artifacts(rt: Runtime) -> dict[str, bytes]:
     """The artifacts the next request's Render v1 reads or verifies (images, reasoning blocks,
     injected text); one the store lacks is left out, so render names the event that needs it."""
     memo = rt.memo
-    for event in rt.fold.events[memo.seen :]:
+    for event in memo.unscanned(rt.fold.events):
         for ref in event_refs(event):
             if ref["sha256"] in memo.artifacts:
                 continue
@@ -154,7 +154,7 @@ async def known_call_ids(rt: Runtime) -> CallIdMemo:
     """``rt.call_ids`` brought up to date with the events appended since it was last read."""
     memo = rt.call_ids
     events = rt.fold.events
-    for event in events[memo.seen :]:
+    for event in memo.unscanned(events):
         if event.type == "tool_call":
             memo.taken.add(data_of(event, "tool_call")["call_id"])
         elif event.type in ("model_response", "model_response_recovered"):

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from threads import telemetry
 from threads.errors import LogError
-from threads.log.render import MEDIA_TYPE, render
+from threads.log.fold.saved import RestoredFold
+from threads.log.render import MEDIA_TYPE, Rendered, render
 from threads.log.render_resume import checkpoint_of
 from threads.log.vocabulary import (
     ModelAttemptAbandonedData,
     ModelRequestData,
+    ThreadStartedData,
     draft,
 )
 from threads.models.protocol import (
@@ -72,7 +74,7 @@ async def model_step(rt: Runtime) -> RunResult | None:
     started = rt.fold.thread_started
     assert started is not None
     try:
-        rendered = render(started, rt.fold.events, await render_artifacts(rt), rt.memo.cache)
+        rendered = await _render(rt, started)
     except LogError as exc:
         # An artifact the request needs is missing or corrupt: a coded outcome, nothing
         # recorded, the turn left open (as the loop treats missing bytes): once the bytes are
@@ -157,3 +159,17 @@ def _next_attempt(rt: Runtime) -> int:
     return last.attempt + 1
 
 
+async def _render(rt: Runtime, started: ThreadStartedData) -> Rendered:
+    """The next turn request. A run opened from the fold row renders on from its checkpoint;
+    once that no longer holds, the fold is read whole (``BranchWriter.read_whole``) before
+    every line is rendered."""
+    cache = rt.memo.cache
+    if isinstance(rt.fold, RestoredFold) and rt.fold.partial:
+        artifacts = await render_artifacts(rt)
+        resumed = cache.resumed
+        rendered = None if resumed is None else resumed.render(started, rt.fold.events, artifacts)
+        if rendered is not None:
+            return rendered
+        await rt.writer.read_whole()
+        cache.resumed = None
+    return render(started, rt.fold.events, await render_artifacts(rt), cache)

@@ -19,7 +19,6 @@ from typing import Any
 from threads import telemetry
 from threads.errors import ConfigError, NotFoundError, StoreError, ThreadsError
 from threads.log.fold import Fold
-from threads.log.fold.saved import RestoredFold
 from threads.log.ids import uuid7
 from threads.log.lines import Event, first_event, make_header, next_event
 from threads.log.vocabulary import UserInputDataSource, data_of, draft
@@ -33,11 +32,12 @@ from threads.run.drafts import HOST, user_input
 from threads.run.loop import drive
 from threads.run.permissions import Permissions
 from threads.run.results import ErrorInfo, Failed, HandedOff, RunResult, describe
+from threads.run.run_open import open_run, seed_call_ids, window_serves
 from threads.run.runtime import CancelSignal, RenderMemo, Runtime
 from threads.run.sources import RunSources
 from threads.run.streaming import RunStream
 from threads.run.subagent_hooks import undelivered
-from threads.run.thread import Thread, folded_at_head
+from threads.run.thread import Thread
 from threads.run.tree_cancel import bar
 from threads.run.turn_open import TurnRequest, check_pinned, create_thread, refusal
 from threads.run.writer import DEFAULT_LEASE_TTL_MS, BranchWriter, fence_time
@@ -47,7 +47,7 @@ from threads.store.capabilities import resources_of
 from threads.store.fold_open import open_checkpoint
 from threads.store.lease_release import release
 from threads.store.lease_wait import acquire_waiting, check_wait
-from threads.store.protocol import BranchInfo, Store
+from threads.store.protocol import Store
 from threads.store.sqlite import sqlite
 from threads.tools.http import ToolHttp
 
@@ -70,8 +70,8 @@ class RunOptions:
     wait: bool | float = False
     # A fold of the branch its caller made moments before (the host's, once it wrote the turn's
     # input): the run takes it instead of reading the branch again while, under the run's
-    # lease, the branch's head is still the one the fold ended at (``_current``), and it holds
-    # every event (not one opened from a snapshot).
+    # lease, the branch's head is still the one the fold ended at (``run_open.open_run``), and
+    # it holds every event (not one opened from a snapshot).
     fold: Fold | None = None
     # A subagent's run: the budgets of the threads above it (``threads.run.spawn``).
     ancestors: tuple[AncestorBudget, ...] = ()
@@ -206,7 +206,12 @@ async def _run_connected(
     http: ToolHttp | None = None
     try:
         try:
-            branch, fold = await _current(store, branch_id, options.fold)
+            plain = (budget is None and not options.ancestors and options.sandbox is None
+                     and not options.continuations)
+            opened = await open_run(store, branch_id, options.fold,
+                                    window=not new and window_serves(agent, plain=plain),
+                                    has_input=input is not None)
+            branch, fold = opened.branch, opened.fold
             refused = refusal(branch.state, fold)
         except ThreadsError as exc:
             return Failed(handle, ErrorInfo(exc.code, exc.message))
@@ -248,7 +253,14 @@ async def _run_connected(
         # a continuing run renders its next request on from the last one a run recorded (the
         # request checkpoint in the fold row), not from every line, while that holds
         memo = RenderMemo()
-        memo.cache.resumed = None if new else await open_checkpoint(store, branch_id, fold)
+        resumed = opened.resumed
+        if resumed is None and not new:
+            resumed = await open_checkpoint(store, branch_id, fold)
+        if resumed is not None:
+            memo.cache.resumed = resumed
+            # the rows this run puts before its first request carry the checkpoint it opened
+            # with (still a request of this chain; the next run checks it again)
+            writer.keep_checkpoint(resumed.checkpoint)
         rt = Runtime(
             writer=writer,
             spec=agent,
@@ -272,6 +284,7 @@ async def _run_connected(
             spend_memo=spend_memo,
             memo=memo,
         )
+        seed_call_ids(rt)
         return await drive(rt, input, recovering=not new, source=source)
     finally:
         try:
@@ -364,18 +377,3 @@ def _run_memory(
         return None
     scope = MemoryScope.of(principal, agent.name)
     return MemoryHandle(agent.memory.bind(store), scope, writer.check)
-
-
-async def _current(store: Store, branch_id: str, known: Fold | None) -> tuple[BranchInfo, Fold]:
-    """The branch as it is now, and its fold: ``known`` when the branch's head is still the
-    one it ended at (a chain ending at that hash holds exactly the events it was folded from),
-    else a fresh read of the chain, its hash chain checked, folded. A fold opened from a
-    snapshot (``RestoredFold``: the host's or a worker's, which told them there is work) is
-    never the run's: the run reads and checks its every line."""
-    if known is not None and not isinstance(known, RestoredFold):
-        branch = await store.get_branch(branch_id)
-        if folded_at_head(known, branch):
-            known.now_ms = store.clock.now_ms()  # which snapshots are fork points is judged now
-            return branch, known
-    chain = await store.read_chain(branch_id)
-    return chain.branch, chain.fold(store.clock.now_ms())

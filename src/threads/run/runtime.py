@@ -19,6 +19,7 @@ from typing import Any
 from threads.clock import sleep_on
 from threads.log.event_types import Actor
 from threads.log.fold import Call, Fold
+from threads.log.lines import Event
 from threads.log.render import RenderCache
 from threads.log.vocabulary import ArtifactRef
 from threads.memory.protocol import MemoryHandle
@@ -119,17 +120,31 @@ class BackgroundRuns:
 
 
 @dataclass(slots=True)
-class RenderMemo:
+class Scanned:
+    """How far a memo scanned the run's ``fold.events``: ``seen`` of the list ``of``. A fold
+    read whole (``BranchWriter.read_whole``) is another list, scanned from its start."""
+
+    of: list[Event] | None = None
+    seen: int = 0
+
+    def unscanned(self, events: list[Event]) -> list[Event]:
+        """The events after the ``seen`` already scanned (all of another list)."""
+        if events is not self.of:
+            self.of, self.seen = events, 0
+        return events[self.seen :]
+
+
+@dataclass(slots=True)
+class RenderMemo(Scanned):
     """What rendering remembers between requests of one run: the artifacts rendered parts
     read (and how many events were scanned for them), and the render cache."""
 
     artifacts: dict[str, bytes] = field(default_factory=dict)
-    seen: int = 0
     cache: RenderCache = field(default_factory=RenderCache)
 
 
 @dataclass(slots=True)
-class CallIdMemo:
+class CallIdMemo(Scanned):
     """The call ids already on the thread (recorded calls and every reply's tool_use parts) and
     the provider's own id behind each minted one, kept up to date from the events appended
     since the last look (``seen`` of them were scanned): a new reply must not reuse an id, and
@@ -137,7 +152,6 @@ class CallIdMemo:
 
     taken: set[str] = field(default_factory=set)
     provider: dict[str, str] = field(default_factory=dict)
-    seen: int = 0
 
 
 @dataclass(frozen=True, slots=True)

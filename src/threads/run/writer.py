@@ -3,7 +3,10 @@
 It holds the lease, renews it in the background well before expiry, and appends events at the
 lease's epoch with the expected head seq, folding each committed event into the run's state;
 each append also puts the branch's fold snapshot and listing rows when due (``_snapshot_rows``),
-the fold row with the request checkpoint of the last turn request the run rendered.
+the fold row with the request checkpoint of the last turn request the run rendered. A run opened
+from the fold row holds a partial ``RestoredFold``; ``read_whole`` makes it the whole chain's,
+in place, when the run needs an older line, and when an event's rule needs one
+(``SnapshotShortError``) before folding it.
 Once the lease is lost it is never revived: every later append or fence check fails with
 ``stale_epoch``, so a stale holder writes and sends nothing.
 
@@ -27,6 +30,7 @@ from threads.clock import elapsed_source
 from threads.errors import StoreError
 from threads.log.admission import encode_admitted
 from threads.log.fold import Fold
+from threads.log.fold.saved import RestoredFold, SnapshotShortError
 from threads.log.ids import uuid7
 from threads.log.lines import Draft, Event
 from threads.log.render_resume import RequestCheckpoint
@@ -230,8 +234,15 @@ class BranchWriter:
             raise self.lost
         if events and events[0].seq != self.fold.last_seq + 1:
             raise StoreError("invalid_argument", "prepared events are no longer the next ones")
-        for event in events:
-            self.fold.apply(event)
+        try:
+            for event in events:
+                self.fold.apply(event)
+        except SnapshotShortError:
+            # a rule needed a line before the restored fold's start: the fold as it was before
+            # these events, read whole (the half-changed state is replaced), then these
+            await self.read_whole((events[0].seq - 1, events[0].prev_hash))
+            for event in events:
+                self.fold.apply(event)
         if hold:
             self._held.extend(events)
             self._held_artifacts.extend(artifacts)
@@ -267,6 +278,22 @@ class BranchWriter:
             for event in batch:
                 self.on_event(event)
         return list(events)
+
+    async def read_whole(self, head: tuple[int, str] | None = None) -> None:
+        """Make a fold opened from the row (a partial ``RestoredFold``) the whole chain's, in
+        place (``RestoredFold.become``): the chain read, checked and folded, the held events
+        folded on; it must end at ``head`` (default: where the fold ends), else
+        ``seq_conflict``."""
+        fold = self.fold
+        if not isinstance(fold, RestoredFold) or not fold.partial:
+            return
+        expected = head or (fold.last_seq, fold.last_hash)
+        whole = (await self.store.read_chain(self.branch_id)).fold(self.store.clock.now_ms())
+        whole.extend(self._held)
+        if (whole.last_seq, whole.last_hash) != expected:
+            raise StoreError("seq_conflict", "the branch's chain does not end where this run's"
+                             f" fold does (seq {expected[0]})")
+        fold.become(whole)
 
     def keep_checkpoint(self, checkpoint: RequestCheckpoint | None) -> None:
         """What a turn request this writer appended rendered: the fold rows put from now on

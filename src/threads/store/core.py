@@ -193,6 +193,12 @@ class StoreCore(ABC):
             Access.SNAPSHOT, lambda: fold_snapshots.tail_read(branch_id), _SNAPSHOTS
         )
 
+    async def read_lines(self, branch_id: str, after_seq: int, through_seq: int) -> list[bytes]:
+        return await self._transact(
+            Access.SNAPSHOT,
+            lambda: fold_snapshots.lines_between(branch_id, after_seq, through_seq),
+        )
+
     async def read_summary(self, branch_id: str) -> tuple[BranchInfo, StoredSnapshot | None]:
         return await self._transact(
             Access.SNAPSHOT, lambda: fold_snapshots.summary(branch_id), _SNAPSHOTS

@@ -8,14 +8,22 @@ it to the head, a line after it that needs an event the snapshot dropped) is not
 the row is ignored and the whole chain is read and folded, which raises what a broken log
 raises. ``fold_row`` is what a writer (or an import) puts with an append, when
 ``SnapshotSchedule`` (``row_at_head_pays``) says so; a writer's row also carries the request
-checkpoint of the last turn request its run rendered (``threads.log.render_resume``), after the
-fold's two lines, which ``open_checkpoint`` reads for a run holding the whole chain folded, so
-that its next request is rendered on from that one rather than from every line.
+checkpoint of the last turn request its run rendered, or of the one it opened with
+(``threads.log.render_resume``), after the fold's two lines.
 
-A damaged line before the snapshot is therefore not noticed by an open: ``verify`` and
-``export`` (and every run, which folds the whole chain) still read and check every line.
-Invariant: the fold ``open_fold`` returns has the ``state()``, ``cost()`` and ``projections()``
-of the full fold of the branch's chain; only its ``events`` may start after the snapshot.
+A continuing run reads that checkpoint one of two ways. ``open_window`` opens its fold from the
+row as ``open_fold`` does, and also reads the lines from the checkpoint's request up to the
+row's cut, which must chain into the row's head hash, so that its ``events``
+(``RestoredFold.start``) hold that request and every line after it, and the next request is
+rendered on from the checkpoint (``threads.run.run_open`` decides when a run may use it).
+``open_checkpoint`` is for a run holding the whole chain folded.
+
+A damaged line before the snapshot (before the checkpoint's request, for a run) is therefore not
+noticed by an open: ``verify`` and ``export`` (and every run that folds the whole chain) still
+read and check every line.
+Invariant: the fold ``open_fold`` and ``open_window`` return has the ``state()``, ``cost()`` and
+``projections()`` of the full fold of the branch's chain; only its ``events`` start later, at
+``start``.
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from threads.log.render_resume import (
     Resumed,
     resume,
 )
-from threads.store.protocol import Store, TailRead
+from threads.store.protocol import BranchInfo, Store, TailRead
 from threads.store.rows import build_segment
 from threads.store.snapshot_row import StoredSnapshot
 
@@ -164,6 +172,13 @@ async def open_fold(store: Store, branch_id: str, now_ms: int) -> Fold:
 
 def from_snapshot(read: TailRead, now_ms: int) -> Fold | None:
     """``read``'s snapshot with its tail folded on, or None when any part does not hold."""
+    return _restored(read, now_ms, [])
+
+
+def _restored(read: TailRead, now_ms: int, before: list[bytes]) -> RestoredFold | None:
+    """``read``'s snapshot with its tail folded on, its ``events`` also holding ``before``
+    (the branch's own lines through the cut, unchecked; they must chain into the row's head
+    hash), or None when any part does not hold."""
     stored = read.snapshot
     if not _usable(stored):
         return None
@@ -176,9 +191,19 @@ def from_snapshot(read: TailRead, now_ms: int) -> Fold | None:
                 or (fold.last_seq, fold.last_hash) != (stored.seq, stored.head_hash)
             ):
                 return None
+            if before:
+                start = stored.seq - len(before) + 1
+                window = build_segment(replace(read.branch, fork_at_seq=start - 1),
+                                       read.header_line, before).events
+                if window[0].seq != start or not _chains(
+                    window[0].seq - 1, window[0].prev_hash, window, (stored.seq, stored.head_hash)
+                ):
+                    return None
+                fold.events, fold.start = window, start
             tail = build_segment(replace(read.branch, fork_at_seq=stored.seq),
                                  read.header_line, read.lines).events
-            if not _chains(stored, tail, (read.branch.head_seq, read.branch.head_hash)):
+            head = (read.branch.head_seq, read.branch.head_hash)
+            if not _chains(stored.seq, stored.head_hash, tail, head):
                 return None
             fold.extend(tail)
     except (SnapshotUnusableError, SnapshotShortError, ThreadsError):
@@ -186,10 +211,57 @@ def from_snapshot(read: TailRead, now_ms: int) -> Fold | None:
     return fold
 
 
-def _chains(stored: StoredSnapshot, tail: list[Event], head: tuple[int, str]) -> bool:
-    """Whether ``tail`` follows the snapshot's head seq and hash, link by link, to ``head``."""
-    seq, previous = stored.seq, stored.head_hash
-    for event in tail:
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A continuing run's open: the branch, its fold restored from the fold row with the lines
+    from the row's request checkpoint on (``fold.start``), and the renderer of its next request
+    going on from that checkpoint."""
+
+    branch: BranchInfo
+    fold: RestoredFold
+    resumed: Resumed
+
+
+async def open_window(store: Store, branch_id: str, now_ms: int) -> Window | None:
+    """A continuing run's fold from the branch's fold row, the lines from its request
+    checkpoint's request to the row's cut, and the tail after it: the row checked as
+    ``open_fold`` checks it, the window chained into the row's head hash and the tail from it
+    to the branch's head, the checkpoint resumed over the window. None when any of it does not
+    hold, or on a fork (a chain of more than one segment): the run reads the whole chain."""
+    try:
+        read = await store.read_tail(branch_id)
+    except ThreadsError:
+        return None
+    if read is None or read.branch.fork_at_seq is not None or not _usable(read.snapshot):
+        return None
+    raw = _parts(read.snapshot.body)[1]
+    if raw is None:
+        return None
+    try:
+        checkpoint = RequestCheckpoint.decode(raw)
+    except CheckpointUnusableError:
+        return None
+    cut = read.snapshot.seq
+    before: list[bytes] = []
+    if checkpoint.seq <= cut:
+        try:
+            before = await store.read_lines(branch_id, checkpoint.seq - 1, cut)
+        except ThreadsError:
+            return None
+        if len(before) != cut - checkpoint.seq + 1:
+            return None
+    fold = _restored(read, now_ms, before)
+    started = None if fold is None else fold.thread_started
+    if fold is None or started is None:
+        return None
+    with collector_paused():
+        resumed = resume(checkpoint, started, fold.events)
+    return None if resumed is None else Window(read.branch, fold, resumed)
+
+
+def _chains(seq: int, previous: str, lines: list[Event], head: tuple[int, str]) -> bool:
+    """Whether ``lines`` follow seq ``seq`` and hash ``previous``, link by link, to ``head``."""
+    for event in lines:
         if event.seq != seq + 1 or event.prev_hash != previous:
             return False
         seq, previous = event.seq, event.hash

@@ -21,6 +21,9 @@ _ROW = (
     " WHERE branch_id = ? AND kind = ?"
 )
 _LINES_AFTER = "SELECT line FROM events WHERE branch_id = ? AND seq > ? ORDER BY seq"
+_LINES_BETWEEN = (
+    "SELECT line FROM events WHERE branch_id = ? AND seq > ? AND seq <= ? ORDER BY seq"
+)
 
 
 def snapshot(branch_id: str, kind: SnapshotKind) -> Flow[StoredSnapshot | None]:
@@ -43,6 +46,12 @@ def tail_read(branch_id: str) -> Flow[TailRead | None]:
     assert row is not None  # the branch was read above, in this snapshot
     lines = yield from flows.rows(_LINES_AFTER, branch_id, stored.seq)
     return TailRead(branch, bytes(row[0]), stored, [bytes(line) for (line,) in lines])
+
+
+def lines_between(branch_id: str, after_seq: int, through_seq: int) -> Flow[list[bytes]]:
+    """The branch's own stored lines after ``after_seq`` through ``through_seq``, unchecked."""
+    lines = yield from flows.rows(_LINES_BETWEEN, branch_id, after_seq, through_seq)
+    return [bytes(line) for (line,) in lines]
 
 
 def summary(branch_id: str) -> Flow[tuple[BranchInfo, StoredSnapshot | None]]:

@@ -214,6 +214,12 @@ class Store(Protocol):
         ``threads.store.fold_open`` judges them."""
         ...
 
+    async def read_lines(self, branch_id: str, after_seq: int, through_seq: int) -> list[bytes]:
+        """The branch's own lines (not a fork parent's) after ``after_seq`` through
+        ``through_seq``, unchecked: what a continuing run reads before its fold row's cut,
+        from its request checkpoint on (``threads.store.fold_open.open_window``)."""
+        ...
+
     async def read_summary(self, branch_id: str) -> tuple[BranchInfo, StoredSnapshot | None]:
         """The branch and its listing summary row (unchecked), read together."""
         ...

@@ -103,17 +103,35 @@ def fold_code() -> str:
 
 @dataclass
 class RestoredFold(Fold):
-    """A fold restored from a snapshot at seq ``cut``: ``events`` holds only later lines, and
-    of the earlier ones what a listing shows: the chain's first ``user_input``
-    (``first_input``) and the time of the line at the cut (``cut_time``; None for a header)."""
+    """A fold restored from a snapshot at seq ``cut``: ``events`` holds only the lines from seq
+    ``start`` on, and of the earlier ones what a listing shows: the chain's first
+    ``user_input`` (``first_input``) and the time of the line at the cut (``cut_time``; None
+    for a header). ``start`` is ``cut + 1`` for an open (``threads.store.fold_open.open_fold``);
+    a continuing run's fold (``open_window``) also holds the lines from its request
+    checkpoint's request on, so ``start`` may be at or before the cut. Never the whole chain:
+    a reader that needs a line before ``start`` reads the chain instead."""
 
     cut: int = 0
+    start: int = 1
     first_input: Event | None = None
     cut_time: int | None = None
 
+    @property
+    def partial(self) -> bool:
+        """Whether ``events`` start after the chain's first line (until ``become``)."""
+        return self.start > 1
+
+    def become(self, whole: Fold) -> None:
+        """Take the state of ``whole``, the full fold of the same chain to the same head, in
+        place: whoever holds this fold (a run's steps) sees every line from now on."""
+        settled = self.settled_calls  # how far ``pending_calls`` looked: a full fold's too
+        vars(self).update(vars(whole))
+        self.cut, self.start, self.first_input, self.cut_time = 0, 1, None, None
+        self.settled_calls = settled
+
     def event_by_id(self, event_id: str) -> Event | None:
         found = Fold.event_by_id(self, event_id)
-        if found is None:
+        if found is None and self.partial:
             raise SnapshotShortError(f"event {event_id} is not after the snapshot")
         return found
 
@@ -334,12 +352,15 @@ def dump(fold: Fold) -> bytes:
     last = fold.last_attempt
     first = first_user_input(fold)
     epochs = _Epochs()
+    # in seq order: a restored fold's attempts are in the order they were decoded, and the body
+    # is the same bytes whichever way the fold was reached
+    attempts = sorted(fold.attempts.items(), key=lambda item: item[1].event.seq)
     rows = {  # every attempt's row; those whose line is kept go with it, the rest apart
         key: [a.event.seq, a.event.time, a.attempt, a.outcome, a.retry_not_before,
               epochs.of(a.settings), a.usage, a.billing]
-        for key, a in fold.attempts.items()
+        for key, a in attempts
     }
-    kept = [(k, a) for k, a in fold.attempts.items() if a is last or a.outcome in (None, "unknown")]
+    kept = [(k, a) for k, a in attempts if a is last or a.outcome in (None, "unknown")]
     roles, ids = zip(*fold.transcript, strict=True) if fold.transcript else ((), ())
     features = fold.features
     responses = fold.responses[-1:]  # a rule or a read looks at the last one only
@@ -444,8 +465,8 @@ def _restore(value: _Body, settled: bytes, now_ms: int | None) -> RestoredFold:
     headers = [_header(line) for line in value["headers"]]
     last_seq, last_hash, epoch, cut_time = value["head"]
     first = value["first_input"]
-    fold = RestoredFold(now_ms=now_ms, cut=last_seq, first_input=None if first is None else
-                        _event(first), cut_time=cut_time)
+    fold = RestoredFold(now_ms=now_ms, cut=last_seq, start=last_seq + 1,
+                        first_input=None if first is None else _event(first), cut_time=cut_time)
     fold.segment_headers = headers
     fold.root_header, fold.header_ = headers[0], headers[-1]
     fold.thread_started = value["thread_started"]

@@ -1,0 +1,207 @@
+"""A continuing run opened from the fold row and the lines from its request checkpoint on
+(``threads.run.run_open``) writes exactly what it writes after reading the whole chain: for
+random threads (turns of replies, read-only and effectful calls, two calls in one reply,
+rate-limited retries, a fallback after an overloaded model, a parked approval, a turn a crash
+left open) and a random continuing turn, the lines appended and the outcome are the same with
+the row and without it (ids made deterministic, on copies of one store). And when the row does
+not hold (damaged, another fold code's, a head not in the chain, a tail that does not chain),
+the run reads every line and behaves as before."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import threads.store.fold_open as fold_open
+from run_open_support import STEPS, Reads, bot, continued_both_ways, run, same_ids
+from threads.log.fold.saved import RestoredFold, SnapshotShortError
+from threads.log.lines import Event
+from threads.log.render import render
+from threads.log.vocabulary import data_of
+from threads.store.protocol import Store
+
+pytestmark = pytest.mark.timeout(300)
+
+
+async def build(root: Path, turns: list[list[str]], park: bool, open_turn: bool) -> str:
+    """A thread of ``turns`` (a parked approval after them when ``park``; a turn the run
+    left open after its model request, its script run out, when ``open_turn``)."""
+    thread_id = None
+    with same_ids(b"build"):
+        for n in range(len(turns)):
+            result = await run(root, bot(turns[: n + 1]), f"turn {n}", thread_id)
+            assert not isinstance(result, str), result
+            thread_id = result.thread.id
+        assert thread_id is not None
+        if park:
+            # parks on the approval (unless a fallback model answers instead)
+            await run(root, bot([*turns, ["wire"]]), "wire it", thread_id)
+        if open_turn:
+            await run(root, bot(turns[:-1]), "unanswered", thread_id)  # the script runs out
+    return thread_id
+
+
+turns_strategy = st.lists(st.lists(st.sampled_from(STEPS), max_size=3), min_size=1, max_size=4)
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    turns=turns_strategy, last=st.lists(st.sampled_from(STEPS), max_size=4),
+    every=st.integers(min_value=1, max_value=7), park=st.booleans(), open_turn=st.booleans(),
+    host=st.booleans(),
+)
+async def test_a_run_from_the_row_writes_what_a_run_from_the_chain_writes(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+    turns: list[list[str]], last: list[str], every: int, park: bool, open_turn: bool,
+    host: bool,
+) -> None:
+    tmp_path = tmp_path_factory.mktemp("runs")
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", every)
+    reads = Reads(monkeypatch)
+    thread_id = await build(tmp_path / "base", turns, park, open_turn)
+    await continued_both_ways(tmp_path, thread_id, [*turns, last], reads, host=host)
+
+
+async def test_a_quiet_thread_continues_from_the_row_without_reading_the_chain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 3)
+    reads = Reads(monkeypatch)
+    turns = [["look", "put"], ["two"], ["say"]]
+    thread_id = await build(tmp_path / "base", turns, False, False)
+    served, row, _ = await continued_both_ways(tmp_path, thread_id, [*turns, ["look", "rate"]],
+                                               reads)
+    assert served
+    assert not isinstance(row, str)
+    assert row.status == "completed"
+
+
+async def test_a_host_run_of_a_turn_whose_input_is_written_continues_from_the_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rows every 5 events: the last before the input is a run's, with its checkpoint (a row
+    # the host's append put would have none, and the run would read every line)
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 5)
+    reads = Reads(monkeypatch)
+    turns = [["look", "put"], ["two"], ["say"]]
+    thread_id = await build(tmp_path / "base", turns, False, False)
+    served, row, _ = await continued_both_ways(tmp_path, thread_id, [*turns, ["look"]], reads,
+                                               host=True)
+    assert served
+    assert not isinstance(row, str)
+    assert row.status == "completed"
+
+
+async def test_a_fallback_after_the_row_reads_the_chain_and_writes_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 3)
+    reads = Reads(monkeypatch)
+    turns = [["look"], ["say"]]
+    thread_id = await build(tmp_path / "base", turns, False, False)
+    # the settings_changed a fallback appends ends the checkpoint's use: the fold is read whole
+    served, row, _ = await continued_both_ways(
+        tmp_path, thread_id, [*turns, ["overloaded", "look"]], reads
+    )
+    assert not served
+    assert not isinstance(row, str)
+    assert row.status == "completed"
+
+
+def _damage(root: Path, damage: str) -> None:
+    with sqlite3.connect(root / "threads.db") as db:
+        seq, body = db.execute(
+            "SELECT seq, body FROM fold_snapshots WHERE kind = 'fold'"
+        ).fetchone()
+        if damage == "body":  # a byte of the checkpoint's compressed request
+            db.execute("UPDATE fold_snapshots SET body = ? WHERE kind = 'fold'",
+                       (bytes(body[:-3]) + b"\0\0\0",))
+        elif damage == "fold_code":
+            db.execute("UPDATE fold_snapshots SET fold_code = 'other' WHERE kind = 'fold'")
+        elif damage == "head":
+            db.execute("UPDATE fold_snapshots SET head_hash = ? WHERE kind = 'fold'", ("0" * 64,))
+        elif damage == "tail":  # the line after the row no longer chains from it
+            (line,) = db.execute("SELECT line FROM events WHERE seq = ?", (seq + 1,)).fetchone()
+            damaged = bytes(line).replace(b'"prev_hash":"', b'"prev_hash":"0', 1)
+            db.execute("UPDATE events SET line = ? WHERE seq = ?", (damaged, seq + 1))
+
+
+@pytest.mark.parametrize("damage", ["none", "body", "fold_code", "head", "tail"])
+async def test_a_row_that_does_not_hold_makes_the_run_read_every_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 3)
+    reads = Reads(monkeypatch)
+    base = tmp_path / "base"
+    turns = [["look", "put"], ["two"]]
+    thread_id = await build(base, turns, False, False)
+    _damage(base, damage)
+    served, row, _chain = await continued_both_ways(tmp_path, thread_id, [*turns, ["look"]],
+                                                   reads)
+    assert served == (damage == "none")
+    assert not isinstance(row, str)
+    # a broken chain stops the run whichever way it opens
+    assert row.status == ("failed" if damage == "tail" else "completed")
+
+
+
+async def test_an_event_whose_rule_needs_an_older_line_is_folded_on_the_whole_chain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should a rule need a line before the window mid-run (``SnapshotShortError``), the
+    writer reads the chain whole, folds the events it holds back on it, then the new ones:
+    played here by the first ``effect_begin`` a restored fold is given, which follows a held
+    reply and its call."""
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 3)
+    reads = Reads(monkeypatch)
+    turns = [["look", "put"], ["two"], ["say"]]
+    thread_id = await build(tmp_path / "base", turns, False, False)
+    real = RestoredFold.extend
+    raised: list[int] = []
+
+    def short(fold: RestoredFold, events: Iterable[Event]) -> None:
+        events = list(events)
+        if not raised and any(e.type == "effect_begin" for e in events):
+            raised.append(events[0].seq)
+            raise SnapshotShortError("played")
+        real(fold, events)
+
+    monkeypatch.setattr(RestoredFold, "extend", short)
+    served, row, _ = await continued_both_ways(tmp_path, thread_id, [*turns, ["put", "look"]],
+                                               reads)
+    assert raised
+    assert not served  # the chain was read, mid-run
+    assert not isinstance(row, str)
+    assert row.status == "completed"
+
+
+async def test_on_either_engine_a_quiet_thread_continues_from_the_row(
+    store: Store, chain_reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row, the window before its cut and the tail read on SQLite and on Postgres; the
+    requests the run sends are the whole log's."""
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 3)
+    turns = [["look", "put"], ["two"], ["say"]]
+    thread_id = None
+    for n in range(len(turns)):
+        result = await bot(turns[: n + 1]).run(f"turn {n}", thread=thread_id, store=store)
+        thread_id = result.thread.id
+    assert thread_id is not None
+    branch = await store.root_branch(thread_id)
+    chain_reads.clear()
+    result = await bot([*turns, ["look"]]).run("and now", thread=thread_id, store=store)
+    assert result.status == "completed"
+    assert chain_reads == []
+    events = (await store.read_chain(branch.branch_id)).events
+    requests = [at for at, e in enumerate(events)
+                if e.type == "model_request" and e.seq > branch.head_seq]
+    assert len(requests) == 2
+    for at in requests:
+        sent = data_of(events[at], "model_request")["request_ref"]["sha256"]
+        assert sent == render(events[0].data, events[:at]).sha256
