@@ -12,7 +12,8 @@ hold, and every condition below is one under which some reader would need an old
   in no sandbox (recovery releases the snapshots the log does not record), and the agent has
   no context policy, handoffs, subagents or extensions (compaction's cut search and summary,
   the transcript a handoff forwards, spawns, the hooks' decisions over earlier inputs);
-- the state restored (``quiet``): no turn open, or one whose input is the last line (the host
+- the state restored (``quiet``): no parent (a subagent's thread runs under its parent's
+  budgets, a handoff target under its source's, read with its fold), no turn open, or one whose input is the last line (the host
   writes a turn's input before its run), and one or the other as the run needs (a run with no
   input and no turn answers with the last turn's ending, which may be older); one segment (no
   fork), no dropped torn tail to record, not inspection-only or cancelled, no model request or
@@ -89,6 +90,7 @@ def quiet(branch: BranchInfo, fold: RestoredFold, *, has_input: bool) -> bool:
     return (
         turn_ok and branch.dropped_ref is None and fold.thread_started is not None
         and pinned_context(fold.thread_started) is None
+        and fold.thread_started.get("parent") is None
         and len(fold.segment_headers) == 1 and not fold.inspection_only
         and not fold.thread_cancelled and fold.open_attempt is None
         and fold.open_calls == 0 and not fold.parks and not fold.approvals
