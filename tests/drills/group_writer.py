@@ -9,6 +9,10 @@ at a random moment of it) or ``"after_commit"`` (die once such a group's COMMIT 
 before any of its callers is told); with one branch, SQLite commits each append in place (on the
 event loop's thread) and ``"in_place_before_commit"`` / ``"in_place_after_commit"`` die around
 that COMMIT instead. A kill boundary is armed once ``armed_after`` appends were acknowledged.
+``late_refusals`` (optional, N > 0): before every N-th append, each branch first asks for an
+event that reuses its ``thread_started``'s event id, refused only after its fence moved the
+head (SQLite: its group rolls back and runs again with a savepoint per append); it prints
+``refused BRANCH SEQ`` once told so.
 
 Every line goes to stdout the moment it is true, unbuffered: ``ack BRANCH SEQ HASH`` after the
 append of that event returned to its caller (so it is durable, by the store's promise),
@@ -28,6 +32,8 @@ import sys
 from typing import Any
 
 from threads.clock import SYSTEM_CLOCK
+from threads.errors import StoreError
+from threads.log.lines import Event, encode_event
 from threads.store.protocol import Store
 from threads.testing.sample_log import USER, SampleLog
 
@@ -174,13 +180,36 @@ def open_store(spec: dict[str, Any]) -> Store:
     return postgres(spec["url"], schema=spec["schema"], min_size=4, max_size=4)
 
 
-async def write_branch(store: Store, n: int, appends: int) -> None:
+def reusing_first_id(log: SampleLog, event: Event) -> Event:
+    """``event`` (same seq, chain and data) under the event id of the branch's first event."""
+    return encode_event(
+        seq=event.seq, event_id=log.events[0].event_id, thread_id=event.thread_id,
+        branch_id=event.branch_id, epoch=event.epoch, type=event.type, time=event.time,
+        actor=event.actor, prev_hash=event.prev_hash, data=event.data,
+    )
+
+
+async def write_branch(
+    store: Store, n: int, appends: int, late_refusals: int = 0
+) -> None:
     log = SampleLog(SYSTEM_CLOCK)
     await store.create_branch(log.header, tenant_id="drill")
     lease = await store.acquire_lease(log.header.branch_id, f"group-writer-{n}", TTL_MS)
     log.epoch = lease.epoch
     event = log.started()
     for i in range(appends):
+        if late_refusals and i % late_refusals == late_refusals - 1:
+            doomed = reusing_first_id(log, event)
+            try:
+                await store.append(
+                    log.header.branch_id, [doomed], expected_seq=event.seq - 1, lease=lease
+                )
+            except StoreError as exc:
+                if exc.code != "invalid_argument":
+                    raise
+                say(f"refused {event.branch_id} {event.seq}")
+            else:
+                raise AssertionError("an event reusing an event id was stored")
         await store.append(log.header.branch_id, [event], expected_seq=event.seq - 1, lease=lease)
         say(f"ack {event.branch_id} {event.seq} {event.hash}")
         ACKED[0] += 1
@@ -191,7 +220,8 @@ async def main(spec: dict[str, Any]) -> None:
     ARMED_AFTER[0] = spec["armed_after"]
     (watch_sqlite if spec["engine"] == "sqlite" else watch_postgres)(spec["kill"])
     store = open_store(spec)
-    writers = [write_branch(store, n, spec["appends"]) for n in range(spec["branches"])]
+    late = spec.get("late_refusals", 0)
+    writers = [write_branch(store, n, spec["appends"], late) for n in range(spec["branches"])]
     await asyncio.gather(*writers)
     await store.close()
     say("finished")

@@ -7,7 +7,9 @@ branches at once on one store, groups forming as they queue, and dies by SIGKILL
   appends are stored or none is), or its COMMIT returned but no caller was told (all of them
   must be stored);
 - with one branch on SQLite, where each append commits in place on the event loop's thread:
-  anywhere, after the append's writes but before its COMMIT, and after its COMMIT.
+  anywhere, after the append's writes but before its COMMIT, and after its COMMIT;
+- on SQLite, while appends refused after their fence moved the head (a reused event id) make
+  their groups roll back and run again with a savepoint per append: wherever it is.
 
 The child reports each acknowledged append (``ack BRANCH SEQ HASH``, written after its await
 returned) through its stdout pipe before it is killed. Asserted after every kill: each branch's
@@ -58,6 +60,7 @@ class Child:
         self.groups: list[int] = []
         self.in_place = 0  # appends that committed in place
         self.dying: list[tuple[str, int]] = []
+        self.refused = 0  # appends refused after their fence (``late_refusals``)
 
     def lines(self) -> Iterator[str]:
         assert self.proc.stdout is not None
@@ -75,6 +78,8 @@ class Child:
             self.groups.append(int(rest[0]))
         elif kind == "in_place":
             self.in_place += 1
+        elif kind == "refused":
+            self.refused += 1
         elif kind == "dying":
             self.dying = [(m.split(":")[0], int(m.split(":")[1])) for m in rest]
 
@@ -87,11 +92,12 @@ class Child:
 
 
 def spec_for(
-    engine: str, where: dict[str, str], kill: str | None, branches: int = BRANCHES
+    engine: str, where: dict[str, str], kill: str | None, branches: int = BRANCHES,
+    late_refusals: int = 0,
 ) -> dict[str, Any]:
     return {
         "engine": engine, **where, "branches": branches, "appends": APPENDS, "kill": kill,
-        "armed_after": ARMED_AFTER,
+        "armed_after": ARMED_AFTER, "late_refusals": late_refusals,
     }
 
 
@@ -111,9 +117,10 @@ async def check_store(store: Store, child: Child) -> dict[str, int]:
 
 
 def run_drill(
-    engine: str, where: dict[str, str], kill: str | None, reopen: Any, branches: int = BRANCHES
+    engine: str, where: dict[str, str], kill: str | None, reopen: Any, branches: int = BRANCHES,
+    late_refusals: int = 0,
 ) -> Child:
-    child = Child(spec_for(engine, where, kill, branches))
+    child = Child(spec_for(engine, where, kill, branches, late_refusals))
     solo = branches == 1
     seen = 0
     for line in child.lines():
@@ -166,6 +173,18 @@ def test_sqlite_group_commit_survives_sigkill(tmp_path: Path, kill: str | None) 
     child = run_drill("sqlite", {"store": str(store_dir)}, kill, lambda: sqlite(store_dir))
     if kill is not None:
         assert len(child.dying) >= 2
+
+
+def test_sqlite_groups_that_rerun_with_savepoints_survive_sigkill(tmp_path: Path) -> None:
+    """Every tenth append of each branch is preceded by one refused after its fence (a reused
+    event id): the groups holding those roll back and run again, a savepoint per append, while
+    the parent's kill lands wherever it does."""
+    store_dir = tmp_path / "store"
+    child = run_drill("sqlite", {"store": str(store_dir)}, None, lambda: sqlite(store_dir),
+                      late_refusals=10)
+    assert child.refused >= BRANCHES
+    SUMMARY.append(f"group commit drill [sqlite, late refusals]: {child.refused} appends refused"
+                   " after their fence, their groups rerun with savepoints; acks verified")
 
 
 @pytest.mark.parametrize("kill", [None, "in_place_before_commit", "in_place_after_commit"])

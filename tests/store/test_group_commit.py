@@ -203,8 +203,11 @@ async def test_one_stale_and_one_conflicting_append_fail_alone_in_their_group(
     outcomes = await append_together(store, calls)
 
     assert groups.sizes[0] == BRANCHES  # judged as one group
-    if isinstance(store, SQLiteStore):  # refusals rolled back to their savepoints, no rerun
-        assert (groups.sizes, groups.write_runs) == ([BRANCHES], BRANCHES)
+    if isinstance(store, SQLiteStore):
+        # The fence refusals changed no row and cost nothing; the reused event id is refused
+        # after its fence moved the head, so the group ran once more, each append in its own
+        # savepoint, in the same transaction (one group, one commit).
+        assert (groups.sizes, groups.write_runs) == ([BRANCHES], reused + 1 + BRANCHES)
     codes = {n: code_of(o) for n, o in enumerate(outcomes)}
     assert codes == {
         n: {stale: "stale_epoch", conflicting: "seq_conflict", reused: "invalid_argument"}.get(n)
@@ -257,7 +260,41 @@ async def test_two_appends_to_one_branch_in_a_group_run_in_order(
     )
     assert [code_of(o) for o in outcomes] == [None, "seq_conflict", None]
     assert groups.sizes[0] == 3 if isinstance(store, SQLiteStore) else groups.sizes[:2] == [2, 1]
+    if isinstance(store, SQLiteStore):  # refused at its fence: nothing to undo, no rerun
+        assert groups.write_runs == 3
     for writer in writers:
+        await assert_verifies(store, writer)
+
+
+async def test_fence_refusals_in_a_group_leave_the_others_whole(
+    store: Store, clock: FakeClock, groups: Groups
+) -> None:
+    """Appends refused at their fence (a stale lease, a wrong expected seq) change no row: they
+    get their own errors, the group commits the rest in its one pass (no savepoint, no rerun),
+    and the refused branches are as they were."""
+    stale, conflicting = 1, 4
+    ttls = [SHORT_TTL if n == stale else TTL for n in range(6)]
+    writers = await start_writers(store, clock, ttls)
+    clock.advance(SHORT_TTL + 1)
+    await store.acquire_lease(writers[stale].branch_id, "runner-takeover", TTL)
+    calls = []
+    for n, writer in enumerate(writers):
+        event = writer.next_event(f"message {n}")
+        expected = event.seq - 1 + (3 if n == conflicting else 0)
+        calls.append(
+            store.append(writer.branch_id, [event], expected_seq=expected, lease=writer.lease)
+        )
+    groups.clear()
+    outcomes = await append_together(store, calls)
+    assert [code_of(o) for o in outcomes] == [
+        {stale: "stale_epoch", conflicting: "seq_conflict"}.get(n) for n in range(6)
+    ]
+    if isinstance(store, SQLiteStore):
+        assert (groups.sizes, groups.write_runs) == ([6], 6)
+    for n, writer in enumerate(writers):
+        if n in (stale, conflicting):
+            writer.log.events.pop()
+            assert (await store.get_branch(writer.branch_id)).head_seq == 1
         await assert_verifies(store, writer)
 
 
@@ -416,3 +453,34 @@ async def test_an_append_whose_file_cannot_be_put_fails_alone_before_its_events(
         await assert_verifies(store, writers[2])
     finally:
         await store.close()
+
+
+async def test_a_plain_group_takes_no_savepoint_and_reads_no_inbox_rows(
+    store: Store, clock: FakeClock, engine: str
+) -> None:
+    """SQLite: a group whose appends all pass runs each one's fence, its events (one statement
+    for a few) and nothing else: no savepoints (none is refused) and no inbox read (the fence
+    answered that no control item waits)."""
+    if engine != "sqlite":
+        pytest.skip("SQLite's statements")
+    assert isinstance(store, SQLiteStore)
+    writers = await start_writers(store, clock, [TTL] * 4)
+    statements: list[str] = []
+    conn = store._conn
+    assert conn is not None
+    conn.set_trace_callback(statements.append)
+    try:
+        outcomes = await append_together(store, [
+            store.append(
+                w.branch_id, [w.next_event("one"), w.next_event("two")], expected_seq=1,
+                lease=w.lease,
+            )
+            for w in writers
+        ])
+    finally:
+        conn.set_trace_callback(None)
+    assert outcomes == [None] * 4
+    assert not [s for s in statements if "SAVEPOINT" in s or s.startswith("SELECT inbox_id")]
+    assert len([s for s in statements if s.startswith("INSERT INTO events")]) == 4
+    for writer in writers:
+        await assert_verifies(store, writer)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Literal
 
 from threads.store.layout import BRANCHES, EVENTS, RUN_RECEIPTS
@@ -95,6 +96,16 @@ INSERT_THREAD_ONCE = INSERT_THREAD + " ON CONFLICT (thread_id) DO NOTHING"
 THREAD_TENANT = "SELECT tenant_id FROM threads WHERE thread_id = ?"
 INSERT_BRANCH = _insert("branches", BRANCHES.column_names())  # SQLite's: no `created`
 INSERT_EVENTS = _insert("events", EVENTS.column_names())
+# ``INSERT_EVENTS`` of up to this many rows in one statement (``insert_events``): one step of
+# the database instead of one per row (8 parameters a row, far below SQLite's 32,766).
+EVENTS_AT_ONCE = 16
+
+
+@cache
+def insert_events(rows: int) -> str:
+    """``INSERT_EVENTS`` for ``rows`` rows at once (1 ≤ rows ≤ ``EVENTS_AT_ONCE``)."""
+    one = f"({_values(EVENTS.column_names().count(',') + 1)})"
+    return f"INSERT INTO events({EVENTS.column_names()}) VALUES {', '.join([one] * rows)}"
 INSERT_RECEIPT = _insert("run_receipts", RUN_RECEIPTS.column_names(), " ON CONFLICT DO NOTHING")
 
 BRANCH = f"SELECT {BRANCH_COLUMNS} FROM branches WHERE branch_id = ?"
@@ -165,15 +176,15 @@ FREE_ROOTS = (
 # ---- control items (``threads.store.control_items``) -----------------------------------------
 
 INBOX_COLUMNS = "inbox_id, tenant_id, thread_id, item, received_at"
-_WAITING = "channel = 'api' AND installation_id = 'local' AND consumed_seq IS NULL"
+WAITING = "channel = 'api' AND installation_id = 'local' AND consumed_seq IS NULL"
 PENDING_ORDER = "received_at, inbox_id"  # oldest first
 PENDING = (
-    f"SELECT {INBOX_COLUMNS} FROM inbox WHERE thread_id = ? AND {_WAITING}"
+    f"SELECT {INBOX_COLUMNS} FROM inbox WHERE thread_id = ? AND {WAITING}"
     f" ORDER BY {PENDING_ORDER}"
 )
 # The same for many threads at once; a Postgres group commit's statement reads them from
 # ``PENDING_OF_ANY_FROM`` inside a larger select.
-PENDING_OF_ANY_FROM = f"FROM inbox WHERE thread_id = ANY(?) AND {_WAITING}"
+PENDING_OF_ANY_FROM = f"FROM inbox WHERE thread_id = ANY(?) AND {WAITING}"
 PENDING_OF_ANY = f"SELECT {INBOX_COLUMNS} {PENDING_OF_ANY_FROM} ORDER BY {PENDING_ORDER}"
 # The database assigns ``inbox_id``.
 INSERT_CONTROL = (

@@ -2,13 +2,17 @@
 thread commit in one transaction, so one fsync makes all of them durable.
 
 Invariants: each append keeps every check it makes alone (lease and epoch, expected head,
-branch state) and runs them and its writes inside its own savepoint, after the appends before it
-in the group, exactly as if it ran alone right after them; a refused append is rolled back to
-its savepoint and gets its own error while the others commit. When the transaction as a whole
-fails (its ``COMMIT``, or a fault SQLite answers by rolling everything back) nothing of the group
-was committed, and each append runs again in a transaction of its own, so every caller hears
-its own outcome. No caller is answered before the ``COMMIT`` holding its writes returned
-(``synchronous=FULL``: the WAL is on disk).
+branch state) and runs them and its writes after the appends before it in the group, exactly as
+if it ran alone right after them; a refused append gets its own error while the others commit,
+and nothing of it is committed. Its writes begin with the fence, the statement that moves its
+branch's head, so an append refused there has changed no row (``total_changes``) and leaves
+nothing to undo; one refused after changing rows (a reused event id) has the group run again
+with each append inside its own savepoint, where it is rolled back alone. Savepoints are thus
+paid for only by a group that needs one (two statements per append otherwise). When the
+transaction as a whole fails (its ``COMMIT``, or a fault SQLite answers by rolling everything
+back) nothing of the group was committed, and each append runs again in a transaction of its
+own, so every caller hears its own outcome. No caller is answered before the ``COMMIT``
+holding its writes returned (``synchronous=FULL``: the WAL is on disk).
 
 An append with no group to join (the process's only writer, nothing queued) commits on its
 caller's thread instead (``begin_at_once`` + ``commit_begun``), on a connection of its own that
@@ -76,13 +80,44 @@ def commit_begun(conn: sqlite3.Connection, write: Write) -> Outcome:
 
 
 def commit_group(conn: sqlite3.Connection, writes: Sequence[Write]) -> list[Outcome]:
-    """Run ``writes`` in order in one ``BEGIN IMMEDIATE`` transaction, each in its savepoint;
-    one outcome (result or exception) per write."""
+    """Run ``writes`` in order in one ``BEGIN IMMEDIATE`` transaction; one outcome (result or
+    exception) per write. A write that fails having changed no row (its fence refused) is
+    answered with its error and the group goes on: there is nothing of it to undo. One that
+    fails after changing rows (a reused event id) can only be undone by a savepoint, so the
+    group is rolled back and runs again with each write in its own (``_savepointed``)."""
     if len(writes) == 1:
         return [_alone(conn, writes[0])]
     try:
         conn.execute("BEGIN IMMEDIATE")
     except BaseException as exc:  # busy past the timeout, I/O: no write of the group ran
+        return [(None, exc)] * len(writes)
+    outcomes: list[Outcome] = []
+    try:
+        for write in writes:
+            changes = conn.total_changes
+            try:
+                outcomes.append((write(conn), None))
+            except Exception as exc:
+                if not conn.in_transaction:  # SQLite rolled the whole transaction back
+                    raise
+                if conn.total_changes != changes:
+                    conn.execute("ROLLBACK")
+                    return _savepointed(conn, writes)
+                outcomes.append((None, exc))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        return [_alone(conn, write) for write in writes]
+    return outcomes
+
+
+def _savepointed(conn: sqlite3.Connection, writes: Sequence[Write]) -> list[Outcome]:
+    """``writes`` in one transaction, each in its savepoint: a refused one is rolled back to
+    it, alone."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except BaseException as exc:
         return [(None, exc)] * len(writes)
     try:
         outcomes = [_in_savepoint(conn, write) for write in writes]

@@ -19,10 +19,12 @@ A run's short reads (``Access.READ``) and its lease's acquire and release (``_wr
 place the same way.
 
 Invariants: an append checks the lease, the expected head and the branch state (one ``UPDATE``
-that moves the head only when all hold; each check on its own to name a refusal) before its
-other writes, inside a ``BEGIN IMMEDIATE`` transaction that appends to other branches queued
-with it share (one fsync for all of them, one savepoint each); stored line bytes are never
-rewritten; lease expiry is judged by the store's clock, never by the holder's.
+that moves the head only when all hold, and answers whether a control item waits for the
+thread; each check on its own to name a refusal) before its other writes, inside a ``BEGIN
+IMMEDIATE`` transaction that appends to other branches queued with it share (one fsync for all
+of them; a refusal after that ``UPDATE`` is undone by a savepoint: see ``group_commit``);
+stored line bytes are never rewritten; lease expiry is judged by the store's clock, never by
+the holder's.
 """
 
 from __future__ import annotations
@@ -388,8 +390,9 @@ class SQLiteStore(StoreCore):
 
         def write(conn: sqlite3.Connection) -> Latest | None:
             state = "forking" if append.finishes_fork else "ready"  # a finished fork: ready
-            head_hash = _fence(conn, lease, expected_seq, events, state_needed=state,
-                               now=self.clock.now_ms())
+            # The fence first: refused there, the append has changed no row (group_commit).
+            head_hash, inbox_quiet = _fence(conn, lease, expected_seq, events,
+                                            state_needed=state, now=self.clock.now_ms())
             before = self._latest.at(branch_id, head_hash)
             saved: list[str] = []
             if requests:
@@ -402,7 +405,7 @@ class SQLiteStore(StoreCore):
                     for r in requests
                 ]
             try:
-                conn.executemany(sql.INSERT_EVENTS, event_rows(branch_id, events))
+                _insert_events(conn, event_rows(branch_id, events))
             except sqlite3.IntegrityError:
                 raise duplicate_event(branch_id) from None
             if append.snapshots:
@@ -414,7 +417,7 @@ class SQLiteStore(StoreCore):
                     raise lost_item(inbox_id)  # rolls the append back with it
             if not events:
                 return None
-            self._note_inbox(conn, branch_id, events[-1])
+            self._note_inbox(conn, branch_id, events[-1], inbox_quiet)
             return LatestRequests.after(before, events, saved)
 
         self._require_open()
@@ -424,11 +427,14 @@ class SQLiteStore(StoreCore):
         # ``others`` are put by the batch, durable before the transaction holding ``write``.
         await self._worker.run_grouped((others, write), self._commit_appends)
 
-    def _note_inbox(self, conn: sqlite3.Connection, branch_id: str, head: Event) -> None:
+    def _note_inbox(
+        self, conn: sqlite3.Connection, branch_id: str, head: Event, quiet: bool
+    ) -> None:
         """Read the thread's pending control items inside the append's transaction, so the
-        run's look at the step boundary that follows costs no round trip. Keyed by the head
+        run's look at the step boundary that follows costs no round trip (``quiet``: the fence
+        saw none waiting, in this transaction, so there is nothing to read). Keyed by the head
         seq: an append that rolls back leaves an entry no fold will ask about."""
-        items = controls_in(conn.execute(sql.PENDING, (head.thread_id,)))
+        items = [] if quiet else controls_in(conn.execute(sql.PENDING, (head.thread_id,)))
         self.inbox_seen.note(branch_id, head.seq, head.thread_id, items)
 
     # ---- leases --------------------------------------------------------------------------
@@ -554,10 +560,13 @@ def sqlite(
 # The whole fence of an append in one statement: the lease is live at ``now`` with its holder
 # and epoch, the head is the expected one and the branch takes appends; then the head moves
 # (and a finished fork becomes ready: setting the state costs as much again, so only then).
+# It answers whether a control item waits for the thread (``sql.PENDING``'s rows exist), so
+# an append whose thread has none reads no inbox rows.
 _FENCED = (
     " WHERE branch_id = ?3 AND head_seq = ?4 AND head_hash = ?5 AND state = ?6"
     " AND EXISTS (SELECT 1 FROM leases WHERE branch_id = ?3 AND holder_id = ?7 AND epoch = ?8"
     " AND expires_at > ?9)"
+    f" RETURNING EXISTS (SELECT 1 FROM inbox WHERE thread_id = ?10 AND {sql.WAITING})"
 )
 _MOVE_HEAD = {
     "ready": "UPDATE branches SET head_seq = ?1, head_hash = ?2" + _FENCED,
@@ -573,24 +582,35 @@ def _fence(
     *,
     state_needed: str,
     now: int,
-) -> str:
+) -> tuple[str, bool]:
     """Check an append's lease, head and branch state and move the head to its last event;
-    returns the head hash the append follows. When the one-statement fence refuses (or there
-    are no events), each check runs on its own, so the refusal is the exact one."""
+    returns the head hash the append follows, and whether no control item waits for its
+    thread (False: not known). When the one-statement fence refuses (or there are no events),
+    each check runs on its own, so the refusal is the exact one."""
     branch_id = lease.branch_id
     if events and events[0].seq == expected_seq + 1:
         first, last = events[0], events[-1]
         args = (last.seq, last.hash, branch_id, expected_seq, first.prev_hash, state_needed,
-                lease.holder_id, lease.epoch, now)
-        if conn.execute(_MOVE_HEAD[state_needed], args).rowcount == 1:
-            return first.prev_hash
+                lease.holder_id, lease.epoch, now, first.thread_id)
+        moved = conn.execute(_MOVE_HEAD[state_needed], args).fetchone()
+        if moved is not None:
+            return first.prev_hash, not moved[0]
     _check_lease(conn, lease, now)
     row = conn.execute(sql.HEAD, (branch_id,)).fetchone()
     require_head(branch_id, row, expected_seq, events, state_needed=state_needed)
     if events:  # the checks above are the fence on their own: a refusal named, or the move
         last = events[-1]
         conn.execute(sql.MOVE_HEAD, (last.seq, last.hash, branch_id))
-    return str(row[1])
+    return str(row[1]), False
+
+
+def _insert_events(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
+    """``rows`` inserted into ``events``: up to ``EVENTS_AT_ONCE`` in one statement (an
+    append's usual one to three), more one by one."""
+    if 0 < len(rows) <= sql.EVENTS_AT_ONCE:
+        conn.execute(sql.insert_events(len(rows)), [v for row in rows for v in row])
+    else:
+        conn.executemany(sql.INSERT_EVENTS, rows)
 
 
 def _check_lease(conn: sqlite3.Connection, lease: Lease, now: int) -> None:
