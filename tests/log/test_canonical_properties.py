@@ -102,6 +102,39 @@ def test_values_no_fast_encoder_may_spell_go_to_the_reference(value: Any) -> Non
     assert canonical(value) == expected
 
 
+class Tag(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("plain", "not_plain"),
+    [
+        ({"a": [{"b": [1, 2]}]}, {"a": [{"b": [1, 2.5]}]}),
+        ({"a": [{"b": ("x", None)}]}, {"a": [{"b": ("x", Colour.RED)}]}),
+        ({"a": [{"\uffff": True}]}, {"a": [{"\U0001f600": True}]}),
+        ({"a": [["b", {"c": "d"}]]}, {"a": [["b", {"c": Tag("d")}]]}),
+        ({"a": [["b", {"c": "d"}]]}, {"a": [["b", {Tag("c"): "d"}]]}),
+    ],
+)
+def test_plain_looks_at_every_level(plain: Any, not_plain: Any) -> None:
+    """Only a value whose every node the C encoder spells as RFC 8785 takes it: one float,
+    enum, subclass or astral key anywhere (in a list in an object in a list) sends it to the
+    reference."""
+    assert canonical_module._plain(plain)
+    assert not canonical_module._plain(not_plain)
+
+
+def test_a_value_deeper_than_the_recursion_limit_is_not_plain() -> None:
+    """The walk recurses per container: past the interpreter's limit it says "not plain" (and
+    the reference refuses the value as it always did) instead of raising on its own."""
+    deep: list[Any] = []
+    for _ in range(5000):
+        deep = [deep]
+    assert not canonical_module._plain(deep)
+    with pytest.raises(RecursionError):
+        canonical(deep)
+
+
 # Keys mixing high-BMP and astral characters: the one place UTF-16 and code point order differ.
 ASTRAL_KEYS = st.text(
     st.sampled_from(["a", "\ue000", "\uffff", "\U00010000", "\U0001f600"]), max_size=3

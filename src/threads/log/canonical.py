@@ -13,7 +13,7 @@ import json
 import math
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
 from typing import Any
 
@@ -113,28 +113,40 @@ def _utf16_key(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
-_PLAIN_LEAVES = frozenset({str, int, bool, type(None)})
-
-
 def _plain(value: JsonValue) -> bool:
     """True when the C encoder writes ``value`` byte-identically to RFC 8785: its leaves are
     exactly ``str``, ``int``, ``bool`` or ``None`` (no float, whose ECMAScript formatting
     differs from ``repr``, and no subclass or other type an encoder might spell its own way),
     and no object key holds a character beyond U+FFFF (UTF-16 key order differs from code
     point order only there). Its string escaping (short escapes, lowercase ``\\u00xx`` for
-    other controls, nothing else) and integer output already match."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        kind = type(v)
-        if kind is dict:
-            for key in v:
-                if type(key) is not str or not (key.isascii() or max(key) <= "\uffff"):
-                    return False
-            stack.extend(v.values())
-        elif kind is list or kind is tuple:
-            stack.extend(v)
-        elif kind not in _PLAIN_LEAVES:
+    other controls, nothing else) and integer output already match. A value nested past the
+    interpreter's recursion limit is not plain (``canonical`` hands it to the reference)."""
+    try:
+        return _plain_node(value)
+    except RecursionError:
+        return False
+
+
+def _plain_node(value: JsonValue) -> bool:
+    kind = type(value)
+    if kind is dict:
+        for key in value:
+            if type(key) is not str or not (key.isascii() or max(key) <= "\uffff"):
+                return False
+        return _plain_items(value.values())
+    if kind is list or kind is tuple:
+        return _plain_items(value)
+    return kind is str or kind is int or kind is bool or value is None
+
+
+def _plain_items(items: Iterable[JsonValue]) -> bool:
+    """Whether every item is plain: leaves (most of an event's nodes) judged here, one call
+    per container."""
+    for item in items:
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue
+        if not ((kind is dict or kind is list or kind is tuple) and _plain_node(item)):
             return False
     return True
 

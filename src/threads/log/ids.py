@@ -53,10 +53,16 @@ def random_bytes(count: int) -> bytes:
     return _entropy.take(count)
 
 
+_MS_BITS = (1 << 48) - 1
+_VERSION_AND_VARIANT = 0x7 << 76 | 0b10 << 62
+_RAND_B_BITS = (1 << 62) - 1
+
+
 def uuid7(now_ms: int) -> str:
     """A UUIDv7 for ``now_ms``; ids minted in the same millisecond still increase (a 12-bit
     counter seeded randomly fills ``rand_a``)."""
     global _last_ms, _counter
+    rand = int.from_bytes(random_bytes(10), "big")  # 62 bits of rand_b, 11 to seed a counter
     with _lock:
         if now_ms <= _last_ms:
             now_ms = _last_ms
@@ -65,11 +71,10 @@ def uuid7(now_ms: int) -> str:
                 now_ms += 1
                 _counter = 0
         else:
-            _counter = int.from_bytes(random_bytes(2), "big") & 0x7FF
+            _counter = (rand >> 64) & 0x7FF
         _last_ms = now_ms
         counter = _counter
-    rand_b = int.from_bytes(random_bytes(8), "big") & ((1 << 62) - 1)
-    value = (now_ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62 | rand_b
+    value = (now_ms & _MS_BITS) << 80 | _VERSION_AND_VARIANT | counter << 64 | rand & _RAND_B_BITS
     h = f"{value:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
