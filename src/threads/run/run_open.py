@@ -13,9 +13,10 @@ hold, and every condition below is one under which some reader would need an old
   no context policy, handoffs, subagents or extensions (compaction's cut search and summary,
   the transcript a handoff forwards, spawns, the hooks' decisions over earlier inputs);
 - the state restored (``quiet``): no parent (a subagent's thread runs under its parent's
-  budgets, a handoff target under its source's, read with its fold), no turn open, or one whose input is the last line (the host
-  writes a turn's input before its run), and one or the other as the run needs (a run with no
-  input and no turn answers with the last turn's ending, which may be older); one segment (no
+  budgets, a handoff target under its source's, read with its fold), no turn open, or one
+  whose input is the last line (the host writes a turn's input before its run), and one or the
+  other as the run needs (a run with no input and no turn answers with the last turn's ending,
+  which may be older); one segment (no
   fork), no dropped torn tail to record, not inspection-only or cancelled, no model request or
   call open, no park, approval, child, handoff, compaction asked or answered, no summarizer
   reply, no context policy pinned, and no minted call id (an adapter is sent the provider's id
