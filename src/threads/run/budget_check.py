@@ -201,28 +201,25 @@ async def _spent(
     totals of ``fold`` (``threads.run.spend_tally``), so its own attempts are not summed again
     at every request; without, they are summed once."""
     tallies = OwnSpend() if tallies is None else tallies
+    skip: set[str] = set() if excluding is None else {excluding}
     if since is None:
         own = tallies.thread.spent(fold).with_turns(started_turns(fold))
-        spawned: Collection[str] | None = None
     else:
         own = tallies.run.spent(fold, since.seq).with_turns(1)
-        spawned = tallies.run.spawned
-    return own.plus(
-        await tree_spend(store, fold, only=spawned, excluding=excluding, memo=memo)
-    )
+        skip |= tallies.run.spawned_before()
+    return own.plus(await tree_spend(store, fold, skip=skip, memo=memo))
 
 
 async def tree_spend(
-    store: Store, fold: Fold, *, only: Collection[str] | None = None,
-    excluding: str | None = None, memo: SpendMemo | None = None,
+    store: Store, fold: Fold, *, skip: Collection[str] = (), memo: SpendMemo | None = None,
 ) -> Spend:
-    """What the subagent threads below the thread of ``fold`` spent (those in ``only``, when
-    given, all but ``excluding``), read from their logs, with the turns they started.
-    ``memo``: a run's memo, so a log is read again only once it grew."""
+    """What the subagent threads below the thread of ``fold`` spent (all but those in
+    ``skip``), read from their logs, with the turns they started. ``memo``: a run's memo, so a
+    log is read again only once it grew."""
     total = NOTHING_SPENT
     for child in fold.features.children.values():
         thread_id = child.child_thread_id
-        if thread_id == excluding or (only is not None and thread_id not in only):
+        if thread_id in skip:
             continue
         total = total.plus(await _subtree(store, thread_id, memo or SpendMemo()))
     return total

@@ -87,8 +87,8 @@ class _Totals:
 
 
 class SpendTally:
-    """The running totals of one scope of one fold: its attempts after ``since_seq``, and the
-    subagent threads it spawned after it (``spawned``, their ids)."""
+    """The running totals of one scope of one fold: its attempts after ``since_seq``; and the
+    subagent threads whose ``agent_spawned`` line it read, with that line's seq."""
 
     def __init__(self) -> None:
         self._fold: Fold | None = None
@@ -99,11 +99,10 @@ class SpendTally:
         self._since = 0
         self._settled = _Totals()
         self._open: list[str] = []  # request event ids of attempts counted at each read
-        self.spawned: set[str] = set()
+        self._spawned: dict[str, int] = {}  # child thread id -> seq of its agent_spawned
 
     def spent(self, fold: Fold, since_seq: int = 0) -> Spend:
-        """What the attempts of ``fold`` after ``since_seq`` spent (no turns counted); then
-        ``spawned`` holds the children spawned after it."""
+        """What the attempts of ``fold`` after ``since_seq`` spent (no turns counted)."""
         table = fold.price_table()
         same = fold is self._fold and fold.events is self._events and table == self._table
         if not same or since_seq < self._since or (
@@ -113,7 +112,6 @@ class SpendTally:
         else:
             if since_seq != self._since:  # a new run: every attempt counted is before it
                 self._since, self._settled, self._open = since_seq, _Totals(), []
-                self.spawned = set()
             self._catch_up(fold)
         attempts = fold.attempts
         still_open: list[str] = []
@@ -131,26 +129,31 @@ class SpendTally:
 
     def _recount(self, fold: Fold, table: PriceTable, since_seq: int) -> None:
         self._fold, self._events, self._table, self._since = fold, fold.events, table, since_seq
-        self._settled, self._open, self.spawned = _Totals(), [], set()
+        self._settled, self._open, self._spawned = _Totals(), [], {}
         for key, attempt in fold.attempts.items():
             if attempt.event.seq > since_seq:
                 self._open.append(key)  # settled or not, sorted out by ``spent``
-        self._scan(fold, 0, spawns_only=True)
+        self._scan(fold, 0, requests=False)
 
     def _catch_up(self, fold: Fold) -> None:
-        self._scan(fold, self._scanned, spawns_only=False)
+        self._scan(fold, self._scanned, requests=True)
 
-    def _scan(self, fold: Fold, start: int, *, spawns_only: bool) -> None:
+    def _scan(self, fold: Fold, start: int, *, requests: bool) -> None:
         events = fold.events
         since = self._since
         for event in events[start:]:
-            if event.seq <= since:
-                continue
             if event.type == "agent_spawned":
-                self.spawned.add(data_of(event, "agent_spawned")["child_thread_id"])
-            elif event.type == "model_request" and not spawns_only:
+                self._spawned[data_of(event, "agent_spawned")["child_thread_id"]] = event.seq
+            elif requests and event.type == "model_request" and event.seq > since:
                 self._open.append(event.event_id)
         self._scanned, self._through = len(events), fold.last_seq
+
+    def spawned_before(self) -> set[str]:
+        """The children whose ``agent_spawned`` line (read from ``fold.events``) is at or
+        before the scope's start, as of the last ``spent``: a child whose line was not read
+        (a fold restored from a snapshot) is never taken for one."""
+        since = self._since
+        return {child for child, seq in self._spawned.items() if seq <= since}
 
 
 @dataclass(slots=True)
