@@ -4,7 +4,7 @@ attempts of every outcome and billing, attempts left in doubt and later recovere
 abandoned, settings epochs with and without a price or a ``max_tokens``, a fold restored from a
 snapshot or made whole mid-way), read at random points with the same tallies, the thread's
 and the run's spend equal the full recomputation, and the cost equals the ``Cost``
-projection's bound (None past 2^53-1)."""
+projection's bound (None past 2^53-1); so do a thread's with a summarizer's side request."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compaction_log import CompactionLog
 from cost_logs import CostLog, entry
 from threads.errors import ThreadsError
 from threads.log.fold import Fold, ModelAttempt
@@ -178,3 +179,29 @@ def test_a_recovered_response_replaces_the_bound_it_was_counted_at() -> None:
     assert tally.spent(thread.fold).input_tokens == 100 + bound
     thread.do(("recovered", 5, 1, 0))
     assert tally.spent(thread.fold) == Spend(2, 105, 11, (105 * 3000 + 11 * 15000))
+
+
+def test_a_summarizers_side_requests_count_like_any_other() -> None:
+    """A compaction's side request is an attempt of the thread like a turn's: read after each
+    line, the totals are the full sum, side requests included."""
+    log = CompactionLog(currency="USD", models=[entry()])
+    a, b = log.turn("a"), log.turn("b")
+    log.user("c")
+    log.summarize(a[0], b[-1], "a and b")
+    request = log.request()
+    log.respond(request)
+    log.done()
+    fold = Fold(now_ms=0)
+    fold.header(log.log.header)
+    own, run = SpendTally(), SpendTally()
+    inputs = 0
+    for event in log.events:
+        fold.apply(event)
+        inputs = event.seq if event.type == "user_input" else inputs
+        table = fold.price_table()
+        attempts = sorted(fold.attempts.values(), key=lambda a: a.event.seq)
+        assert own.spent(fold) == reference(table, attempts)
+        assert run.spent(fold, inputs) == reference(
+            table, [a for a in attempts if a.event.seq > inputs])
+    assert own.spent(fold) == Spend(4, 40, 8, 4 * (10 * 3000 + 2 * 15000))  # with the summary
+    assert run.spent(fold, inputs).model_requests == 2  # the summary and the reply
