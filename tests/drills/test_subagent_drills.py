@@ -73,7 +73,15 @@ RECORDED: list[str] = []
 
 def threads_in(store_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(the parent's events, the child's events or []) as stored; asserts at most one child."""
-    by_thread = [[json.loads(line) for line in lines] for lines in branch_lines(store_dir).values()]
+    return tree_of(branch_lines(store_dir))
+
+
+def tree_of(
+    stored: dict[str, list[bytes]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the parent's events, the child's events or []) of a store's lines by branch
+    (``branch_lines``); asserts at most one child."""
+    by_thread = [[json.loads(line) for line in lines] for lines in stored.values()]
     parents = [t for t in by_thread if "parent" not in t[0]["data"]]
     children = [t for t in by_thread if "parent" in t[0]["data"]]
     assert len(parents) == 1, f"{len(parents)} parent threads"

@@ -26,7 +26,9 @@ approval's end), after the approval's end, or after the turn's end, or not at al
 then finish it. Each case: one barrier on the parent (``scope: turn``, the starter its actor)
 and one on the clerk; the approval ended once and its email never sent; the turn ended
 ``cancelled`` once and the clerk recorded ``cancelled`` once, no ``woken``; nothing applied;
-every log only grew; exports verify; a rerun appends nothing.
+every log only grew; exports verify; a rerun appends nothing. The same drill runs on Postgres
+(every process on one schema, the log read from its ``events`` table), with the same
+assertions.
 """
 
 from __future__ import annotations
@@ -36,9 +38,11 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from drill_harness import KILLED, LEASE_PAST_MS, STARTER, SUMMARY, WORKER, Drill, branch_lines
 from test_subagent_drills import (
@@ -50,9 +54,11 @@ from test_subagent_drills import (
     run_gated,
     settle_child,
     threads_in,
+    tree_of,
     verified,
 )
 
+from postgres_support import URL, drop_schema, fetch_all, fresh_schema, needs_postgres
 from threads.run.queued_controls import QUEUED_REASON
 from threads.testing.fake_service import FakeService
 
@@ -60,6 +66,7 @@ pytestmark = pytest.mark.drill
 
 RECORDED: list[str] = []
 PARKED_RECORDED: list[str] = []
+PG_PARKED_RECORDED: list[str] = []
 # (where the cancel process dies, where the parent's next run dies)
 CANCEL_CASES: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {
     "cancel_after_parent_barrier": ({"type": "cancel_requested", "nth": 1}, None),
@@ -239,12 +246,48 @@ def test_a_cancel_queued_while_the_parked_parent_waits_is_carried_out_once(
     case: str, service: FakeService, tmp_path: Path,
 ) -> None:
     drill = Drill(tmp_path, service)
+    _parked_cancel(case, drill, lambda: branch_lines(drill.store_dir), {}, PARKED_RECORDED)
+
+
+@needs_postgres
+@pytest.mark.parametrize("case", list(PARKED_KILLS))
+def test_on_postgres_a_cancel_queued_while_the_parked_parent_waits_is_carried_out_once(
+    case: str, service: FakeService, tmp_path: Path,
+) -> None:
+    schema = fresh_schema()
+    try:
+        _parked_cancel(case, Drill(tmp_path, service), lambda: pg_branch_lines(schema),
+                       {"url": URL, "schema": schema}, PG_PARKED_RECORDED)
+    finally:
+        asyncio.run(drop_schema(schema))
+
+
+def pg_branch_lines(schema: str) -> dict[str, list[bytes]]:
+    """``branch_lines`` of a Postgres store: every stored line per branch, in seq order
+    (nothing yet, the schema not even created: empty)."""
+    try:
+        rows = fetch_all(schema, "SELECT branch_id, line FROM events ORDER BY branch_id, seq")
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+        return {}
+    out: dict[str, list[bytes]] = {}
+    for branch, line in rows:
+        out.setdefault(branch, []).append(bytes(line))
+    return out
+
+
+def _parked_cancel(
+    case: str, drill: Drill, stored: Callable[[], dict[str, list[bytes]]],
+    where: dict[str, Any], recorded: list[str],
+) -> None:
+    """The parked-cancel drill on the store ``where`` names (``{}``: the drill's SQLite
+    directory; ``url`` and ``schema``: Postgres), whose lines by branch ``stored`` reads."""
+    service = drill.service
     gate = f"{drill.root.name}-parked"
     kill = PARKED_KILLS[case]
-    proc = drill.spawn(input="go", child_gate=gate, kill=kill, **ASK)
+    proc = drill.spawn(input="go", child_gate=gate, kill=kill, **ASK, **where)
 
     def parent_events() -> list[dict[str, Any]]:
-        return threads_in(drill.store_dir)[0] if branch_lines(drill.store_dir) else []
+        return tree_of(lines)[0] if (lines := stored()) else []
 
     _until("approval park", lambda: of_type(parent_events(), "parked"), proc)
     parent_id = parent_events()[0]["thread_id"]
@@ -252,7 +295,7 @@ def test_a_cancel_queued_while_the_parked_parent_waits_is_carried_out_once(
     async def queue(thread: Any) -> str:
         return str(await thread.queue_cancel(STARTER))
 
-    asyncio.run(_act_on(drill.spec(), parent_id, queue))
+    asyncio.run(_act_on(drill.spec(**where), parent_id, queue))
     _until("barrier", lambda: of_type(parent_events(), "cancel_requested"), proc)
     service.client().open_gate(gate)  # the clerk's look-up returns into a stopped run
     out, err = proc.communicate(timeout=DEADLINE_S)
@@ -260,12 +303,12 @@ def test_a_cancel_queued_while_the_parked_parent_waits_is_carried_out_once(
         assert proc.returncode == KILLED, err.decode()
         drill.kills += 1
         drill.advance(LEASE_PAST_MS)
-        parent, _child = threads_in(drill.store_dir)
+        parent, _child = tree_of(stored())
         # the kill landed where it was meant to: right after the append holding that event
         assert kill["type"] in [e["type"] for e in parent[-2:]], parent[-2:]
-        lines_at_kill = branch_lines(drill.store_dir)
-        result = drill.run(thread=parent_id, input=None, **ASK)
-        lines = branch_lines(drill.store_dir)
+        lines_at_kill = stored()
+        result = drill.run(thread=parent_id, input=None, **ASK, **where)
+        lines = stored()
         for branch_id, kept in lines_at_kill.items():
             assert lines[branch_id][: len(kept)] == kept, "a rerun rewrote or dropped events"
     else:
@@ -276,7 +319,7 @@ def test_a_cancel_queued_while_the_parked_parent_waits_is_carried_out_once(
     ended = "completed" if case == "after_turn_cancelled" else "cancelled"
     assert result["status"] == ended, result
 
-    parent, child = threads_in(drill.store_dir)
+    parent, child = tree_of(stored())
     [barrier] = of_type(parent, "cancel_requested")
     assert barrier["data"] == {"reason": QUEUED_REASON, "scope": "turn"}
     assert barrier["actor"] == {"kind": "user", "principal": STARTER.to_wire()}
@@ -296,14 +339,15 @@ def test_a_cancel_queued_while_the_parked_parent_waits_is_carried_out_once(
     counts = service.client().snapshot()["counts"]  # the module's service: every test's
     mine = (parent[0]["branch_id"], child[0]["branch_id"])
     assert [key for key in counts if key.startswith(mine)] == []  # nothing applied, by either
-    verified(drill.spec(), parent_id)
-    verified(drill.spec(), child[0]["thread_id"])
-    before = branch_lines(drill.store_dir)
-    drill.run(thread=parent_id, input=None, **ASK)  # nothing left: the cancel was carried out
-    assert branch_lines(drill.store_dir) == before, "a restart after the cancel appended"
-    PARKED_RECORDED.append(f"{case}: {drill.runs} runs, {drill.kills} killed, nothing applied")
-    if len(PARKED_RECORDED) == len(PARKED_KILLS):
-        SUMMARY.append("parked-cancel drills: " + "; ".join(PARKED_RECORDED))
+    verified(drill.spec(**where), parent_id)
+    verified(drill.spec(**where), child[0]["thread_id"])
+    before = stored()
+    drill.run(thread=parent_id, input=None, **ASK, **where)  # nothing left: it was carried out
+    assert stored() == before, "a restart after the cancel appended"
+    recorded.append(f"{case}: {drill.runs} runs, {drill.kills} killed, nothing applied")
+    if len(recorded) == len(PARKED_KILLS):
+        engine = "postgres " if where else ""
+        SUMMARY.append(f"{engine}parked-cancel drills: " + "; ".join(recorded))
 
 
 def _summarize() -> None:

@@ -349,25 +349,31 @@ async def test_a_run_under_no_budget_sums_no_spend(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Spend is linear in the thread's requests: summed before every request of a run no
-    budget covers, it made each step grow with the conversation. A budgeted run still sums it."""
-    from threads.run import budget_check
+    budget covers, it made each step grow with the conversation. A budgeted run counts each
+    attempt into its running totals once it is settled (``threads.run.spend_tally``), and an
+    open one at each read: never the whole thread again."""
+    from threads.run import spend_tally
 
-    summed: list[int] = []
-    real_spend = budget_check.spend
+    counted: list[str] = []
+    real_add = spend_tally._Totals.add
 
-    def counted(table: Any, attempts: Any) -> Any:
-        summed.append(len(attempts))
-        return real_spend(table, attempts)
+    def add(totals: Any, table: Any, attempt: Any) -> None:
+        counted.append(attempt.event.event_id)
+        real_add(totals, table, attempt)
 
-    monkeypatch.setattr(budget_check, "spend", counted)
+    monkeypatch.setattr(spend_tally._Totals, "add", add)
     free = agent(name="t", model=scripted_model([use(call("read_file", path="a")), say("ok")]),
                  tools=make_tools([]))
     assert isinstance(await free.run("go", store=store, principal=ALICE), Completed)
-    assert summed == []
-    capped = agent(name="t", model=scripted_model([use(call("read_file", path="a")), say("ok")]),
-                   tools=make_tools([]), budget=Budget(max_model_requests=5))
+    assert counted == []
+    steps = 30
+    script = [use(call("read_file", path="a")) for _ in range(steps)] + [say("ok")]
+    capped = agent(name="t", model=scripted_model(script), tools=make_tools([]),
+                   budget=Budget(max_model_requests=100))
     assert isinstance(await capped.run("go", store=store, principal=ALICE), Completed)
-    assert summed == [0, 1]
+    # each attempt but the last is settled once (into the totals and the read that found it)
+    assert len(counted) == 2 * steps
+    assert len(set(counted)) == steps
 
 
 async def test_a_large_tool_result_is_spilled_and_the_model_sees_its_preview(

@@ -18,13 +18,12 @@ and attempts left in doubt by a crash, count at their bound.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
 
-from threads.errors import NotFoundError, ThreadsError
-from threads.log.fold import Fold, ModelAttempt
-from threads.log.fold.cost import MAX_INT, PriceTable
+from threads.errors import NotFoundError
+from threads.log.fold import Fold
+from threads.log.fold.cost import MAX_INT
 from threads.log.lines import Event
 from threads.log.vocabulary import (
     BudgetExceededData,
@@ -45,37 +44,8 @@ from threads.run.budget import (
 from threads.run.drafts import HOST
 from threads.run.results import BudgetExhausted, BudgetInfo
 from threads.run.runtime import Runtime
+from threads.run.spend_tally import OwnSpend, SpendTally
 from threads.store.protocol import Store
-
-
-def _tokens(reported: object, bound: int | None) -> int | None:
-    return reported if isinstance(reported, int) else bound
-
-
-def spend(table: PriceTable, attempts: list[ModelAttempt]) -> Spend:
-    """What ``attempts`` spent; the cost is the log's own ``Cost`` upper bound."""
-    inp: int | None = 0
-    out: int | None = 0
-    for attempt in attempts:
-        if not table.billed(attempt):
-            continue
-        usage: Mapping[str, Any] = attempt.usage or {}
-        settings = attempt.settings
-        inp = plus(inp, _tokens(usage.get("input_tokens"), table.input_bound(settings)))
-        out = plus(out, _tokens(usage.get("output_tokens"), table.output_bound(settings)))
-    return Spend(len(attempts), inp, out, _cost(table, attempts))
-
-
-def _cost(table: PriceTable, attempts: list[ModelAttempt]) -> int | None:
-    if table.currency is None:
-        return None
-    try:
-        cost = table.total(attempts)
-    except ThreadsError as exc:
-        if exc.code != "cost_overflow":
-            raise
-        return None
-    return cost.upper_bound_nanos if cost.bounded else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,11 +82,12 @@ async def _scopes(rt: Runtime) -> list[_Scope]:
         return []
     store = rt.writer.store
     scopes: list[_Scope] = []
-    own = await _spent(store, fold, memo=rt.spend_memo)
+    own = await _spent(store, fold, memo=rt.spend_memo, tallies=rt.own_spend)
     if rt.spec.budget is not None:
         scopes.append(_Scope("thread", rt.spec.budget, own, None, _thread_started_ms(fold)))
     if turn is not None and turn.budget is not None:
-        spent = await _spent(store, fold, since=turn.input_event, memo=rt.spend_memo)
+        spent = await _spent(store, fold, since=turn.input_event, memo=rt.spend_memo,
+                             tallies=rt.own_spend)
         scopes.append(_Scope("run", Budget.from_wire(turn.budget), spent, None,
                              turn.input_event.time))
     scopes.extend(
@@ -132,7 +103,8 @@ async def ancestors_below(rt: Runtime, child_thread_id: str) -> tuple[AncestorBu
     child's subtree."""
     fold = rt.fold
     store = rt.writer.store
-    elsewhere = await _spent(store, fold, excluding=child_thread_id, memo=rt.spend_memo)
+    elsewhere = await _spent(store, fold, excluding=child_thread_id, memo=rt.spend_memo,
+                             tallies=rt.own_spend)
     thread_id = rt.writer.thread_id
     out: list[AncestorBudget] = []
     if rt.spec.budget is not None:
@@ -141,7 +113,7 @@ async def ancestors_below(rt: Runtime, child_thread_id: str) -> tuple[AncestorBu
     turn = fold.turn
     if turn is not None and turn.budget is not None:
         run = await _spent(store, fold, since=turn.input_event, excluding=child_thread_id,
-                           memo=rt.spend_memo)
+                           memo=rt.spend_memo, tallies=rt.own_spend)
         out.append(AncestorBudget(thread_id, Budget.from_wire(turn.budget), run,
                                   turn.input_event.time))
     out.extend(
@@ -221,36 +193,33 @@ def _run_in_force(theirs: Fold, started_by: str, fold: Fold, *, child: bool) -> 
 
 async def _spent(
     store: Store, fold: Fold, *, since: Event | None = None, excluding: str | None = None,
-    memo: SpendMemo | None = None,
+    memo: SpendMemo | None = None, tallies: OwnSpend | None = None,
 ) -> Spend:
     """What the thread of ``fold`` and its subagents (all but ``excluding``) spent: over the
     thread's life, with every turn it started; or since a run's input ``since``, that run's
-    attempts and its one turn, and the children it spawned."""
-    table = fold.price_table()
-    attempts = list(fold.attempts.values())
+    attempts and its one turn, and the children it spawned. ``tallies``: the run's running
+    totals of ``fold`` (``threads.run.spend_tally``), so its own attempts are not summed again
+    at every request; without, they are summed once."""
+    tallies = OwnSpend() if tallies is None else tallies
+    skip: set[str] = set() if excluding is None else {excluding}
     if since is None:
-        own = spend(table, attempts).with_turns(started_turns(fold))
+        own = tallies.thread.spent(fold).with_turns(started_turns(fold))
     else:
-        own = spend(table, [a for a in attempts if a.event.seq > since.seq]).with_turns(1)
-    since_seq = 0 if since is None else since.seq
-    return own.plus(
-        await tree_spend(store, fold, since_seq=since_seq, excluding=excluding, memo=memo)
-    )
+        own = tallies.run.spent(fold, since.seq).with_turns(1)
+        skip |= tallies.run.spawned_before()
+    return own.plus(await tree_spend(store, fold, skip=skip, memo=memo))
 
 
 async def tree_spend(
-    store: Store, fold: Fold, *, since_seq: int = 0, excluding: str | None = None,
-    memo: SpendMemo | None = None,
+    store: Store, fold: Fold, *, skip: Collection[str] = (), memo: SpendMemo | None = None,
 ) -> Spend:
-    """What the subagent threads below the thread of ``fold`` spent (those spawned after
-    ``since_seq``, all but ``excluding``), read from their logs, with the turns they started.
-    ``memo``: a run's memo, so a log is read again only once it grew."""
+    """What the subagent threads below the thread of ``fold`` spent (all but those in
+    ``skip``), read from their logs, with the turns they started. ``memo``: a run's memo, so a
+    log is read again only once it grew."""
     total = NOTHING_SPENT
-    spawned_at = {data_of(e, "agent_spawned")["child_thread_id"]: e.seq for e in fold.events
-                  if e.type == "agent_spawned"} if since_seq else {}
     for child in fold.features.children.values():
         thread_id = child.child_thread_id
-        if thread_id == excluding or spawned_at.get(thread_id, since_seq + 1) <= since_seq:
+        if thread_id in skip:
             continue
         total = total.plus(await _subtree(store, thread_id, memo or SpendMemo()))
     return total
@@ -267,7 +236,7 @@ async def _subtree(store: Store, thread_id: str, memo: SpendMemo) -> Spend:
     if seen is None:
         chain = await store.read_chain(branch.branch_id)
         theirs = chain.fold(store.clock.now_ms())
-        spent = spend(theirs.price_table(), list(theirs.attempts.values()))
+        spent = SpendTally().spent(theirs)
         seen = ThreadSpend(
             (chain.branch.head_seq, chain.branch.head_hash),
             spent.with_turns(started_turns(theirs)),

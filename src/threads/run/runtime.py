@@ -30,6 +30,7 @@ from threads.run.config import AgentSpec
 from threads.run.drafts import HOST, RECOVERY
 from threads.run.permissions import Permissions
 from threads.run.results import RunResult
+from threads.run.spend_tally import OwnSpend
 from threads.run.streaming import RunStream
 from threads.run.thread import Thread
 from threads.run.writer import BranchWriter
@@ -177,6 +178,7 @@ class Runtime:
     memory: MemoryHandle | None = None  # the agent's memory, scoped to this run's user
     ancestors: tuple[AncestorBudget, ...] = ()  # budgets of the threads above (a subagent's)
     spend_memo: SpendMemo = field(default_factory=SpendMemo)  # subagents' spend, by log head
+    own_spend: OwnSpend = field(default_factory=OwnSpend)  # the fold's, as running totals
 
     @property
     def fold(self) -> Fold:
