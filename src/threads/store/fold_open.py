@@ -139,17 +139,25 @@ async def open_checkpoint(store: Store, branch_id: str, fold: Fold) -> Resumed |
         stored = await store.read_fold_row(branch_id)
     except ThreadsError:
         return None  # a read-only copy that lacks the table, say: render every line
-    if stored is None or not _usable(stored):
+    checkpoint = None if stored is None else _checkpoint_in(stored)
+    if checkpoint is None:
+        return None
+    with collector_paused():
+        return resume(checkpoint, started, fold.events)
+
+
+def _checkpoint_in(stored: StoredSnapshot) -> RequestCheckpoint | None:
+    """The request checkpoint of a fold row this code wrote, intact (None: another code's or
+    a damaged row, one without a checkpoint, or one that does not decode)."""
+    if not _usable(stored):
         return None
     raw = _parts(stored.body)[1]
     if raw is None:
         return None
     try:
-        checkpoint = RequestCheckpoint.decode(raw)
+        return RequestCheckpoint.decode(raw)
     except CheckpointUnusableError:
         return None
-    with collector_paused():
-        return resume(checkpoint, started, fold.events)
 
 
 def _usable(stored: StoredSnapshot) -> bool:
@@ -232,14 +240,10 @@ async def open_window(store: Store, branch_id: str, now_ms: int) -> Window | Non
         read = await store.read_tail(branch_id)
     except ThreadsError:
         return None
-    if read is None or read.branch.fork_at_seq is not None or not _usable(read.snapshot):
+    if read is None or read.branch.fork_at_seq is not None:
         return None
-    raw = _parts(read.snapshot.body)[1]
-    if raw is None:
-        return None
-    try:
-        checkpoint = RequestCheckpoint.decode(raw)
-    except CheckpointUnusableError:
+    checkpoint = _checkpoint_in(read.snapshot)
+    if checkpoint is None:
         return None
     cut = read.snapshot.seq
     before: list[bytes] = []
