@@ -53,16 +53,17 @@ turns_strategy = st.lists(st.lists(st.sampled_from(STEPS), max_size=3), min_size
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     turns=turns_strategy, last=st.lists(st.sampled_from(STEPS), max_size=4),
-    every=st.integers(min_value=1, max_value=7), park=st.booleans(), open_turn=st.booleans(),
-    host=st.booleans(),
+    every=st.sampled_from([1, 2, 3, 5, 7, 512]), park=st.booleans(), open_turn=st.booleans(),
+    host=st.booleans(), every_bytes=st.sampled_from([900, 2500, 4000, 1 << 20]),
 )
 async def test_a_run_from_the_row_writes_what_a_run_from_the_chain_writes(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
     turns: list[list[str]], last: list[str], every: int, park: bool, open_turn: bool,
-    host: bool,
+    host: bool, every_bytes: int,
 ) -> None:
     tmp_path = tmp_path_factory.mktemp("runs")
     monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", every)
+    monkeypatch.setattr(fold_open, "SNAPSHOT_BYTES", every_bytes)
     reads = Reads(monkeypatch)
     thread_id = await build(tmp_path / "base", turns, park, open_turn)
     await continued_both_ways(tmp_path, thread_id, [*turns, last], reads, host=host)
@@ -77,6 +78,26 @@ async def test_a_quiet_thread_continues_from_the_row_without_reading_the_chain(
     thread_id = await build(tmp_path / "base", turns, False, False)
     served, row, _ = await continued_both_ways(tmp_path, thread_id, [*turns, ["look", "rate"]],
                                                reads)
+    assert served
+    assert not isinstance(row, str)
+    assert row.status == "completed"
+
+
+@pytest.mark.parametrize(("every_bytes", "turns", "last"), [
+    (4000, [["two", "two"], ["look"]], ["two", "look"]),
+    (2500, [["put"], ["look", "look"], ["two"]], ["put", "put", "look"]),
+])
+async def test_rows_put_by_bytes_fall_where_a_run_from_the_chain_puts_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every_bytes: int, turns: list[list[str]],
+    last: list[str],
+) -> None:
+    """The writer counts the bytes of every line after the last multiple of SNAPSHOT_EVERY
+    (``SnapshotSchedule.of``): a window that began after it, at the checkpoint's request,
+    counted fewer, and put its next row at another append than a run holding the chain."""
+    monkeypatch.setattr(fold_open, "SNAPSHOT_BYTES", every_bytes)
+    reads = Reads(monkeypatch)
+    thread_id = await build(tmp_path / "base", turns, False, False)
+    served, row, _ = await continued_both_ways(tmp_path, thread_id, [*turns, last], reads)
     assert served
     assert not isinstance(row, str)
     assert row.status == "completed"

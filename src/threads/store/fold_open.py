@@ -12,7 +12,9 @@ checkpoint of the last turn request its run rendered, or of the one it opened wi
 (``threads.log.render_resume``), after the fold's two lines.
 
 A continuing run reads that checkpoint one of two ways. ``open_window`` opens its fold from the
-row as ``open_fold`` does, and also reads the lines from the checkpoint's request up to the
+row as ``open_fold`` does, and also reads the lines from the checkpoint's request (or from the
+last multiple of ``SNAPSHOT_EVERY``, when that is sooner: the lines the writer's
+``SnapshotSchedule`` counts, so its rows fall where a whole chain's writer puts them) up to the
 row's cut, which must chain into the row's head hash, so that its ``events``
 (``RestoredFold.start``) hold that request and every line after it, and the next request is
 rendered on from the checkpoint (``threads.run.run_open`` decides when a run may use it).
@@ -246,13 +248,17 @@ async def open_window(store: Store, branch_id: str, now_ms: int) -> Window | Non
     if checkpoint is None:
         return None
     cut = read.snapshot.seq
+    # from the checkpoint's request, or sooner: every line the writer's ``SnapshotSchedule``
+    # counts (those after the last multiple of ``SNAPSHOT_EVERY``), so that its rows fall where
+    # a writer holding the whole chain puts them
+    first = min(checkpoint.seq, read.branch.head_seq // SNAPSHOT_EVERY * SNAPSHOT_EVERY + 1)
     before: list[bytes] = []
-    if checkpoint.seq <= cut:
+    if first <= cut:
         try:
-            before = await store.read_lines(branch_id, checkpoint.seq - 1, cut)
+            before = await store.read_lines(branch_id, first - 1, cut)
         except ThreadsError:
             return None
-        if len(before) != cut - checkpoint.seq + 1:
+        if len(before) != cut - first + 1:
             return None
     fold = _restored(read, now_ms, before)
     started = None if fold is None else fold.thread_started
