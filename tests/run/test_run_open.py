@@ -18,55 +18,72 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import threads.store.fold_open as fold_open
-from run_open_support import STEPS, Reads, bot, continued_both_ways, run, same_ids
+from run_open_support import (
+    GATED,
+    KINDS,
+    WIDE_STEPS,
+    Reads,
+    bot,
+    continued_both_ways,
+    run,
+    same_ids,
+)
 from threads.log.fold.saved import RestoredFold, SnapshotShortError
 from threads.log.lines import Event
 from threads.log.render import render
 from threads.log.vocabulary import data_of
+from threads.store.control_items import Command
 from threads.store.protocol import Store
 
 pytestmark = pytest.mark.timeout(300)
 
 
-async def build(root: Path, turns: list[list[str]], park: bool, open_turn: bool) -> str:
-    """A thread of ``turns`` (a parked approval after them when ``park``; a turn the run
-    left open after its model request, its script run out, when ``open_turn``)."""
+async def build(
+    root: Path, turns: list[list[str]], park: bool, open_turn: bool, kind: str = "plain"
+) -> str:
+    """A thread of ``turns`` by an agent of ``kind`` (a parked approval after them when
+    ``park``; a turn the run left open after its model request, its script run out, when
+    ``open_turn``)."""
     thread_id = None
     with same_ids(b"build"):
         for n in range(len(turns)):
-            result = await run(root, bot(turns[: n + 1]), f"turn {n}", thread_id)
+            result = await run(root, bot(turns[: n + 1], kind), f"turn {n}", thread_id)
             assert not isinstance(result, str), result
             thread_id = result.thread.id
         assert thread_id is not None
         if park:
             # parks on the approval (unless a fallback model answers instead)
-            await run(root, bot([*turns, ["wire"]]), "wire it", thread_id)
-        if open_turn:
-            await run(root, bot(turns[:-1]), "unanswered", thread_id)  # the script runs out
+            await run(root, bot([*turns, ["wire"]], kind), "wire it", thread_id)
+        if open_turn:  # the script runs out
+            await run(root, bot(turns[:-1], kind), "unanswered", thread_id)
     return thread_id
 
 
-turns_strategy = st.lists(st.lists(st.sampled_from(STEPS), max_size=3), min_size=1, max_size=4)
+turns_strategy = st.lists(st.lists(st.sampled_from(WIDE_STEPS), max_size=3), min_size=1,
+                          max_size=4)
 
 
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    turns=turns_strategy, last=st.lists(st.sampled_from(STEPS), max_size=4),
+    turns=turns_strategy, last=st.lists(st.sampled_from(WIDE_STEPS), max_size=4),
     every=st.sampled_from([1, 2, 3, 5, 7, 512]), park=st.booleans(), open_turn=st.booleans(),
     host=st.booleans(), every_bytes=st.sampled_from([900, 2500, 4000, 1 << 20]),
+    kind=st.sampled_from(KINDS), queued=st.sampled_from([None, "cancel", "stop_when_idle"]),
 )
 async def test_a_run_from_the_row_writes_what_a_run_from_the_chain_writes(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
     turns: list[list[str]], last: list[str], every: int, park: bool, open_turn: bool,
-    host: bool, every_bytes: int,
+    host: bool, every_bytes: int, kind: str, queued: Command | None,
 ) -> None:
     tmp_path = tmp_path_factory.mktemp("runs")
     monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", every)
     monkeypatch.setattr(fold_open, "SNAPSHOT_BYTES", every_bytes)
     reads = Reads(monkeypatch)
-    thread_id = await build(tmp_path / "base", turns, park, open_turn)
-    await continued_both_ways(tmp_path, thread_id, [*turns, last], reads, host=host)
+    thread_id = await build(tmp_path / "base", turns, park, open_turn, kind)
+    served, _, _ = await continued_both_ways(tmp_path, thread_id, [*turns, last], reads,
+                                             host=host, kind=kind, queued=queued)
+    assert not (served and kind in GATED)  # an agent the row must not serve read the chain
 
 
 async def test_a_quiet_thread_continues_from_the_row_without_reading_the_chain(
