@@ -17,10 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import threads.run.runner as runner
 import threads.store.fold_open as fold_open
 from run_open_support import (
     GATED,
     KINDS,
+    NOW,
     WIDE_STEPS,
     Reads,
     bot,
@@ -28,6 +30,8 @@ from run_open_support import (
     run,
     same_ids,
 )
+from threads import FakeClock, sqlite
+from threads.cli.cmd_verify import verify_branch
 from threads.log.fold.saved import RestoredFold, SnapshotShortError
 from threads.log.lines import Event
 from threads.log.render import render
@@ -243,3 +247,40 @@ async def test_on_either_engine_a_quiet_thread_continues_from_the_row(
     for at in requests:
         sent = data_of(events[at], "model_request")["request_ref"]["sha256"]
         assert sent == render(events[0].data, events[:at]).sha256
+
+
+async def test_a_damaged_line_before_the_window_is_not_seen_by_the_run_but_verify_finds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Documented: a run from the row reads no line before the checkpoint's request, so a byte
+    changed in the first input goes unnoticed by it; ``threads verify`` (every line read and
+    checked) still names that line, and so does a run that reads the chain."""
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 3)
+    reads = Reads(monkeypatch)
+    base = tmp_path / "base"
+    turns = [["look", "put"], ["two"], ["say"]]
+    thread_id = await build(base, turns, False, False)
+    with sqlite3.connect(base / "threads.db") as db:
+        (line,) = db.execute("SELECT line FROM events WHERE seq = 2").fetchone()
+        assert b'"turn 0"' in bytes(line)
+        db.execute("UPDATE events SET line = ? WHERE seq = 2",
+                   (bytes(line).replace(b'"turn 0"', b'"turn 9"'),))
+    with same_ids(b"continue"):
+        before = reads.chains
+        result = await run(base, bot([*turns, ["look"]]), "and now", thread_id)
+        assert reads.chains == before  # served from the row
+        assert not isinstance(result, str)
+        assert result.status == "completed"
+    store = sqlite(base, clock=FakeClock(NOW))
+    try:
+        branch = await store.root_branch(thread_id)
+        capsys.readouterr()
+        assert not await verify_branch(store, branch)
+        assert "seq 2" in capsys.readouterr().out
+    finally:
+        await store.close()
+    # a run that reads the chain stops on it
+    monkeypatch.setattr(runner, "window_serves", lambda *a, **k: False)
+    failed = await run(base, bot([*turns, ["look"], ["say"]]), "again", thread_id)
+    assert not isinstance(failed, str)
+    assert failed.status == "failed"
