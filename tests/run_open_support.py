@@ -64,9 +64,16 @@ def wire(x: str) -> str:
     return f"wired {x}"
 
 
+@tool(effect="read_only")
+def dump(x: str) -> str:
+    """Reads a long page about ``x`` (its result is kept as an artifact)."""
+    return f"{x}: " + "page " * 4000
+
+
 STEPS = ("say", "look", "put", "two", "rate", "overloaded", "wire")
-# and a ``final_output`` the schema rejects (an unknown tool for an agent with no ``output``)
-WIDE_STEPS = (*STEPS, "reject")
+# and a ``final_output`` the schema rejects (an unknown tool for an agent with no ``output``),
+# and a long result (an artifact; its line alone may be past ``SNAPSHOT_BYTES``)
+WIDE_STEPS = (*STEPS, "reject", "long")
 # the agents a thread may be built and continued with: the plain one, ones a run from the row
 # serves too (a thread-scoped fallback, a structured output), and ones it must not (``GATED``)
 KINDS = ("plain", "thread_fallback", "output", "budget", "context", "extension")
@@ -89,7 +96,9 @@ def script_of(turns: list[list[str]], kind: str = "plain") -> list[ScriptItem]:
     for n, steps in enumerate(turns):
         for i, step in enumerate(steps):
             tag = f"{n}.{i}"
-            if step == "reject":
+            if step == "long":
+                out.append(use(call("dump", f"dump-{tag}", x=tag)))
+            elif step == "reject":
                 out.append(use(call("final_output", f"bad-{tag}", answer=3)))
             elif step == "look":
                 out.append(use(call("look", f"look-{tag}", x=tag)))
@@ -117,7 +126,7 @@ def bot(turns: list[list[str]], kind: str = "plain") -> Agent[None, Any]:
               if kind == "output" else say("from the spare") for n in range(64)]
     fallback = ScriptedModel(spares, name="spare-1")
     return agent(
-        name="b", model=model, tools=[look, put, wire], fallback=[fallback],
+        name="b", model=model, tools=[look, put, wire, dump], fallback=[fallback],
         permissions=Permissions(ask=["wire"]),
         retry=RetryPolicy(fallback_scope="thread") if kind == "thread_fallback" else None,
         output=Answer if kind == "output" else None,
