@@ -193,14 +193,18 @@ async def test_a_row_that_does_not_hold_makes_the_run_read_every_line(
 
 
 
+@pytest.mark.parametrize(("every", "every_bytes"), [(3, 1 << 20), (512, 900)])
 async def test_an_event_whose_rule_needs_an_older_line_is_folded_on_the_whole_chain(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: int, every_bytes: int
 ) -> None:
     """Should a rule need a line before the window mid-run (``SnapshotShortError``), the
     writer reads the chain whole, folds the events it holds back on it, then the new ones:
     played here by the first ``effect_begin`` a restored fold is given, which follows a held
-    reply and its call."""
-    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 3)
+    reply and its call. Also when the window holds every line (a thread shorter than
+    ``SNAPSHOT_EVERY`` with a row put by bytes): the state restored from the row is still
+    not the whole fold's."""
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", every)
+    monkeypatch.setattr(fold_open, "SNAPSHOT_BYTES", every_bytes)
     reads = Reads(monkeypatch)
     turns = [["look", "put"], ["two"], ["say"]]
     thread_id = await build(tmp_path / "base", turns, False, False)

@@ -118,8 +118,11 @@ class RestoredFold(Fold):
 
     @property
     def partial(self) -> bool:
-        """Whether ``events`` start after the chain's first line (until ``become``)."""
-        return self.start > 1
+        """Whether this is still the state restored from a snapshot (until ``become``): what
+        it keeps of the lines through ``cut`` is not the whole fold's, even when ``events``
+        hold every line (a window from the chain's first), so a rule may still need the
+        whole chain (``SnapshotShortError``)."""
+        return self.cut > 0
 
     def become(self, whole: Fold) -> None:
         """Take the state of ``whole``, the full fold of the same chain to the same head, in
