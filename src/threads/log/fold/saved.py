@@ -115,6 +115,10 @@ class RestoredFold(Fold):
     start: int = 1
     first_input: Event | None = None
     cut_time: int | None = None
+    # the bytes (newline included) of the lines after the last multiple of the snapshot
+    # interval and before ``start``, as a continuing run's open counted them (a writer's row
+    # schedule counts them: ``threads.store.fold_open.SnapshotSchedule``)
+    bytes_before: int = 0
 
     @property
     def partial(self) -> bool:
@@ -130,6 +134,7 @@ class RestoredFold(Fold):
         settled = self.settled_calls  # how far ``pending_calls`` looked: a full fold's too
         vars(self).update(vars(whole))
         self.cut, self.start, self.first_input, self.cut_time = 0, 1, None, None
+        self.bytes_before = 0
         self.settled_calls = settled
 
     def event_by_id(self, event_id: str) -> Event | None:
