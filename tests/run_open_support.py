@@ -28,6 +28,7 @@ from threads.run.hooks import Extension, HookDecision, ToolResultView
 from threads.run.permissions import Permissions
 from threads.run.results import RunResult
 from threads.run.retry_policy import RetryPolicy
+from threads.run.thread import ControlError, open_thread
 from threads.run.writer import BranchWriter
 from threads.store.capabilities import controls_of
 from threads.store.control_items import Command
@@ -226,14 +227,36 @@ async def queue(root: Path, thread_id: str, command: Command) -> None:
         await store.close()
 
 
+async def between(root: Path, thread_id: str, change: str) -> None:
+    """A person's change between two turns, through the thread's handle: ``mode`` (a
+    ``mode_changed``), ``settings`` (a ``settings_changed`` of the model's params), ``spare``
+    (the next requests go to the fallback model). One the thread refuses (a turn open, say)
+    is left out."""
+    store = sqlite(root, clock=FakeClock(NOW))
+    try:
+        handle = await open_thread(store, thread_id)
+        with contextlib.suppress(ControlError):
+            if change == "mode":
+                await handle.change_mode(LOCAL_OPERATOR, "accept_edits")
+            elif change == "settings":
+                await handle.change_settings(LOCAL_OPERATOR, provider="scripted",
+                                             model="scripted-1", model_params={"t": 1})
+            elif change == "spare":
+                await handle.change_settings(LOCAL_OPERATOR, provider="scripted",
+                                             model="spare-1")
+    finally:
+        await store.close()
+
+
 async def continued_both_ways(
     tmp_path: Path, thread_id: str, turns: list[list[str]], reads: Reads, *, host: bool = False,
-    kind: str = "plain", queued: Command | None = None,
+    kind: str = "plain", queued: Command | None = None, change: str | None = None,
 ) -> tuple[bool, RunResult | str, RunResult | str]:
     """The same continuing run on two copies of the store, with the row and without it;
     asserts the lines appended (and the rows written) are the same. Whether the row served.
     ``host``: its input written first, as the host does, and the run given none. ``kind``:
-    the agent's (``bot``). ``queued``: a control waiting in the inbox when the run opens."""
+    the agent's (``bot``). ``queued``: a control waiting in the inbox when the run opens.
+    ``change``: one made before the run (``between``)."""
     outcomes = []
     served = False
     for way in ("row", "chain"):
@@ -246,6 +269,8 @@ async def continued_both_ways(
                 patch = pytest.MonkeyPatch()
                 stack.callback(patch.undo)
                 patch.setattr(runner, "window_serves", lambda *a, **k: False)
+            if change is not None:
+                await between(copy, thread_id, change)
             if host:
                 await host_input(copy, thread_id, "and now")
             if queued is not None:

@@ -74,11 +74,12 @@ turns_strategy = st.lists(st.lists(st.sampled_from(WIDE_STEPS), max_size=3), min
     every=st.sampled_from([1, 2, 3, 5, 7, 512]), park=st.booleans(), open_turn=st.booleans(),
     host=st.booleans(), every_bytes=st.sampled_from([900, 2500, 4000, 1 << 20]),
     kind=st.sampled_from(KINDS), queued=st.sampled_from([None, "cancel", "stop_when_idle"]),
+    change=st.sampled_from([None, "mode", "settings", "spare"]),
 )
 async def test_a_run_from_the_row_writes_what_a_run_from_the_chain_writes(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
     turns: list[list[str]], last: list[str], every: int, park: bool, open_turn: bool,
-    host: bool, every_bytes: int, kind: str, queued: Command | None,
+    host: bool, every_bytes: int, kind: str, queued: Command | None, change: str | None,
 ) -> None:
     tmp_path = tmp_path_factory.mktemp("runs")
     monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", every)
@@ -86,7 +87,8 @@ async def test_a_run_from_the_row_writes_what_a_run_from_the_chain_writes(
     reads = Reads(monkeypatch)
     thread_id = await build(tmp_path / "base", turns, park, open_turn, kind)
     served, _, _ = await continued_both_ways(tmp_path, thread_id, [*turns, last], reads,
-                                             host=host, kind=kind, queued=queued)
+                                             host=host, kind=kind, queued=queued,
+                                             change=change)
     assert not (served and kind in GATED)  # an agent the row must not serve read the chain
 
 
