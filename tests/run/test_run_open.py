@@ -30,12 +30,13 @@ from run_open_support import (
     run,
     same_ids,
 )
-from threads import FakeClock, sqlite
+from threads import FakeClock, open_thread, sqlite
 from threads.cli.cmd_verify import verify_branch
 from threads.log.fold.saved import RestoredFold, SnapshotShortError
 from threads.log.lines import Event
 from threads.log.render import render
 from threads.log.vocabulary import data_of
+from threads.principal import LOCAL_OPERATOR
 from threads.store.control_items import Command
 from threads.store.protocol import Store
 
@@ -43,17 +44,23 @@ pytestmark = pytest.mark.timeout(300)
 
 
 async def build(
-    root: Path, turns: list[list[str]], park: bool, open_turn: bool, kind: str = "plain"
+    root: Path, turns: list[list[str]], park: bool, open_turn: bool, kind: str = "plain",
+    decide: str | None = None,
 ) -> str:
     """A thread of ``turns`` by an agent of ``kind`` (a parked approval after them when
     ``park``; a turn the run left open after its model request, its script run out, when
-    ``open_turn``)."""
+    ``open_turn``). ``decide``: a turn that parks on an approval has it decided so
+    (``approve``, ``deny``) and is run on to its end; else it stays parked."""
     thread_id = None
     with same_ids(b"build"):
         for n in range(len(turns)):
-            result = await run(root, bot(turns[: n + 1], kind), f"turn {n}", thread_id)
+            spec = bot(turns[: n + 1], kind)
+            result = await run(root, spec, f"turn {n}", thread_id)
             assert not isinstance(result, str), result
             thread_id = result.thread.id
+            if decide is not None and result.status == "parked":
+                await decide_all(root, thread_id, decide)
+                await run(root, spec, None, thread_id)
         assert thread_id is not None
         if park:
             # parks on the approval (unless a fallback model answers instead)
@@ -61,6 +68,20 @@ async def build(
         if open_turn:  # the script runs out
             await run(root, bot(turns[:-1], kind), "unanswered", thread_id)
     return thread_id
+
+
+async def decide_all(root: Path, thread_id: str, decide: str) -> None:
+    """Every approval pending on the thread granted or denied, by the operator."""
+    store = sqlite(root, clock=FakeClock(NOW))
+    try:
+        handle = await open_thread(store, thread_id)
+        for pending in await handle.pending_approvals():
+            if decide == "approve":
+                await handle.approve(pending.challenge_id, LOCAL_OPERATOR)
+            else:
+                await handle.deny(pending.challenge_id, LOCAL_OPERATOR, "not now")
+    finally:
+        await store.close()
 
 
 turns_strategy = st.lists(st.lists(st.sampled_from(WIDE_STEPS), max_size=3), min_size=1,
@@ -75,17 +96,19 @@ turns_strategy = st.lists(st.lists(st.sampled_from(WIDE_STEPS), max_size=3), min
     host=st.booleans(), every_bytes=st.sampled_from([900, 2500, 4000, 1 << 20]),
     kind=st.sampled_from(KINDS), queued=st.sampled_from([None, "cancel", "stop_when_idle"]),
     change=st.sampled_from([None, "mode", "settings", "spare"]),
+    decide=st.sampled_from([None, "approve", "deny"]),
 )
 async def test_a_run_from_the_row_writes_what_a_run_from_the_chain_writes(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
     turns: list[list[str]], last: list[str], every: int, park: bool, open_turn: bool,
     host: bool, every_bytes: int, kind: str, queued: Command | None, change: str | None,
+    decide: str | None,
 ) -> None:
     tmp_path = tmp_path_factory.mktemp("runs")
     monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", every)
     monkeypatch.setattr(fold_open, "SNAPSHOT_BYTES", every_bytes)
     reads = Reads(monkeypatch)
-    thread_id = await build(tmp_path / "base", turns, park, open_turn, kind)
+    thread_id = await build(tmp_path / "base", turns, park, open_turn, kind, decide)
     served, _, _ = await continued_both_ways(tmp_path, thread_id, [*turns, last], reads,
                                              host=host, kind=kind, queued=queued,
                                              change=change)
