@@ -129,6 +129,23 @@ async def test_a_quiet_thread_continues_from_the_row_without_reading_the_chain(
     assert row.status == "completed"
 
 
+@pytest.mark.parametrize("decide", ["approve", "deny"])
+async def test_an_approval_decided_turns_ago_does_not_keep_the_thread_off_the_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decide: str
+) -> None:
+    """``fold.approvals`` keeps every approval the thread ever asked: one whose call is closed
+    (granted and run, or denied) is history, and the run opens from the row as on a thread
+    that never asked one, writing the same lines."""
+    monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 3)
+    reads = Reads(monkeypatch)
+    turns = [["wire"], ["look"], ["say"]]
+    thread_id = await build(tmp_path / "base", turns, False, False, decide=decide)
+    served, row, _ = await continued_both_ways(tmp_path, thread_id, [*turns, ["look"]], reads)
+    assert served
+    assert not isinstance(row, str)
+    assert row.status == "completed"
+
+
 @pytest.mark.parametrize(("every_bytes", "turns", "last"), [
     (4000, [["two", "two"], ["look"]], ["two", "look"]),
     (2500, [["put"], ["look", "look"], ["two"]], ["put", "put", "look"]),
