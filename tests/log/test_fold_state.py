@@ -99,7 +99,7 @@ def chain_items(data: bytes) -> list[Item]:
 
 def test_the_format_carries_every_field_of_the_fold() -> None:
     assert {f.name for f in dataclasses.fields(Fold)} == FOLD_FIELDS
-    restored_only = {"cut", "start", "first_input", "cut_time"}
+    restored_only = {"cut", "start", "first_input", "cut_time", "bytes_before"}
     assert {f.name for f in dataclasses.fields(RestoredFold)} == FOLD_FIELDS | restored_only
 
 

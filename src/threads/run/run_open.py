@@ -14,13 +14,14 @@ hold, and every condition below is one under which some reader would need an old
   the transcript a handoff forwards, spawns, the hooks' decisions over earlier inputs);
 - the state restored (``quiet``): no parent (a subagent's thread runs under its parent's
   budgets, a handoff target under its source's, read with its fold), no turn open, or one
-  whose input is the last line (the host writes a turn's input before its run), and one or the
-  other as the run needs (a run with no input and no turn answers with the last turn's ending,
-  which may be older); one segment (no
-  fork), no dropped torn tail to record, not inspection-only or cancelled, no model request or
-  call open, no park, approval, child, handoff, compaction asked or answered, no summarizer
-  reply, no context policy pinned, and no minted call id (an adapter is sent the provider's id
-  behind every one).
+  whose input is the last line (the host writes a turn's input before its run), and one or
+  the other as the run needs (a run with no input and no turn answers with the last turn's
+  ending, which may be older); one segment (no fork), no dropped torn tail to record, not
+  inspection-only or cancelled, no model request or call open, no park, no approval whose
+  call has no result yet (one granted, denied or expired and closed is history: no reader on
+  the run's path looks it up again without a park), no child, handoff, compaction asked or
+  answered, no summarizer reply, no context policy pinned, and no minted call id (an adapter
+  is sent the provider's id behind every one).
 
 In such a run the readers scan the turn it opens (its input and after), which ``events`` holds.
 The call ids already used start as every call the state holds (each ``tool_use`` part of a
@@ -94,7 +95,8 @@ def quiet(branch: BranchInfo, fold: RestoredFold, *, has_input: bool) -> bool:
         and fold.thread_started.get("parent") is None
         and len(fold.segment_headers) == 1 and not fold.inspection_only
         and not fold.thread_cancelled and fold.open_attempt is None
-        and fold.open_calls == 0 and not fold.parks and not fold.approvals
+        and fold.open_calls == 0 and not fold.parks
+        and all(call.result is not None for call in fold.approvals.values())
         and not features.children and features.handoff is None
         and compaction.requested is None and compaction.pending_side is None
         and not fold.side_responses

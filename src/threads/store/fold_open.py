@@ -13,7 +13,9 @@ checkpoint of the last turn request its run rendered, or of the one it opened wi
 
 A continuing run reads that checkpoint one of two ways. ``open_window`` opens its fold from the
 row as ``open_fold`` does, and also reads the lines from the checkpoint's request up to the
-row's cut, which must chain into the row's head hash, so that its ``events``
+row's cut (and counts the bytes of those before it after the last multiple of
+``SNAPSHOT_EVERY``, which the writer's ``SnapshotSchedule`` counts: so its rows fall where a
+whole chain's writer puts them), which must chain into the row's head hash, so that its ``events``
 (``RestoredFold.start``) hold that request and every line after it, and the next request is
 rendered on from the checkpoint (``threads.run.run_open`` decides when a run may use it).
 ``open_checkpoint`` is for a run holding the whole chain folded.
@@ -87,6 +89,9 @@ class SnapshotSchedule:
             if event.seq <= boundary:
                 break
             unsaved += len(event.line) + 1
+        else:  # a window (``open_window``) counted the lines before its events
+            if isinstance(fold, RestoredFold):
+                unsaved += fold.bytes_before
         return cls(unsaved)
 
     def due(self, batch: Sequence[Event]) -> bool:
@@ -246,18 +251,26 @@ async def open_window(store: Store, branch_id: str, now_ms: int) -> Window | Non
     if checkpoint is None:
         return None
     cut = read.snapshot.seq
-    before: list[bytes] = []
-    if checkpoint.seq <= cut:
+    # the window: from the checkpoint's request (or the tail, when the row is before it); and
+    # the bytes of the lines before it that the writer's ``SnapshotSchedule`` counts (those
+    # after the last multiple of ``SNAPSHOT_EVERY``), so its rows fall where a writer holding
+    # the whole chain puts them: their lengths only, never folded nor looked at
+    start = min(checkpoint.seq, cut + 1)
+    first = min(start, read.branch.head_seq // SNAPSHOT_EVERY * SNAPSHOT_EVERY + 1)
+    lines: list[bytes] = []
+    if first <= cut:
         try:
-            before = await store.read_lines(branch_id, checkpoint.seq - 1, cut)
+            lines = await store.read_lines(branch_id, first - 1, cut)
         except ThreadsError:
             return None
-        if len(before) != cut - checkpoint.seq + 1:
+        if len(lines) != cut - first + 1:
             return None
+    counted, before = lines[: start - first], lines[start - first :]
     fold = _restored(read, now_ms, before)
     started = None if fold is None else fold.thread_started
     if fold is None or started is None:
         return None
+    fold.bytes_before = sum(len(line) + 1 for line in counted)
     with collector_paused():
         resumed = resume(checkpoint, started, fold.events)
     return None if resumed is None else Window(read.branch, fold, resumed)

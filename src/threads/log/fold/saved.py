@@ -115,11 +115,18 @@ class RestoredFold(Fold):
     start: int = 1
     first_input: Event | None = None
     cut_time: int | None = None
+    # the bytes (newline included) of the lines after the last multiple of the snapshot
+    # interval and before ``start``, as a continuing run's open counted them (a writer's row
+    # schedule counts them: ``threads.store.fold_open.SnapshotSchedule``)
+    bytes_before: int = 0
 
     @property
     def partial(self) -> bool:
-        """Whether ``events`` start after the chain's first line (until ``become``)."""
-        return self.start > 1
+        """Whether this is still the state restored from a snapshot (until ``become``): what
+        it keeps of the lines through ``cut`` is not the whole fold's, even when ``events``
+        hold every line (a window from the chain's first), so a rule may still need the
+        whole chain (``SnapshotShortError``)."""
+        return self.cut > 0
 
     def become(self, whole: Fold) -> None:
         """Take the state of ``whole``, the full fold of the same chain to the same head, in
@@ -127,6 +134,7 @@ class RestoredFold(Fold):
         settled = self.settled_calls  # how far ``pending_calls`` looked: a full fold's too
         vars(self).update(vars(whole))
         self.cut, self.start, self.first_input, self.cut_time = 0, 1, None, None
+        self.bytes_before = 0
         self.settled_calls = settled
 
     def event_by_id(self, event_id: str) -> Event | None:
