@@ -84,49 +84,57 @@ def commit_group(conn: sqlite3.Connection, writes: Sequence[Write]) -> list[Outc
     exception) per write. A write that fails having changed no row (its fence refused) is
     answered with its error and the group goes on: there is nothing of it to undo. One that
     fails after changing rows (a reused event id) can only be undone by a savepoint, so the
-    group is rolled back and runs again with each write in its own (``_savepointed``)."""
+    group is rolled back and runs again with each write in its own (``_in_savepoint``)."""
     if len(writes) == 1:
         return [_alone(conn, writes[0])]
+    outcomes = _grouped(conn, writes, _plainly)
+    if outcomes is None:
+        outcomes = _grouped(conn, writes, _each_in_savepoint)
+    assert outcomes is not None  # ``_each_in_savepoint`` always answers
+    return outcomes
+
+
+def _grouped(
+    conn: sqlite3.Connection,
+    writes: Sequence[Write],
+    run: Callable[[sqlite3.Connection, Sequence[Write]], list[Outcome] | None],
+) -> list[Outcome] | None:
+    """``run`` the group inside one ``BEGIN IMMEDIATE`` ... ``COMMIT``; None (rolled back)
+    when ``run`` says the group needs savepoints. When the transaction as a whole fails,
+    nothing of it was committed and each write runs again alone."""
     try:
         conn.execute("BEGIN IMMEDIATE")
     except BaseException as exc:  # busy past the timeout, I/O: no write of the group ran
         return [(None, exc)] * len(writes)
+    try:
+        outcomes = run(conn, writes)
+        conn.execute("COMMIT" if outcomes is not None else "ROLLBACK")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        return [_alone(conn, write) for write in writes]
+    return outcomes
+
+
+def _plainly(conn: sqlite3.Connection, writes: Sequence[Write]) -> list[Outcome] | None:
+    """Each write in turn, no savepoints: None as soon as one fails having changed rows."""
     outcomes: list[Outcome] = []
-    try:
-        for write in writes:
-            changes = conn.total_changes
-            try:
-                outcomes.append((write(conn), None))
-            except Exception as exc:
-                if not conn.in_transaction:  # SQLite rolled the whole transaction back
-                    raise
-                if conn.total_changes != changes:
-                    conn.execute("ROLLBACK")
-                    return _savepointed(conn, writes)
-                outcomes.append((None, exc))
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        return [_alone(conn, write) for write in writes]
+    for write in writes:
+        changes = conn.total_changes
+        try:
+            outcomes.append((write(conn), None))
+        except Exception as exc:
+            if not conn.in_transaction:  # SQLite rolled the whole transaction back
+                raise
+            if conn.total_changes != changes:
+                return None
+            outcomes.append((None, exc))
     return outcomes
 
 
-def _savepointed(conn: sqlite3.Connection, writes: Sequence[Write]) -> list[Outcome]:
-    """``writes`` in one transaction, each in its savepoint: a refused one is rolled back to
-    it, alone."""
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except BaseException as exc:
-        return [(None, exc)] * len(writes)
-    try:
-        outcomes = [_in_savepoint(conn, write) for write in writes]
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        return [_alone(conn, write) for write in writes]
-    return outcomes
+def _each_in_savepoint(conn: sqlite3.Connection, writes: Sequence[Write]) -> list[Outcome]:
+    """Each write in its savepoint: a refused one is rolled back to it, alone."""
+    return [_in_savepoint(conn, write) for write in writes]
 
 
 def _in_savepoint(conn: sqlite3.Connection, write: Write) -> Outcome:
