@@ -66,7 +66,12 @@ def started_turns(fold: Fold) -> int:
 
 
 def _thread_started_ms(fold: Fold) -> int:
-    return fold.events[0].time
+    """When the thread of ``fold`` started (its first line), which an agent budget's
+    ``max_wall_ms`` runs from. ``fold`` holds the whole chain: a fold opened from a row does
+    not hold line 1, and ``threads.run.run_open`` keeps every budgeted run off the row."""
+    first = fold.events[0]
+    assert first.seq == 1, "a budget's thread start is read from a fold holding line 1"
+    return first.time
 
 
 async def _scopes(rt: Runtime) -> list[_Scope]:
