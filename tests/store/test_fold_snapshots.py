@@ -25,21 +25,26 @@ from threads.store.fold_open import (
     row_at_head_pays,
     snapshot_due,
 )
-from threads.store.protocol import Store
+from threads.store.protocol import Lease, Store
 from threads.store.transfer import import_log
 from threads.testing.sample_log import USER, SampleLog
 
 TENANT = "local"
 
 
+async def held_branch(store: Store, clock: FakeClock) -> tuple[SampleLog, Lease]:
+    """A root branch with its ``thread_started`` stored, and a writer's lease on it."""
+    log = SampleLog(clock)
+    await store.create_branch(log.header, tenant_id=TENANT, events=[log.started()])
+    lease = await store.acquire_lease(log.header.branch_id, "writer", 30_000)
+    log.epoch = lease.epoch
+    return log, lease
+
+
 async def written(store: Store, clock: FakeClock, turns: int, snapshot_after: int) -> SampleLog:
     """A root branch of ``turns`` turns, appended one turn per append, with a fold snapshot
     put with the append of turn ``snapshot_after``."""
-    log = SampleLog(clock)
-    started = log.started()
-    await store.create_branch(log.header, tenant_id=TENANT, events=[started])
-    lease = await store.acquire_lease(log.header.branch_id, "writer", 30_000)
-    log.epoch = lease.epoch
+    log, lease = await held_branch(store, clock)
     for turn in range(1, turns + 1):
         events = log.turn()
         rows = [fold_row(reduce(log.header, log.events))] if turn == snapshot_after else []
@@ -138,14 +143,10 @@ async def test_a_writer_puts_a_snapshot_every_n_events_and_the_listing_at_rest(
     store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 8)
-    log = SampleLog(clock)
-    started = log.started()
-    await store.create_branch(log.header, tenant_id=TENANT, events=[started])
-    lease = await store.acquire_lease(log.header.branch_id, "writer", 30_000)
-    log.epoch = lease.epoch
+    log, lease = await held_branch(store, clock)
     fold = Fold(now_ms=0)
     fold.header(log.header)
-    fold.apply(started)
+    fold.apply(log.events[0])
     writer = BranchWriter(store, lease, fold)
     for _ in range(5):  # seqs 2..21: the batches reaching 8 and 16 put a snapshot
         await writer.append_prepared(log.turn())
@@ -165,11 +166,7 @@ async def test_a_writer_puts_a_snapshot_every_n_events_and_the_listing_at_rest(
 
 
 async def test_the_listing_answers_only_at_the_head(store: Store, clock: FakeClock) -> None:
-    log = SampleLog(clock)
-    started = log.started()
-    await store.create_branch(log.header, tenant_id=TENANT, events=[started])
-    lease = await store.acquire_lease(log.header.branch_id, "writer", 30_000)
-    log.epoch = lease.epoch
+    log, lease = await held_branch(store, clock)
     writer = BranchWriter(store, lease, reduce(log.header, log.events))
     await writer.append_prepared(log.turn())
     assert await read_listing(store, log.header.branch_id) is not None
@@ -208,15 +205,11 @@ async def test_a_writer_puts_a_snapshot_once_its_lines_reach_the_bytes_before_n_
     store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 10_000)
-    log = SampleLog(clock)
-    started = log.started()
-    await store.create_branch(log.header, tenant_id=TENANT, events=[started])
-    lease = await store.acquire_lease(log.header.branch_id, "writer", 30_000)
-    log.epoch = lease.epoch
+    log, lease = await held_branch(store, clock)
     writer = BranchWriter(store, lease, reduce(log.header, log.events))
     first = log.turn()
     # the thread_started line and the first turn count; the second turn reaches the bytes
-    monkeypatch.setattr(fold_open, "SNAPSHOT_BYTES", len(started.line) + 1 + sum(
+    monkeypatch.setattr(fold_open, "SNAPSHOT_BYTES", len(log.events[0].line) + 1 + sum(
         len(e.line) + 1 for e in first) + 1)
     await writer.append_prepared(first)
     assert await store.read_tail(log.header.branch_id) is None  # short of the bytes
@@ -252,11 +245,7 @@ async def checkpointed(
     """A root branch written as a run writes it (every 8 events a fold row), the writer
     keeping each turn request's checkpoint."""
     monkeypatch.setattr(fold_open, "SNAPSHOT_EVERY", 8)
-    log = SampleLog(clock)
-    started = log.started()
-    await store.create_branch(log.header, tenant_id=TENANT, events=[started])
-    lease = await store.acquire_lease(log.header.branch_id, "writer", 30_000)
-    log.epoch = lease.epoch
+    log, lease = await held_branch(store, clock)
     writer = BranchWriter(store, lease, reduce(log.header, log.events))
     for _ in range(turns):
         events = log.turn()
